@@ -1,0 +1,71 @@
+"""Settings the service reads from its environment (Function App settings in Azure).
+
+In Azure every connection is by identity: endpoints only, no keys. The local emulators are
+reached only when BENCH_LOCAL_EMULATORS=1, and then only on loopback.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+from azure.core.credentials import TokenCredential
+from azure.identity import DefaultAzureCredential
+
+from core.errors import BenchError
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+# Every setting the code reads, for the Bicep/app-settings cross-check.
+SETTING_NAMES = (
+    "BENCH_QUEUE_URI",
+    "BENCH_COSMOS_ENDPOINT",
+    "BENCH_COSMOS_DATABASE",
+    "BENCH_MAX_DELIVERIES",
+    "BENCH_LOCAL_EMULATORS",
+    "BENCH_LOCAL_TIMER_SECONDS",
+    "AZURE_CLIENT_ID",
+)
+
+
+class ConfigError(BenchError):
+    pass
+
+
+@dataclass(frozen=True)
+class Settings:
+    queue_uri: str
+    cosmos_endpoint: str
+    cosmos_database: str = "bench"
+    max_deliveries: int = 5
+    local_emulators: bool = False
+    local_timer_seconds: float = 0.0  # > 0: run the timer functions in-process (local stack)
+    managed_identity_client_id: str | None = None
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> Settings:
+        e = dict(os.environ if env is None else env)
+        missing = [k for k in ("BENCH_QUEUE_URI", "BENCH_COSMOS_ENDPOINT") if not e.get(k)]
+        if missing:
+            raise ConfigError(f"missing settings: {', '.join(missing)}")
+        settings = cls(
+            queue_uri=e["BENCH_QUEUE_URI"].rstrip("/"),
+            cosmos_endpoint=e["BENCH_COSMOS_ENDPOINT"],
+            cosmos_database=e.get("BENCH_COSMOS_DATABASE", "bench"),
+            max_deliveries=int(e.get("BENCH_MAX_DELIVERIES", "5")),
+            local_emulators=e.get("BENCH_LOCAL_EMULATORS") == "1",
+            local_timer_seconds=float(e.get("BENCH_LOCAL_TIMER_SECONDS", "0")),
+            managed_identity_client_id=e.get("AZURE_CLIENT_ID") or None,
+        )
+        if settings.local_emulators:
+            for uri in (settings.queue_uri, settings.cosmos_endpoint):
+                if urlparse(uri).hostname not in LOOPBACK_HOSTS:
+                    raise ConfigError(f"local emulator mode only talks to loopback, not {uri}")
+        return settings
+
+
+def azure_credential(client_id: str | None) -> TokenCredential:
+    """DefaultAzureCredential: managed identity in Azure, developer login elsewhere."""
+
+    return DefaultAzureCredential(managed_identity_client_id=client_id)

@@ -1,0 +1,259 @@
+"""Cosmos DB adapter. Containers and partition keys (see README, "Storage"):
+
+- runs        /id      point reads by run id dominate (API, agents, timer); listing is a
+                       cross-partition query, fine at this volume.
+- items       /run_id  a run's work items live in one logical partition: the timer and the
+                       API read them together with one single-partition query.
+- results     /run_id  id = item id, so a redelivered item writes one result document.
+- aggregates  /run_id  id = run id, so two timers racing store one aggregate.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import warnings
+from typing import Any
+
+from azure.core import MatchConditions
+from azure.core.credentials import TokenCredential
+from azure.core.exceptions import AzureError
+from azure.cosmos import ContainerProxy, CosmosClient, PartitionKey
+from azure.cosmos import exceptions as cx
+from urllib3.exceptions import InsecureRequestWarning
+
+from adapters.config import Settings, azure_credential
+from adapters.local import COSMOS_EMULATOR_KEY
+from core.errors import Conflict, NotFound, StoreUnavailable
+
+log = logging.getLogger(__name__)
+Doc = dict[str, Any]
+
+CONTAINERS: dict[str, str] = {
+    "runs": "/id",
+    "items": "/run_id",
+    "results": "/run_id",
+    "aggregates": "/run_id",
+}
+
+
+def _clean(doc: Any) -> Doc:
+    """Drop Cosmos system properties except the ETag, which compare-and-swap needs."""
+    return {k: v for k, v in dict(doc).items() if not k.startswith("_") or k == "_etag"}
+
+
+def _wrap(e: Exception, what: str) -> Exception:
+    if isinstance(e, cx.CosmosResourceNotFoundError):
+        return NotFound(what)
+    if isinstance(e, cx.CosmosResourceExistsError):
+        return Conflict(f"{what} already exists")
+    if isinstance(e, cx.CosmosAccessConditionFailedError):
+        return Conflict(f"{what} changed concurrently")
+    return StoreUnavailable(f"{what}: {e}")
+
+
+class CosmosStore:
+    def __init__(self, client: CosmosClient, database: str) -> None:
+        self._client = client
+        self._db = client.get_database_client(database)
+        self._c: dict[str, ContainerProxy] = {
+            n: self._db.get_container_client(n) for n in CONTAINERS
+        }
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> CosmosStore:
+        credential: str | TokenCredential
+        if settings.local_emulators:
+            # The local server's certificate is self-signed; Settings.from_env has already
+            # refused any non-loopback endpoint in this mode, so the warning is noise here.
+            warnings.filterwarnings("ignore", category=InsecureRequestWarning)
+            client = CosmosClient(
+                settings.cosmos_endpoint,
+                credential=COSMOS_EMULATOR_KEY,
+                connection_verify=False,
+                enable_endpoint_discovery=False,
+            )
+        else:
+            credential = azure_credential(settings.managed_identity_client_id)
+            client = CosmosClient(settings.cosmos_endpoint, credential=credential)
+        return cls(client, settings.cosmos_database)
+
+    def ensure_containers(self) -> None:
+        """Create the database and containers (locally; in Azure the Bicep creates them)."""
+        db = self._client.create_database_if_not_exists(self._db.id)
+        for name, pk in CONTAINERS.items():
+            db.create_container_if_not_exists(name, partition_key=PartitionKey(pk))
+
+    def ping(self) -> None:
+        try:
+            self._db.read()
+        except (cx.CosmosHttpResponseError, AzureError) as e:
+            raise _wrap(e, "database") from e
+
+    # ---- generic ----------------------------------------------------------------------
+
+    def _create(self, container: str, doc: Doc) -> Doc:
+        try:
+            return _clean(self._c[container].create_item(doc))
+        except (cx.CosmosHttpResponseError, AzureError) as e:
+            raise _wrap(e, f"{container}/{doc.get('id')}") from e
+
+    def _read(self, container: str, id_: str, pk: str) -> Doc:
+        if CONTAINERS[container] != "/id":
+            # A single-partition query instead of a point read: the local Cosmos DB server
+            # answers 500, not 404, for a missing document when the key is not /id. The
+            # query costs a few RU more in Azure and behaves the same on both.
+            field = CONTAINERS[container].lstrip("/")
+            rows = self._query(
+                container,
+                f"SELECT * FROM c WHERE c.{field} = @pk AND c.id = @id",  # noqa: S608 - fixed name
+                [{"name": "@pk", "value": pk}, {"name": "@id", "value": id_}],
+                pk=pk,
+            )
+            if not rows:
+                raise NotFound(f"{container}/{id_}")
+            return rows[0]
+        try:
+            return _clean(self._c[container].read_item(id_, partition_key=pk))
+        except (cx.CosmosHttpResponseError, AzureError) as e:
+            raise _wrap(e, f"{container}/{id_}") from e
+
+    def _replace(self, container: str, doc: Doc) -> Doc:
+        try:
+            return _clean(
+                self._c[container].replace_item(
+                    doc["id"], doc, etag=doc["_etag"], match_condition=MatchConditions.IfNotModified
+                )
+            )
+        except (cx.CosmosHttpResponseError, AzureError) as e:
+            raise _wrap(e, f"{container}/{doc.get('id')}") from e
+
+    def _query(
+        self, container: str, sql: str, params: list[dict[str, Any]], pk: str | None = None
+    ) -> list[Doc]:
+        try:
+            if pk is None:
+                it = self._c[container].query_items(
+                    sql, parameters=params, enable_cross_partition_query=True
+                )
+            else:
+                it = self._c[container].query_items(sql, parameters=params, partition_key=pk)
+            return [_clean(d) for d in it]
+        except (cx.CosmosHttpResponseError, AzureError) as e:
+            raise _wrap(e, f"query on {container}") from e
+
+    def _create_once(self, container: str, doc: Doc) -> bool:
+        try:
+            self._create(container, doc)
+            return True
+        except Conflict:
+            return False
+
+    # ---- runs -------------------------------------------------------------------------
+
+    def create_run(self, doc: Doc) -> Doc:
+        return self._create("runs", doc)
+
+    def get_run(self, run_id: str) -> Doc:
+        return self._read("runs", run_id, run_id)
+
+    def replace_run(self, doc: Doc) -> Doc:
+        return self._replace("runs", doc)
+
+    def query_runs(
+        self,
+        *,
+        target: str | None,
+        state: str | None,
+        tag: tuple[str, str] | None,
+        limit: int,
+        continuation: str | None,
+    ) -> tuple[list[Doc], str | None]:
+        # Only fixed clauses are joined; every value travels as a query parameter.
+        where: list[str] = []
+        params: list[dict[str, object]] = []
+        if target:
+            where.append("c.target = @target")
+            params.append({"name": "@target", "value": target})
+        if state:
+            where.append("c.state = @state")
+            params.append({"name": "@state", "value": state})
+        if tag:
+            where.append("c.tags[@tagkey] = @tagvalue")
+            params += [{"name": "@tagkey", "value": tag[0]}, {"name": "@tagvalue", "value": tag[1]}]
+        sql = "SELECT * FROM c" + (" WHERE " + " AND ".join(where) if where else "")  # noqa: S608
+        sql += " ORDER BY c.created_ms DESC"
+        token = base64.urlsafe_b64decode(continuation.encode()).decode() if continuation else None
+        try:
+            pages = (
+                self._c["runs"]
+                .query_items(
+                    sql, parameters=params, enable_cross_partition_query=True, max_item_count=limit
+                )
+                .by_page(token)
+            )
+            page = [_clean(d) for d in next(pages, [])]
+            nxt = getattr(pages, "continuation_token", None)
+        except (cx.CosmosHttpResponseError, AzureError) as e:
+            raise _wrap(e, "query on runs") from e
+        encoded = base64.urlsafe_b64encode(nxt.encode()).decode() if nxt and page else None
+        return page, encoded
+
+    def active_runs(self) -> list[Doc]:
+        return self._query(
+            "runs",
+            "SELECT * FROM c WHERE c.finalized = false "
+            "AND c.cancel_requested = false AND c.enqueued = true",
+            [],
+        )
+
+    # ---- items, results, aggregates ---------------------------------------------------
+
+    def create_item(self, doc: Doc) -> Doc:
+        return self._create("items", doc)
+
+    def get_item(self, run_id: str, item_id: str) -> Doc:
+        return self._read("items", item_id, run_id)
+
+    def replace_item(self, doc: Doc) -> Doc:
+        return self._replace("items", doc)
+
+    def list_items(self, run_id: str) -> list[Doc]:
+        return self._query(
+            "items",
+            "SELECT * FROM c WHERE c.run_id = @r ORDER BY c.id",
+            [{"name": "@r", "value": run_id}],
+            pk=run_id,
+        )
+
+    def create_result(self, doc: Doc) -> bool:
+        return self._create_once("results", doc)
+
+    def get_result(self, run_id: str, item_id: str) -> Doc:
+        return self._read("results", item_id, run_id)
+
+    def list_results(self, run_id: str) -> list[Doc]:
+        return self._query(
+            "results",
+            "SELECT * FROM c WHERE c.run_id = @r",
+            [{"name": "@r", "value": run_id}],
+            pk=run_id,
+        )
+
+    def count_results(self, run_id: str) -> int:
+        rows = self._query(
+            "results",
+            "SELECT VALUE COUNT(1) FROM c WHERE c.run_id = @r",
+            [{"name": "@r", "value": run_id}],
+            pk=run_id,
+        )
+        return int(rows[0]) if rows else 0  # type: ignore[call-overload]
+
+    def create_aggregate(self, doc: Doc) -> bool:
+        return self._create_once("aggregates", doc)
+
+    def get_aggregate(self, run_id: str) -> Doc | None:
+        try:
+            return self._read("aggregates", run_id, run_id)
+        except NotFound:
+            return None

@@ -1,0 +1,156 @@
+"""Azure Storage Queue adapter: work queues per agent pool and their poison queues.
+
+Messages are Base64 on both ends (TextBase64EncodePolicy/DecodePolicy) because that is what
+an Azure Functions queue trigger expects. SDK errors become the project's own errors.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+from azure.core.credentials import TokenCredential
+from azure.core.exceptions import AzureError, HttpResponseError, ResourceExistsError
+from azure.storage.queue import (
+    QueueClient,
+    QueueServiceClient,
+    TextBase64DecodePolicy,
+    TextBase64EncodePolicy,
+)
+
+from adapters.config import LOOPBACK_HOSTS, ConfigError, Settings, azure_credential
+from adapters.local import AZURITE_ACCOUNT, AZURITE_KEY
+from core.errors import BenchError, StoreUnavailable
+from core.models import WorkItem
+
+log = logging.getLogger(__name__)
+MAX_MESSAGE_BYTES = 64 * 1024
+
+
+class LeaseLost(BenchError):
+    """The message's pop receipt is no longer valid: another consumer may hold it now."""
+
+
+@dataclass(frozen=True)
+class Message:
+    id: str
+    pop_receipt: str
+    dequeue_count: int
+    content: str
+
+
+def work_queue_name(pool: str) -> str:
+    return f"bench-{pool}"
+
+
+def poison_queue_name(pool: str) -> str:
+    # The "-poison" suffix is the Functions queue trigger's convention.
+    return f"{work_queue_name(pool)}-poison"
+
+
+class WorkQueues:
+    def __init__(self, service: QueueServiceClient) -> None:
+        self._service = service
+        self._clients: dict[str, QueueClient] = {}
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> WorkQueues:
+        return cls.connect(
+            settings.queue_uri,
+            local_emulators=settings.local_emulators,
+            client_id=settings.managed_identity_client_id,
+        )
+
+    @classmethod
+    def connect(
+        cls, queue_uri: str, *, local_emulators: bool, client_id: str | None = None
+    ) -> WorkQueues:
+        credential: dict[str, str] | TokenCredential
+        if local_emulators:
+            if urlparse(queue_uri).hostname not in LOOPBACK_HOSTS:
+                raise ConfigError(f"local emulator mode only talks to loopback, not {queue_uri}")
+            credential = {"account_name": AZURITE_ACCOUNT, "account_key": AZURITE_KEY}
+        else:
+            credential = azure_credential(client_id)
+        return cls(QueueServiceClient(queue_uri, credential=credential))
+
+    def client(self, name: str) -> QueueClient:
+        if name not in self._clients:
+            self._clients[name] = self._service.get_queue_client(
+                name,
+                message_encode_policy=TextBase64EncodePolicy(),
+                message_decode_policy=TextBase64DecodePolicy(),
+            )
+        return self._clients[name]
+
+    def ensure_pool(self, pool: str) -> None:
+        """Create the pool's queues (locally; in Azure the Bicep creates them)."""
+        for name in (work_queue_name(pool), poison_queue_name(pool)):
+            try:
+                self.client(name).create_queue()
+            except ResourceExistsError:
+                pass
+            except AzureError as e:
+                raise StoreUnavailable(f"cannot create queue {name}: {e}") from e
+
+    def send(self, item: WorkItem) -> None:
+        body = item.model_dump_json()
+        if len(body.encode()) * 4 // 3 + 4 > MAX_MESSAGE_BYTES:
+            raise BenchError(f"work item {item.item_id} exceeds the 64 KiB queue message limit")
+        self._send(work_queue_name(item.pool), body)
+
+    def send_poison(self, pool: str, body: str) -> None:
+        self._send(poison_queue_name(pool), body)
+
+    def _send(self, name: str, body: str) -> None:
+        try:
+            self.client(name).send_message(body)
+        except AzureError as e:
+            raise StoreUnavailable(f"cannot send to queue {name}: {e}") from e
+
+    def receive(self, pool: str, visibility_timeout: int) -> Message | None:
+        try:
+            msg = self.client(work_queue_name(pool)).receive_message(
+                visibility_timeout=visibility_timeout
+            )
+        except AzureError as e:
+            raise StoreUnavailable(f"cannot receive from {work_queue_name(pool)}: {e}") from e
+        if msg is None:
+            return None
+        return Message(msg.id, msg.pop_receipt or "", int(msg.dequeue_count or 0), msg.content)
+
+    def renew(self, pool: str, message: Message, visibility_timeout: int) -> Message:
+        """Push the message's invisibility out again; returns it with the new pop receipt."""
+        try:
+            updated = self.client(work_queue_name(pool)).update_message(
+                message.id, pop_receipt=message.pop_receipt, visibility_timeout=visibility_timeout
+            )
+        except HttpResponseError as e:
+            if e.status_code in (400, 404):  # receipt mismatch or message gone
+                raise LeaseLost(f"lost the lease on message {message.id}: {e.reason}") from e
+            raise StoreUnavailable(f"cannot renew message {message.id}: {e}") from e
+        except AzureError as e:
+            raise StoreUnavailable(f"cannot renew message {message.id}: {e}") from e
+        return Message(
+            message.id, updated.pop_receipt or "", message.dequeue_count, message.content
+        )
+
+    def delete(self, pool: str, message: Message) -> None:
+        try:
+            self.client(work_queue_name(pool)).delete_message(message.id, message.pop_receipt)
+        except HttpResponseError as e:
+            if e.status_code in (400, 404):
+                raise LeaseLost(f"cannot delete message {message.id}: {e.reason}") from e
+            raise StoreUnavailable(f"cannot delete message {message.id}: {e}") from e
+        except AzureError as e:
+            raise StoreUnavailable(f"cannot delete message {message.id}: {e}") from e
+
+    def peek_raw(self, name: str, max_messages: int = 32) -> list[str]:
+        """Message bodies exactly as stored (still Base64), for checks and tests."""
+        raw = self._service.get_queue_client(name)
+        return [str(m.content) for m in raw.peek_messages(max_messages=max_messages)]
+
+    def approximate_count(self, name: str) -> int:
+        props = self.client(name).get_queue_properties()
+        return int(props.approximate_message_count or 0)

@@ -1,0 +1,112 @@
+"""``python -m agent`` / ``benchagent``: run a benchmark agent on a client VM."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from types import FrameType
+
+from adapters.config import azure_credential
+from adapters.queue import WorkQueues
+from agent.api_client import ApiClient
+from agent.config import AgentConfig
+from agent.worker import Worker
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="benchagent", description=__doc__)
+    p.add_argument("--config", help="JSON file with the agent's settings")
+    p.add_argument("--api-url")
+    p.add_argument("--queue-uri")
+    p.add_argument("--pool")
+    p.add_argument("--agent-id")
+    p.add_argument(
+        "--mount",
+        action="append",
+        default=[],
+        metavar="ALIAS=PATH",
+        help="a mount alias and its directory (repeatable)",
+    )
+    p.add_argument("--visibility-timeout", type=int)
+    p.add_argument("--retry-delay", type=int, dest="retry_delay_s")
+    p.add_argument("--idle-max", type=float, dest="idle_max_s")
+    p.add_argument("--local-emulators", action="store_true", default=None)
+    p.add_argument(
+        "--imds",
+        action="store_true",
+        default=None,
+        help="read the VM size from Azure's instance metadata",
+    )
+    p.add_argument("--once", action="store_true", help="poll once and exit")
+    p.add_argument("--max-items", type=int)
+    p.add_argument("--log-level", default="INFO")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse_args(argv)
+    logging.basicConfig(
+        level=a.log_level,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    # The SDK logs every HTTP exchange at INFO; one poll a second would drown the agent's log.
+    logging.getLogger("azure").setLevel(logging.WARNING)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    mounts = {}
+    for spec in a.mount:
+        alias, sep, path = spec.partition("=")
+        if not sep:
+            print(f"benchagent: --mount {spec!r}: expected ALIAS=PATH", file=sys.stderr)
+            return 2
+        mounts[alias] = path
+    overrides = {
+        "api_url": a.api_url,
+        "queue_uri": a.queue_uri,
+        "pool": a.pool,
+        "agent_id": a.agent_id,
+        "visibility_timeout": a.visibility_timeout,
+        "retry_delay_s": a.retry_delay_s,
+        "idle_max_s": a.idle_max_s,
+        "local_emulators": a.local_emulators,
+        "imds": a.imds,
+        "mounts": mounts or None,
+    }
+    try:
+        config = AgentConfig.load(a.config, overrides)
+    except (TypeError, ValueError, OSError) as e:
+        print(f"benchagent: bad configuration: {e}", file=sys.stderr)
+        return 2
+    token = None
+    if config.api_scope:
+        credential = azure_credential(config.managed_identity_client_id)
+        scope = config.api_scope
+        token = lambda: credential.get_token(scope).token  # noqa: E731
+    queues = WorkQueues.connect(
+        config.queue_uri,
+        local_emulators=config.local_emulators,
+        client_id=config.managed_identity_client_id,
+    )
+    worker = Worker(config, queues, ApiClient(config.api_url, token_provider=token))
+
+    def on_signal(signum: int, _: FrameType | None) -> None:
+        logging.getLogger("agent").info(
+            "signal %d: %s",
+            signum,
+            "stopping now" if worker.stop_after_current.is_set() else "finishing the current item",
+        )
+        worker.request_stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    logging.getLogger("agent").info(
+        "agent %s polling pool %s with mounts %s", config.agent_id, config.pool, config.mounts
+    )
+    worker.work(once=a.once, max_items=a.max_items)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

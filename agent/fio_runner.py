@@ -1,0 +1,109 @@
+"""Runs fio for one work item: writes the job file, starts fio without a shell, and
+collects its JSON output and per-second logs."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from core.fiojob import job_file
+from core.models import Workload
+
+log = logging.getLogger(__name__)
+
+
+def _die_with_agent() -> list[str]:
+    """A prefix that makes the kernel kill fio when the agent dies, even by SIGKILL, so a
+    crashed agent leaves no load running against the target. util-linux's setpriv sets
+    PR_SET_PDEATHSIG and execs; preexec_fn would do the same but is unsafe with threads."""
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []
+
+
+def safe_name(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", text)[:100]
+
+
+@dataclass(frozen=True)
+class FioOutcome:
+    returncode: int
+    doc: dict[str, Any] | None
+    iops_logs: list[str]
+    bw_logs: list[str]
+    stderr: str
+
+
+class FioProcess:
+    def __init__(
+        self, workload: Workload, *, data_dir: Path, work_dir: Path, fio_binary: str = "fio"
+    ) -> None:
+        self.work_dir = work_dir
+        self.data_dir = data_dir
+        self._out = work_dir / "fio.json"
+        self._err = work_dir / "fio.stderr"
+        self._job = work_dir / "job.fio"
+        self._prefix = work_dir / "bench"
+        self._binary = fio_binary
+        self._workload = workload
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._job.write_text(
+            job_file(self._workload, directory=str(self.data_dir), log_prefix=str(self._prefix))
+        )
+        argv = [
+            *_die_with_agent(),
+            self._binary,
+            "--output-format=json+",
+            f"--output={self._out}",
+            str(self._job),
+        ]
+        with self._err.open("wb") as err:
+            self._proc = subprocess.Popen(
+                argv,
+                cwd=self.work_dir,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+            )
+
+    def poll(self) -> int | None:
+        assert self._proc is not None
+        return self._proc.poll()
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        """fio stops cleanly on SIGTERM; SIGKILL if it does not within ``grace_s``."""
+        if self._proc is None or self._proc.poll() is not None:
+            return
+        self._proc.terminate()
+        try:
+            self._proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+
+    def collect(self) -> FioOutcome:
+        assert self._proc is not None
+        rc = self._proc.wait()
+        doc = None
+        if self._out.exists():
+            text = self._out.read_text()
+            # fio may print notes before the JSON object; parse from the first brace.
+            start = text.find("{")
+            if start >= 0:
+                try:
+                    doc = json.loads(text[start:])
+                except json.JSONDecodeError:
+                    doc = None
+        iops = [p.read_text() for p in sorted(self.work_dir.glob("bench_iops.*log"))]
+        bw = [p.read_text() for p in sorted(self.work_dir.glob("bench_bw.*log"))]
+        stderr = self._err.read_text(errors="replace") if self._err.exists() else ""
+        return FioOutcome(rc, doc, iops, bw, stderr)

@@ -1,0 +1,253 @@
+"""The agent's loop: poll the pool's queue, hold the message while fio runs, report, delete.
+
+One item at a time. The message stays invisible to other agents while this one renews its
+visibility at half the timeout, always with the newest pop receipt; when a renewal fails the
+lease is lost, fio is stopped and nothing is written (another agent will redo the item).
+The message is deleted only after the API has stored the result. (rq's worker loop is the
+model: ``work(once=..., max_items=...)`` so tests drive the real loop; first SIGTERM
+finishes the current item, a second stops now.)
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from adapters.queue import LeaseLost, Message, WorkQueues
+from agent.api_client import ApiClient, ApiError
+from agent.config import AgentConfig
+from agent.fio_runner import FioProcess, safe_name
+from agent.hostfacts import host_facts, mount_facts
+from core.errors import BenchError, StoreUnavailable
+from core.models import WorkItem
+from core.results import build_result
+
+log = logging.getLogger(__name__)
+
+
+class Lease:
+    """Keeps a received message invisible while the item runs, and relays cancellation."""
+
+    def __init__(
+        self,
+        queues: WorkQueues,
+        pool: str,
+        message: Message,
+        timeout_s: int,
+        heartbeat: Callable[[], bool],
+        heartbeat_every_s: float = 2.0,
+    ) -> None:
+        self._queues, self._pool, self._timeout = queues, pool, timeout_s
+        self._message = message
+        self._heartbeat = heartbeat
+        self._beat_every = min(heartbeat_every_s, timeout_s / 2)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.lost = threading.Event()
+        self.cancelled = threading.Event()
+        self._renewed_at = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name="lease", daemon=True)
+        self.heartbeats = False
+
+    @property
+    def message(self) -> Message:
+        with self._lock:
+            return self._message
+
+    def start(self, *, heartbeats: bool = False) -> None:
+        self.heartbeats = heartbeats
+        if not self._thread.is_alive():
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(min(self._beat_every, self._timeout / 2)):
+            now = time.monotonic()
+            if now - self._renewed_at >= self._timeout / 2:
+                self._renew(now)
+            if self.heartbeats and not self.lost.is_set():
+                try:
+                    if self._heartbeat():
+                        self.cancelled.set()
+                except BenchError as e:
+                    log.warning("heartbeat failed: %s", e)
+
+    def _renew(self, now: float) -> None:
+        try:
+            renewed = self._queues.renew(self._pool, self.message, self._timeout)
+        except LeaseLost as e:
+            log.error("%s", e)
+            self.lost.set()
+            self._stop.set()
+            return
+        except StoreUnavailable as e:
+            # Transient: retry on the next beat, but once the visibility has run out the
+            # message may be someone else's.
+            if now - self._renewed_at >= self._timeout:
+                log.error("could not renew before the visibility timeout ran out: %s", e)
+                self.lost.set()
+                self._stop.set()
+            return
+        with self._lock:
+            self._message = renewed
+        self._renewed_at = now
+
+
+class Worker:
+    def __init__(
+        self, config: AgentConfig, queues: WorkQueues, api: ApiClient, *, fio_binary: str = "fio"
+    ) -> None:
+        self.config = config
+        self.queues = queues
+        self.api = api
+        self.fio_binary = fio_binary
+        self.stop_after_current = threading.Event()
+        self.stop_now = threading.Event()
+        self._host = host_facts(use_imds=config.imds)
+        self._work_root = Path(config.work_dir or tempfile.gettempdir()) / (
+            "benchagent-" + safe_name(config.agent_id)
+        )
+
+    def request_stop(self) -> None:
+        """First call: finish the current item, then exit. Second call: stop now."""
+        if self.stop_after_current.is_set():
+            self.stop_now.set()
+        self.stop_after_current.set()
+
+    def work(self, *, once: bool = False, max_items: int | None = None) -> int:
+        """Poll and process until stopped; ``once`` returns after one poll, ``max_items``
+        after that many items. Returns the number of items handled."""
+        handled = 0
+        idle = self.config.idle_min_s
+        while not self.stop_after_current.is_set():
+            try:
+                msg = self.queues.receive(self.config.pool, self.config.visibility_timeout)
+            except StoreUnavailable as e:
+                log.warning("queue unavailable: %s", e)
+                msg = None
+            if msg is None:
+                if once:
+                    break
+                # Capped exponential backoff while idle keeps an idle pool cheap.
+                self.stop_after_current.wait(idle)
+                idle = min(idle * 2, self.config.idle_max_s)
+                continue
+            idle = self.config.idle_min_s
+            outcome = self.process(msg)
+            log.info("message %s: %s", msg.id, outcome)
+            handled += 1
+            if once or (max_items is not None and handled >= max_items):
+                break
+        return handled
+
+    def process(self, msg: Message) -> str:
+        pool = self.config.pool
+        try:
+            item = WorkItem.model_validate_json(msg.content)
+        except ValidationError as e:
+            # Our API never sends such a message; keeping it would only loop forever.
+            log.error("dropping malformed message %s: %s", msg.id, e)
+            self._delete(msg)
+            return "malformed"
+        lease = Lease(
+            self.queues,
+            pool,
+            msg,
+            self.config.visibility_timeout,
+            heartbeat=lambda: self.api.heartbeat(item, self.config.agent_id),
+        )
+        lease.start()
+        try:
+            return self._run_item(item, lease)
+        except (StoreUnavailable, ApiError) as e:
+            log.error("item %s: %s; it will be redelivered", item.item_id, e)
+            return "error"
+        finally:
+            lease.stop()
+
+    def _run_item(self, item: WorkItem, lease: Lease) -> str:
+        agent = self.config.agent_id
+        decision = self.api.claim(item, agent, lease.message.dequeue_count)
+        if decision["action"] != "run":
+            log.info("dropping %s: %s", item.item_id, decision.get("reason"))
+            self._delete(lease.message)
+            return "dropped"
+        path = self.config.mounts.get(item.target)
+        if path is None:
+            have = ", ".join(sorted(self.config.mounts)) or "none"
+            self.api.failure(
+                item, agent, f"agent {agent} has no mount {item.target!r} (it has: {have})"
+            )
+            self._release(lease, self.config.retry_delay_s)
+            return "failed"
+        lease.start(heartbeats=True)
+        work_dir = self._work_root / safe_name(item.item_id)
+        shutil.rmtree(work_dir, ignore_errors=True)
+        fio = FioProcess(
+            item.workload,
+            data_dir=Path(path) / ".benchsvc" / safe_name(agent),
+            work_dir=work_dir,
+            fio_binary=self.fio_binary,
+        )
+        fio.start()
+        while fio.poll() is None:
+            if lease.lost.is_set():
+                fio.stop()
+                return "lease lost"
+            if lease.cancelled.is_set():
+                fio.stop()
+                self.api.cancelled(item, agent)
+                self._delete(lease.message)
+                return "cancelled"
+            if self.stop_now.is_set():
+                fio.stop()
+                self._release(lease, 0)  # let another agent take it at once
+                return "interrupted"
+            time.sleep(0.2)
+        if lease.lost.is_set():
+            return "lease lost"
+        outcome = fio.collect()
+        if outcome.returncode != 0 or outcome.doc is None:
+            err = outcome.stderr.strip()[-1500:] or "no output"
+            self.api.failure(item, agent, f"fio exited {outcome.returncode}: {err}")
+            self._release(lease, self.config.retry_delay_s)
+            return "failed"
+        result = build_result(
+            item,
+            fio_json=outcome.doc,
+            iops_logs=outcome.iops_logs,
+            bw_logs=outcome.bw_logs,
+            agent_id=agent,
+            host=self._host,
+            mount=mount_facts(item.target, path),
+        )
+        self.api.put_result(result.model_dump(mode="json"))
+        lease.stop()
+        self._delete(lease.message)
+        shutil.rmtree(work_dir, ignore_errors=True)
+        return "completed"
+
+    def _delete(self, msg: Message) -> None:
+        try:
+            self.queues.delete(self.config.pool, msg)
+        except LeaseLost as e:
+            # Already stored; a redelivery is dropped at claim because the item is done.
+            log.warning("%s", e)
+
+    def _release(self, lease: Lease, delay_s: int) -> None:
+        lease.stop()
+        try:
+            self.queues.renew(self.config.pool, lease.message, delay_s)
+        except (LeaseLost, StoreUnavailable) as e:
+            log.warning("could not release message: %s", e)

@@ -1,0 +1,5 @@
+import sys
+
+from benchctl.cli import main
+
+sys.exit(main())

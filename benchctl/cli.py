@@ -1,0 +1,244 @@
+"""benchctl: submit and follow benchmark runs, and manage the local stack.
+
+Exit codes: 0 ok, 1 run failed or cancelled, 2 bad input, 4 timed out waiting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from benchctl import localstack
+from benchctl.client import Api, CliError, resolve_api_url
+from benchctl.render import print_run
+from core.errors import ValidationFailed
+from core.models import RunRequest, Workload
+from core.validation import validate
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_TIMEOUT = 0, 1, 2, 4
+TERMINAL = ("completed", "failed", "cancelled")
+WORKLOAD_FIELDS = list(Workload.model_fields)
+
+
+def _pairs(values: list[str], flag: str) -> dict[str, str]:
+    out = {}
+    for v in values:
+        k, sep, val = v.partition("=")
+        if not sep or not k:
+            raise CliError(f"{flag} {v!r}: expected KEY=VALUE", EXIT_BAD_INPUT)
+        out[k] = val
+    return out
+
+
+def build_request(a: argparse.Namespace) -> dict[str, Any]:
+    body: dict[str, Any] = json.loads(Path(a.request).read_text()) if a.request else {}
+    for key in ("target", "pool", "engine", "clients"):
+        if getattr(a, key) is not None:
+            body[key] = getattr(a, key)
+    workload = dict(body.get("workload", {}))
+    for name in WORKLOAD_FIELDS:
+        value = getattr(a, name, None)
+        if value is not None:
+            workload[name] = value
+    if workload:
+        body["workload"] = workload
+    if a.tag:
+        body["tags"] = {**body.get("tags", {}), **_pairs(a.tag, "--tag")}
+    # Check here first: a typo is reported without a round trip, naming the field.
+    try:
+        validate("run-request", body, RunRequest)
+    except ValidationFailed as e:
+        lines = "\n".join(f"  {x.field}: {x.message}" for x in e.errors)
+        raise CliError(f"invalid request:\n{lines}", EXIT_BAD_INPUT) from None
+    return body
+
+
+def wait_for(api: Api, run_id: str, *, timeout_s: float, quiet: bool) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    console = Console(stderr=True)
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=console,
+        disable=quiet,
+        transient=True,
+    ) as progress:
+        tasks: dict[str, Any] = {}
+        while True:
+            run = api.get(run_id)
+            for item in run["items"]:
+                desc = (
+                    f"client {item['client']} [{item.get('agent_id') or 'waiting'}]: "
+                    f"{item['state']}"
+                )
+                if item["id"] not in tasks:
+                    tasks[item["id"]] = progress.add_task(desc, total=None)
+                progress.update(tasks[item["id"]], description=desc)
+            if run["state"] in TERMINAL:
+                return run
+            if time.monotonic() > deadline:
+                raise CliError(
+                    f"run {run_id} still {run['state']} after {timeout_s:.0f} s", EXIT_TIMEOUT
+                )
+            time.sleep(1.0)
+
+
+def cmd_run(a: argparse.Namespace) -> int:
+    body = build_request(a)
+    api = Api(resolve_api_url(a.api_url))
+    created = api.submit(body, a.idempotency_key)
+    run_id = created["id"]
+    if not a.wait:
+        print(json.dumps(created) if a.format == "json" else run_id)
+        return EXIT_OK
+    if a.format != "json":
+        print(f"run {run_id} submitted", file=sys.stderr)
+    run = wait_for(api, run_id, timeout_s=a.timeout, quiet=a.format == "json")
+    return _show(run, a.format)
+
+
+def _show(run: dict[str, Any], fmt: str) -> int:
+    if fmt == "json":
+        print(json.dumps(run, indent=2))
+    else:
+        print_run(run)
+    return EXIT_OK if run["state"] == "completed" else EXIT_FAILED
+
+
+def cmd_status(a: argparse.Namespace) -> int:
+    run = Api(resolve_api_url(a.api_url)).get(a.run_id)
+    return _show(run, a.format)
+
+
+def cmd_list(a: argparse.Namespace) -> int:
+    data = Api(resolve_api_url(a.api_url)).list(
+        target=a.target, state=a.state, tag=a.tag, limit=a.limit
+    )
+    if a.format == "json":
+        print(json.dumps(data, indent=2))
+    else:
+        for r in data["runs"]:
+            print(
+                f"{r['id']}  {r['state']:<10} {r['target']:<12} {r['created_at']}  "
+                f"{json.dumps(r.get('tags') or {})}"
+            )
+    return EXIT_OK
+
+
+def cmd_cancel(a: argparse.Namespace) -> int:
+    run = Api(resolve_api_url(a.api_url)).cancel(a.run_id)
+    print(f"{run['id']}: {run['state']}")
+    return EXIT_OK
+
+
+def cmd_local(a: argparse.Namespace) -> int:
+    if a.local_cmd == "up":
+        targets = _pairs(a.target, "--target")
+        if not targets:
+            raise CliError("give at least one --target NAME=DIR", EXIT_BAD_INPUT)
+        localstack.ensure_installed()
+        stack = localstack.up(
+            agents=a.agents, targets=targets, visibility_timeout=a.visibility_timeout
+        )
+        print(
+            f"local stack up: API {stack.api_url}, {a.agents} agent(s), "
+            f"targets {', '.join(f'{k}={v}' for k, v in stack.targets.items())}"
+        )
+        return EXIT_OK
+    if a.local_cmd == "down":
+        stopped = localstack.down()
+        print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
+        return EXIT_OK
+    current = localstack.Stack.load()
+    if current is None:
+        print("local stack: not running")
+        return EXIT_OK
+    print(f"local stack in {current.dir}: API {current.api_url}")
+    for p in current.procs:
+        port = f" port {p.port}" if p.port else ""
+        print(f"  {p.name:<10} pid {p.pid:<7} {'running' if p.alive() else 'stopped'}{port}")
+    return EXIT_OK
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="benchctl", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--api-url", help="service URL (default: $BENCH_API_URL or the local stack)")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    run = sub.add_parser("run", help="submit a run (and wait for it)")
+    run.add_argument("--request", metavar="FILE", help="JSON run request to start from")
+    run.add_argument("--target", help="mount alias, e.g. scratch")
+    run.add_argument("--pool")
+    run.add_argument("--engine")
+    run.add_argument("--clients", type=int)
+    run.add_argument("--rw")
+    run.add_argument("--bs")
+    run.add_argument("--iodepth", type=int)
+    run.add_argument("--numjobs", type=int)
+    run.add_argument("--rwmixread", type=int)
+    run.add_argument("--size")
+    run.add_argument("--runtime", type=int, help="measured seconds")
+    run.add_argument("--ramp-time", type=int, dest="ramp_time", help="warm-up seconds")
+    run.add_argument("--direct", action=argparse.BooleanOptionalAction, default=None)
+    run.add_argument("--ioengine")
+    run.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE")
+    run.add_argument("--idempotency-key")
+    run.add_argument("--wait", action="store_true", help="follow the run and print results")
+    run.add_argument("--timeout", type=float, default=3600, help="seconds to wait (exit 4)")
+    run.add_argument("--format", choices=["table", "json"], default="table")
+    run.set_defaults(func=cmd_run)
+
+    st = sub.add_parser("status", help="show a run")
+    st.add_argument("run_id")
+    st.add_argument("--format", choices=["table", "json"], default="table")
+    st.set_defaults(func=cmd_status)
+
+    ls = sub.add_parser("list", help="list runs")
+    ls.add_argument("--target")
+    ls.add_argument("--state")
+    ls.add_argument("--tag", metavar="KEY=VALUE")
+    ls.add_argument("--limit", type=int, default=20)
+    ls.add_argument("--format", choices=["table", "json"], default="table")
+    ls.set_defaults(func=cmd_list)
+
+    ca = sub.add_parser("cancel", help="cancel a run")
+    ca.add_argument("run_id")
+    ca.set_defaults(func=cmd_cancel)
+
+    lo = sub.add_parser("local", help="the local stack (emulators, API, agents)")
+    losub = lo.add_subparsers(dest="local_cmd", required=True)
+    lu = losub.add_parser("up")
+    lu.add_argument("--agents", type=int, default=2)
+    lu.add_argument("--target", action="append", default=[], metavar="NAME=DIR")
+    lu.add_argument("--visibility-timeout", type=int, default=30)
+    losub.add_parser("down")
+    losub.add_parser("status")
+    lo.set_defaults(func=cmd_local)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except CliError as e:
+        print(f"benchctl: {e}", file=sys.stderr)
+        return e.code
+    except localstack.StackError as e:
+        print(f"benchctl: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,331 @@
+"""The local stack: Azurite's queue service, the Cosmos DB server, the API with its timer
+loop, and N agents, all on loopback. Used by ``benchctl local`` and by the tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import httpx
+
+from adapters.config import Settings
+from adapters.cosmos import CosmosStore
+from adapters.local import azurite_queue_uri
+from adapters.queue import WorkQueues
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = ROOT / "node_modules" / ".bin"
+
+
+class StackError(RuntimeError):
+    pass
+
+
+def state_dir() -> Path:
+    return Path(os.environ.get("BENCH_LOCAL_DIR", ROOT / ".local"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def ensure_installed() -> None:
+    """Install what the stack needs and is missing: the pinned npm packages and fio."""
+    if not (BIN / "azurite-queue").exists() or not (BIN / "cosmosdb-server").exists():
+        subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=ROOT, check=True)
+    if shutil.which("fio") is None:
+        sudo = [] if os.geteuid() == 0 else ["sudo"]
+        subprocess.run([*sudo, "apt-get", "update", "-qq"], check=True)
+        subprocess.run([*sudo, "apt-get", "install", "-y", "-qq", "fio"], check=True)
+
+
+@dataclass
+class Proc:
+    name: str
+    pid: int
+    log: str
+    port: int | None = None
+
+    def alive(self) -> bool:
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        # A zombie still answers kill(0): look at its state.
+        try:
+            stat = Path(f"/proc/{self.pid}/stat").read_text()
+            return stat.rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return False
+
+
+@dataclass
+class Stack:
+    dir: str
+    queue_port: int
+    cosmos_port: int
+    api_port: int
+    pool: str = "default"
+    targets: dict[str, str] = field(default_factory=dict)
+    procs: list[Proc] = field(default_factory=list)
+    visibility_timeout: int = 30
+    max_deliveries: int = 5
+
+    @property
+    def queue_uri(self) -> str:
+        return azurite_queue_uri(self.queue_port)
+
+    @property
+    def cosmos_endpoint(self) -> str:
+        return f"https://127.0.0.1:{self.cosmos_port}"
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.api_port}"
+
+    def env(self) -> dict[str, str]:
+        return {
+            "BENCH_QUEUE_URI": self.queue_uri,
+            "BENCH_COSMOS_ENDPOINT": self.cosmos_endpoint,
+            "BENCH_COSMOS_DATABASE": "bench",
+            "BENCH_LOCAL_EMULATORS": "1",
+            "BENCH_MAX_DELIVERIES": str(self.max_deliveries),
+        }
+
+    def settings(self) -> Settings:
+        return Settings.from_env(self.env())
+
+    def save(self) -> None:
+        Path(self.dir).mkdir(parents=True, exist_ok=True)
+        (Path(self.dir) / "stack.json").write_text(json.dumps(asdict(self), indent=2))
+
+    @classmethod
+    def load(cls, directory: Path | None = None) -> Stack | None:
+        path = (directory or state_dir()) / "stack.json"
+        if not path.exists():
+            return None
+        data = json.loads(path.read_text())
+        data["procs"] = [Proc(**p) for p in data["procs"]]
+        return cls(**data)
+
+    def agents(self) -> list[Proc]:
+        return [p for p in self.procs if p.name.startswith("agent-")]
+
+
+def _spawn(
+    stack: Stack,
+    name: str,
+    argv: list[str],
+    env: dict[str, str] | None = None,
+    port: int | None = None,
+) -> Proc:
+    logs = Path(stack.dir) / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    log_path = logs / f"{name}.log"
+    with log_path.open("ab") as log:
+        proc = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+        )  # outlives `benchctl local up`
+    p = Proc(name, proc.pid, str(log_path), port)
+    stack.procs.append(p)
+    stack.save()
+    return p
+
+
+def _wait(what: str, check: Callable[[], bool], proc: Proc, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not proc.alive():
+            raise StackError(f"{what} exited; see {proc.log}:\n{tail(proc.log)}")
+        try:
+            if check():
+                return
+        except (OSError, httpx.HTTPError):
+            pass
+        time.sleep(0.2)
+    raise StackError(f"{what} not ready after {timeout:.0f} s; see {proc.log}:\n{tail(proc.log)}")
+
+
+def tail(path: str, lines: int = 30) -> str:
+    try:
+        return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def start_emulators(stack: Stack) -> None:
+    q = _spawn(
+        stack,
+        "azurite",
+        [
+            str(BIN / "azurite-queue"),
+            "--queueHost",
+            "127.0.0.1",
+            "--queuePort",
+            str(stack.queue_port),
+            "--inMemoryPersistence",
+            "--disableTelemetry",
+            "--skipApiVersionCheck",
+            "--loose",
+        ],
+        port=stack.queue_port,
+    )
+    c = _spawn(
+        stack,
+        "cosmosdb",
+        [str(BIN / "cosmosdb-server"), "--host", "127.0.0.1", "-p", str(stack.cosmos_port)],
+        port=stack.cosmos_port,
+    )
+    _wait("Azurite", lambda: _port_open(stack.queue_port), q)
+    _wait("Cosmos DB server", lambda: _port_open(stack.cosmos_port), c)
+    settings = stack.settings()
+    CosmosStore.from_settings(settings).ensure_containers()
+    WorkQueues.from_settings(settings).ensure_pool(stack.pool)
+
+
+def start_api(stack: Stack, timer_seconds: float = 1.0) -> Proc:
+    env = {**stack.env(), "BENCH_LOCAL_TIMER_SECONDS": str(timer_seconds)}
+    p = _spawn(
+        stack,
+        "api",
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "--factory",
+            "functions.api:create_app",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(stack.api_port),
+            "--log-level",
+            "warning",
+        ],
+        env,
+        stack.api_port,
+    )
+    _wait("API", lambda: httpx.get(stack.api_url + "/api/health", timeout=2).status_code == 200, p)
+    return p
+
+
+def start_agent(stack: Stack, index: int, *, extra: list[str] | None = None) -> Proc:
+    argv = [
+        sys.executable,
+        "-m",
+        "agent",
+        "--api-url",
+        stack.api_url,
+        "--queue-uri",
+        stack.queue_uri,
+        "--pool",
+        stack.pool,
+        "--agent-id",
+        f"agent-{index}",
+        "--local-emulators",
+        "--visibility-timeout",
+        str(stack.visibility_timeout),
+        "--retry-delay",
+        "1",
+        "--idle-max",
+        "1",
+    ]
+    for alias, path in stack.targets.items():
+        argv += ["--mount", f"{alias}={path}"]
+    return _spawn(stack, f"agent-{index}", argv + (extra or []))
+
+
+def up(
+    *,
+    agents: int,
+    targets: dict[str, str],
+    directory: Path | None = None,
+    visibility_timeout: int = 30,
+    max_deliveries: int = 5,
+    timer_seconds: float = 1.0,
+) -> Stack:
+    directory = directory or state_dir()
+    existing = Stack.load(directory)
+    if existing and any(p.alive() for p in existing.procs):
+        raise StackError(
+            f"a local stack is already running (state in {directory}); "
+            "run `benchctl local down` first"
+        )
+    for alias, path in targets.items():
+        Path(path).mkdir(parents=True, exist_ok=True)
+        targets[alias] = str(Path(path).resolve())
+    stack = Stack(
+        dir=str(directory),
+        queue_port=free_port(),
+        cosmos_port=free_port(),
+        api_port=free_port(),
+        targets=targets,
+        visibility_timeout=visibility_timeout,
+        max_deliveries=max_deliveries,
+    )
+    stack.save()
+    try:
+        start_emulators(stack)
+        start_api(stack, timer_seconds)
+        for i in range(1, agents + 1):
+            start_agent(stack, i)
+    except BaseException:
+        down(directory)
+        raise
+    return stack
+
+
+def stop_proc(p: Proc, sig: int = signal.SIGTERM, timeout: float = 10.0) -> None:
+    if not p.alive():
+        return
+    try:
+        os.killpg(p.pid, sig)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while p.alive() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if p.alive():
+        os.killpg(p.pid, signal.SIGKILL)
+
+
+def down(directory: Path | None = None) -> list[str]:
+    stack = Stack.load(directory)
+    if stack is None:
+        return []
+    stopped = []
+    # Agents first (they finish with the API still there), then the API, then storage.
+    order = (
+        stack.agents()
+        + [p for p in stack.procs if p.name == "api"]
+        + [p for p in stack.procs if p.name in ("azurite", "cosmosdb")]
+    )
+    for p in order:
+        if p.alive():
+            # A second SIGTERM makes an agent stop at once instead of finishing its item.
+            stop_proc(p)
+            stopped.append(p.name)
+    (Path(stack.dir) / "stack.json").unlink(missing_ok=True)
+    return stopped

@@ -1,0 +1,36 @@
+"""Domain errors shared by the core, the adapters and the API."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FieldError:
+    field: str
+    message: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"field": self.field, "message": self.message}
+
+
+class BenchError(Exception):
+    """Base of the project's errors."""
+
+
+class ValidationFailed(BenchError):
+    def __init__(self, errors: list[FieldError]) -> None:
+        super().__init__("; ".join(f"{e.field}: {e.message}" for e in errors))
+        self.errors = errors
+
+
+class NotFound(BenchError):
+    pass
+
+
+class Conflict(BenchError):
+    pass
+
+
+class StoreUnavailable(BenchError):
+    """A backing service (queue, database) failed after the SDK's own retries."""

@@ -1,0 +1,198 @@
+"""Pure parsers from fio's output to the service's typed results.
+
+fio's ``--output-format=json+`` adds ``clat_ns.bins``: the completion-latency histogram as
+{bucket value in ns: count}. Summing bins across jobs or clients and walking the cumulative
+counts reproduces fio's own percentile method (``calc_clat_percentiles`` in fio's stat.c),
+so merged percentiles are exact to fio's bucket resolution, unlike averaging p99s.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from core.models import Direction, DirectionResult, LatencyStats, SeriesPoint
+
+DIRECTIONS: tuple[Direction, ...] = ("read", "write")
+PERCENTILES = (
+    1.0,
+    5.0,
+    10.0,
+    20.0,
+    30.0,
+    40.0,
+    50.0,
+    60.0,
+    70.0,
+    80.0,
+    90.0,
+    95.0,
+    99.0,
+    99.5,
+    99.9,
+    99.95,
+    99.99,
+)
+ALL_CLIENTS = "All clients"
+
+
+def percentile_key(p: float) -> str:
+    """fio's key spelling: 99.9 -> '99.900000'."""
+    return f"{p:.6f}"
+
+
+def percentile_from_bins(bins: Mapping[str, int] | Mapping[int, int], p: float) -> float:
+    """The p-th percentile as fio computes it: the first bucket whose cumulative count
+    reaches p% of all samples. Returns 0.0 for an empty histogram."""
+    items = sorted((int(k), int(v)) for k, v in bins.items())
+    total = sum(v for _, v in items)
+    if total == 0:
+        return 0.0
+    threshold = p / 100.0 * total
+    cumulative = 0
+    for value, count in items:
+        cumulative += count
+        if cumulative >= threshold:
+            return float(value)
+    return float(items[-1][0])
+
+
+def sum_bins(histograms: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    merged: dict[int, int] = defaultdict(int)
+    for h in histograms:
+        for k, v in h.items():
+            merged[int(k)] += int(v)
+    return {str(k): merged[k] for k in sorted(merged)}
+
+
+def percentiles_from_bins(bins: Mapping[str, int]) -> dict[str, float]:
+    return {percentile_key(p): percentile_from_bins(bins, p) for p in PERCENTILES}
+
+
+def _stats(d: Mapping[str, Any]) -> LatencyStats:
+    return LatencyStats(
+        min=float(d.get("min", 0)),
+        max=float(d.get("max", 0)),
+        mean=float(d.get("mean", 0.0)),
+        stddev=float(d.get("stddev", 0.0)),
+    )
+
+
+def _merge_stats(parts: list[tuple[Mapping[str, Any], int]]) -> LatencyStats:
+    """Pool (stats, sample count) pairs: weighted mean and pooled variance."""
+    live = [(s, n) for s, n in parts if n > 0]
+    if not live:
+        return LatencyStats(min=0, max=0, mean=0, stddev=0)
+    n_total = sum(n for _, n in live)
+    mean = sum(float(s["mean"]) * n for s, n in live) / n_total
+    second_moment = sum(n * (float(s["stddev"]) ** 2 + float(s["mean"]) ** 2) for s, n in live)
+    var = max(second_moment / n_total - mean**2, 0.0)
+    return LatencyStats(
+        min=min(float(s["min"]) for s, _ in live),
+        max=max(float(s["max"]) for s, _ in live),
+        mean=mean,
+        stddev=math.sqrt(var),
+    )
+
+
+def merge_direction(dirs: list[Mapping[str, Any]]) -> DirectionResult | None:
+    """Merge one direction of several fio job entries (jobs of one client, or clients).
+
+    IOPS and bandwidth are summed (jobs run concurrently); runtime is the longest.
+    """
+    live = [d for d in dirs if int(d.get("total_ios", 0)) > 0]
+    if not live:
+        return None
+    bins = sum_bins(d["clat_ns"].get("bins", {}) for d in live)
+    counts = [int(d["total_ios"]) for d in live]
+    return DirectionResult(
+        io_bytes=sum(int(d["io_bytes"]) for d in live),
+        total_ios=sum(counts),
+        runtime_ms=max(int(d["runtime"]) for d in live),
+        iops=sum(float(d["iops"]) for d in live),
+        bw_bytes=sum(float(d["bw_bytes"]) for d in live),
+        lat_ns=_merge_stats([(d["lat_ns"], n) for d, n in zip(live, counts, strict=True)]),
+        clat_ns=_merge_stats([(d["clat_ns"], n) for d, n in zip(live, counts, strict=True)]),
+        clat_percentiles_ns=(
+            percentiles_from_bins(bins)
+            if bins
+            else {k: float(v) for k, v in live[0]["clat_ns"]["percentile"].items()}
+        ),
+        clat_bins_ns=bins,
+    )
+
+
+def jobs_of(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The per-job entries of a fio JSON document, without fio's own 'All clients' sum."""
+    if "client_stats" in doc:
+        return [j for j in doc["client_stats"] if j.get("jobname") != ALL_CLIENTS]
+    return list(doc.get("jobs", []))
+
+
+def directions_from_fio(doc: Mapping[str, Any]) -> dict[Direction, DirectionResult]:
+    jobs = jobs_of(doc)
+    out: dict[Direction, DirectionResult] = {}
+    for direction in DIRECTIONS:
+        merged = merge_direction([j[direction] for j in jobs if direction in j])
+        if merged is not None:
+            out[direction] = merged
+    return out
+
+
+def fio_version(doc: Mapping[str, Any]) -> str:
+    return str(doc.get("fio version", "unknown"))
+
+
+def parse_log(text: str) -> list[tuple[int, float, int]]:
+    """fio log lines ``time, value, direction, bs, offset[, prio]`` -> (time ms, value, dir)."""
+    rows = []
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) < 3 or not parts[0]:
+            continue
+        rows.append((int(parts[0]), float(parts[1]), int(parts[2])))
+    return rows
+
+
+def series_from_logs(
+    iops_logs: Iterable[str], bw_logs: Iterable[str]
+) -> dict[Direction, list[SeriesPoint]]:
+    """Sum per-job 1 s logs into one series per direction, keyed by Unix second.
+
+    Each sample is placed in the nearest whole second of its timestamp: fio writes one
+    averaged sample per ``log_avg_msec`` per job, so samples of one job are ~1000 ms apart
+    and land in distinct seconds. Bandwidth logs are in KiB/s (fio HOWTO, "write_bw_log").
+    """
+    iops: dict[int, dict[int, float]] = defaultdict(lambda: defaultdict(float))
+    bw: dict[int, dict[int, float]] = defaultdict(lambda: defaultdict(float))
+    for text in iops_logs:
+        for t, v, d in parse_log(text):
+            iops[d][round(t / 1000)] += v
+    for text in bw_logs:
+        for t, v, d in parse_log(text):
+            bw[d][round(t / 1000)] += v * 1024
+    out: dict[Direction, list[SeriesPoint]] = {}
+    for index, direction in enumerate(DIRECTIONS):
+        seconds = sorted(set(iops[index]) | set(bw[index]))
+        if seconds:
+            out[direction] = [
+                SeriesPoint(t=s, iops=iops[index][s], bw_bytes=bw[index][s]) for s in seconds
+            ]
+    return out
+
+
+def measured_window_ms(
+    series: Mapping[Direction, list[SeriesPoint]], doc: Mapping[str, Any], runtime_s: int
+) -> tuple[int, int]:
+    """(start, end) of the measured period in Unix ms.
+
+    From the logs when present (each sample closes a 1 s interval, so the first interval
+    began a second before the first stamp); else from fio's end timestamp minus runtime.
+    """
+    stamps = [p.t for points in series.values() for p in points]
+    if stamps:
+        return (min(stamps) - 1) * 1000, max(stamps) * 1000
+    end = int(doc.get("timestamp_ms", int(doc.get("timestamp", 0)) * 1000))
+    return end - runtime_s * 1000, end

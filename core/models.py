@@ -1,0 +1,199 @@
+"""Typed contract of the service: run requests, work items and results.
+
+These pydantic models are the single source of ``schemas/*.schema.json`` (regenerate with
+``make schemas``; a test fails when they drift). The API validates request bodies against the
+JSON Schema files, then builds these models for typed use.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from core.units import SIZE_PATTERN, parse_size
+
+ALIAS_PATTERN = r"^[a-z][a-z0-9-]{0,30}$"
+POOL_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,28}[a-z0-9])?$"
+TAG_KEY_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
+
+# Bounds: wide enough for the published methods (64 KiB x 40 threads, 256 KiB sequential,
+# 600 s measured), narrow enough that a typo cannot fill a volume or pin an agent for a day.
+MIN_BS, MAX_BS = 512, 16 << 20
+MIN_FILE_SIZE, MAX_FILE_SIZE = 1 << 20, 16 << 40
+MAX_CLIENTS = 64
+
+ReadWrite = Literal["read", "write", "randread", "randwrite", "rw", "randrw"]
+IoEngine = Literal["libaio", "io_uring", "psync", "sync", "posixaio"]
+Engine = Literal["fio"]
+Alias = Annotated[
+    str,
+    Field(
+        pattern=ALIAS_PATTERN,
+        description="a mount alias that agents expose (lowercase, e.g. scratch), not a path",
+    ),
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Workload(_Strict):
+    """What one client runs. Every field is typed and bounded; the agent writes the fio job."""
+
+    rw: ReadWrite = "randread"
+    bs: str = Field(
+        "4k", pattern=SIZE_PATTERN, description="a block size such as 4k, 64k or 1m (512 B to 16m)"
+    )
+    iodepth: int = Field(1, ge=1, le=1024)
+    numjobs: int = Field(1, ge=1, le=256, description="Threads (fio jobs) per client")
+    rwmixread: int = Field(50, ge=0, le=100, description="Read share of rw/randrw, percent")
+    size: str = Field(
+        "64m",
+        pattern=SIZE_PATTERN,
+        description="a file size per job such as 64m or 10g (1m to 16t)",
+    )
+    runtime: int = Field(30, ge=1, le=86_400, description="Measured seconds")
+    ramp_time: int = Field(0, ge=0, le=3_600, description="Warm-up seconds, not measured")
+    direct: bool = True
+    ioengine: IoEngine = "libaio"
+
+    @field_validator("bs")
+    @classmethod
+    def _bs_bounds(cls, v: str) -> str:
+        n = parse_size(v)
+        if not MIN_BS <= n <= MAX_BS or n % 512:
+            raise ValueError("must be a multiple of 512 bytes between 512 and 16m")
+        return v
+
+    @field_validator("size")
+    @classmethod
+    def _size_bounds(cls, v: str) -> str:
+        if not MIN_FILE_SIZE <= parse_size(v) <= MAX_FILE_SIZE:
+            raise ValueError("must be between 1m and 16t")
+        return v
+
+    @model_validator(mode="after")
+    def _bs_fits(self) -> Workload:
+        if parse_size(self.bs) > parse_size(self.size):
+            raise ValueError("bs must not exceed size")
+        return self
+
+    @property
+    def bs_bytes(self) -> int:
+        return parse_size(self.bs)
+
+    @property
+    def size_bytes(self) -> int:
+        return parse_size(self.size)
+
+
+class RunRequest(_Strict):
+    """Body of ``POST /api/runs``."""
+
+    target: Alias
+    pool: str = Field(
+        "default", pattern=POOL_PATTERN, description="an agent pool name (lowercase, digits, -)"
+    )
+    engine: Engine = "fio"
+    workload: Workload = Field(default_factory=Workload)
+    clients: int = Field(1, ge=1, le=MAX_CLIENTS, description="Distinct agents loading at once")
+    tags: dict[
+        Annotated[str, Field(pattern=TAG_KEY_PATTERN)], Annotated[str, Field(max_length=256)]
+    ] = Field(default_factory=dict, max_length=16)
+
+
+class WorkItem(_Strict):
+    """Queue message: ids and the typed workload only (64 KiB is the queue's hard limit)."""
+
+    v: Literal[1] = 1
+    run_id: str = Field(pattern=r"^r-[0-9a-f]{32}$")
+    item_id: str = Field(pattern=r"^r-[0-9a-f]{32}\.s[0-9]{1,4}\.c[0-9]{1,4}$")
+    step: int = Field(ge=0, le=9_999)
+    client: int = Field(ge=0, le=MAX_CLIENTS - 1)
+    clients: int = Field(ge=1, le=MAX_CLIENTS)
+    pool: str = Field(pattern=POOL_PATTERN)
+    target: Alias
+    engine: Engine
+    workload: Workload
+
+
+Direction = Literal["read", "write"]
+
+
+class LatencyStats(_Strict):
+    min: float
+    max: float
+    mean: float
+    stddev: float
+
+
+class DirectionResult(_Strict):
+    """One direction of one client's result, in fio's units (ns, bytes)."""
+
+    io_bytes: int = Field(ge=0)
+    total_ios: int = Field(ge=0)
+    runtime_ms: int = Field(ge=0)
+    iops: float = Field(ge=0)
+    bw_bytes: float = Field(ge=0, description="Bytes per second")
+    lat_ns: LatencyStats
+    clat_ns: LatencyStats
+    clat_percentiles_ns: dict[str, float] = Field(description="fio's percentiles, key '99.900000'")
+    clat_bins_ns: dict[str, int] = Field(description="fio json+ histogram: bucket value -> count")
+
+
+class SeriesPoint(_Strict):
+    """One second of one client: t is the Unix second the sample interval ended in."""
+
+    t: int
+    iops: float = Field(ge=0)
+    bw_bytes: float = Field(ge=0)
+
+
+class HostFacts(_Strict):
+    hostname: str
+    kernel: str
+    os: str
+    cpu_count: int
+    vm_size: str | None = None
+    region: str | None = None
+
+
+class MountFacts(_Strict):
+    alias: str
+    path: str
+    mount_point: str
+    fstype: str
+    options: str
+    source: str
+
+
+class Result(_Strict):
+    """What an agent stores for one work item; id equals the item id, so a retry writes once."""
+
+    id: str
+    run_id: str
+    item_id: str
+    step: int
+    client: int
+    agent_id: str
+    engine: Engine
+    engine_version: str
+    target: str
+    workload: Workload
+    started_at_ms: int = Field(description="Unix ms when measuring started (after ramp)")
+    ended_at_ms: int
+    read: DirectionResult | None = None
+    write: DirectionResult | None = None
+    series: dict[Direction, list[SeriesPoint]] = Field(default_factory=dict)
+    host: HostFacts
+    mount: MountFacts
+    raw: dict[str, Any] = Field(description="fio's own JSON output")
+
+
+SCHEMA_MODELS: dict[str, type[BaseModel]] = {
+    "run-request": RunRequest,
+    "work-item": WorkItem,
+    "result": Result,
+}

@@ -1,0 +1,44 @@
+"""Assemble one client's normalized Result from fio's outputs (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from core.fioparse import directions_from_fio, fio_version, measured_window_ms, series_from_logs
+from core.models import HostFacts, MountFacts, Result, WorkItem
+
+
+def build_result(
+    item: WorkItem,
+    *,
+    fio_json: Mapping[str, Any],
+    iops_logs: list[str],
+    bw_logs: list[str],
+    agent_id: str,
+    host: HostFacts,
+    mount: MountFacts,
+) -> Result:
+    series = series_from_logs(iops_logs, bw_logs)
+    dirs = directions_from_fio(fio_json)
+    start, end = measured_window_ms(series, fio_json, item.workload.runtime)
+    return Result(
+        id=item.item_id,
+        run_id=item.run_id,
+        item_id=item.item_id,
+        step=item.step,
+        client=item.client,
+        agent_id=agent_id,
+        engine="fio",
+        engine_version=fio_version(fio_json),
+        target=item.target,
+        workload=item.workload,
+        started_at_ms=start,
+        ended_at_ms=end,
+        read=dirs.get("read"),
+        write=dirs.get("write"),
+        series=series,
+        host=host,
+        mount=mount,
+        raw=dict(fio_json),
+    )

@@ -1,0 +1,113 @@
+"""Validation of documents against the JSON Schema files in ``schemas/``.
+
+Every violation is reported with a dotted field path (``workload.bs``), so a caller can fix
+them all at once. The JSON Schema pass catches type, enum, pattern, range and unknown-key
+errors; the pydantic pass adds the cross-field rules (bs <= size, bs a multiple of 512).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any, TypeVar
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError as SchemaError
+from pydantic import BaseModel
+from pydantic import ValidationError as PydanticError
+
+from core.errors import FieldError, ValidationFailed
+from core.models import SCHEMA_MODELS
+
+SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
+M = TypeVar("M", bound=BaseModel)
+
+
+def schema_path(name: str) -> Path:
+    return SCHEMA_DIR / f"{name}.schema.json"
+
+
+def generated_schema(name: str) -> dict[str, Any]:
+    """The schema as the model defines it today (what ``make schemas`` writes)."""
+    schema = SCHEMA_MODELS[name].model_json_schema()
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"https://benchsvc.example/schemas/{name}.schema.json",
+        **schema,
+    }
+
+
+@cache
+def _validator(name: str) -> Draft202012Validator:
+    schema = json.loads(schema_path(name).read_text())
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema)
+
+
+def _dotted(parts: Any) -> str:
+    return ".".join(str(p) for p in parts)
+
+
+def _schema_errors(name: str, doc: Any) -> list[FieldError]:
+    out: list[FieldError] = []
+
+    def visit(err: SchemaError) -> None:
+        if err.context:  # anyOf/oneOf: the branch errors say more than the summary
+            for sub in err.context:
+                visit(sub)
+            return
+        path = list(err.absolute_path)
+        schema: dict[str, Any] = err.schema if isinstance(err.schema, dict) else {}
+        if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+            allowed = set(schema.get("properties", {}))
+            for key in sorted(set(err.instance) - allowed):
+                out.append(FieldError(_dotted([*path, key]), "unknown field"))
+            return
+        if err.validator == "required":
+            missing = str(err.message).split("'")[1] if "'" in err.message else ""
+            out.append(
+                FieldError(
+                    _dotted([*path, missing]) if missing else _dotted(path),
+                    "required field is missing",
+                )
+            )
+            return
+        message = err.message
+        if err.validator == "pattern" and "description" in schema:
+            message = f"{err.instance!r} is not valid: {schema['description']}"
+        out.append(FieldError(_dotted(path) or "(body)", message))
+
+    for err in _validator(name).iter_errors(doc):
+        visit(err)
+    return out
+
+
+def _pydantic_errors(exc: PydanticError) -> list[FieldError]:
+    out = []
+    for e in exc.errors():
+        loc = [p for p in e["loc"] if p != "__root__"]
+        msg = str(e["msg"]).removeprefix("Value error, ")
+        out.append(FieldError(_dotted(loc) or "(body)", msg))
+    return out
+
+
+def validate(name: str, doc: Any, model: type[M]) -> M:
+    """Check ``doc`` against ``schemas/<name>.schema.json`` and build ``model``.
+
+    Raises ValidationFailed listing every violation; never returns a half-valid object.
+    """
+    errors = _schema_errors(name, doc)
+    if errors:
+        raise ValidationFailed(_dedupe(errors))
+    try:
+        return model.model_validate(doc)
+    except PydanticError as exc:
+        raise ValidationFailed(_dedupe(_pydantic_errors(exc))) from None
+
+
+def _dedupe(errors: list[FieldError]) -> list[FieldError]:
+    seen: dict[tuple[str, str], FieldError] = {}
+    for e in errors:
+        seen.setdefault((e.field, e.message), e)
+    return sorted(seen.values(), key=lambda e: e.field)

@@ -1,0 +1,23 @@
+"""Azure Functions entry point (Python v2 programming model).
+
+The HTTP API is the same ASGI app uvicorn serves locally; the timer triggers are registered
+on the same app object. Authentication in Azure is App Service Authentication (Entra ID) in
+front of the app, so the functions themselves are anonymous.
+"""
+
+from __future__ import annotations
+
+import azure.functions as func
+
+from functions import timers
+from functions.api import create_app
+
+app = func.AsgiFunctionApp(app=create_app(), http_auth_level=func.AuthLevel.ANONYMOUS)
+
+
+@app.timer_trigger(
+    schedule=timers.FINALIZE_SCHEDULE, arg_name="timer", run_on_startup=False, use_monitor=True
+)
+def finalize_runs(timer: func.TimerRequest) -> None:
+    """Aggregate finished runs and mark them completed (idempotent: deterministic ids)."""
+    timers.finalize_tick()

@@ -1,0 +1,250 @@
+"""The HTTP API as an ASGI app: uvicorn locally, AsgiFunctionApp in Azure.
+
+Bodies are read raw and validated against ``schemas/`` so that a bad request gets one 400
+listing every violation by field path, before anything is written or enqueued.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, get_args
+
+from fastapi import FastAPI, Header, Query, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ValidationError as PydanticError
+
+from core.errors import (
+    BenchError,
+    Conflict,
+    FieldError,
+    NotFound,
+    StoreUnavailable,
+    ValidationFailed,
+)
+from core.models import WorkItem
+from core.runstate import RunState
+from core.service import RunService
+from core.validation import schema_path
+from functions import context, timers
+
+log = logging.getLogger(__name__)
+RUN_STATES: tuple[str, ...] = get_args(RunState)
+
+
+def _svc() -> RunService:
+    return context.service()
+
+
+class _AgentBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    agent_id: str = Field(min_length=1, max_length=128)
+
+
+class ClaimBody(_AgentBody):
+    work_item: WorkItem
+    dequeue_count: int = Field(ge=1)
+
+
+class ItemRef(_AgentBody):
+    run_id: str
+    item_id: str
+
+
+class FailureBody(ItemRef):
+    message: str = Field(max_length=8000)
+
+
+def _parse(model: type[BaseModel], body: Any) -> Any:
+    try:
+        return model.model_validate(body)
+    except PydanticError as e:
+        raise ValidationFailed(
+            [
+                FieldError(".".join(str(p) for p in err["loc"]) or "(body)", str(err["msg"]))
+                for err in e.errors()
+            ]
+        ) from None
+
+
+async def _json(request: Request) -> Any:
+    raw = await request.body()
+    try:
+        return json.loads(raw or b"null")
+    except json.JSONDecodeError as e:
+        raise ValidationFailed([FieldError("(body)", f"not valid JSON: {e.msg}")]) from None
+
+
+def _errors(status: int, errors: list[dict[str, str]]) -> JSONResponse:
+    return JSONResponse({"errors": errors}, status_code=status)
+
+
+@contextlib.asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    interval = context.settings().local_timer_seconds
+    task = asyncio.create_task(timers.local_timer_loop(interval)) if interval > 0 else None
+    try:
+        yield
+    finally:
+        if task:
+            task.cancel()
+
+
+def create_app() -> FastAPI:
+    app = FastAPI(
+        title="Storage benchmark service",
+        version="0.1.0",
+        lifespan=_lifespan,
+        openapi_url="/api/openapi.json",
+        docs_url="/api/docs",
+        redoc_url=None,
+    )
+
+    @app.exception_handler(ValidationFailed)
+    async def _bad(_: Request, e: ValidationFailed) -> JSONResponse:
+        return _errors(400, [x.as_dict() for x in e.errors])
+
+    @app.exception_handler(NotFound)
+    async def _missing(_: Request, e: NotFound) -> JSONResponse:
+        return _errors(404, [{"field": "(path)", "message": f"not found: {e}"}])
+
+    @app.exception_handler(Conflict)
+    async def _conflict(_: Request, e: Conflict) -> JSONResponse:
+        return _errors(409, [{"field": "(request)", "message": str(e)}])
+
+    @app.exception_handler(StoreUnavailable)
+    async def _down(_: Request, e: StoreUnavailable) -> JSONResponse:
+        log.error("backing service failed: %s", e)
+        return _errors(503, [{"field": "(service)", "message": "storage unavailable, retry"}])
+
+    @app.exception_handler(BenchError)
+    async def _other(_: Request, e: BenchError) -> JSONResponse:
+        log.error("request failed: %s", e)
+        return _errors(500, [{"field": "(service)", "message": str(e)}])
+
+    run_request_schema = json.loads(schema_path("run-request").read_text())
+
+    @app.get("/api/health")
+    async def health() -> JSONResponse:
+        checks: dict[str, str] = {}
+        try:
+            await asyncio.to_thread(context.store().ping)
+            checks["cosmos"] = "ok"
+        except BenchError as e:
+            checks["cosmos"] = f"error: {e}"
+        ok = all(v == "ok" for v in checks.values())
+        return JSONResponse(
+            {"status": "ok" if ok else "degraded", "checks": checks}, status_code=200 if ok else 503
+        )
+
+    @app.post(
+        "/api/runs",
+        status_code=202,
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": run_request_schema}},
+            },
+            "responses": {"400": {"description": "Every invalid field, by path"}},
+        },
+    )
+    async def create_run(
+        request: Request,
+        idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+    ) -> JSONResponse:
+        body = await _json(request)
+        run, created = await asyncio.to_thread(_svc().submit, body, idempotency_key)
+        location = f"/api/runs/{run['id']}"
+        return JSONResponse(
+            {"id": run["id"], "state": run["state"], "location": location},
+            status_code=202 if created else 200,
+            headers={"Location": location},
+        )
+
+    @app.get("/api/runs")
+    async def list_runs(
+        target: str | None = None,
+        state: str | None = None,
+        tag: Annotated[str | None, Query(description="key=value")] = None,
+        limit: Annotated[int, Query()] = 50,
+        continuation: str | None = None,
+    ) -> dict[str, Any]:
+        errors = []
+        if state is not None and state not in RUN_STATES:
+            errors.append(FieldError("state", f"must be one of {', '.join(RUN_STATES)}"))
+        if not 1 <= limit <= 200:
+            errors.append(FieldError("limit", "must be between 1 and 200"))
+        tag_pair = None
+        if tag is not None:
+            key, sep, value = tag.partition("=")
+            if not sep or not key:
+                errors.append(FieldError("tag", "must look like key=value"))
+            tag_pair = (key, value)
+        if errors:
+            raise ValidationFailed(errors)
+        runs, token = await asyncio.to_thread(
+            _svc().list_runs,
+            target=target,
+            state=state,
+            tag=tag_pair,
+            limit=limit,
+            continuation=continuation,
+        )
+        return {"runs": runs, "continuation": token}
+
+    @app.get("/api/runs/{run_id}")
+    async def get_run(run_id: str) -> dict[str, Any]:
+        return await asyncio.to_thread(_svc().get_run, run_id)
+
+    @app.delete("/api/runs/{run_id}", status_code=202)
+    async def cancel_run(run_id: str) -> dict[str, Any]:
+        return await asyncio.to_thread(_svc().cancel, run_id)
+
+    @app.get("/api/runs/{run_id}/results/{item_id}")
+    async def get_result(run_id: str, item_id: str) -> dict[str, Any]:
+        doc = await asyncio.to_thread(context.store().get_result, run_id, item_id)
+        return {k: v for k, v in doc.items() if not k.startswith("_")}
+
+    # ---- agent protocol (agents hold no database rights; the API writes for them) ----
+
+    @app.post("/api/agent/claim")
+    async def claim(request: Request) -> dict[str, str]:
+        b: ClaimBody = _parse(ClaimBody, await _json(request))
+        d = await asyncio.to_thread(
+            _svc().claim, b.work_item, agent_id=b.agent_id, dequeue_count=b.dequeue_count
+        )
+        return {"action": d.action, "reason": d.reason}
+
+    @app.post("/api/agent/heartbeat")
+    async def heartbeat(request: Request) -> dict[str, bool]:
+        b: ItemRef = _parse(ItemRef, await _json(request))
+        return await asyncio.to_thread(_svc().heartbeat, b.run_id, b.item_id, b.agent_id)
+
+    @app.post("/api/agent/failure")
+    async def failure(request: Request) -> dict[str, str]:
+        b: FailureBody = _parse(FailureBody, await _json(request))
+        await asyncio.to_thread(_svc().report_failure, b.run_id, b.item_id, b.agent_id, b.message)
+        return {"status": "recorded"}
+
+    @app.post("/api/agent/cancelled")
+    async def cancelled(request: Request) -> dict[str, str]:
+        b: ItemRef = _parse(ItemRef, await _json(request))
+        await asyncio.to_thread(_svc().report_cancelled, b.run_id, b.item_id, b.agent_id)
+        return {"status": "recorded"}
+
+    @app.put("/api/agent/results/{item_id}")
+    async def put_result(item_id: str, request: Request) -> JSONResponse:
+        body = await _json(request)
+        if not isinstance(body, dict) or body.get("item_id") != item_id:
+            raise ValidationFailed([FieldError("item_id", "must match the URL")])
+        created = await asyncio.to_thread(_svc().store_result, body)
+        return JSONResponse(
+            {"stored": True, "duplicate": not created}, status_code=201 if created else 200
+        )
+
+    return app
+

@@ -1,0 +1,31 @@
+"""Builds the service from settings once per process, on first use, so importing the app
+(e.g. by the Functions host indexing functions) opens no connection."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from adapters.config import Settings
+from adapters.cosmos import CosmosStore
+from adapters.queue import WorkQueues
+from core.service import RunService
+
+
+@cache
+def settings() -> Settings:
+    return Settings.from_env()
+
+
+@cache
+def store() -> CosmosStore:
+    return CosmosStore.from_settings(settings())
+
+
+@cache
+def queues() -> WorkQueues:
+    return WorkQueues.from_settings(settings())
+
+
+@cache
+def service() -> RunService:
+    return RunService(store(), queues(), max_deliveries=settings().max_deliveries)
