@@ -23,6 +23,7 @@ SETTING_NAMES = (
     "BENCH_COSMOS_ENDPOINT",
     "BENCH_COSMOS_DATABASE",
     "BENCH_MAX_DELIVERIES",
+    "BENCH_POOLS",
     "BENCH_LOCAL_EMULATORS",
     "BENCH_LOCAL_TIMER_SECONDS",
     "AZURE_CLIENT_ID",
@@ -39,6 +40,7 @@ class Settings:
     cosmos_endpoint: str
     cosmos_database: str = "bench"
     max_deliveries: int = 5
+    pools: tuple[str, ...] = ("default",)  # agent pools that have queues (Bicep creates them)
     local_emulators: bool = False
     local_timer_seconds: float = 0.0  # > 0: run the timer functions in-process (local stack)
     managed_identity_client_id: str | None = None
@@ -54,6 +56,7 @@ class Settings:
             cosmos_endpoint=e["BENCH_COSMOS_ENDPOINT"],
             cosmos_database=e.get("BENCH_COSMOS_DATABASE", "bench"),
             max_deliveries=int(e.get("BENCH_MAX_DELIVERIES", "5")),
+            pools=tuple(p.strip() for p in e.get("BENCH_POOLS", "default").split(",") if p.strip()),
             local_emulators=e.get("BENCH_LOCAL_EMULATORS") == "1",
             local_timer_seconds=float(e.get("BENCH_LOCAL_TIMER_SECONDS", "0")),
             managed_identity_client_id=e.get("AZURE_CLIENT_ID") or None,

@@ -76,7 +76,7 @@ class Stack:
     queue_port: int
     cosmos_port: int
     api_port: int
-    pool: str = "default"
+    pools: list[str] = field(default_factory=lambda: ["default"])
     targets: dict[str, str] = field(default_factory=dict)
     procs: list[Proc] = field(default_factory=list)
     visibility_timeout: int = 30
@@ -101,6 +101,7 @@ class Stack:
             "BENCH_COSMOS_DATABASE": "bench",
             "BENCH_LOCAL_EMULATORS": "1",
             "BENCH_MAX_DELIVERIES": str(self.max_deliveries),
+            "BENCH_POOLS": ",".join(self.pools),
         }
 
     def settings(self) -> Settings:
@@ -203,7 +204,9 @@ def start_emulators(stack: Stack) -> None:
     _wait("Cosmos DB server", lambda: _port_open(stack.cosmos_port), c)
     settings = stack.settings()
     CosmosStore.from_settings(settings).ensure_containers()
-    WorkQueues.from_settings(settings).ensure_pool(stack.pool)
+    queues = WorkQueues.from_settings(settings)
+    for pool in stack.pools:
+        queues.ensure_pool(pool)
 
 
 def start_api(stack: Stack, timer_seconds: float = 1.0) -> Proc:
@@ -231,28 +234,19 @@ def start_api(stack: Stack, timer_seconds: float = 1.0) -> Proc:
     return p
 
 
-def start_agent(stack: Stack, index: int, *, extra: list[str] | None = None) -> Proc:
-    argv = [
-        sys.executable,
-        "-m",
-        "agent",
-        "--api-url",
-        stack.api_url,
-        "--queue-uri",
-        stack.queue_uri,
-        "--pool",
-        stack.pool,
-        "--agent-id",
-        f"agent-{index}",
-        "--local-emulators",
-        "--visibility-timeout",
-        str(stack.visibility_timeout),
-        "--retry-delay",
-        "1",
-        "--idle-max",
-        "1",
-    ]
-    for alias, path in stack.targets.items():
+def start_agent(
+    stack: Stack,
+    index: int,
+    *,
+    pool: str = "default",
+    targets: dict[str, str] | None = None,
+    extra: list[str] | None = None,
+) -> Proc:
+    argv = [sys.executable, "-m", "agent", "--api-url", stack.api_url]
+    argv += ["--queue-uri", stack.queue_uri, "--pool", pool, "--agent-id", f"agent-{index}"]
+    argv += ["--local-emulators", "--visibility-timeout", str(stack.visibility_timeout)]
+    argv += ["--retry-delay", "1", "--idle-max", "1"]
+    for alias, path in (stack.targets if targets is None else targets).items():
         argv += ["--mount", f"{alias}={path}"]
     return _spawn(stack, f"agent-{index}", argv + (extra or []))
 

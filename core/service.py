@@ -47,11 +47,13 @@ class RunService:
         queue: Queue,
         *,
         max_deliveries: int = 5,
+        pools: tuple[str, ...] = ("default",),
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
         self.queue = queue
         self.max_deliveries = max_deliveries
+        self.pools = pools
         self.clock = clock
 
     # ---- runs -------------------------------------------------------------------------
@@ -65,6 +67,11 @@ class RunService:
         with another body is refused.
         """
         request = validate("run-request", body, RunRequest)
+        if request.pool not in self.pools:
+            known = ", ".join(self.pools)
+            raise ValidationFailed(
+                [FieldError("pool", f"no agent pool {request.pool!r} (known: {known})")]
+            )
         run_id = run_id_for_key(idempotency_key) if idempotency_key else new_run_id()
         digest = body_hash(body)
         items = plan_items(run_id, request)

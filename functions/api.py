@@ -247,4 +247,3 @@ def create_app() -> FastAPI:
         )
 
     return app
-

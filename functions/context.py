@@ -28,4 +28,5 @@ def queues() -> WorkQueues:
 
 @cache
 def service() -> RunService:
-    return RunService(store(), queues(), max_deliveries=settings().max_deliveries)
+    s = settings()
+    return RunService(store(), queues(), max_deliveries=s.max_deliveries, pools=s.pools)

@@ -1,0 +1,42 @@
+# Two commands on a fresh machine: `make demo` and `make test`. Both install what is missing.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: install test lint unit demo schemas clean bench
+
+install: $(VENV)/.installed node_modules/.installed fio
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required"'
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+fio:
+	@command -v fio >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq fio; }
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy .
+
+test: install lint
+	$(VENV)/bin/pytest -q -ra
+
+demo: install
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" scripts/demo.sh
+
+schemas: $(VENV)/.installed
+	$(PY) scripts/gen_schemas.py
+
+clean:
+	-$(VENV)/bin/benchctl local down
+	rm -rf .local .pytest_cache .mypy_cache .ruff_cache

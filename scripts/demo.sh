@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# make demo: start the local stack, run a short 4 KiB random-read benchmark through the API,
+# the queue and the agents, print the result table, and stop the stack again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+AGENTS="${DEMO_AGENTS:-2}"
+CLIENTS="${DEMO_CLIENTS:-1}"
+SCRATCH="${DEMO_SCRATCH:-$PWD/.local/scratch}"
+
+benchctl local down >/dev/null 2>&1 || true
+trap 'benchctl local down' EXIT
+benchctl local up --agents "$AGENTS" --target "scratch=$SCRATCH"
+benchctl local status
+benchctl run --target scratch --rw randread --bs 4k --iodepth 16 --size 64m \
+  --runtime 5 --ramp-time 1 --clients "$CLIENTS" --tag source=demo --wait --timeout 300
