@@ -118,7 +118,8 @@ class Stack:
             return None
         data = json.loads(path.read_text())
         data["procs"] = [Proc(**p) for p in data["procs"]]
-        return cls(**data)
+        known = set(cls.__dataclass_fields__)  # tolerate state files of older versions
+        return cls(**{k: v for k, v in data.items() if k in known})
 
     def agents(self) -> list[Proc]:
         return [p for p in self.procs if p.name.startswith("agent-")]
