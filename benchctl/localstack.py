@@ -192,6 +192,7 @@ def start_emulators(stack: Stack) -> None:
             "--disableTelemetry",
             "--skipApiVersionCheck",
             "--loose",
+            "--silent",
         ],
         port=stack.queue_port,
     )
@@ -237,7 +238,7 @@ def start_api(stack: Stack, timer_seconds: float = 1.0) -> Proc:
 
 def start_agent(
     stack: Stack,
-    index: int,
+    index: int | str,
     *,
     pool: str = "default",
     targets: dict[str, str] | None = None,

@@ -101,7 +101,13 @@ class RunRequest(_Strict):
     clients: int = Field(1, ge=1, le=MAX_CLIENTS, description="Distinct agents loading at once")
     tags: dict[
         Annotated[str, Field(pattern=TAG_KEY_PATTERN)], Annotated[str, Field(max_length=256)]
-    ] = Field(default_factory=dict, max_length=16)
+    ] = Field(
+        default_factory=dict,
+        max_length=16,
+        description="Short labels (commit, pipeline, ...): at most 16",
+        # pydantic checks key patterns but does not export them; JSON Schema needs it said.
+        json_schema_extra={"propertyNames": {"pattern": TAG_KEY_PATTERN}},
+    )
 
 
 class WorkItem(_Strict):

@@ -1,0 +1,138 @@
+"""Fixtures: the real local servers (Azurite, Cosmos DB server, the API under uvicorn) and
+real agent processes running real fio. Started once per session on random free ports;
+their logs are attached to any failing test that used them."""
+
+from __future__ import annotations
+
+import itertools
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from adapters.cosmos import CosmosStore
+from adapters.queue import WorkQueues
+from benchctl import localstack
+from benchctl.localstack import Proc, Stack
+
+TEST_POOLS = ["default", *(f"t{i}" for i in range(1, 41))]
+_pool_names = iter(TEST_POOLS[1:])
+_agent_ids = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    localstack.ensure_installed()
+    directory = tmp_path_factory.mktemp("stack")
+    st = Stack(
+        dir=str(directory),
+        queue_port=localstack.free_port(),
+        cosmos_port=localstack.free_port(),
+        api_port=localstack.free_port(),
+        pools=TEST_POOLS,
+        visibility_timeout=6,
+        max_deliveries=3,
+    )
+    st.save()
+    try:
+        localstack.start_emulators(st)
+        localstack.start_api(st, timer_seconds=0.5)
+        yield st
+    finally:
+        localstack.down(directory)
+
+
+@pytest.fixture
+def pool() -> str:
+    """A pool (queue) of its own for each test, so tests never take each other's work."""
+    return next(_pool_names)
+
+
+@pytest.fixture
+def api(stack: Stack) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=stack.api_url, timeout=30) as client:
+        yield client
+
+
+@pytest.fixture
+def store(stack: Stack) -> CosmosStore:
+    return CosmosStore.from_settings(stack.settings())
+
+
+@pytest.fixture
+def queues(stack: Stack) -> WorkQueues:
+    return WorkQueues.from_settings(stack.settings())
+
+
+@pytest.fixture
+def scratch(tmp_path: Path) -> Path:
+    d = tmp_path / "scratch"
+    d.mkdir()
+    return d
+
+
+AgentFactory = Callable[..., Proc]
+
+
+@pytest.fixture
+def agents(stack: Stack, pool: str, scratch: Path) -> Iterator[AgentFactory]:
+    started: list[Proc] = []
+
+    def start(*, targets: dict[str, str] | None = None, extra: list[str] | None = None) -> Proc:
+        p = localstack.start_agent(
+            stack,
+            f"{pool}-{next(_agent_ids)}",
+            pool=pool,
+            targets=targets if targets is not None else {"scratch": str(scratch)},
+            extra=extra,
+        )
+        started.append(p)
+        return p
+
+    yield start
+    for p in started:
+        localstack.stop_proc(p, signal.SIGKILL, timeout=5)
+
+
+def wait_until(
+    check: Callable[[], Any], timeout: float = 60, interval: float = 0.25, what: str = "condition"
+) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+def run_body(pool: str, **workload: Any) -> dict[str, Any]:
+    w = {"rw": "randread", "bs": "4k", "size": "8m", "runtime": 2, "iodepth": 4}
+    w.update(workload)
+    return {"target": "scratch", "pool": pool, "workload": w, "tags": {"test": "yes"}}
+
+
+def wait_state(
+    api: httpx.Client, run_id: str, states: tuple[str, ...], timeout: float = 90
+) -> dict[str, Any]:
+    def check() -> dict[str, Any] | None:
+        run: dict[str, Any] = api.get(f"/api/runs/{run_id}").json()
+        return run if run["state"] in states else None
+
+    result: dict[str, Any] = wait_until(check, timeout, what=f"run {run_id} to be {states}")
+    return result
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if report.when == "call" and report.failed and "stack" in getattr(item, "fixturenames", ()):
+        st: Stack = item.funcargs["stack"]  # type: ignore[attr-defined]
+        for p in st.procs:
+            report.sections.append((f"log of {p.name}", localstack.tail(p.log, 40)))

@@ -1,0 +1,209 @@
+"""End to end through the API, the real Azurite queue, real agent processes, real fio and
+the real Cosmos DB server."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from adapters.cosmos import CosmosStore
+from adapters.queue import WorkQueues, poison_queue_name, work_queue_name
+from benchctl.localstack import Stack
+from core.models import WorkItem
+from tests.conftest import AgentFactory, run_body, wait_state, wait_until
+
+
+def children(pid: int, name: str = "fio") -> list[int]:
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        comm = text[text.index("(") + 1 : text.rindex(")")]
+        ppid = int(text.rsplit(")", 1)[1].split()[1])
+        if ppid == pid and comm == name:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def exit_code(pid: int, timeout: float) -> int:
+    def reaped() -> tuple[int, int] | None:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        return (done, status) if done else None
+
+    _, status = wait_until(reaped, timeout, what=f"agent {pid} to exit")
+    return os.waitstatus_to_exitcode(status)
+
+
+def item_of(api: httpx.Client, run_id: str) -> dict[str, Any]:
+    item: dict[str, Any] = api.get(f"/api/runs/{run_id}").json()["items"][0]
+    return item
+
+
+def test_run_flows_to_a_stored_result(
+    api: httpx.Client, store: CosmosStore, agents: AgentFactory, pool: str, scratch: Path
+) -> None:
+    agents()
+    run_id = api.post("/api/runs", json=run_body(pool, runtime=3, ramp_time=1)).json()["id"]
+    run = wait_state(api, run_id, ("completed", "failed"))
+    assert run["state"] == "completed", run
+    item = run["items"][0]
+    summary = item["result"]
+    assert summary["read"]["iops"] > 100 and summary["read"]["clat_ns"]["p99"] > 0
+    assert "write" not in summary
+
+    doc = store.get_result(run_id, item["id"])  # the document in Cosmos DB itself
+    assert doc["id"] == item["id"] and doc["engine"] == "fio"
+    assert doc["raw"]["fio version"].startswith("fio-")
+    assert doc["read"]["total_ios"] == doc["raw"]["jobs"][0]["read"]["total_ios"]
+    # 3 measured seconds (ramp is not logged); fio may drop the last partial second.
+    assert 2 <= len(doc["series"]["read"]) <= 3
+    assert 2000 <= doc["ended_at_ms"] - doc["started_at_ms"] <= 4000
+    assert doc["mount"]["path"] == str(scratch) and doc["mount"]["fstype"] != "unknown"
+    assert doc["host"]["cpu_count"] >= 1 and doc["workload"]["bs"] == "4k"
+    assert list((scratch / ".benchsvc").iterdir()), "fio wrote under the configured mount"
+
+    full = api.get(f"/api/runs/{run_id}/results/{item['id']}").json()
+    assert full["raw"] == doc["raw"]
+    agg = run["aggregate"]
+    assert agg["clients"] == 1 and agg["read"]["percentiles_exact"] is True
+
+
+def test_sigkill_mid_fio_redelivers_and_writes_one_result(
+    api: httpx.Client, store: CosmosStore, agents: AgentFactory, pool: str
+) -> None:
+    first = agents()
+    run_id = api.post("/api/runs", json=run_body(pool, runtime=6)).json()["id"]
+    wait_until(lambda: item_of(api, run_id)["state"] == "running", 30, what="running")
+    fio = wait_until(lambda: children(first.pid), 10, what="fio to start")
+    os.kill(first.pid, signal.SIGKILL)
+    wait_until(lambda: not any(alive(p) for p in fio), 10, what="orphaned fio to die")
+
+    second = agents()
+    run = wait_state(api, run_id, ("completed", "failed"), timeout=60)
+    assert run["state"] == "completed", run
+    item = run["items"][0]
+    assert item["agent_id"] == second.name and item["attempts"] == 2
+    assert len(store.list_results(run_id)) == 1
+
+
+def test_duplicate_delivery_writes_one_result(
+    api: httpx.Client, store: CosmosStore, queues: WorkQueues, agents: AgentFactory, pool: str
+) -> None:
+    run_id = api.post("/api/runs", json=run_body(pool)).json()["id"]
+    item = WorkItem.model_validate(store.get_item(run_id, f"{run_id}.s0.c0")["work_item"])
+    queues.send(item)  # the same message delivered a second time
+    agents()
+    agents()
+    run = wait_state(api, run_id, ("completed", "failed"))
+    assert run["state"] == "completed"
+    wait_until(lambda: not queues.peek_raw(work_queue_name(pool)), 30, what="queue to drain")
+    assert len(store.list_results(run_id)) == 1
+
+    queues.send(item)  # and again after completion: dropped at claim
+    wait_until(lambda: not queues.peek_raw(work_queue_name(pool)), 30, what="queue to drain")
+    assert len(store.list_results(run_id)) == 1
+
+
+def test_item_failing_every_delivery_lands_in_poison_queue(
+    api: httpx.Client,
+    queues: WorkQueues,
+    agents: AgentFactory,
+    pool: str,
+    scratch: Path,
+    stack: Stack,
+) -> None:
+    agents(targets={"other": str(scratch)})  # has no mount called scratch
+    run_id = api.post("/api/runs", json=run_body(pool)).json()["id"]
+    run = wait_state(api, run_id, ("failed", "completed"), timeout=90)
+    assert run["state"] == "failed"
+    assert "poison queue" in run["error"] and "no mount 'scratch'" in run["error"]
+    item = run["items"][0]
+    assert len(item["errors"]) == stack.max_deliveries
+    raw = queues.peek_raw(poison_queue_name(pool))
+    assert len(raw) == 1
+    poisoned = WorkItem.model_validate_json(base64.b64decode(raw[0]))
+    assert poisoned.run_id == run_id
+
+
+def test_cancel_stops_a_running_item(
+    api: httpx.Client, store: CosmosStore, agents: AgentFactory, pool: str
+) -> None:
+    agent = agents()
+    run_id = api.post("/api/runs", json=run_body(pool, runtime=60)).json()["id"]
+    wait_until(lambda: item_of(api, run_id)["state"] == "running", 30, what="running")
+    fio = wait_until(lambda: children(agent.pid), 10, what="fio to start")
+    started = time.monotonic()
+    assert api.delete(f"/api/runs/{run_id}").json()["state"] == "cancelled"
+    wait_until(lambda: item_of(api, run_id)["state"] == "cancelled", 20, what="item cancelled")
+    wait_until(lambda: not any(alive(p) for p in fio), 10, what="fio to stop")
+    assert time.monotonic() - started < 15
+    assert store.list_results(run_id) == []
+
+
+def test_first_sigterm_finishes_the_item(
+    api: httpx.Client, agents: AgentFactory, pool: str
+) -> None:
+    agent = agents()
+    run_id = api.post("/api/runs", json=run_body(pool, runtime=4)).json()["id"]
+    wait_until(lambda: item_of(api, run_id)["state"] == "running", 30, what="running")
+    os.kill(agent.pid, signal.SIGTERM)
+    assert exit_code(agent.pid, 30) == 0
+    assert item_of(api, run_id)["state"] == "completed"
+
+
+def test_second_sigterm_stops_now_and_hands_the_item_back(
+    api: httpx.Client, queues: WorkQueues, agents: AgentFactory, pool: str
+) -> None:
+    agent = agents()
+    run_id = api.post("/api/runs", json=run_body(pool, runtime=60)).json()["id"]
+    wait_until(lambda: item_of(api, run_id)["state"] == "running", 30, what="running")
+    wait_until(lambda: children(agent.pid), 10, what="fio to start")
+    os.kill(agent.pid, signal.SIGTERM)
+    time.sleep(0.5)
+    os.kill(agent.pid, signal.SIGTERM)
+    assert exit_code(agent.pid, 10) == 0
+    # Released with visibility 0: visible again at once, not after the timeout.
+    raw = wait_until(lambda: queues.peek_raw(work_queue_name(pool)), 3, what="message back")
+    assert json.loads(base64.b64decode(raw[0]))["run_id"] == run_id
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM"])
+def test_agent_rejects_bad_config(signame: str, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "agent",
+            "--api-url",
+            "http://127.0.0.1:1",
+            "--queue-uri",
+            "http://127.0.0.1:1/x",
+            "--mount",
+            "Bad=/tmp",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert r.returncode == 2 and "mount alias 'Bad'" in r.stderr

@@ -1,0 +1,66 @@
+"""The agent writes the fio job itself from typed fields; fio accepts every job we write."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from core.fiojob import check_path, job_file
+from core.models import Workload
+
+
+def parse_only(job: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    path = tmp_path / "job.fio"
+    path.write_text(job)
+    return subprocess.run(["fio", "--parse-only", str(path)], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("rw", ["read", "write", "randread", "randwrite", "rw", "randrw"])
+def test_fio_accepts_the_job(rw: str, tmp_path: Path) -> None:
+    w = Workload(rw=rw, bs="64k", iodepth=8, numjobs=4, size="1g", runtime=60, ramp_time=5)
+    job = job_file(w, directory=str(tmp_path), log_prefix=str(tmp_path / "bench"))
+    r = parse_only(job, tmp_path)
+    assert r.returncode == 0, r.stderr
+    lines = set(job.splitlines())
+    assert {
+        "bs=65536",
+        "iodepth=8",
+        "numjobs=4",
+        "size=1073741824",
+        "time_based=1",
+        "log_unix_epoch=1",
+        "log_avg_msec=1000",
+    } <= lines
+    assert ("rwmixread=50" in lines) == (rw in ("rw", "randrw"))
+
+
+@pytest.mark.parametrize("bad", ["relative/dir", "/mnt/a:b", "/mnt/x\nexec_prerun=rm", "/m$x"])
+def test_paths_fio_would_misread_are_refused(bad: str) -> None:
+    with pytest.raises(ValueError):
+        check_path(bad)
+
+
+def test_job_holds_only_known_options(tmp_path: Path) -> None:
+    job = job_file(Workload(rw="randrw"), directory=str(tmp_path), log_prefix=str(tmp_path / "b"))
+    keys = {line.split("=")[0] for line in job.splitlines() if "=" in line}
+    assert keys == {
+        "ioengine",
+        "direct",
+        "rw",
+        "bs",
+        "iodepth",
+        "numjobs",
+        "size",
+        "runtime",
+        "ramp_time",
+        "time_based",
+        "group_reporting",
+        "directory",
+        "log_avg_msec",
+        "log_unix_epoch",
+        "write_iops_log",
+        "write_bw_log",
+        "rwmixread",
+    }
