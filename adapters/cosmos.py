@@ -2,10 +2,10 @@
 
 - runs        /id      point reads by run id dominate (API, agents, timer); listing is a
                        cross-partition query, fine at this volume.
-- items       /run_id  a run's work items live in one logical partition: the timer and the
-                       API read them together with one single-partition query.
+- items       /run_id  a run's work items and step documents (barrier state) live in one
+                       logical partition: read together with one single-partition query.
 - results     /run_id  id = item id, so a redelivered item writes one result document.
-- aggregates  /run_id  id = run id, so two timers racing store one aggregate.
+- aggregates  /run_id  id = <run>.s<step>, so two timers racing store one aggregate.
 """
 
 from __future__ import annotations
@@ -168,7 +168,7 @@ class CosmosStore:
         where: list[str] = []
         params: list[dict[str, object]] = []
         if target:
-            where.append("c.target = @target")
+            where.append("ARRAY_CONTAINS(c.targets, @target)")
             params.append({"name": "@target", "value": target})
         if state:
             where.append("c.state = @state")
@@ -247,8 +247,10 @@ class CosmosStore:
     def create_aggregate(self, doc: Doc) -> bool:
         return self._create_once("aggregates", doc)
 
-    def get_aggregate(self, run_id: str) -> Doc | None:
-        try:
-            return self._read("aggregates", run_id, run_id)
-        except NotFound:
-            return None
+    def list_aggregates(self, run_id: str) -> list[Doc]:
+        return self._query(
+            "aggregates",
+            "SELECT * FROM c WHERE c.run_id = @r",
+            [{"name": "@r", "value": run_id}],
+            pk=run_id,
+        )

@@ -41,7 +41,9 @@ class ApiClient:
         data: dict[str, Any] = r.json()
         return data
 
-    def claim(self, item: WorkItem, agent_id: str, dequeue_count: int) -> dict[str, Any]:
+    def claim(
+        self, item: WorkItem, agent_id: str, dequeue_count: int, message_id: str
+    ) -> dict[str, Any]:
         return self._call(
             "POST",
             "/api/agent/claim",
@@ -49,8 +51,18 @@ class ApiClient:
                 "work_item": item.model_dump(mode="json"),
                 "agent_id": agent_id,
                 "dequeue_count": dequeue_count,
+                "message_id": message_id,
             },
         )
+
+    def _ref(self, item: WorkItem, agent_id: str) -> dict[str, str]:
+        return {"run_id": item.run_id, "item_id": item.item_id, "agent_id": agent_id}
+
+    def ready(self, item: WorkItem, agent_id: str) -> dict[str, Any]:
+        return self._call("POST", "/api/agent/ready", self._ref(item, agent_id))
+
+    def barrier(self, item: WorkItem, agent_id: str) -> dict[str, Any]:
+        return self._call("POST", "/api/agent/barrier", self._ref(item, agent_id))
 
     def heartbeat(self, item: WorkItem, agent_id: str) -> bool:
         r = self._call(
@@ -60,17 +72,10 @@ class ApiClient:
         )
         return bool(r.get("cancel"))
 
-    def failure(self, item: WorkItem, agent_id: str, message: str) -> None:
-        self._call(
-            "POST",
-            "/api/agent/failure",
-            {
-                "run_id": item.run_id,
-                "item_id": item.item_id,
-                "agent_id": agent_id,
-                "message": message,
-            },
-        )
+    def failure(self, item: WorkItem, agent_id: str, message: str) -> bool:
+        """Reports a failed attempt; True when it is final (delete the message)."""
+        body = {**self._ref(item, agent_id), "message": message}
+        return bool(self._call("POST", "/api/agent/failure", body).get("final"))
 
     def cancelled(self, item: WorkItem, agent_id: str) -> None:
         self._call(

@@ -8,6 +8,8 @@ import logging
 import re
 import shutil
 import subprocess
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,10 +43,15 @@ class FioOutcome:
 
 class FioProcess:
     def __init__(
-        self, workload: Workload, *, data_dir: Path, work_dir: Path, fio_binary: str = "fio"
+        self,
+        workload: Workload,
+        *,
+        data_dirs: Mapping[str, Path],
+        work_dir: Path,
+        fio_binary: str = "fio",
     ) -> None:
         self.work_dir = work_dir
-        self.data_dir = data_dir
+        self.data_dirs = dict(data_dirs)
         self._out = work_dir / "fio.json"
         self._err = work_dir / "fio.stderr"
         self._job = work_dir / "job.fio"
@@ -53,12 +60,41 @@ class FioProcess:
         self._workload = workload
         self._proc: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> None:
+    def prepare(self, timeout_s: float | None = None) -> tuple[int, str]:
+        """Write the job and lay out its files (``--create_only=1``: fio's setup phase and
+        nothing else), so the measured start does not wait for file creation."""
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        for d in self.data_dirs.values():
+            d.mkdir(parents=True, exist_ok=True)
         self._job.write_text(
-            job_file(self._workload, directory=str(self.data_dir), log_prefix=str(self._prefix))
+            job_file(
+                self._workload,
+                directories={a: str(d) for a, d in self.data_dirs.items()},
+                log_prefix=str(self._prefix),
+            )
         )
+        argv = [
+            *_die_with_agent(),
+            self._binary,
+            "--create_only=1",
+            "--output-format=json",
+            f"--output={self.work_dir / 'prepare.json'}",
+            str(self._job),
+        ]
+        done = subprocess.run(
+            argv,
+            cwd=self.work_dir,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
+        for log in self.work_dir.glob("bench_*.log"):
+            log.unlink()  # the setup pass logs nothing worth keeping
+        return done.returncode, done.stderr
+
+    def start(self) -> float:
+        """Launch the measured run; returns the wall-clock instant (Unix ms) of the launch."""
         argv = [
             *_die_with_agent(),
             self._binary,
@@ -74,6 +110,8 @@ class FioProcess:
                 stdout=subprocess.DEVNULL,
                 stderr=err,
             )
+            # After Popen returns the fio process exists: the conservative launch instant.
+            return time.time() * 1000
 
     def poll(self) -> int | None:
         assert self._proc is not None

@@ -26,10 +26,21 @@ from agent.config import AgentConfig
 from agent.fio_runner import FioProcess, safe_name
 from agent.hostfacts import host_facts, mount_facts
 from core.errors import BenchError, StoreUnavailable
-from core.models import WorkItem
+from core.models import StartInfo, WorkItem
 from core.results import build_result
 
 log = logging.getLogger(__name__)
+BARRIER_POLL_S = 0.25
+
+
+def sleep_until(instant_s: float) -> None:
+    """Sleep to an absolute wall-clock instant: long sleeps first, then short ones, so the
+    wake-up lands within about a millisecond without spinning for long."""
+    while True:
+        remaining = instant_s - time.time()
+        if remaining <= 0:
+            return
+        time.sleep(remaining - 0.002 if remaining > 0.004 else remaining / 2)
 
 
 class Lease:
@@ -178,51 +189,64 @@ class Worker:
 
     def _run_item(self, item: WorkItem, lease: Lease) -> str:
         agent = self.config.agent_id
-        decision = self.api.claim(item, agent, lease.message.dequeue_count)
-        if decision["action"] != "run":
+        msg = lease.message
+        decision = self.api.claim(item, agent, msg.dequeue_count, msg.id)
+        if decision["action"] == "drop":
             log.info("dropping %s: %s", item.item_id, decision.get("reason"))
             self._delete(lease.message)
             return "dropped"
-        path = self.config.mounts.get(item.target)
-        if path is None:
-            have = ", ".join(sorted(self.config.mounts)) or "none"
-            self.api.failure(
-                item, agent, f"agent {agent} has no mount {item.target!r} (it has: {have})"
-            )
+        if decision["action"] != "run":
+            log.info("handing back %s: %s", item.item_id, decision.get("reason"))
             self._release(lease, self.config.retry_delay_s)
-            return "failed"
+            return "released"
+        missing = [t for t in item.targets if t not in self.config.mounts]
+        if missing:
+            have = ", ".join(sorted(self.config.mounts)) or "none"
+            names = ", ".join(repr(t) for t in missing)
+            return self._failed(item, lease, f"agent {agent} has no mount {names} (it has: {have})")
         lease.start(heartbeats=True)
         work_dir = self._work_root / safe_name(item.item_id)
         shutil.rmtree(work_dir, ignore_errors=True)
+        data_dirs = {
+            t: Path(self.config.mounts[t]) / ".benchsvc" / safe_name(agent) for t in item.targets
+        }
         fio = FioProcess(
-            item.workload,
-            data_dir=Path(path) / ".benchsvc" / safe_name(agent),
-            work_dir=work_dir,
-            fio_binary=self.fio_binary,
+            item.workload, data_dirs=data_dirs, work_dir=work_dir, fio_binary=self.fio_binary
         )
-        fio.start()
+        rc, err = fio.prepare()
+        if rc != 0:
+            return self._failed(item, lease, f"fio file layout exited {rc}: {err.strip()[-1500:]}")
+
+        # The start barrier: wait until every client of the step is ready, then all start
+        # at the same instant.
+        barrier = self.api.ready(item, agent)
+        while barrier["status"] == "wait":
+            stop = self._interrupted(lease, item)
+            if stop:
+                return stop
+            time.sleep(BARRIER_POLL_S)
+            barrier = self.api.barrier(item, agent)
+        if barrier["status"] != "go":
+            log.info("step of %s aborted: %s", item.item_id, barrier.get("reason"))
+            self._delete(lease.message)
+            return "aborted"
+        scheduled = int(barrier["start_at_ms"])
+        sleep_until(scheduled / 1000)
+        launched = fio.start()
+        start = StartInfo(
+            scheduled_ms=scheduled, launched_ms=launched, skew_ms=launched - scheduled
+        )
         while fio.poll() is None:
-            if lease.lost.is_set():
-                fio.stop()
-                return "lease lost"
-            if lease.cancelled.is_set():
-                fio.stop()
-                self.api.cancelled(item, agent)
-                self._delete(lease.message)
-                return "cancelled"
-            if self.stop_now.is_set():
-                fio.stop()
-                self._release(lease, 0)  # let another agent take it at once
-                return "interrupted"
+            stop = self._interrupted(lease, item, fio)
+            if stop:
+                return stop
             time.sleep(0.2)
         if lease.lost.is_set():
             return "lease lost"
         outcome = fio.collect()
         if outcome.returncode != 0 or outcome.doc is None:
             err = outcome.stderr.strip()[-1500:] or "no output"
-            self.api.failure(item, agent, f"fio exited {outcome.returncode}: {err}")
-            self._release(lease, self.config.retry_delay_s)
-            return "failed"
+            return self._failed(item, lease, f"fio exited {outcome.returncode}: {err}")
         result = build_result(
             item,
             fio_json=outcome.doc,
@@ -230,13 +254,41 @@ class Worker:
             bw_logs=outcome.bw_logs,
             agent_id=agent,
             host=self._host,
-            mount=mount_facts(item.target, path),
+            start=start,
+            mounts=[mount_facts(t, self.config.mounts[t]) for t in item.targets],
         )
         self.api.put_result(result.model_dump(mode="json"))
         lease.stop()
         self._delete(lease.message)
         shutil.rmtree(work_dir, ignore_errors=True)
         return "completed"
+
+    def _interrupted(self, lease: Lease, item: WorkItem, fio: FioProcess | None = None) -> str:
+        """Checks, while waiting or running, whether to stop; returns why, or ''."""
+        if lease.lost.is_set():
+            if fio:
+                fio.stop()
+            return "lease lost"  # someone else may hold the item now: write nothing
+        if lease.cancelled.is_set():
+            if fio:
+                fio.stop()
+            self.api.cancelled(item, self.config.agent_id)
+            self._delete(lease.message)
+            return "cancelled"
+        if self.stop_now.is_set():
+            if fio:
+                fio.stop()
+            self._release(lease, 0)  # let another agent take it at once
+            return "interrupted"
+        return ""
+
+    def _failed(self, item: WorkItem, lease: Lease, message: str) -> str:
+        final = self.api.failure(item, self.config.agent_id, message)
+        if final:
+            self._delete(lease.message)
+        else:
+            self._release(lease, self.config.retry_delay_s)
+        return "failed"
 
     def _delete(self, msg: Message) -> None:
         try:

@@ -17,9 +17,10 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from benchctl import localstack
 from benchctl.client import Api, CliError, resolve_api_url
-from benchctl.render import print_run
+from benchctl.render import aggregate_table, console_for_stdout, print_aggregate_notes, print_run
 from core.errors import ValidationFailed
 from core.models import RunRequest, Workload
+from core.offline import InputError, aggregate_files
 from core.validation import validate
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_TIMEOUT = 0, 1, 2, 4
@@ -139,6 +140,33 @@ def cmd_cancel(a: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_aggregate(a: argparse.Namespace) -> int:
+    inputs = []
+    for name in a.files:
+        path = Path(name)
+        try:
+            text = path.read_text()
+        except OSError as e:
+            raise CliError(f"{name}: {e.strerror}", EXIT_BAD_INPUT) from None
+        logs = None
+        if a.logs:  # one directory per client: its fio JSON beside its 1 s logs
+            iops = [p.read_text() for p in sorted(path.parent.glob("*_iops.*log"))]
+            bw = [p.read_text() for p in sorted(path.parent.glob("*_bw.*log"))]
+            logs = (iops, bw) if iops or bw else None
+        inputs.append((name, text, logs))
+    try:
+        agg = aggregate_files(inputs)
+    except InputError as e:
+        raise CliError(str(e), EXIT_BAD_INPUT) from None
+    if a.format == "json":
+        print(json.dumps(agg, indent=2))
+    else:
+        console = console_for_stdout()
+        console.print(aggregate_table(agg))
+        print_aggregate_notes(agg, console)
+    return EXIT_OK
+
+
 def cmd_local(a: argparse.Namespace) -> int:
     if a.local_cmd == "up":
         targets = _pairs(a.target, "--target")
@@ -214,6 +242,21 @@ def parser() -> argparse.ArgumentParser:
     ca = sub.add_parser("cancel", help="cancel a run")
     ca.add_argument("run_id")
     ca.set_defaults(func=cmd_cancel)
+
+    ag = sub.add_parser("aggregate", help="aggregate fio JSON outputs offline")
+    ag.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="fio JSON outputs: one per client, or one client/server output",
+    )
+    ag.add_argument(
+        "--logs",
+        action="store_true",
+        help="read *_iops.*.log / *_bw.*.log beside each file (one dir per client)",
+    )
+    ag.add_argument("--format", choices=["table", "json"], default="table")
+    ag.set_defaults(func=cmd_aggregate)
 
     lo = sub.add_parser("local", help="the local stack (emulators, API, agents)")
     losub = lo.add_subparsers(dest="local_cmd", required=True)

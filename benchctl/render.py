@@ -59,9 +59,81 @@ def run_table(run: dict[str, Any]) -> Table:
 
 
 def print_run(run: dict[str, Any], console: Console | None = None) -> None:
-    # Piped output (CI logs, make demo) would otherwise wrap at 80 columns.
-    console = console or Console(width=None if sys.stdout.isatty() else 120)
+    console = console or console_for_stdout()
     console.print(run_table(run))
+    steps = run.get("steps", [])
+    for s in steps:
+        if s.get("failed_reason"):
+            console.print(
+                f"[red]step {s['step']} ({s['clients']} clients): {s['failed_reason']}[/red]"
+            )
+        elif s.get("aggregate"):
+            console.print(aggregate_table(s["aggregate"], f"step {s['step']}"))
+            print_aggregate_notes(s["aggregate"], console)
     for item in run.get("items", []):
         if item.get("reason") and item["state"] == "failed":
             console.print(f"[red]client {item['client']}: {item['reason']}[/red]")
+
+
+def aggregate_table(agg: dict[str, Any], title: str = "aggregate") -> Table:
+    basis = agg.get("basis", "")
+    window = agg.get("window")
+    if window:
+        basis += f", {window['seconds']} s window"
+    t = Table(
+        title=f"{title}: {agg['clients']} client(s), {basis}"
+        + (" [PARTIAL]" if agg.get("partial") else "")
+    )
+    for col in ("client", "source", "IOPS", "MiB/s", "share", "skew ms"):
+        t.add_column(col, justify="left" if col == "source" else "right")
+    for c in agg.get("per_client", []):
+        skew = c.get("start_skew_ms")
+        t.add_row(
+            str(c["client"]),
+            c.get("agent_id") or "-",
+            f"{c['iops']:,.0f}",
+            f"{c['bw_bytes'] / MIB:,.1f}",
+            f"{c['share']:.1%}",
+            "-" if skew is None else f"{skew:.1f}",
+        )
+    for d in ("read", "write"):
+        if agg.get(d):
+            a = agg[d]
+            exact = "" if a.get("percentiles_exact") else " (approx.)"
+            t.add_row(
+                "all",
+                f"{d}: p50/p99/p99.9 {_ms(a['clat_ns']['p50'])}/"
+                f"{_ms(a['clat_ns']['p99'])}/{_ms(a['clat_ns']['p99.9'])} ms{exact}",
+                f"{a['iops']:,.0f}",
+                f"{a['bw_bytes'] / MIB:,.1f}",
+                "",
+                "",
+                style="bold",
+            )
+    return t
+
+
+def print_aggregate_notes(agg: dict[str, Any], console: Console) -> None:
+    spread = agg.get("spread")
+    if spread:
+        console.print(
+            f"spread across clients: min {spread['min']:,.0f}, max {spread['max']:,.0f} "
+            f"IOPS, CV {spread['cv']:.1%}"
+        )
+    if agg.get("scaling_efficiency") is not None:
+        console.print(f"scaling efficiency vs 1 client: {agg['scaling_efficiency']:.1%}")
+    little = agg.get("littles_law")
+    if little and little["flagged"]:
+        console.print(
+            f"[yellow]Little's law: IOPS x latency implies {little['implied_ios']:.1f} "
+            f"I/Os in flight, clients kept {little['outstanding_ios']:.0f}[/yellow]"
+        )
+    for f in agg.get("failed_clients", []):
+        console.print(f"[red]client {f['client']} ({f.get('agent_id')}) failed: {f['error']}[/red]")
+    if agg.get("note"):
+        console.print(agg["note"])
+
+
+def console_for_stdout() -> Console:
+    # Piped output (CI logs, make demo) would otherwise wrap at 80 columns.
+    return Console(width=None if sys.stdout.isatty() else 120)

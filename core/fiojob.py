@@ -6,9 +6,11 @@ typed field, and the only path is the mount directory the agent was configured w
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from pathlib import PurePosixPath
 
-from core.models import Workload
+from core.models import ALIAS_PATTERN, Workload
 
 # fio treats ':' in directory= as a list separator and '\n' would end the option line.
 _FORBIDDEN_IN_PATH = (":", "\n", "\r", "\0", "$", ";")
@@ -23,12 +25,14 @@ def check_path(path: str) -> str:
     return str(p)
 
 
-def job_file(workload: Workload, *, directory: str, log_prefix: str, jobname: str = "bench") -> str:
-    """A fio job: time-based, per-job files under ``directory``, 1 s IOPS/bandwidth logs.
+def job_file(workload: Workload, *, directories: Mapping[str, str], log_prefix: str) -> str:
+    """A fio job: time-based, one job section per mount (named by its alias, ``numjobs``
+    files each, under that mount's directory), 1 s IOPS/bandwidth logs.
 
     ``log_unix_epoch`` stamps log lines with Unix ms so clients on different machines can be
     lined up second by second (fio HOWTO, "log_unix_epoch"); ``log_avg_msec=1000`` averages
-    each line over one second instead of logging every I/O.
+    each line over one second instead of logging every I/O. ``group_reporting`` sums all
+    sections into one result per direction.
     """
     w = workload
     opts: list[tuple[str, str | int]] = [
@@ -43,7 +47,6 @@ def job_file(workload: Workload, *, directory: str, log_prefix: str, jobname: st
         ("ramp_time", w.ramp_time),
         ("time_based", 1),
         ("group_reporting", 1),
-        ("directory", check_path(directory)),
         ("log_avg_msec", 1000),
         ("log_unix_epoch", 1),
         ("write_iops_log", check_path(log_prefix)),
@@ -51,5 +54,11 @@ def job_file(workload: Workload, *, directory: str, log_prefix: str, jobname: st
     ]
     if w.rw in ("rw", "randrw"):
         opts.append(("rwmixread", w.rwmixread))
-    lines = ["[global]", *(f"{k}={v}" for k, v in opts), f"[{jobname}]", ""]
-    return "\n".join(lines)
+    if not directories:
+        raise ValueError("a job needs at least one directory")
+    lines = ["[global]", *(f"{k}={v}" for k, v in opts)]
+    for alias, directory in directories.items():
+        if not re.fullmatch(ALIAS_PATTERN, alias):
+            raise ValueError(f"not a mount alias: {alias!r}")
+        lines += [f"[{alias}]", f"directory={check_path(directory)}"]
+    return "\n".join([*lines, ""])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from core.units import SIZE_PATTERN, parse_size
 
@@ -22,10 +22,13 @@ TAG_KEY_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
 MIN_BS, MAX_BS = 512, 16 << 20
 MIN_FILE_SIZE, MAX_FILE_SIZE = 1 << 20, 16 << 40
 MAX_CLIENTS = 64
+MAX_TARGETS = 16
+MAX_STEPS = 16
 
 ReadWrite = Literal["read", "write", "randread", "randwrite", "rw", "randrw"]
 IoEngine = Literal["libaio", "io_uring", "psync", "sync", "posixaio"]
 Engine = Literal["fio"]
+Clients = Annotated[int, Field(ge=1, le=MAX_CLIENTS)]
 Alias = Annotated[
     str,
     Field(
@@ -92,13 +95,27 @@ class Workload(_Strict):
 class RunRequest(_Strict):
     """Body of ``POST /api/runs``."""
 
-    target: Alias
+    target: Alias | None = Field(None, description="the mount to load (or give targets)")
+    targets: list[Alias] = Field(
+        default_factory=list,
+        max_length=MAX_TARGETS,
+        validate_default=True,
+        description="several mounts loaded at once by each client, one file per mount "
+        "(like the 6 volumes per VM of the ANF scripts)",
+    )
     pool: str = Field(
         "default", pattern=POOL_PATTERN, description="an agent pool name (lowercase, digits, -)"
     )
     engine: Engine = "fio"
     workload: Workload = Field(default_factory=Workload)
-    clients: int = Field(1, ge=1, le=MAX_CLIENTS, description="Distinct agents loading at once")
+    clients: Clients | list[Clients] = Field(
+        1,
+        description="distinct agents loading the target at once; a list sweeps it, one "
+        "measured step per entry, run one after another",
+    )
+    barrier_timeout_s: int = Field(
+        120, ge=5, le=3_600, description="how long all clients of a step have to claim"
+    )
     tags: dict[
         Annotated[str, Field(pattern=TAG_KEY_PATTERN)], Annotated[str, Field(max_length=256)]
     ] = Field(
@@ -108,6 +125,36 @@ class RunRequest(_Strict):
         # pydantic checks key patterns but does not export them; JSON Schema needs it said.
         json_schema_extra={"propertyNames": {"pattern": TAG_KEY_PATTERN}},
     )
+
+    @field_validator("targets")
+    @classmethod
+    def _one_of_target_or_targets(cls, v: list[str], info: ValidationInfo) -> list[str]:
+        single = info.data.get("target")
+        if single is not None and v:
+            raise ValueError("give either target or targets, not both")
+        if single is None and not v and "target" not in info.data:
+            return v  # target itself was invalid: that error already names it
+        if single is None and not v:
+            raise ValueError("give target (one mount alias) or targets (several)")
+        if len(set(v)) != len(v):
+            raise ValueError("must not repeat a mount alias")
+        return v
+
+    @field_validator("clients")
+    @classmethod
+    def _sweep_size(cls, v: int | list[int]) -> int | list[int]:
+        if isinstance(v, list) and not 1 <= len(v) <= MAX_STEPS:
+            raise ValueError(f"a sweep has 1 to {MAX_STEPS} steps")
+        return v
+
+    @property
+    def all_targets(self) -> list[str]:
+        return [self.target] if self.target else list(self.targets)
+
+    @property
+    def steps(self) -> list[int]:
+        """Client count of each measured step."""
+        return list(self.clients) if isinstance(self.clients, list) else [self.clients]
 
 
 class WorkItem(_Strict):
@@ -120,9 +167,10 @@ class WorkItem(_Strict):
     client: int = Field(ge=0, le=MAX_CLIENTS - 1)
     clients: int = Field(ge=1, le=MAX_CLIENTS)
     pool: str = Field(pattern=POOL_PATTERN)
-    target: Alias
+    targets: list[Alias] = Field(min_length=1, max_length=MAX_TARGETS)
     engine: Engine
     workload: Workload
+    barrier_timeout_s: int = Field(120, ge=5, le=3_600)
 
 
 Direction = Literal["read", "write"]
@@ -175,6 +223,14 @@ class MountFacts(_Strict):
     source: str
 
 
+class StartInfo(_Strict):
+    """When this client was told to start and when it did: the start skew it saw."""
+
+    scheduled_ms: int = Field(description="the step's common start instant, Unix ms")
+    launched_ms: float = Field(description="when this agent launched fio, Unix ms")
+    skew_ms: float = Field(description="launched minus scheduled")
+
+
 class Result(_Strict):
     """What an agent stores for one work item; id equals the item id, so a retry writes once."""
 
@@ -186,15 +242,16 @@ class Result(_Strict):
     agent_id: str
     engine: Engine
     engine_version: str
-    target: str
+    targets: list[str]
     workload: Workload
     started_at_ms: int = Field(description="Unix ms when measuring started (after ramp)")
     ended_at_ms: int
     read: DirectionResult | None = None
     write: DirectionResult | None = None
     series: dict[Direction, list[SeriesPoint]] = Field(default_factory=dict)
+    start: StartInfo | None = None
     host: HostFacts
-    mount: MountFacts
+    mounts: list[MountFacts]
     raw: dict[str, Any] = Field(description="fio's own JSON output")
 
 

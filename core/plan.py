@@ -1,4 +1,4 @@
-"""Run ids and the plan of work items for a request (pure)."""
+"""Run ids and the plan of steps and work items for a request (pure)."""
 
 from __future__ import annotations
 
@@ -20,28 +20,33 @@ def run_id_for_key(idempotency_key: str) -> str:
 
 
 def body_hash(body: Any) -> str:
-    return hashlib.sha256(
-        json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
-    ).hexdigest()
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def item_id(run_id: str, step: int, client: int) -> str:
     return f"{run_id}.s{step}.c{client}"
 
 
-def plan_items(run_id: str, request: RunRequest) -> list[WorkItem]:
-    """One work item per client of the (single) step."""
+def step_id(run_id: str, step: int) -> str:
+    return f"{run_id}.s{step}"
+
+
+def plan_step(run_id: str, request: RunRequest, step: int) -> list[WorkItem]:
+    """One work item per client of ``step``; each goes to a distinct agent."""
+    clients = request.steps[step]
     return [
         WorkItem(
             run_id=run_id,
-            item_id=item_id(run_id, 0, c),
-            step=0,
+            item_id=item_id(run_id, step, c),
+            step=step,
             client=c,
-            clients=request.clients,
+            clients=clients,
             pool=request.pool,
-            target=request.target,
+            targets=request.all_targets,
             engine=request.engine,
             workload=request.workload,
+            barrier_timeout_s=request.barrier_timeout_s,
         )
-        for c in range(request.clients)
+        for c in range(clients)
     ]

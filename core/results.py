@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from core.fioparse import directions_from_fio, fio_version, measured_window_ms, series_from_logs
-from core.models import HostFacts, MountFacts, Result, WorkItem
+from core.models import HostFacts, MountFacts, Result, StartInfo, WorkItem
 
 
 def build_result(
@@ -17,11 +17,12 @@ def build_result(
     bw_logs: list[str],
     agent_id: str,
     host: HostFacts,
-    mount: MountFacts,
+    mounts: list[MountFacts],
+    start: StartInfo | None = None,
 ) -> Result:
     series = series_from_logs(iops_logs, bw_logs)
     dirs = directions_from_fio(fio_json)
-    start, end = measured_window_ms(series, fio_json, item.workload.runtime)
+    begin, end = measured_window_ms(series, fio_json, item.workload.runtime)
     return Result(
         id=item.item_id,
         run_id=item.run_id,
@@ -31,14 +32,15 @@ def build_result(
         agent_id=agent_id,
         engine="fio",
         engine_version=fio_version(fio_json),
-        target=item.target,
+        targets=item.targets,
         workload=item.workload,
-        started_at_ms=start,
+        started_at_ms=begin,
         ended_at_ms=end,
         read=dirs.get("read"),
         write=dirs.get("write"),
         series=series,
+        start=start,
         host=host,
-        mount=mount,
+        mounts=mounts,
         raw=dict(fio_json),
     )

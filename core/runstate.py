@@ -1,4 +1,4 @@
-"""States of runs and items, and how a run's state follows from its items (pure)."""
+"""States of runs, steps and items, and how a run's state follows from them (pure)."""
 
 from __future__ import annotations
 
@@ -6,28 +6,30 @@ from collections.abc import Iterable
 from typing import Literal
 
 RunState = Literal["queued", "running", "completed", "failed", "cancelled"]
-ItemState = Literal["queued", "running", "completed", "failed", "cancelled"]
+ItemState = Literal["queued", "claimed", "ready", "running", "completed", "failed", "cancelled"]
+HELD_ITEM_STATES: frozenset[str] = frozenset({"claimed", "ready", "running"})
 TERMINAL_ITEM_STATES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 TERMINAL_RUN_STATES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
-
-
-def derive_run_state(
-    item_states: Iterable[str], *, cancel_requested: bool, finalized: bool
-) -> RunState:
-    """A run is completed only once the timer has stored its aggregate (``finalized``);
-    until then a run whose items all finished still reads as running."""
-    states = list(item_states)
-    if cancel_requested:
-        return "cancelled"
-    if finalized:
-        return "failed" if any(s == "failed" for s in states) else "completed"
-    if all_items_terminal(states) and any(s == "failed" for s in states):
-        return "failed"  # say so at once; the timer still adds the partial aggregate
-    if any(s in ("running", "completed", "failed") for s in states):
-        return "running"
-    return "queued"
 
 
 def all_items_terminal(item_states: Iterable[str]) -> bool:
     states = list(item_states)
     return bool(states) and all(s in TERMINAL_ITEM_STATES for s in states)
+
+
+def derive_run_state(
+    item_states: Iterable[str], *, cancel_requested: bool, finalized: bool, finished: bool
+) -> RunState:
+    """``finished``: no item will run any more (every step ran or one failed at its
+    barrier). A run is completed only once the timer has stored its aggregates
+    (``finalized``); a finished run with a failed client reads as failed at once."""
+    states = list(item_states)
+    if cancel_requested:
+        return "cancelled"
+    if finished and any(s == "failed" for s in states):
+        return "failed"
+    if finalized:
+        return "completed"
+    if any(s != "queued" for s in states):
+        return "running"
+    return "queued"

@@ -1,13 +1,20 @@
 """The service's use cases, independent of HTTP and of Azure.
 
 The API and the timer trigger call these; the store and queue come in as protocols.
-Writes that several actors race on (the run document) use ETag compare-and-swap with a
-bounded retry; everything written more than once has a deterministic id.
+Documents that several actors race on use ETag compare-and-swap with a bounded retry;
+everything written more than once has a deterministic id.
+
+A run is a list of steps (one per entry of a client sweep), run one after another. A step
+of N clients sends N work items; N distinct agents claim them, lay out their files, report
+ready, and are given one common start instant (the start barrier). A step whose clients do
+not all claim and get ready within the barrier timeout fails with the count, and its agents
+are released.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,13 +24,18 @@ from typing import Any
 from core.aggregate import ClientSample, FailedClient, aggregate
 from core.errors import BenchError, Conflict, FieldError, NotFound, ValidationFailed
 from core.models import Direction, DirectionResult, Result, RunRequest, WorkItem
-from core.plan import body_hash, new_run_id, plan_items, run_id_for_key
+from core.plan import body_hash, new_run_id, plan_step, run_id_for_key, step_id
 from core.ports import Doc, Queue, Store
-from core.runstate import TERMINAL_ITEM_STATES, all_items_terminal, derive_run_state
+from core.runstate import (
+    HELD_ITEM_STATES,
+    TERMINAL_ITEM_STATES,
+    derive_run_state,
+)
 from core.validation import validate
 
 log = logging.getLogger(__name__)
-CAS_ATTEMPTS = 8
+CAS_ATTEMPTS = 40
+BARRIER_LEAD_MS = 1500  # time between "all ready" and the start, for every agent to hear it
 
 
 def now_iso() -> str:
@@ -36,8 +48,23 @@ class IdempotencyMismatch(Conflict):
 
 @dataclass(frozen=True)
 class ClaimDecision:
-    action: str  # "run" or "drop"
+    action: str  # "run", "drop" (delete the message) or "release" (hand it back)
     reason: str = ""
+
+
+@dataclass(frozen=True)
+class BarrierDecision:
+    status: str  # "wait", "go" or "abort"
+    start_at_ms: int | None = None
+    reason: str = ""
+
+
+def _is_item(d: Doc) -> bool:
+    return bool(d.get("kind", "item") == "item")
+
+
+def _is_step(d: Doc) -> bool:
+    return bool(d.get("kind") == "step")
 
 
 class RunService:
@@ -48,18 +75,23 @@ class RunService:
         *,
         max_deliveries: int = 5,
         pools: tuple[str, ...] = ("default",),
+        barrier_lead_ms: int = BARRIER_LEAD_MS,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
         self.queue = queue
         self.max_deliveries = max_deliveries
         self.pools = pools
+        self.barrier_lead_ms = barrier_lead_ms
         self.clock = clock
+
+    def _now_ms(self) -> int:
+        return int(self.clock() * 1000)
 
     # ---- runs -------------------------------------------------------------------------
 
     def submit(self, body: Any, idempotency_key: str | None = None) -> tuple[Doc, bool]:
-        """Validate, record and enqueue a run. Returns (run, created).
+        """Validate, record and enqueue a run's first step. Returns (run, created).
 
         Nothing is written unless the whole body is valid. With an Idempotency-Key the run
         id derives from the key: a replay with the same body returns the same run and sends
@@ -74,23 +106,25 @@ class RunService:
             )
         run_id = run_id_for_key(idempotency_key) if idempotency_key else new_run_id()
         digest = body_hash(body)
-        items = plan_items(run_id, request)
+        steps = request.steps
         run_doc: Doc = {
             "id": run_id,
             "created_at": now_iso(),
-            "created_ms": int(self.clock() * 1000),
+            "created_ms": self._now_ms(),
             "request": request.model_dump(mode="json"),
-            "target": request.target,
+            "target": request.all_targets[0],
+            "targets": request.all_targets,
             "pool": request.pool,
             "tags": request.tags,
+            "steps": steps,
             "state": "queued",
             "body_hash": digest,
             "idempotency_key": idempotency_key,
             "enqueued": False,
             "cancel_requested": False,
             "finalized": False,
-            "items_total": len(items),
-            "counts": {"queued": len(items)},
+            "items_total": sum(steps),
+            "counts": {},
             "error": None,
         }
         try:
@@ -105,24 +139,46 @@ class RunService:
             created = False
             if run.get("enqueued"):
                 return run, False
-        for item in items:
-            try:
-                self.store.create_item(_item_doc(item))
-            except Conflict:
-                pass  # a replay finishing an interrupted submit
-        for item in items:
-            self.queue.send(item)
+        for k, clients in enumerate(steps):
+            self._create_once(
+                {
+                    "id": step_id(run_id, k),
+                    "run_id": run_id,
+                    "kind": "step",
+                    "step": k,
+                    "clients": clients,
+                    "enqueued": False,
+                    "first_claim_ms": None,
+                    "deadline_ms": None,
+                    "start_at_ms": None,
+                    "failed_reason": None,
+                }
+            )
+        self._enqueue_step(run_id, request, 0)
         run = self._update_run(run_id, lambda r: r.update(enqueued=True))
         return run, created
 
     def get_run(self, run_id: str) -> Doc:
         run = self.store.get_run(run_id)
-        items = self.store.list_items(run_id)
+        docs = self.store.list_items(run_id)
         results = {r["item_id"]: r for r in self.store.list_results(run_id)}
+        aggregates = {a["step"]: a for a in self.store.list_aggregates(run_id)}
+        steps = [
+            {
+                "step": s["step"],
+                "clients": s["clients"],
+                "start_at_ms": s.get("start_at_ms"),
+                "failed_reason": s.get("failed_reason"),
+                "aggregate": _strip(aggregates.get(s["step"])),
+            }
+            for s in sorted(filter(_is_step, docs), key=lambda s: s["step"])
+        ]
+        items = sorted(filter(_is_item, docs), key=lambda i: (i["step"], i["client"]))
         return {
             **_public_run(run),
+            "steps": steps,
             "items": [_public_item(i, results.get(i["id"])) for i in items],
-            "aggregate": _strip(self.store.get_aggregate(run_id)),
+            "aggregate": steps[-1]["aggregate"] if steps else None,
         }
 
     def list_runs(
@@ -141,31 +197,36 @@ class RunService:
 
     def cancel(self, run_id: str) -> Doc:
         """Queued items are marked cancelled now and dropped by whichever agent receives
-        them; running items are stopped at the agent's next heartbeat."""
+        them; held items are stopped at the agent's next heartbeat."""
         run = self.store.get_run(run_id)
         if run["state"] in ("completed", "failed", "cancelled"):
             return _public_run(run)
         self._update_run(run_id, lambda r: r.update(cancel_requested=True))
-        for item in self.store.list_items(run_id):
+        for item in filter(_is_item, self.store.list_items(run_id)):
             if item["state"] == "queued":
                 self._update_item(run_id, item["id"], _set_state("cancelled", "run cancelled"))
         return _public_run(self._refresh(run_id))
 
     # ---- agent protocol ---------------------------------------------------------------
 
-    def claim(self, item: WorkItem, *, agent_id: str, dequeue_count: int) -> ClaimDecision:
-        """Decide whether an agent that just received ``item`` should run it."""
+    def claim(
+        self, item: WorkItem, *, agent_id: str, dequeue_count: int, message_id: str = ""
+    ) -> ClaimDecision:
+        """Decide whether an agent that just received ``item`` should take it."""
         try:
             run = self.store.get_run(item.run_id)
             doc = self.store.get_item(item.run_id, item.item_id)
+            step = self.store.get_item(item.run_id, step_id(item.run_id, item.step))
         except NotFound:
             return ClaimDecision("drop", "unknown run or item")
         if doc["state"] in TERMINAL_ITEM_STATES:
             return ClaimDecision("drop", f"item already {doc['state']}")
         if run.get("cancel_requested"):
-            self._update_item(item.run_id, item.item_id, _set_state("cancelled", "run cancelled"))
-            self._refresh(item.run_id)
+            self._end_item(item, "cancelled", "run cancelled")
             return ClaimDecision("drop", "run cancelled")
+        if step.get("failed_reason"):
+            self._end_item(item, "failed", step["failed_reason"])
+            return ClaimDecision("drop", step["failed_reason"])
         if dequeue_count > self.max_deliveries:
             last = doc["errors"][-1]["message"] if doc.get("errors") else "no error reported"
             reason = (
@@ -173,40 +234,135 @@ class RunService:
                 f"last error: {last}"
             )
             self.queue.send_poison(item.pool, item.model_dump_json())
-            self._update_item(item.run_id, item.item_id, _set_state("failed", reason))
-            self._refresh(item.run_id)
+            self._end_item(item, "failed", reason)
             return ClaimDecision("drop", reason)
+        holder = doc.get("agent_id") if doc["state"] in HELD_ITEM_STATES else None
+        if holder and holder != agent_id:
+            if doc.get("message_id") != message_id:
+                return ClaimDecision("drop", f"duplicate message: {holder} holds the item")
+            # The same message again: its holder lost the lease (crashed or stalled).
+            if step.get("start_at_ms") and step["clients"] > 1:
+                reason = f"client {holder} stopped renewing its lease during the step"
+                self._end_item(item, "failed", reason)
+                return ClaimDecision("drop", reason)
+        siblings = [
+            d
+            for d in self.store.list_items(item.run_id)
+            if _is_item(d)
+            and d["step"] == item.step
+            and d["id"] != item.item_id
+            and d.get("agent_id") == agent_id
+            and d["state"] in HELD_ITEM_STATES
+        ]
+        if siblings:
+            return ClaimDecision("release", f"{agent_id} already holds {siblings[0]['id']}")
 
-        def start(d: Doc) -> None:
+        now = self._now_ms()
+
+        def take(d: Doc) -> None:
             d.update(
-                state="running",
+                state="claimed",
                 agent_id=agent_id,
+                message_id=message_id,
                 attempts=dequeue_count,
-                started_at=now_iso(),
+                claimed_at=now_iso(),
                 heartbeat_at=now_iso(),
             )
 
-        self._update_item(item.run_id, item.item_id, start)
+        def open_barrier(s: Doc) -> None:
+            if s["clients"] == 1 and s.get("start_at_ms"):
+                s.update(start_at_ms=None, first_claim_ms=None)  # a retry: a fresh barrier
+            if s.get("first_claim_ms") is None:
+                s.update(first_claim_ms=now, deadline_ms=now + item.barrier_timeout_s * 1000)
+
+        self._update_item(item.run_id, item.item_id, take)
+        self._update_item(item.run_id, step["id"], open_barrier)
         self._refresh(item.run_id)
         return ClaimDecision("run")
 
-    def heartbeat(self, run_id: str, item_id: str, agent_id: str) -> dict[str, bool]:
-        run = self.store.get_run(run_id)
-        self._update_item(run_id, item_id, lambda d: d.update(heartbeat_at=now_iso()))
-        return {"cancel": bool(run.get("cancel_requested"))}
+    def ready(self, run_id: str, item_id: str, agent_id: str) -> BarrierDecision:
+        """The agent has laid out its files and waits for the step's start instant."""
 
-    def report_failure(self, run_id: str, item_id: str, agent_id: str, message: str) -> None:
-        """A failed attempt: recorded, and the item waits for redelivery (or the poison queue)."""
+        def mark(d: Doc) -> None:
+            if d.get("agent_id") == agent_id and d["state"] == "claimed":
+                d.update(state="ready", ready_at=now_iso())
+
+        self._update_item(run_id, item_id, mark)
+        return self.barrier(run_id, item_id, agent_id)
+
+    def barrier(self, run_id: str, item_id: str, agent_id: str) -> BarrierDecision:
+        run = self.store.get_run(run_id)
+        if run.get("cancel_requested"):
+            return BarrierDecision("abort", reason="run cancelled")
+        docs = self.store.list_items(run_id)
+        doc = next(d for d in docs if d["id"] == item_id)
+        if doc.get("agent_id") != agent_id or doc["state"] not in ("ready", "running"):
+            return BarrierDecision("abort", reason=f"{agent_id} no longer holds {item_id}")
+        step = next(d for d in docs if d["id"] == step_id(run_id, doc["step"]))
+        if step.get("failed_reason"):
+            return BarrierDecision("abort", reason=step["failed_reason"])
+        if step.get("start_at_ms") is None:
+            members = [d for d in docs if _is_item(d) and d["step"] == doc["step"]]
+            ready = [d for d in members if d["state"] == "ready"]
+            now = self._now_ms()
+            if len(ready) == step["clients"] and len({d["agent_id"] for d in ready}) == len(ready):
+                step = self._update_item(run_id, step["id"], _start_at(now + self.barrier_lead_ms))
+            elif step.get("deadline_ms") is not None and now > step["deadline_ms"]:
+                claimed = sum(1 for d in members if d["state"] in HELD_ITEM_STATES)
+                secs = (step["deadline_ms"] - step["first_claim_ms"]) // 1000
+                reason = (
+                    f"{claimed} of {step['clients']} clients claimed within {secs} s"
+                    if claimed < step["clients"]
+                    else f"{len(ready)} of {step['clients']} clients were ready within {secs} s"
+                )
+                step = self._update_item(run_id, step["id"], _fail_step(reason))
+                if step.get("start_at_ms") is None:
+                    for d in members:
+                        self._update_item(run_id, d["id"], _set_state("failed", reason))
+                    self._refresh(run_id)
+                    return BarrierDecision("abort", reason=step["failed_reason"])
+            if step.get("start_at_ms") is None:
+                return BarrierDecision("wait")
+
+        def running(d: Doc) -> None:
+            if d["state"] == "ready":
+                d.update(state="running", started_at=now_iso())
+
+        self._update_item(run_id, item_id, running)
+        return BarrierDecision("go", start_at_ms=int(step["start_at_ms"]))
+
+    def heartbeat(self, run_id: str, item_id: str, agent_id: str) -> dict[str, bool]:
+        """Tells the agent to stop when the run was cancelled or the item was taken over."""
+        run = self.store.get_run(run_id)
+        doc = self._update_item(run_id, item_id, lambda d: d.update(heartbeat_at=now_iso()))
+        lost = doc.get("agent_id") != agent_id or doc["state"] in TERMINAL_ITEM_STATES
+        return {"cancel": bool(run.get("cancel_requested")) or lost}
+
+    def report_failure(self, run_id: str, item_id: str, agent_id: str, message: str) -> bool:
+        """A failed attempt. Returns True when it is final (the agent deletes the message):
+        a client of a multi-client step that already started cannot be redone on its own."""
+        doc = self.store.get_item(run_id, item_id)
+        step = self.store.get_item(run_id, step_id(run_id, doc["step"]))
+        if doc.get("agent_id") not in (agent_id, None):
+            return False  # someone else holds it now; nothing of ours to record
+        final = step["clients"] > 1 and step.get("start_at_ms") is not None
 
         def fail(d: Doc) -> None:
-            errors = list(d.get("errors", []))[-9:]
-            errors.append({"at": now_iso(), "agent_id": agent_id, "message": message[:2000]})
+            errors = [
+                *list(d.get("errors", []))[-9:],
+                {"at": now_iso(), "agent_id": agent_id, "message": message[:2000]},
+            ]
             d.update(errors=errors)
-            if d["state"] == "running":
-                d["state"] = "queued"
+            if d["state"] in TERMINAL_ITEM_STATES:
+                return
+            if final:
+                d.update(state="failed", reason=message[:2000], ended_at=now_iso())
+            else:
+                d.update(state="queued", agent_id=None)
 
         self._update_item(run_id, item_id, fail)
         self._refresh(run_id)
+        return final
 
     def report_cancelled(self, run_id: str, item_id: str, agent_id: str) -> None:
         self._update_item(run_id, item_id, _set_state("cancelled", f"stopped by {agent_id}"))
@@ -231,21 +387,22 @@ class RunService:
     # ---- timer ------------------------------------------------------------------------
 
     def finalize_runs(self) -> list[str]:
-        """Aggregate every run whose items have all ended; mark it completed or failed.
+        """Aggregate every finished run, step by step; mark it completed or failed.
 
-        The aggregate's id is the run id, so two timers racing store it once; the run
+        Aggregate ids are ``<run>.s<step>``, so two timers racing store each once; the run
         document is then updated by compare-and-swap.
         """
         done = []
         for run in self.store.active_runs():
             if run.get("finalized") or run.get("cancel_requested"):
                 continue
-            items = self.store.list_items(run["id"])
-            if not all_items_terminal(i["state"] for i in items):
+            docs = self.store.list_items(run["id"])
+            refreshed = self._refresh(run["id"], docs)  # also enqueues a due next step
+            if not refreshed.get("finished"):
                 continue
             results = self.store.list_results(run["id"])
-            agg = build_aggregate(run, items, results)
-            self.store.create_aggregate(agg)
+            for agg in build_aggregates(run, docs, results):
+                self.store.create_aggregate(agg)
             self._update_run(run["id"], lambda r: r.update(finalized=True))
             self._refresh(run["id"])
             done.append(run["id"])
@@ -253,76 +410,161 @@ class RunService:
 
     # ---- internals --------------------------------------------------------------------
 
+    def _create_once(self, doc: Doc) -> None:
+        try:
+            self.store.create_item(doc)
+        except Conflict:
+            pass  # a replay finishing an interrupted submit or advance
+
+    def _enqueue_step(self, run_id: str, request: RunRequest, step: int) -> None:
+        """Create and send a step's items, then mark the step enqueued. Racing callers may
+        both send: a second copy of an item is dropped at claim (another message id)."""
+        sdoc = self.store.get_item(run_id, step_id(run_id, step))
+        if sdoc.get("enqueued"):
+            return
+        items = plan_step(run_id, request, step)
+        for it in items:
+            self._create_once(_item_doc(it))
+        for it in items:
+            self.queue.send(it)
+        self._update_item(run_id, sdoc["id"], lambda s: s.update(enqueued=True))
+
+    def _end_item(self, item: WorkItem, state: str, reason: str) -> None:
+        self._update_item(item.run_id, item.item_id, _set_state(state, reason))
+        self._refresh(item.run_id)
+
+    def _cas(
+        self,
+        read: Callable[[], Doc],
+        write: Callable[[Doc], Doc],
+        change: Callable[[Doc], None],
+        what: str,
+    ) -> Doc:
+        for attempt in range(CAS_ATTEMPTS):
+            doc = read()
+            change(doc)
+            try:
+                return write(doc)
+            except Conflict:
+                # Many agents report at once at a step's start: back off a little, with jitter.
+                time.sleep(random.uniform(0, 0.005 * (attempt + 1)))
+        raise BenchError(f"{what} kept changing under us")
+
     def _update_run(self, run_id: str, change: Callable[[Doc], None]) -> Doc:
-        for _ in range(CAS_ATTEMPTS):
-            doc = self.store.get_run(run_id)
-            change(doc)
-            doc["updated_at"] = now_iso()
-            try:
-                return self.store.replace_run(doc)
-            except Conflict:
-                continue
-        raise BenchError(f"run {run_id} kept changing under us")
+        def stamped(d: Doc) -> None:
+            change(d)
+            d["updated_at"] = now_iso()
 
-    def _update_item(self, run_id: str, item_id: str, change: Callable[[Doc], None]) -> Doc:
-        for _ in range(CAS_ATTEMPTS):
-            doc = self.store.get_item(run_id, item_id)
-            change(doc)
-            try:
-                return self.store.replace_item(doc)
-            except Conflict:
-                continue
-        raise BenchError(f"item {item_id} kept changing under us")
+        return self._cas(
+            lambda: self.store.get_run(run_id), self.store.replace_run, stamped, f"run {run_id}"
+        )
 
-    def _refresh(self, run_id: str) -> Doc:
-        items = self.store.list_items(run_id)
+    def _update_item(self, run_id: str, doc_id: str, change: Callable[[Doc], None]) -> Doc:
+        return self._cas(
+            lambda: self.store.get_item(run_id, doc_id),
+            self.store.replace_item,
+            change,
+            f"{doc_id}",
+        )
+
+    def _refresh(self, run_id: str, docs: list[Doc] | None = None) -> Doc:
+        """Recompute the run's state from its items and steps, and enqueue the next step
+        once the previous one has ended."""
+        docs = docs if docs is not None else self.store.list_items(run_id)
+        items = [d for d in docs if _is_item(d)]
+        steps = sorted((d for d in docs if _is_step(d)), key=lambda s: s["step"])
         states = [i["state"] for i in items]
         counts: dict[str, int] = {}
         for s in states:
             counts[s] = counts.get(s, 0) + 1
-        reasons = [i["reason"] for i in items if i["state"] == "failed" and i.get("reason")]
+        step_failed = [s["failed_reason"] for s in steps if s.get("failed_reason")]
+        item_reasons = [i["reason"] for i in items if i["state"] == "failed" and i.get("reason")]
+        run = self.store.get_run(run_id)
+        next_step = next((s for s in steps if not s.get("enqueued")), None)
+        all_ended = all(st in TERMINAL_ITEM_STATES for st in states)
+        if (
+            next_step is not None
+            and all_ended
+            and not step_failed
+            and not run.get("cancel_requested")
+        ):
+            request = RunRequest.model_validate(run["request"])
+            self._enqueue_step(run_id, request, next_step["step"])
+            return self._refresh(run_id)
+        finished = all_ended and (next_step is None or bool(step_failed))
 
         def apply(r: Doc) -> None:
             r["state"] = derive_run_state(
                 states,
                 cancel_requested=bool(r.get("cancel_requested")),
                 finalized=bool(r.get("finalized")),
+                finished=finished,
             )
             r["counts"] = counts
-            r["error"] = reasons[0] if reasons else None
+            r["finished"] = finished
+            r["error"] = (step_failed + item_reasons or [None])[0]
 
         return self._update_run(run_id, apply)
 
 
-def build_aggregate(run: Doc, items: list[Doc], results: list[Doc]) -> Doc:
+def build_aggregates(run: Doc, docs: list[Doc], results: list[Doc]) -> list[Doc]:
+    """One aggregate per step that produced results; scaling efficiency against the run's
+    1-client step when it has one."""
     by_item = {r["item_id"]: r for r in results}
-    samples = [sample_from_result(by_item[i["id"]]) for i in items if i["id"] in by_item]
-    failed = [
-        FailedClient(i["client"], i.get("agent_id"), i.get("reason") or i["state"])
-        for i in items
-        if i["id"] not in by_item
-    ]
-    agg = aggregate(samples, failed=failed, expected_clients=len(items))
-    return {
-        "id": run["id"],
-        "run_id": run["id"],
-        "target": run["target"],
-        "created_at": now_iso(),
-        **agg,
-    }
+    items = [d for d in docs if _is_item(d)]
+    steps = sorted((d for d in docs if _is_step(d)), key=lambda s: s["step"])
+    per_step: list[tuple[Doc, list[ClientSample], list[FailedClient]]] = []
+    for s in steps:
+        members = [i for i in items if i["step"] == s["step"]]
+        samples = [sample_from_result(by_item[i["id"]]) for i in members if i["id"] in by_item]
+        if not samples:
+            continue  # a step that never ran (barrier failed) has no aggregate
+        failed = [
+            FailedClient(i["client"], i.get("agent_id"), i.get("reason") or i["state"])
+            for i in members
+            if i["id"] not in by_item
+        ]
+        per_step.append((s, samples, failed))
+    single = None
+    for s, samples, failed in per_step:
+        if s["clients"] == 1 and not failed:
+            one = aggregate(samples)
+            single = sum(one[d]["iops"] for d in ("read", "write") if d in one)
+    out = []
+    for s, samples, failed in per_step:
+        agg = aggregate(
+            samples, failed=failed, expected_clients=s["clients"], single_client_iops=single
+        )
+        out.append(
+            {
+                "id": step_id(run["id"], s["step"]),
+                "run_id": run["id"],
+                "step": s["step"],
+                "target": run["target"],
+                "created_at": now_iso(),
+                **agg,
+            }
+        )
+    return out
 
 
 def sample_from_result(doc: Doc) -> ClientSample:
     r = Result.model_validate({k: v for k, v in doc.items() if not k.startswith("_")})
     w = r.workload
-    in_flight = w.numjobs * (w.iodepth if w.ioengine in ("libaio", "io_uring", "posixaio") else 1)
+    async_engine = w.ioengine in ("libaio", "io_uring", "posixaio")
+    in_flight = len(r.targets) * w.numjobs * (w.iodepth if async_engine else 1)
     dirs: dict[Direction, DirectionResult] = {}
     if r.read is not None:
         dirs["read"] = r.read
     if r.write is not None:
         dirs["write"] = r.write
     return ClientSample(
-        client=r.client, dirs=dirs, series=r.series, agent_id=r.agent_id, outstanding_ios=in_flight
+        client=r.client,
+        dirs=dirs,
+        series=r.series,
+        agent_id=r.agent_id,
+        outstanding_ios=in_flight,
+        start_skew_ms=r.start.skew_ms if r.start else None,
     )
 
 
@@ -330,10 +572,12 @@ def _item_doc(item: WorkItem) -> Doc:
     return {
         "id": item.item_id,
         "run_id": item.run_id,
+        "kind": "item",
         "step": item.step,
         "client": item.client,
         "state": "queued",
         "agent_id": None,
+        "message_id": None,
         "attempts": 0,
         "errors": [],
         "reason": None,
@@ -351,6 +595,22 @@ def _set_state(state: str, reason: str) -> Callable[[Doc], None]:
     return apply
 
 
+def _start_at(instant_ms: int) -> Callable[[Doc], None]:
+    def apply(s: Doc) -> None:
+        if s.get("start_at_ms") is None and not s.get("failed_reason"):
+            s["start_at_ms"] = instant_ms
+
+    return apply
+
+
+def _fail_step(reason: str) -> Callable[[Doc], None]:
+    def apply(s: Doc) -> None:
+        if s.get("start_at_ms") is None and not s.get("failed_reason"):
+            s["failed_reason"] = reason
+
+    return apply
+
+
 def _strip(doc: Doc | None) -> Doc | None:
     if doc is None:
         return None
@@ -363,6 +623,7 @@ _RUN_PUBLIC = (
     "created_at",
     "updated_at",
     "target",
+    "targets",
     "pool",
     "tags",
     "request",
@@ -378,32 +639,27 @@ def _public_run(doc: Doc) -> Doc:
 
 
 def _public_item(doc: Doc, result: Doc | None) -> Doc:
-    out = {
-        k: doc.get(k)
-        for k in (
-            "id",
-            "step",
-            "client",
-            "state",
-            "agent_id",
-            "attempts",
-            "errors",
-            "reason",
-            "started_at",
-            "ended_at",
-        )
-    }
+    keys = (
+        "id",
+        "step",
+        "client",
+        "state",
+        "agent_id",
+        "attempts",
+        "errors",
+        "reason",
+        "started_at",
+        "ended_at",
+    )
+    out = {k: doc.get(k) for k in keys}
     out["result"] = result_summary(result) if result else None
     return out
 
 
 def result_summary(doc: Doc) -> Doc:
     """A result without fio's raw JSON and histogram bins, which can run to megabytes."""
-    out: Doc = {
-        k: doc[k]
-        for k in ("agent_id", "engine_version", "started_at_ms", "ended_at_ms", "host", "mount")
-        if k in doc
-    }
+    keys = ("agent_id", "engine_version", "started_at_ms", "ended_at_ms", "start", "host", "mounts")
+    out: Doc = {k: doc[k] for k in keys if k in doc}
     for d in ("read", "write"):
         r = doc.get(d)
         if r:

@@ -54,7 +54,10 @@ def _schema_errors(name: str, doc: Any) -> list[FieldError]:
 
     def visit(err: SchemaError) -> None:
         if err.context:  # anyOf/oneOf: the branch errors say more than the summary
-            for sub in err.context:
+            # A branch of another type ("not of type 'null'") is noise when a branch of the
+            # right type says what is wrong.
+            relevant = [c for c in err.context if c.validator != "type"] or list(err.context)
+            for sub in relevant:
                 visit(sub)
             return
         path = list(err.absolute_path)
@@ -98,12 +101,21 @@ def validate(name: str, doc: Any, model: type[M]) -> M:
     Raises ValidationFailed listing every violation; never returns a half-valid object.
     """
     errors = _schema_errors(name, doc)
+    try:
+        model_obj = model.model_validate(doc)
+    except PydanticError as exc:
+        # Keep the model's own findings (cross-field rules) for fields the schema pass did
+        # not already name, so one violation never hides another.
+        named = {e.field for e in errors}
+        errors += [e for e in _pydantic_errors(exc) if not _overlaps(e.field, named)]
+        raise ValidationFailed(_dedupe(errors)) from None
     if errors:
         raise ValidationFailed(_dedupe(errors))
-    try:
-        return model.model_validate(doc)
-    except PydanticError as exc:
-        raise ValidationFailed(_dedupe(_pydantic_errors(exc))) from None
+    return model_obj
+
+
+def _overlaps(field: str, named: set[str]) -> bool:
+    return any(field == n or field.startswith(n + ".") or n.startswith(field + ".") for n in named)
 
 
 def _dedupe(errors: list[FieldError]) -> list[FieldError]:

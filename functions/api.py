@@ -28,7 +28,7 @@ from core.errors import (
 )
 from core.models import WorkItem
 from core.runstate import RunState
-from core.service import RunService
+from core.service import BarrierDecision, RunService
 from core.validation import schema_path
 from functions import context, timers
 
@@ -48,6 +48,7 @@ class _AgentBody(BaseModel):
 class ClaimBody(_AgentBody):
     work_item: WorkItem
     dequeue_count: int = Field(ge=1)
+    message_id: str = Field("", max_length=128)
 
 
 class ItemRef(_AgentBody):
@@ -215,9 +216,26 @@ def create_app() -> FastAPI:
     async def claim(request: Request) -> dict[str, str]:
         b: ClaimBody = _parse(ClaimBody, await _json(request))
         d = await asyncio.to_thread(
-            _svc().claim, b.work_item, agent_id=b.agent_id, dequeue_count=b.dequeue_count
+            _svc().claim,
+            b.work_item,
+            agent_id=b.agent_id,
+            dequeue_count=b.dequeue_count,
+            message_id=b.message_id,
         )
         return {"action": d.action, "reason": d.reason}
+
+    def _barrier(d: BarrierDecision) -> dict[str, Any]:
+        return {"status": d.status, "start_at_ms": d.start_at_ms, "reason": d.reason}
+
+    @app.post("/api/agent/ready")
+    async def ready(request: Request) -> dict[str, Any]:
+        b: ItemRef = _parse(ItemRef, await _json(request))
+        return _barrier(await asyncio.to_thread(_svc().ready, b.run_id, b.item_id, b.agent_id))
+
+    @app.post("/api/agent/barrier")
+    async def barrier(request: Request) -> dict[str, Any]:
+        b: ItemRef = _parse(ItemRef, await _json(request))
+        return _barrier(await asyncio.to_thread(_svc().barrier, b.run_id, b.item_id, b.agent_id))
 
     @app.post("/api/agent/heartbeat")
     async def heartbeat(request: Request) -> dict[str, bool]:
@@ -225,10 +243,12 @@ def create_app() -> FastAPI:
         return await asyncio.to_thread(_svc().heartbeat, b.run_id, b.item_id, b.agent_id)
 
     @app.post("/api/agent/failure")
-    async def failure(request: Request) -> dict[str, str]:
+    async def failure(request: Request) -> dict[str, Any]:
         b: FailureBody = _parse(FailureBody, await _json(request))
-        await asyncio.to_thread(_svc().report_failure, b.run_id, b.item_id, b.agent_id, b.message)
-        return {"status": "recorded"}
+        final = await asyncio.to_thread(
+            _svc().report_failure, b.run_id, b.item_id, b.agent_id, b.message
+        )
+        return {"status": "recorded", "final": final}
 
     @app.post("/api/agent/cancelled")
     async def cancelled(request: Request) -> dict[str, str]:

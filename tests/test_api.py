@@ -103,4 +103,4 @@ def test_health_and_openapi(api: httpx.Client) -> None:
     body_schema = spec["paths"]["/api/runs"]["post"]["requestBody"]["content"]["application/json"][
         "schema"
     ]
-    assert "target" in body_schema["required"]
+    assert {"target", "targets", "clients", "workload"} <= set(body_schema["properties"])

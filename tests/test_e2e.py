@@ -76,7 +76,7 @@ def test_run_flows_to_a_stored_result(
     # 3 measured seconds (ramp is not logged); fio may drop the last partial second.
     assert 2 <= len(doc["series"]["read"]) <= 3
     assert 2000 <= doc["ended_at_ms"] - doc["started_at_ms"] <= 4000
-    assert doc["mount"]["path"] == str(scratch) and doc["mount"]["fstype"] != "unknown"
+    assert doc["mounts"][0]["path"] == str(scratch) and doc["mounts"][0]["fstype"] != "unknown"
     assert doc["host"]["cpu_count"] >= 1 and doc["workload"]["bs"] == "4k"
     assert list((scratch / ".benchsvc").iterdir()), "fio wrote under the configured mount"
 

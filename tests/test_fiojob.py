@@ -20,7 +20,8 @@ def parse_only(job: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize("rw", ["read", "write", "randread", "randwrite", "rw", "randrw"])
 def test_fio_accepts_the_job(rw: str, tmp_path: Path) -> None:
     w = Workload(rw=rw, bs="64k", iodepth=8, numjobs=4, size="1g", runtime=60, ramp_time=5)
-    job = job_file(w, directory=str(tmp_path), log_prefix=str(tmp_path / "bench"))
+    dirs = {"vdb1": str(tmp_path / "a"), "vdb2": str(tmp_path / "b")}
+    job = job_file(w, directories=dirs, log_prefix=str(tmp_path / "bench"))
     r = parse_only(job, tmp_path)
     assert r.returncode == 0, r.stderr
     lines = set(job.splitlines())
@@ -34,6 +35,12 @@ def test_fio_accepts_the_job(rw: str, tmp_path: Path) -> None:
         "log_avg_msec=1000",
     } <= lines
     assert ("rwmixread=50" in lines) == (rw in ("rw", "randrw"))
+    assert {
+        "[vdb1]",
+        f"directory={tmp_path / 'a'}",
+        "[vdb2]",
+        f"directory={tmp_path / 'b'}",
+    } <= lines
 
 
 @pytest.mark.parametrize("bad", ["relative/dir", "/mnt/a:b", "/mnt/x\nexec_prerun=rm", "/m$x"])
@@ -43,7 +50,11 @@ def test_paths_fio_would_misread_are_refused(bad: str) -> None:
 
 
 def test_job_holds_only_known_options(tmp_path: Path) -> None:
-    job = job_file(Workload(rw="randrw"), directory=str(tmp_path), log_prefix=str(tmp_path / "b"))
+    job = job_file(
+        Workload(rw="randrw"),
+        directories={"scratch": str(tmp_path)},
+        log_prefix=str(tmp_path / "b"),
+    )
     keys = {line.split("=")[0] for line in job.splitlines() if "=" in line}
     assert keys == {
         "ioengine",
@@ -64,3 +75,5 @@ def test_job_holds_only_known_options(tmp_path: Path) -> None:
         "write_bw_log",
         "rwmixread",
     }
+    with pytest.raises(ValueError):
+        job_file(Workload(), directories={"x]\n[evil": str(tmp_path)}, log_prefix="/tmp/b")

@@ -34,7 +34,7 @@ def test_work_item_survives_a_base64_queue(queues: WorkQueues, pool: str) -> Non
         client=0,
         clients=1,
         pool=pool,
-        target="scratch",
+        targets=["scratch"],
         engine="fio",
         workload=Workload(rw="randrw", bs="8k", iodepth=32, numjobs=4),
     )
@@ -101,14 +101,16 @@ def test_registered_functions(app_functions: dict[str, Any], pool: str) -> None:
         bw_logs=bw,
         agent_id="fn-test",
         host=HostFacts(hostname="h", kernel="k", os="o", cpu_count=2),
-        mount=MountFacts(
-            alias="scratch",
-            path="/x",
-            mount_point="/",
-            fstype="ext4",
-            options="rw",
-            source="/dev/vda",
-        ),
+        mounts=[
+            MountFacts(
+                alias="scratch",
+                path="/x",
+                mount_point="/",
+                fstype="ext4",
+                options="rw",
+                source="/dev/vda",
+            )
+        ],
     )
     stored = call_http(
         fns, "PUT", f"/api/agent/results/{item.item_id}", result.model_dump(mode="json")

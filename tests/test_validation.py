@@ -54,7 +54,7 @@ def test_bounded_workload_fields(workload: dict[str, object], field: str, fragme
 
 def test_missing_target_and_bad_tags() -> None:
     errors = errors_of({"tags": {"bad key!": "x", "ok": "y" * 300}})
-    assert errors["target"] == "required field is missing"
+    assert errors["targets"] == "give target (one mount alias) or targets (several)"
     assert "tags" in " ".join(errors) and len(errors) == 3
 
 

@@ -1,0 +1,88 @@
+"""Offline aggregation of fio outputs (pure): what ``benchctl aggregate`` reads.
+
+Accepts, per file: a single fio run's JSON (all its jobs are one client), or one fio
+client/server JSON (``client_stats``: one client per host:port, fio's own "All clients"
+entry ignored, since it carries no histogram). Per-second logs, when given, allow the
+common window; without them whole-run figures are summed and the result says so.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from core.aggregate import ClientSample, aggregate
+from core.fioparse import ALL_CLIENTS, directions_from_fio, series_from_logs
+
+
+class InputError(ValueError):
+    """An input file is not a fio JSON output we can read."""
+
+
+def parse_fio_text(text: str, name: str) -> dict[str, Any]:
+    """fio may print notes before its JSON (client/server mode does); start at the brace."""
+    start = text.find("{")
+    if start < 0:
+        raise InputError(f"{name}: no JSON object in the file")
+    try:
+        doc = json.loads(text[start:])
+    except json.JSONDecodeError as e:
+        raise InputError(f"{name}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    if not isinstance(doc, dict) or not ("jobs" in doc or "client_stats" in doc):
+        raise InputError(f"{name}: not a fio JSON output (no 'jobs' or 'client_stats')")
+    return doc
+
+
+def samples_from_doc(
+    doc: Mapping[str, Any],
+    *,
+    label: str,
+    first_client: int = 0,
+    logs: tuple[Sequence[str], Sequence[str]] | None = None,
+) -> list[ClientSample]:
+    if "client_stats" in doc:
+        groups: dict[str, list[Mapping[str, Any]]] = {}
+        for entry in doc["client_stats"]:
+            if entry.get("jobname") == ALL_CLIENTS:
+                continue
+            key = f"{entry.get('hostname', '?')}:{entry.get('port', '?')}"
+            groups.setdefault(key, []).append(entry)
+        return [
+            ClientSample(
+                client=first_client + i,
+                dirs=directions_from_fio({"jobs": entries}),
+                agent_id=host,
+                has_bins=_has_bins(entries),
+            )
+            for i, (host, entries) in enumerate(sorted(groups.items()))
+        ]
+    series = series_from_logs(*logs) if logs else {}
+    return [
+        ClientSample(
+            client=first_client,
+            dirs=directions_from_fio(doc),
+            series=series,
+            agent_id=label,
+            has_bins=_has_bins(doc.get("jobs", [])),
+        )
+    ]
+
+
+def _has_bins(entries: Sequence[Mapping[str, Any]]) -> bool:
+    return all(
+        "bins" in e[d]["clat_ns"] for e in entries for d in ("read", "write") if e[d]["total_ios"]
+    )
+
+
+def aggregate_files(
+    inputs: Sequence[tuple[str, str, tuple[Sequence[str], Sequence[str]] | None]],
+) -> dict[str, Any]:
+    """``inputs``: (name, file text, optional (iops logs, bw logs)) per file."""
+    samples: list[ClientSample] = []
+    for name, text, logs in inputs:
+        doc = parse_fio_text(text, name)
+        samples += samples_from_doc(doc, label=name, first_client=len(samples), logs=logs)
+    if not samples:
+        raise InputError("no client found in the inputs")
+    return aggregate(samples)
