@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import shutil
 import subprocess
@@ -59,6 +60,8 @@ class FioProcess:
         self._binary = fio_binary
         self._workload = workload
         self._proc: subprocess.Popen[bytes] | None = None
+        self._gate = work_dir / "gate"
+        self._gate_fd: int | None = None
 
     def prepare(self, timeout_s: float | None = None) -> tuple[int, str]:
         """Write the job and lay out its files (``--create_only=1``: fio's setup phase and
@@ -93,14 +96,30 @@ class FioProcess:
             log.unlink()  # the setup pass logs nothing worth keeping
         return done.returncode, done.stderr
 
-    def start(self) -> float:
-        """Launch the measured run; returns the wall-clock instant (Unix ms) of the launch."""
+    def start(self) -> None:
+        """Launch the measured run, held at its start gate until ``release``.
+
+        The agent keeps the FIFO open read-write, so fio's jobs open it at once and block in
+        their read; lines written later wait in the pipe for jobs that come late.
+        """
+        self._gate.unlink(missing_ok=True)
+        os.mkfifo(self._gate, 0o600)
+        self._gate_fd = os.open(self._gate, os.O_RDWR | os.O_NONBLOCK)
+        job = self.work_dir / "run.fio"
+        job.write_text(
+            job_file(
+                self._workload,
+                directories={a: str(d) for a, d in self.data_dirs.items()},
+                log_prefix=str(self._prefix),
+                gate=str(self._gate),
+            )
+        )
         argv = [
             *_die_with_agent(),
             self._binary,
             "--output-format=json+",
             f"--output={self._out}",
-            str(self._job),
+            str(job),
         ]
         with self._err.open("wb") as err:
             self._proc = subprocess.Popen(
@@ -110,8 +129,18 @@ class FioProcess:
                 stdout=subprocess.DEVNULL,
                 stderr=err,
             )
-            # After Popen returns the fio process exists: the conservative launch instant.
-            return time.time() * 1000
+
+    def release(self) -> float:
+        """Open the gate: one line per fio job. Returns the instant, Unix ms."""
+        jobs = self._workload.numjobs * len(self.data_dirs)
+        assert self._gate_fd is not None
+        os.write(self._gate_fd, b"\n" * jobs)
+        return time.time() * 1000
+
+    def _close_gate(self) -> None:
+        if self._gate_fd is not None:
+            os.close(self._gate_fd)  # jobs still waiting read EOF and go on (then stop)
+            self._gate_fd = None
 
     def poll(self) -> int | None:
         assert self._proc is not None
@@ -119,6 +148,7 @@ class FioProcess:
 
     def stop(self, grace_s: float = 5.0) -> None:
         """fio stops cleanly on SIGTERM; SIGKILL if it does not within ``grace_s``."""
+        self._close_gate()
         if self._proc is None or self._proc.poll() is not None:
             return
         self._proc.terminate()
@@ -131,6 +161,7 @@ class FioProcess:
     def collect(self) -> FioOutcome:
         assert self._proc is not None
         rc = self._proc.wait()
+        self._close_gate()
         doc = None
         if self._out.exists():
             text = self._out.read_text()

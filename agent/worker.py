@@ -26,7 +26,7 @@ from agent.config import AgentConfig
 from agent.fio_runner import FioProcess, safe_name
 from agent.hostfacts import host_facts, mount_facts
 from core.errors import BenchError, StoreUnavailable
-from core.models import StartInfo, WorkItem
+from core.models import WorkItem
 from core.results import build_result
 
 log = logging.getLogger(__name__)
@@ -181,7 +181,15 @@ class Worker:
         lease.start()
         try:
             return self._run_item(item, lease)
-        except (StoreUnavailable, ApiError) as e:
+        except ApiError as e:
+            # The API refused a call (a 4xx): say so on the item, so the run shows the cause.
+            log.error("item %s: %s", item.item_id, e)
+            try:
+                return self._failed(item, lease, f"the API refused this agent's call: {e}")
+            except (StoreUnavailable, ApiError) as again:
+                log.error("could not report the failure: %s", again)
+                return "error"
+        except StoreUnavailable as e:
             log.error("item %s: %s; it will be redelivered", item.item_id, e)
             return "error"
         finally:
@@ -231,11 +239,9 @@ class Worker:
             self._delete(lease.message)
             return "aborted"
         scheduled = int(barrier["start_at_ms"])
+        fio.start()  # fio starts up now and waits at its gate for the common instant
         sleep_until(scheduled / 1000)
-        launched = fio.start()
-        start = StartInfo(
-            scheduled_ms=scheduled, launched_ms=launched, skew_ms=launched - scheduled
-        )
+        released = fio.release()
         while fio.poll() is None:
             stop = self._interrupted(lease, item, fio)
             if stop:
@@ -254,7 +260,8 @@ class Worker:
             bw_logs=outcome.bw_logs,
             agent_id=agent,
             host=self._host,
-            start=start,
+            scheduled_ms=scheduled,
+            released_ms=released,
             mounts=[mount_facts(t, self.config.mounts[t]) for t in item.targets],
         )
         self.api.put_result(result.model_dump(mode="json"))

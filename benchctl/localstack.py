@@ -199,7 +199,7 @@ def start_emulators(stack: Stack) -> None:
     c = _spawn(
         stack,
         "cosmosdb",
-        [str(BIN / "cosmosdb-server"), "--host", "127.0.0.1", "-p", str(stack.cosmos_port)],
+        ["node", str(ROOT / "scripts" / "cosmosdb-server.js"), "127.0.0.1", str(stack.cosmos_port)],
         port=stack.cosmos_port,
     )
     _wait("Azurite", lambda: _port_open(stack.queue_port), q)

@@ -25,7 +25,27 @@ def check_path(path: str) -> str:
     return str(p)
 
 
-def job_file(workload: Workload, *, directories: Mapping[str, str], log_prefix: str) -> str:
+GATE_PATH = re.compile(r"^/[A-Za-z0-9._/-]+$")
+
+
+def gate_command(fifo: str) -> str:
+    """fio's exec_prerun runs just before a job stamps its epoch and starts I/O (fio's
+    backend.c, thread_main), after all its start-up. Blocking there on a FIFO that the agent
+    writes at the start instant makes the I/O start at that instant, not ~20 ms of process
+    start-up later. fio runs it with system(), hence /bin/sh: the text is fixed and the
+    path is the agent's own, checked here, never user input."""
+    if not GATE_PATH.match(fifo):
+        raise ValueError(f"gate path has characters a shell could misread: {fifo!r}")
+    return f"read go < {fifo}"
+
+
+def job_file(
+    workload: Workload,
+    *,
+    directories: Mapping[str, str],
+    log_prefix: str,
+    gate: str | None = None,
+) -> str:
     """A fio job: time-based, one job section per mount (named by its alias, ``numjobs``
     files each, under that mount's directory), 1 s IOPS/bandwidth logs.
 
@@ -54,6 +74,8 @@ def job_file(workload: Workload, *, directories: Mapping[str, str], log_prefix: 
     ]
     if w.rw in ("rw", "randrw"):
         opts.append(("rwmixread", w.rwmixread))
+    if gate is not None:
+        opts.append(("exec_prerun", gate_command(gate)))
     if not directories:
         raise ValueError("a job needs at least one directory")
     lines = ["[global]", *(f"{k}={v}" for k, v in opts)]

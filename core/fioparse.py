@@ -184,15 +184,16 @@ def series_from_logs(
 
 
 def measured_window_ms(
-    series: Mapping[Direction, list[SeriesPoint]], doc: Mapping[str, Any], runtime_s: int
+    iops_logs: Iterable[str], doc: Mapping[str, Any], runtime_s: int
 ) -> tuple[int, int]:
-    """(start, end) of the measured period in Unix ms.
+    """(start, end) of the measured period in Unix ms, to the millisecond.
 
-    From the logs when present (each sample closes a 1 s interval, so the first interval
-    began a second before the first stamp); else from fio's end timestamp minus runtime.
+    From the logs when present: each line closes a ``log_avg_msec`` (1 s) interval, so the
+    earliest job began a second before its first stamp. Else from fio's end timestamp
+    minus the runtime.
     """
-    stamps = [p.t for points in series.values() for p in points]
+    stamps = [t for text in iops_logs for t, _, _ in parse_log(text)]
     if stamps:
-        return (min(stamps) - 1) * 1000, max(stamps) * 1000
+        return min(stamps) - 1000, max(stamps)
     end = int(doc.get("timestamp_ms", int(doc.get("timestamp", 0)) * 1000))
     return end - runtime_s * 1000, end

@@ -227,8 +227,10 @@ class StartInfo(_Strict):
     """When this client was told to start and when it did: the start skew it saw."""
 
     scheduled_ms: int = Field(description="the step's common start instant, Unix ms")
-    launched_ms: float = Field(description="when this agent launched fio, Unix ms")
-    skew_ms: float = Field(description="launched minus scheduled")
+    released_ms: float = Field(description="when this agent opened fio's start gate, Unix ms")
+    skew_ms: float = Field(
+        description="fio's measured start (its first 1 s log line minus 1 s) minus scheduled"
+    )
 
 
 class Result(_Strict):

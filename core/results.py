@@ -18,11 +18,19 @@ def build_result(
     agent_id: str,
     host: HostFacts,
     mounts: list[MountFacts],
-    start: StartInfo | None = None,
+    scheduled_ms: int | None = None,
+    released_ms: float | None = None,
 ) -> Result:
     series = series_from_logs(iops_logs, bw_logs)
     dirs = directions_from_fio(fio_json)
-    begin, end = measured_window_ms(series, fio_json, item.workload.runtime)
+    begin, end = measured_window_ms(iops_logs, fio_json, item.workload.runtime)
+    start = None
+    if scheduled_ms is not None and released_ms is not None:
+        # fio's own clock says when I/O began; ramp time is not logged, so subtract it.
+        io_start = begin - item.workload.ramp_time * 1000
+        start = StartInfo(
+            scheduled_ms=scheduled_ms, released_ms=released_ms, skew_ms=io_start - scheduled_ms
+        )
     return Result(
         id=item.item_id,
         run_id=item.run_id,

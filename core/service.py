@@ -152,6 +152,7 @@ class RunService:
                     "deadline_ms": None,
                     "start_at_ms": None,
                     "failed_reason": None,
+                    "ready": {},
                 }
             )
         self._enqueue_step(run_id, request, 0)
@@ -272,6 +273,8 @@ class RunService:
         def open_barrier(s: Doc) -> None:
             if s["clients"] == 1 and s.get("start_at_ms"):
                 s.update(start_at_ms=None, first_claim_ms=None)  # a retry: a fresh barrier
+            if s.get("start_at_ms") is None:
+                s["ready"] = {k: v for k, v in (s.get("ready") or {}).items() if k != item.item_id}
             if s.get("first_claim_ms") is None:
                 s.update(first_claim_ms=now, deadline_ms=now + item.barrier_timeout_s * 1000)
 
@@ -281,60 +284,77 @@ class RunService:
         return ClaimDecision("run")
 
     def ready(self, run_id: str, item_id: str, agent_id: str) -> BarrierDecision:
-        """The agent has laid out its files and waits for the step's start instant."""
+        """The agent has laid out its files and waits for the step's start instant.
 
-        def mark(d: Doc) -> None:
-            if d.get("agent_id") == agent_id and d["state"] == "claimed":
-                d.update(state="ready", ready_at=now_iso())
+        Readiness is recorded on the step document by compare-and-swap, and the client that
+        completes the set also sets the start instant in the same write: no two concurrent
+        readies can both miss the moment the step became complete.
+        """
+        doc = self.store.get_item(run_id, item_id)
+        if doc.get("agent_id") != agent_id or doc["state"] not in ("claimed", "ready"):
+            return BarrierDecision("abort", reason=f"{agent_id} no longer holds {item_id}")
+        self._update_item(run_id, item_id, _set_if("claimed", state="ready", ready_at=now_iso()))
+        now = self._now_ms()
 
-        self._update_item(run_id, item_id, mark)
+        def join(s: Doc) -> None:
+            if s.get("start_at_ms") is not None or s.get("failed_reason"):
+                return
+            ready = dict(s.get("ready") or {})
+            ready[item_id] = agent_id
+            s["ready"] = ready
+            if len(ready) == s["clients"] and len(set(ready.values())) == s["clients"]:
+                s["start_at_ms"] = now + self.lead_ms(s["clients"])
+
+        self._update_item(run_id, step_id(run_id, doc["step"]), join)
         return self.barrier(run_id, item_id, agent_id)
 
+    def lead_ms(self, clients: int) -> int:
+        """Time from "all ready" to the start, for every agent's next poll to hear it."""
+        return self.barrier_lead_ms + 50 * clients
+
     def barrier(self, run_id: str, item_id: str, agent_id: str) -> BarrierDecision:
-        run = self.store.get_run(run_id)
-        if run.get("cancel_requested"):
-            return BarrierDecision("abort", reason="run cancelled")
-        docs = self.store.list_items(run_id)
-        doc = next(d for d in docs if d["id"] == item_id)
-        if doc.get("agent_id") != agent_id or doc["state"] not in ("ready", "running"):
-            return BarrierDecision("abort", reason=f"{agent_id} no longer holds {item_id}")
-        step = next(d for d in docs if d["id"] == step_id(run_id, doc["step"]))
+        """An agent's poll while it waits: one read of the step document, unless the
+        deadline has passed."""
+        step = self.store.get_item(run_id, step_id_of(item_id))
         if step.get("failed_reason"):
             return BarrierDecision("abort", reason=step["failed_reason"])
-        if step.get("start_at_ms") is None:
-            members = [d for d in docs if _is_item(d) and d["step"] == doc["step"]]
-            ready = [d for d in members if d["state"] == "ready"]
-            now = self._now_ms()
-            if len(ready) == step["clients"] and len({d["agent_id"] for d in ready}) == len(ready):
-                step = self._update_item(run_id, step["id"], _start_at(now + self.barrier_lead_ms))
-            elif step.get("deadline_ms") is not None and now > step["deadline_ms"]:
-                claimed = sum(1 for d in members if d["state"] in HELD_ITEM_STATES)
-                secs = (step["deadline_ms"] - step["first_claim_ms"]) // 1000
-                reason = (
-                    f"{claimed} of {step['clients']} clients claimed within {secs} s"
-                    if claimed < step["clients"]
-                    else f"{len(ready)} of {step['clients']} clients were ready within {secs} s"
-                )
-                step = self._update_item(run_id, step["id"], _fail_step(reason))
-                if step.get("start_at_ms") is None:
-                    for d in members:
-                        self._update_item(run_id, d["id"], _set_state("failed", reason))
-                    self._refresh(run_id)
-                    return BarrierDecision("abort", reason=step["failed_reason"])
-            if step.get("start_at_ms") is None:
-                return BarrierDecision("wait")
-
-        def running(d: Doc) -> None:
-            if d["state"] == "ready":
-                d.update(state="running", started_at=now_iso())
-
-        self._update_item(run_id, item_id, running)
-        return BarrierDecision("go", start_at_ms=int(step["start_at_ms"]))
+        if step.get("start_at_ms") is not None:
+            return BarrierDecision("go", start_at_ms=int(step["start_at_ms"]))
+        deadline = step.get("deadline_ms")
+        if deadline is None or self._now_ms() <= deadline:
+            return BarrierDecision("wait")
+        members = [
+            d for d in self.store.list_items(run_id) if _is_item(d) and d["step"] == step["step"]
+        ]
+        claimed = sum(1 for d in members if d["state"] in HELD_ITEM_STATES)
+        ready = len(step.get("ready") or {})
+        secs = (deadline - step["first_claim_ms"]) // 1000
+        reason = (
+            f"{claimed} of {step['clients']} clients claimed within {secs} s"
+            if claimed < step["clients"]
+            else f"{ready} of {step['clients']} clients were ready within {secs} s"
+        )
+        step = self._update_item(run_id, step["id"], _fail_step(reason))
+        if step.get("start_at_ms") is not None:  # completed just before the deadline
+            return BarrierDecision("go", start_at_ms=int(step["start_at_ms"]))
+        for d in members:
+            self._update_item(run_id, d["id"], _set_state("failed", step["failed_reason"]))
+        self._refresh(run_id)
+        return BarrierDecision("abort", reason=step["failed_reason"])
 
     def heartbeat(self, run_id: str, item_id: str, agent_id: str) -> dict[str, bool]:
-        """Tells the agent to stop when the run was cancelled or the item was taken over."""
+        """Tells the agent to stop when the run was cancelled or the item was taken over;
+        marks a ready item running once its step has started."""
         run = self.store.get_run(run_id)
-        doc = self._update_item(run_id, item_id, lambda d: d.update(heartbeat_at=now_iso()))
+        step = self.store.get_item(run_id, step_id_of(item_id))
+        started = step.get("start_at_ms") is not None and step["start_at_ms"] <= self._now_ms()
+
+        def beat(d: Doc) -> None:
+            d["heartbeat_at"] = now_iso()
+            if started and d["state"] == "ready" and d.get("agent_id") == agent_id:
+                d.update(state="running", started_at=now_iso())
+
+        doc = self._update_item(run_id, item_id, beat)
         lost = doc.get("agent_id") != agent_id or doc["state"] in TERMINAL_ITEM_STATES
         return {"cancel": bool(run.get("cancel_requested")) or lost}
 
@@ -361,6 +381,8 @@ class RunService:
                 d.update(state="queued", agent_id=None)
 
         self._update_item(run_id, item_id, fail)
+        if not final:
+            self._update_item(run_id, step["id"], _unready(item_id))
         self._refresh(run_id)
         return final
 
@@ -601,6 +623,29 @@ def _start_at(instant_ms: int) -> Callable[[Doc], None]:
             s["start_at_ms"] = instant_ms
 
     return apply
+
+
+def _set_if(when: str, **changes: Any) -> Callable[[Doc], None]:
+    def apply(d: Doc) -> None:
+        if d["state"] == when:
+            d.update(changes)
+
+    return apply
+
+
+def _unready(item_id: str) -> Callable[[Doc], None]:
+    def apply(s: Doc) -> None:
+        if s.get("start_at_ms") is None:
+            s["ready"] = {k: v for k, v in (s.get("ready") or {}).items() if k != item_id}
+        elif s["clients"] == 1:
+            s.update(start_at_ms=None, first_claim_ms=None, ready={})  # a retry: a fresh barrier
+
+    return apply
+
+
+def step_id_of(item_id: str) -> str:
+    """``<run>.s<step>.c<client>`` -> ``<run>.s<step>``."""
+    return item_id.rsplit(".", 1)[0]
 
 
 def _fail_step(reason: str) -> Callable[[Doc], None]:

@@ -11,6 +11,7 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Any, get_args
 
 from fastapi import FastAPI, Header, Query, Request
@@ -86,6 +87,11 @@ def _errors(status: int, errors: list[dict[str, str]]) -> JSONResponse:
 
 @contextlib.asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    # The SDK calls block; the default pool (CPUs + 4 threads) queued the polls of 16 agents
+    # at a step's start behind each other for seconds.
+    asyncio.get_running_loop().set_default_executor(
+        ThreadPoolExecutor(max_workers=64, thread_name_prefix="api")
+    )
     interval = context.settings().local_timer_seconds
     task = asyncio.create_task(timers.local_timer_loop(interval)) if interval > 0 else None
     try:

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# make demo: start the local stack, run a short 4 KiB random-read benchmark through the API,
+# make demo: start the local stack with 4 agents, run a short 4 KiB random-read benchmark as
+# 4 clients started together, through the API,
 # the queue and the agents, print the result table, and stop the stack again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-AGENTS="${DEMO_AGENTS:-2}"
-CLIENTS="${DEMO_CLIENTS:-1}"
+AGENTS="${DEMO_AGENTS:-4}"
+CLIENTS="${DEMO_CLIENTS:-4}"
 SCRATCH="${DEMO_SCRATCH:-$PWD/.local/scratch}"
 
 benchctl local down >/dev/null 2>&1 || true

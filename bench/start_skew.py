@@ -1,0 +1,168 @@
+"""Start skew of N clients on one machine: this service's barrier vs fio's client/server mode.
+
+For N in 4, 8, 16 it runs the same short job (4 KiB random read, QD1, 3 s) two ways:
+- ours: the local stack with N agents and a run of N clients through the API and queue;
+  each agent sleeps to the step's common start instant and launches fio.
+- fio's own client/server mode: N ``fio --server`` processes on loopback ports and one
+  ``fio --client=… job …`` per server, which starts them as soon as each has the job.
+
+Two figures per run:
+- start skew (ours): how late after the common instant each client's I/O began, as the
+  service stores it (``result.start.skew_ms``, from fio's own log clock); the maximum.
+- I/O start spread (both): the difference between the earliest and latest client's first
+  I/O, from each client's 1 s log (``log_unix_epoch``: fio's own clock, to the ms).
+
+Usage: .venv/bin/python bench/start_skew.py [--clients 4 8 16] [--repeat 3]
+Writes bench/out/start_skew.json and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from benchctl import localstack
+from core.fiojob import job_file
+from core.fioparse import parse_log
+from core.models import Workload
+
+WORKLOAD = Workload(rw="randread", bs="4k", iodepth=1, size="4m", runtime=3)
+OUT = Path(__file__).parent / "out"
+
+
+def ours(n: int, repeat: int, root: Path) -> list[dict[str, float]]:
+    scratch = root / "scratch"
+    stack = localstack.up(agents=n, targets={"scratch": str(scratch)}, directory=root / "stack")
+    figures = []
+    try:
+        with httpx.Client(base_url=stack.api_url, timeout=60) as api:
+            for _ in range(repeat):
+                body = {
+                    "target": "scratch",
+                    "clients": n,
+                    "workload": WORKLOAD.model_dump(),
+                    "tags": {"bench": "start_skew"},
+                }
+                run_id = api.post("/api/runs", json=body).json()["id"]
+                deadline = time.monotonic() + 300
+                while True:
+                    run = api.get(f"/api/runs/{run_id}").json()
+                    if run["state"] in ("completed", "failed", "cancelled"):
+                        break
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"run {run_id} did not finish")
+                    time.sleep(0.5)
+                if run["state"] != "completed":
+                    raise RuntimeError(f"run {run_id}: {run['state']}: {run['error']}")
+                results = [i["result"] for i in run["items"]]
+                skews = [r["start"]["skew_ms"] for r in results]
+                starts = [r["started_at_ms"] for r in results]
+                figures.append(
+                    {
+                        "skew_max_ms": max(skews),
+                        "skew_mean_ms": statistics.fmean(skews),
+                        "io_start_spread_ms": max(starts) - min(starts),
+                    }
+                )
+    finally:
+        localstack.down(root / "stack")
+    return figures
+
+
+def fio_client_server(n: int, repeat: int, root: Path) -> list[dict[str, float]]:
+    ports = [localstack.free_port() for _ in range(n)]
+    servers = [
+        subprocess.Popen(
+            ["fio", f"--server=ip:127.0.0.1,{p}"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for p in ports
+    ]
+    figures = []
+    try:
+        time.sleep(1.0)  # let the servers listen
+        for r in range(repeat):
+            argv = ["fio", "--output-format=json", f"--output={root / f'cs-{r}.json'}"]
+            prefixes = []
+            for i, port in enumerate(ports):
+                data = root / f"cs-data-{i}"
+                data.mkdir(exist_ok=True)
+                prefix = root / f"cs-{r}-{i}"
+                prefixes.append(prefix)
+                job = root / f"cs-{r}-{i}.fio"
+                job.write_text(
+                    job_file(WORKLOAD, directories={"scratch": str(data)}, log_prefix=str(prefix))
+                )
+                argv += [f"--client=ip:127.0.0.1,{port}", str(job)]
+            subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, timeout=300)
+            firsts = []
+            for prefix in prefixes:
+                logs = list(prefix.parent.glob(prefix.name + "_iops.*"))
+                stamps = [t for log in logs for t, _, _ in parse_log(log.read_text())]
+                firsts.append(min(stamps))
+            figures.append({"io_start_spread_ms": float(max(firsts) - min(firsts))})
+    finally:
+        for s in servers:
+            s.terminate()
+        for s in servers:
+            s.wait(10)
+    return figures
+
+
+def summarize(figures: list[dict[str, float]]) -> dict[str, float]:
+    keys = figures[0].keys()
+    out = {}
+    for k in keys:
+        values = [f[k] for f in figures]
+        out[f"{k}_median"] = statistics.median(values)
+        out[f"{k}_worst"] = max(values)
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--clients", type=int, nargs="+", default=[4, 8, 16])
+    p.add_argument("--repeat", type=int, default=3)
+    a = p.parse_args()
+    localstack.ensure_installed()
+    report: dict[str, Any] = {"workload": WORKLOAD.model_dump(), "repeat": a.repeat, "runs": {}}
+    for n in a.clients:
+        root = Path(tempfile.mkdtemp(prefix=f"skew-{n}-"))
+        try:
+            report["runs"][n] = {
+                "ours": summarize(ours(n, a.repeat, root)),
+                "fio_client_server": summarize(fio_client_server(n, a.repeat, root)),
+            }
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        print(f"{n} clients: {json.dumps(report['runs'][n])}", flush=True)
+    OUT.mkdir(exist_ok=True)
+    (OUT / "start_skew.json").write_text(json.dumps(report, indent=2))
+    print()
+    print(
+        "| clients | ours: max start skew | ours: I/O start spread | fio client/server: I/O "
+        "start spread |"
+    )
+    print("|---|---|---|---|")
+    for n, r in report["runs"].items():
+        o, f = r["ours"], r["fio_client_server"]
+        cells = [
+            f"{o['skew_max_ms_median']:.1f} ms (worst {o['skew_max_ms_worst']:.1f})",
+            f"{o['io_start_spread_ms_median']:.0f} ms (worst {o['io_start_spread_ms_worst']:.0f})",
+            f"{f['io_start_spread_ms_median']:.0f} ms (worst {f['io_start_spread_ms_worst']:.0f})",
+        ]
+        print(f"| {n} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
