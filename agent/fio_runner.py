@@ -3,6 +3,7 @@ collects its JSON output and per-second logs."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -15,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.fiojob import job_file
-from core.models import Workload
+from core.fiojob import fill_files, fill_job_file, job_file
+from core.models import FillInfo, Workload
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,21 @@ class FioOutcome:
     stderr: str
 
 
+class FillFailed(RuntimeError):
+    pass
+
+
+def _marker_valid(marker: Path, size: int) -> bool:
+    try:
+        record = json.loads(marker.read_text())["files"]
+        return all(
+            os.stat(f).st_ino == r["inode"] and os.stat(f).st_size >= size
+            for f, r in record.items()
+        ) and bool(record)
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
 class FioProcess:
     def __init__(
         self,
@@ -62,6 +78,49 @@ class FioProcess:
         self._proc: subprocess.Popen[bytes] | None = None
         self._gate = work_dir / "gate"
         self._gate_fd: int | None = None
+
+    def fill(self) -> FillInfo:
+        """Write the working set once per mount and size (the precondition phase), unless
+        a valid marker says it is already written: the same files (by inode) at full size."""
+        started = time.monotonic()
+        markers, todo = [], {}
+        for alias, d in self.data_dirs.items():
+            d.mkdir(parents=True, exist_ok=True)
+            files = fill_files(self._workload, {alias: str(d)})
+            key = hashlib.sha256(json.dumps([files, self._workload.size_bytes]).encode())
+            marker = d / f".fill-{key.hexdigest()[:16]}.json"
+            markers.append(marker)
+            if not _marker_valid(marker, self._workload.size_bytes):
+                marker.unlink(missing_ok=True)
+                todo[alias] = (d, files, marker)
+        if todo:
+            self.work_dir.mkdir(parents=True, exist_ok=True)
+            job = self.work_dir / "fill.fio"
+            job.write_text(
+                fill_job_file(self._workload, directories={a: str(v[0]) for a, v in todo.items()})
+            )
+            argv = [
+                *_die_with_agent(),
+                self._binary,
+                "--output-format=json",
+                f"--output={self.work_dir / 'fill.json'}",
+                str(job),
+            ]
+            done = subprocess.run(
+                argv, cwd=self.work_dir, stdin=subprocess.DEVNULL, capture_output=True, text=True
+            )
+            if done.returncode != 0:
+                raise FillFailed(f"fio fill exited {done.returncode}: {done.stderr[-1500:]}")
+            for _, files, marker in todo.values():
+                record = {
+                    f: {"inode": os.stat(f).st_ino, "size": os.stat(f).st_size} for f in files
+                }
+                marker.write_text(json.dumps({"files": record, "filled_at": time.time()}))
+        return FillInfo(
+            ran=bool(todo),
+            seconds=round(time.monotonic() - started, 3),
+            marker=",".join(str(m) for m in markers),
+        )
 
     def prepare(self, timeout_s: float | None = None) -> tuple[int, str]:
         """Write the job and lay out its files (``--create_only=1``: fio's setup phase and

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from adapters.queue import LeaseLost, Message, WorkQueues
 from agent.api_client import ApiClient, ApiError
 from agent.config import AgentConfig
-from agent.fio_runner import FioProcess, safe_name
+from agent.fio_runner import FillFailed, FioProcess, safe_name
 from agent.hostfacts import host_facts, mount_facts
 from core.errors import BenchError, StoreUnavailable
 from core.models import WorkItem
@@ -221,6 +221,13 @@ class Worker:
         fio = FioProcess(
             item.workload, data_dirs=data_dirs, work_dir=work_dir, fio_binary=self.fio_binary
         )
+        fill = None
+        if item.fill:
+            try:
+                fill = fio.fill()
+            except FillFailed as e:
+                return self._failed(item, lease, str(e))
+            log.info("fill of %s: %s", item.item_id, "ran" if fill.ran else "marker valid")
         rc, err = fio.prepare()
         if rc != 0:
             return self._failed(item, lease, f"fio file layout exited {rc}: {err.strip()[-1500:]}")
@@ -262,6 +269,7 @@ class Worker:
             host=self._host,
             scheduled_ms=scheduled,
             released_ms=released,
+            fill=fill,
             mounts=[mount_facts(t, self.config.mounts[t]) for t in item.targets],
         )
         self.api.put_result(result.model_dump(mode="json"))

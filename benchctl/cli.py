@@ -17,10 +17,20 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from benchctl import localstack
 from benchctl.client import Api, CliError, resolve_api_url
-from benchctl.render import aggregate_table, console_for_stdout, print_aggregate_notes, print_run
+from benchctl.render import (
+    aggregate_table,
+    console_for_stdout,
+    latency_table,
+    print_aggregate_notes,
+    print_run,
+    profiles_table,
+    scaleout_table,
+)
+from core.catalogue import PROFILES
 from core.errors import ValidationFailed
 from core.models import RunRequest, Workload
 from core.offline import InputError, aggregate_files
+from core.plan import outstanding_for, split_outstanding
 from core.validation import validate
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_TIMEOUT = 0, 1, 2, 4
@@ -38,11 +48,35 @@ def _pairs(values: list[str], flag: str) -> dict[str, str]:
     return out
 
 
+def _ints(text: str, flag: str) -> list[int]:
+    try:
+        return [int(v) for v in text.split(",")]
+    except ValueError:
+        raise CliError(
+            f"{flag} {text!r}: expected whole numbers, e.g. 1,2,4", EXIT_BAD_INPUT
+        ) from None
+
+
 def build_request(a: argparse.Namespace) -> dict[str, Any]:
     body: dict[str, Any] = json.loads(Path(a.request).read_text()) if a.request else {}
-    for key in ("target", "pool", "engine", "clients"):
-        if getattr(a, key) is not None:
+    for key in ("target", "pool", "engine", "profile", "fill", "repetitions", "target_iops"):
+        if getattr(a, key, None) is not None:
             body[key] = getattr(a, key)
+    if a.discard_first:
+        body["discard_first"] = True
+    if a.clients is not None:
+        counts = _ints(a.clients, "--clients")
+        body["clients"] = counts[0] if len(counts) == 1 else counts
+    if a.sweep:
+        name, sep, values = a.sweep.partition("=")
+        if not sep or not values:
+            raise CliError("--sweep: expected FIELD=V1,V2,...", EXIT_BAD_INPUT)
+        items: list[int | str] = [
+            int(v) if v.isdigit() and name != "bs" else v for v in values.split(",")
+        ]
+        body["sweep"] = {"field": name, "values": items}
+    if a.rate_sweep:
+        body["sweep"] = {"rate_pct": _ints(a.rate_sweep, "--rate-sweep")}
     workload = dict(body.get("workload", {}))
     for name in WORKLOAD_FIELDS:
         value = getattr(a, name, None)
@@ -117,6 +151,59 @@ def _show(run: dict[str, Any], fmt: str) -> int:
 def cmd_status(a: argparse.Namespace) -> int:
     run = Api(resolve_api_url(a.api_url)).get(a.run_id)
     return _show(run, a.format)
+
+
+def cmd_show(a: argparse.Namespace) -> int:
+    api = Api(resolve_api_url(a.api_url))
+    if not a.curve:
+        return _show(api.get(a.run_id), a.format)
+    curves = api.curves(a.run_id)
+    if a.format == "json":
+        print(json.dumps(curves, indent=2))
+    else:
+        console_for_stdout().print(latency_table(curves), scaleout_table(curves))
+    return EXIT_OK
+
+
+def cmd_profiles(a: argparse.Namespace) -> int:
+    profiles = (
+        Api(resolve_api_url(a.api_url)).profiles() if a.remote else [p.describe() for p in PROFILES]
+    )
+    if a.format == "json":
+        print(json.dumps(profiles, indent=2))
+    else:
+        console_for_stdout().print(profiles_table(profiles))
+    return EXIT_OK
+
+
+def cmd_plan(a: argparse.Namespace) -> int:
+    """Little's law sizing: outstanding I/Os = IOPS x latency, split over clients."""
+    if a.latency_ms <= 0 or a.iops <= 0 or a.clients < 1:
+        raise CliError(
+            "--latency-ms and --iops must be positive, --clients at least 1", EXIT_BAD_INPUT
+        )
+    outstanding = outstanding_for(a.iops, a.latency_ms / 1000)
+    shape = split_outstanding(outstanding, a.clients, a.ioengine)
+    result = {
+        "latency_ms": a.latency_ms,
+        "iops": a.iops,
+        "outstanding_exact": a.iops * a.latency_ms / 1000,
+        "outstanding": outstanding,
+        "clients": a.clients,
+        "per_client": shape,
+    }
+    if a.format == "json":
+        print(json.dumps(result, indent=2))
+    else:
+        print(
+            f"{a.latency_ms} ms x {a.iops:g} IOPS = {result['outstanding_exact']:.2f} I/Os in "
+            f"flight -> {outstanding} outstanding"
+        )
+        print(
+            f"per client ({a.clients}): numjobs={shape['numjobs']} x iodepth={shape['iodepth']}"
+            f" ({a.ioengine})"
+        )
+    return EXIT_OK
 
 
 def cmd_list(a: argparse.Namespace) -> int:
@@ -208,7 +295,20 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--target", help="mount alias, e.g. scratch")
     run.add_argument("--pool")
     run.add_argument("--engine")
-    run.add_argument("--clients", type=int)
+    run.add_argument("--clients", help="N, or a sweep such as 1,2,4,8")
+    run.add_argument("--profile", help="a catalogue profile (benchctl profiles)")
+    run.add_argument(
+        "--fill",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="write the working set first (default: the profile's)",
+    )
+    run.add_argument("--sweep", metavar="FIELD=V1,V2", help="sweep iodepth, numjobs or bs")
+    run.add_argument("--rate-sweep", metavar="PCT,PCT", help="latency curve: 10,20,...,100")
+    run.add_argument("--target-iops", type=int, dest="target_iops")
+    run.add_argument("--rate-iops", type=int, dest="rate_iops", help="cap each client's IOPS")
+    run.add_argument("--repetitions", type=int)
+    run.add_argument("--discard-first", action="store_true", help="first repetition is warm-up")
     run.add_argument("--rw")
     run.add_argument("--bs")
     run.add_argument("--iodepth", type=int)
@@ -230,6 +330,25 @@ def parser() -> argparse.ArgumentParser:
     st.add_argument("run_id")
     st.add_argument("--format", choices=["table", "json"], default="table")
     st.set_defaults(func=cmd_status)
+
+    sh = sub.add_parser("show", help="show a run, or its curves")
+    sh.add_argument("run_id")
+    sh.add_argument("--curve", action="store_true", help="latency-vs-IOPS and scale-out curves")
+    sh.add_argument("--format", choices=["table", "json"], default="table")
+    sh.set_defaults(func=cmd_show)
+
+    pr = sub.add_parser("profiles", help="the workload catalogue")
+    pr.add_argument("--remote", action="store_true", help="ask the API instead of this copy")
+    pr.add_argument("--format", choices=["table", "json"], default="table")
+    pr.set_defaults(func=cmd_profiles)
+
+    pl = sub.add_parser("plan", help="size outstanding I/Os by Little's law")
+    pl.add_argument("--latency-ms", type=float, required=True, help="1-thread latency, ms")
+    pl.add_argument("--iops", type=float, required=True, help="the IOPS to reach")
+    pl.add_argument("--clients", type=int, default=1)
+    pl.add_argument("--ioengine", default="libaio")
+    pl.add_argument("--format", choices=["table", "json"], default="table")
+    pl.set_defaults(func=cmd_plan)
 
     ls = sub.add_parser("list", help="list runs")
     ls.add_argument("--target")

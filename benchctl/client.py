@@ -69,6 +69,13 @@ class Api:
         data: dict[str, Any] = self._call("GET", "/api/runs", params=clean).json()
         return data
 
+    def curves(self, run_id: str) -> dict[str, Any]:
+        data: dict[str, Any] = self._call("GET", f"/api/runs/{run_id}/curves").json()
+        return data
+
+    def profiles(self) -> Any:
+        return self._call("GET", "/api/profiles").json()["profiles"]
+
     def cancel(self, run_id: str) -> dict[str, Any]:
         data: dict[str, Any] = self._call("DELETE", f"/api/runs/{run_id}").json()
         return data

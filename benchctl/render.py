@@ -137,3 +137,57 @@ def print_aggregate_notes(agg: dict[str, Any], console: Console) -> None:
 def console_for_stdout() -> Console:
     # Piped output (CI logs, make demo) would otherwise wrap at 80 columns.
     return Console(width=None if sys.stdout.isatty() else 120)
+
+
+def latency_table(curves: dict[str, Any]) -> Table:
+    t = Table(title="latency vs IOPS")
+    for col in ("step", "point", "clients", "IOPS", "read p50/p99 ms", "write p50/p99 ms"):
+        t.add_column(col, justify="left" if col == "point" else "right")
+    for p in curves["latency"]:
+        cells = []
+        for d in ("read", "write"):
+            cells.append(
+                f"{_ms(p[d + '_p50_ns'])}/{_ms(p[d + '_p99_ns'])}" if d + "_p50_ns" in p else "-"
+            )
+        t.add_row(
+            str(p["step"]), p.get("point") or "", str(p["clients"]), f"{p['iops']:,.0f}", *cells
+        )
+    return t
+
+
+def scaleout_table(curves: dict[str, Any]) -> Table:
+    t = Table(title="scale-out (linear = smallest client count scaled)")
+    for col in ("clients", "IOPS", "MiB/s", "linear IOPS", "efficiency"):
+        t.add_column(col, justify="right")
+    for p in curves["scaleout"]:
+        eff = "-" if p["efficiency"] is None else f"{p['efficiency']:.0%}"
+        t.add_row(
+            str(p["clients"]),
+            f"{p['iops']:,.0f}",
+            f"{p['bw_bytes'] / MIB:,.1f}",
+            f"{p['linear_iops']:,.0f}",
+            eff,
+        )
+    return t
+
+
+def profiles_table(profiles: list[dict[str, Any]]) -> Table:
+    t = Table(title="workload profiles")
+    for col in ("name", "v", "rw", "bs", "jobs x depth", "warm-up/measured s", "fill", "engines"):
+        t.add_column(col)
+    for p in profiles:
+        w = p["workload"]
+        rw = w["rw"] + (
+            f" {w['rwmixread']}/{100 - w['rwmixread']}" if w["rw"] in ("rw", "randrw") else ""
+        )
+        t.add_row(
+            p["name"],
+            str(p["version"]),
+            rw,
+            w["bs"],
+            f"{w['numjobs']} x {w['iodepth']}",
+            f"{w['ramp_time']}/{w['runtime']}",
+            "yes" if p["fill"] else "",
+            ",".join(p["engines"]),
+        )
+    return t

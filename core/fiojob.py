@@ -74,6 +74,15 @@ def job_file(
     ]
     if w.rw in ("rw", "randrw"):
         opts.append(("rwmixread", w.rwmixread))
+    if w.rate_iops is not None:
+        opts.append(("rate_iops", rate_per_job(w, len(directories))))
+    if w.steadystate is not None:
+        ss = w.steadystate
+        opts += [
+            ("steadystate", f"{ss.metric}:{ss.limit_pct:g}%"),
+            ("steadystate_duration", ss.duration_s),
+            ("steadystate_ramp_time", ss.ramp_s),
+        ]
     if gate is not None:
         opts.append(("exec_prerun", gate_command(gate)))
     if not directories:
@@ -84,3 +93,46 @@ def job_file(
             raise ValueError(f"not a mount alias: {alias!r}")
         lines += [f"[{alias}]", f"directory={check_path(directory)}"]
     return "\n".join([*lines, ""])
+
+
+def rate_per_job(w: Workload, sections: int) -> str:
+    """fio's rate_iops applies to each job, and to reads and writes separately ("r,w"):
+    split the client's total over its jobs, and a mix by its read share."""
+    assert w.rate_iops is not None
+    per_job = w.rate_iops / (w.numjobs * sections)
+    if w.rw in ("rw", "randrw"):
+        reads = max(1, round(per_job * w.rwmixread / 100))
+        writes = max(1, round(per_job * (100 - w.rwmixread) / 100))
+        return f"{reads},{writes}"
+    return str(max(1, round(per_job)))
+
+
+FILL_BS = 64 * 1024  # the ANF method's fill: 64 KiB sequential writes to the end of file
+
+
+def fill_job_file(workload: Workload, *, directories: Mapping[str, str]) -> str:
+    """Writes every file the measured job will use, end to end: same sections, numjobs and
+    size, so fio names the files identically (<section>.<job>.0)."""
+    opts: list[tuple[str, str | int]] = [
+        ("ioengine", workload.ioengine),
+        ("direct", int(workload.direct)),
+        ("rw", "write"),
+        ("bs", FILL_BS if workload.size_bytes >= FILL_BS else workload.bs_bytes),
+        ("iodepth", 16),
+        ("numjobs", workload.numjobs),
+        ("size", workload.size_bytes),
+        ("group_reporting", 1),
+    ]
+    lines = ["[global]", *(f"{k}={v}" for k, v in opts)]
+    for alias, directory in directories.items():
+        if not re.fullmatch(ALIAS_PATTERN, alias):
+            raise ValueError(f"not a mount alias: {alias!r}")
+        lines += [f"[{alias}]", f"directory={check_path(directory)}"]
+    return "\n".join([*lines, ""])
+
+
+def fill_files(workload: Workload, directories: Mapping[str, str]) -> list[str]:
+    """The files fio lays out for this job: <directory>/<section>.<job>.0."""
+    return [
+        f"{d}/{alias}.{j}.0" for alias, d in directories.items() for j in range(workload.numjobs)
+    ]

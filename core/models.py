@@ -27,7 +27,7 @@ MAX_STEPS = 16
 
 ReadWrite = Literal["read", "write", "randread", "randwrite", "rw", "randrw"]
 IoEngine = Literal["libaio", "io_uring", "psync", "sync", "posixaio"]
-Engine = Literal["fio"]
+Engine = Literal["fio", "diskspd"]
 Clients = Annotated[int, Field(ge=1, le=MAX_CLIENTS)]
 Alias = Annotated[
     str,
@@ -40,6 +40,41 @@ Alias = Annotated[
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SteadyState(_Strict):
+    """fio's steady-state detection (fio HOWTO, "Steady state"): the metric's range or
+    slope over ``duration_s`` must stay under ``limit_pct`` percent of its mean."""
+
+    metric: Literal["iops", "iops_slope", "bw", "bw_slope"] = "iops_slope"
+    limit_pct: float = Field(0.3, gt=0, le=100)
+    duration_s: int = Field(60, ge=5, le=3_600)
+    ramp_s: int = Field(0, ge=0, le=3_600)
+
+
+class FieldSweep(_Strict):
+    """One measured step per value of one workload field."""
+
+    field: Literal["iodepth", "numjobs", "bs"]
+    values: list[int | str] = Field(min_length=1, max_length=MAX_STEPS)
+
+
+class RateSweep(_Strict):
+    """Vdbench's curve: a first unthrottled step finds the maximum, then one step at each
+    percentage of it (rate_iops), for the latency-versus-IOPS curve."""
+
+    rate_pct: list[int] = Field(
+        default_factory=lambda: [10, 20, 30, 40, 50, 60, 70, 80, 90, 100],
+        min_length=1,
+        max_length=MAX_STEPS,
+    )
+
+    @field_validator("rate_pct")
+    @classmethod
+    def _pcts(cls, v: list[int]) -> list[int]:
+        if any(not 1 <= p <= 100 for p in v):
+            raise ValueError("each percentage is between 1 and 100")
+        return v
 
 
 class Workload(_Strict):
@@ -61,6 +96,12 @@ class Workload(_Strict):
     ramp_time: int = Field(0, ge=0, le=3_600, description="Warm-up seconds, not measured")
     direct: bool = True
     ioengine: IoEngine = "libaio"
+    rate_iops: int | None = Field(
+        None, ge=1, le=100_000_000, description="cap on this client's total IOPS (fio rate_iops)"
+    )
+    steadystate: SteadyState | None = Field(
+        None, description="fio steady-state criterion (fio ss=): stop early once attained"
+    )
 
     @field_validator("bs")
     @classmethod
@@ -107,7 +148,24 @@ class RunRequest(_Strict):
         "default", pattern=POOL_PATTERN, description="an agent pool name (lowercase, digits, -)"
     )
     engine: Engine = "fio"
-    workload: Workload = Field(default_factory=Workload)
+    profile: str | None = Field(
+        None, pattern=r"^[a-z0-9-]{1,64}$", description="a catalogue profile (GET /api/profiles)"
+    )
+    workload: Workload | None = Field(
+        None, description="the workload, or the fields overriding the profile's"
+    )
+    fill: bool | None = Field(
+        None, description="write the working set before measuring (default: the profile's)"
+    )
+    sweep: FieldSweep | RateSweep | None = None
+    target_iops: int | None = Field(
+        None,
+        ge=1,
+        le=100_000_000,
+        description="size concurrency by Little's law from a first 1-thread latency step",
+    )
+    repetitions: int = Field(1, ge=1, le=10)
+    discard_first: bool = Field(False, description="treat the first repetition as warm-up")
     clients: Clients | list[Clients] = Field(
         1,
         description="distinct agents loading the target at once; a list sweeps it, one "
@@ -152,8 +210,8 @@ class RunRequest(_Strict):
         return [self.target] if self.target else list(self.targets)
 
     @property
-    def steps(self) -> list[int]:
-        """Client count of each measured step."""
+    def client_steps(self) -> list[int]:
+        """The client counts, one group of steps each."""
         return list(self.clients) if isinstance(self.clients, list) else [self.clients]
 
 
@@ -171,6 +229,8 @@ class WorkItem(_Strict):
     engine: Engine
     workload: Workload
     barrier_timeout_s: int = Field(120, ge=5, le=3_600)
+    fill: bool = False
+    files_per_target: int = Field(1, ge=1, le=64)
 
 
 Direction = Literal["read", "write"]
@@ -223,6 +283,12 @@ class MountFacts(_Strict):
     source: str
 
 
+class FillInfo(_Strict):
+    ran: bool = Field(description="False when a valid fill marker was found")
+    seconds: float
+    marker: str
+
+
 class StartInfo(_Strict):
     """When this client was told to start and when it did: the start skew it saw."""
 
@@ -252,6 +318,8 @@ class Result(_Strict):
     write: DirectionResult | None = None
     series: dict[Direction, list[SeriesPoint]] = Field(default_factory=dict)
     start: StartInfo | None = None
+    fill: FillInfo | None = None
+    steadystate: dict[str, Any] | None = Field(None, description="fio's steady-state verdict")
     host: HostFacts
     mounts: list[MountFacts]
     raw: dict[str, Any] = Field(description="fio's own JSON output")

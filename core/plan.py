@@ -1,13 +1,29 @@
-"""Run ids and the plan of steps and work items for a request (pure)."""
+"""Run ids, comparison keys and the plan of steps and work items for a request (pure).
+
+A run is a list of measured steps run one after another: every client count of the request
+times every sweep point, each repeated ``repetitions`` times. Two kinds of step are only
+known once an earlier step has run, and are resolved when they are enqueued:
+- a rate-curve step runs at a percentage of the IOPS its unthrottled step reached;
+- a ``target_iops`` step gets its concurrency from its 1-thread probe's latency
+  (Little's law: I/Os in flight = IOPS x latency).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import uuid
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from core.models import RunRequest, WorkItem
+from pydantic import ValidationError
+
+from core.errors import FieldError, ValidationFailed
+from core.models import FieldSweep, RateSweep, RunRequest, WorkItem, Workload
+
+MAX_TOTAL_STEPS = 64
+ASYNC_ENGINES = ("libaio", "io_uring", "posixaio")
 
 
 def new_run_id() -> str:
@@ -24,6 +40,16 @@ def body_hash(body: Any) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+def comparison_key(
+    engine: str, workload: Mapping[str, Any], targets: Sequence[str], clients: int | Sequence[int]
+) -> str:
+    """Results are comparable only when this matches: same engine, same fully resolved
+    workload, same mounts, same client counts. Tags, times and ids play no part."""
+    return body_hash(
+        {"engine": engine, "workload": dict(workload), "targets": list(targets), "clients": clients}
+    )[:16]
+
+
 def item_id(run_id: str, step: int, client: int) -> str:
     return f"{run_id}.s{step}.c{client}"
 
@@ -32,21 +58,130 @@ def step_id(run_id: str, step: int) -> str:
     return f"{run_id}.s{step}"
 
 
-def plan_step(run_id: str, request: RunRequest, step: int) -> list[WorkItem]:
-    """One work item per client of ``step``; each goes to a distinct agent."""
-    clients = request.steps[step]
+def plan_steps(request: RunRequest, base: Workload) -> list[dict[str, Any]]:
+    """The step specifications of a run (without ids): stored as step documents."""
+    points: list[dict[str, Any]] = []
+    sweep = request.sweep
+    if isinstance(sweep, FieldSweep):
+        for i, value in enumerate(sweep.values):
+            try:
+                w = Workload.model_validate({**base.model_dump(), sweep.field: value})
+            except ValidationError as e:
+                msg = "; ".join(str(x["msg"]) for x in e.errors())
+                raise ValidationFailed([FieldError(f"sweep.values.{i}", msg)]) from None
+            points.append(
+                {"mode": "measure", "point": f"{sweep.field}={value}", "workload": w.model_dump()}
+            )
+    elif isinstance(sweep, RateSweep):
+        points.append({"mode": "rate-max", "point": "max", "workload": base.model_dump()})
+        for pct in sweep.rate_pct:
+            points.append(
+                {"mode": "rate", "point": f"rate={pct}%", "rate_pct": pct, "workload": None}
+            )
+    elif request.target_iops:
+        probe = base.model_copy(update={"numjobs": 1, "iodepth": 1, "rate_iops": None})
+        points.append({"mode": "probe", "point": "probe 1x1", "workload": probe.model_dump()})
+        points.append(
+            {
+                "mode": "sized",
+                "point": f"target {request.target_iops} IOPS",
+                "target_iops": request.target_iops,
+                "workload": None,
+            }
+        )
+    else:
+        points.append({"mode": "measure", "point": "", "workload": base.model_dump()})
+
+    steps: list[dict[str, Any]] = []
+    for clients in request.client_steps:
+        ref: int | None = None
+        for point in points:
+            for rep in range(request.repetitions):
+                spec = {
+                    **point,
+                    "step": len(steps),
+                    "clients": clients,
+                    "repetition": rep,
+                    "discarded": request.discard_first and rep == 0 and request.repetitions > 1,
+                    "ref_step": ref if point["workload"] is None else None,
+                }
+                steps.append(spec)
+            if point["mode"] in ("rate-max", "probe"):
+                ref = len(steps) - 1  # dynamic steps follow their unthrottled/probe step
+    if len(steps) > MAX_TOTAL_STEPS:
+        raise ValidationFailed(
+            [
+                FieldError(
+                    "sweep",
+                    f"{len(steps)} steps (clients x points x repetitions); at most "
+                    f"{MAX_TOTAL_STEPS}",
+                )
+            ]
+        )
+    return steps
+
+
+def total_iops(agg: Mapping[str, Any]) -> float:
+    return float(sum(float(agg[d]["iops"]) for d in ("read", "write") if agg.get(d)))
+
+
+def mean_latency_s(agg: Mapping[str, Any]) -> float:
+    ios = sum(agg[d]["total_ios"] for d in ("read", "write") if agg.get(d))
+    if not ios:
+        return 0.0
+    ns = sum(agg[d]["lat_mean_ns"] * agg[d]["total_ios"] for d in ("read", "write") if agg.get(d))
+    return float(ns / ios / 1e9)
+
+
+def outstanding_for(target_iops: float, latency_s: float) -> int:
+    """Little's law: I/Os in flight = IOPS x latency (1.3 ms x 3,500 IOPS = 4.55 -> 5)."""
+    return max(1, math.ceil(target_iops * latency_s - 1e-9))
+
+
+def split_outstanding(outstanding: int, clients: int, ioengine: str) -> dict[str, int]:
+    """Per-client threads x depth for ``outstanding`` I/Os over ``clients`` clients: one
+    thread deep queue with an async engine, else one I/O per thread."""
+    per_client = max(1, math.ceil(outstanding / clients))
+    if ioengine in ASYNC_ENGINES:
+        threads = math.ceil(per_client / 32)  # keep each queue at most 32 deep
+        return {"numjobs": threads, "iodepth": math.ceil(per_client / threads)}
+    return {"numjobs": per_client, "iodepth": 1}
+
+
+def resolve_dynamic(
+    spec: Mapping[str, Any], base: Workload, ref_aggregate: Mapping[str, Any]
+) -> Workload:
+    """The workload of a rate-curve or target_iops step, from its reference step."""
+    clients = int(spec["clients"])
+    if spec["mode"] == "rate":
+        per_client = total_iops(ref_aggregate) * spec["rate_pct"] / 100 / clients
+        return base.model_copy(update={"rate_iops": max(1, round(per_client))})
+    if spec["mode"] == "sized":
+        lat = mean_latency_s(ref_aggregate)
+        shape = split_outstanding(outstanding_for(spec["target_iops"], lat), clients, base.ioengine)
+        return base.model_copy(update=shape)
+    raise ValueError(f"step mode {spec['mode']!r} is not resolved dynamically")
+
+
+def plan_items(
+    run_id: str, run: Mapping[str, Any], step: Mapping[str, Any], workload: Workload
+) -> list[WorkItem]:
+    """One work item per client of a step; each goes to a distinct agent."""
+    clients = int(step["clients"])
     return [
         WorkItem(
             run_id=run_id,
-            item_id=item_id(run_id, step, c),
-            step=step,
+            item_id=item_id(run_id, step["step"], c),
+            step=step["step"],
             client=c,
             clients=clients,
-            pool=request.pool,
-            targets=request.all_targets,
-            engine=request.engine,
-            workload=request.workload,
-            barrier_timeout_s=request.barrier_timeout_s,
+            pool=run["pool"],
+            targets=run["targets"],
+            engine=run["engine"],
+            workload=workload,
+            barrier_timeout_s=run["request"]["barrier_timeout_s"],
+            fill=bool(run.get("fill")),
+            files_per_target=run.get("files_per_target", 1),
         )
         for c in range(clients)
     ]

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from core.fioparse import directions_from_fio, fio_version, measured_window_ms, series_from_logs
-from core.models import HostFacts, MountFacts, Result, StartInfo, WorkItem
+from core.models import FillInfo, HostFacts, MountFacts, Result, StartInfo, WorkItem
 
 
 def build_result(
@@ -20,6 +20,7 @@ def build_result(
     mounts: list[MountFacts],
     scheduled_ms: int | None = None,
     released_ms: float | None = None,
+    fill: FillInfo | None = None,
 ) -> Result:
     series = series_from_logs(iops_logs, bw_logs)
     dirs = directions_from_fio(fio_json)
@@ -48,7 +49,17 @@ def build_result(
         write=dirs.get("write"),
         series=series,
         start=start,
+        fill=fill,
+        steadystate=_steadystate(fio_json),
         host=host,
         mounts=mounts,
         raw=dict(fio_json),
     )
+
+
+def _steadystate(doc: Mapping[str, Any]) -> dict[str, Any] | None:
+    """fio's steady-state verdict (present when ss= was set): attained or not, and why."""
+    for job in doc.get("jobs", []):
+        if "steadystate" in job:
+            return dict(job["steadystate"])
+    return None

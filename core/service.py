@@ -22,9 +22,20 @@ from datetime import UTC, datetime
 from typing import Any
 
 from core.aggregate import ClientSample, FailedClient, aggregate
+from core.catalogue import get_profile, resolve
+from core.curves import latency_curve, repetition_spread, scaleout_curve
 from core.errors import BenchError, Conflict, FieldError, NotFound, ValidationFailed
-from core.models import Direction, DirectionResult, Result, RunRequest, WorkItem
-from core.plan import body_hash, new_run_id, plan_step, run_id_for_key, step_id
+from core.models import Direction, DirectionResult, Result, RunRequest, WorkItem, Workload
+from core.plan import (
+    body_hash,
+    comparison_key,
+    new_run_id,
+    plan_items,
+    plan_steps,
+    resolve_dynamic,
+    run_id_for_key,
+    step_id,
+)
 from core.ports import Doc, Queue, Store
 from core.runstate import (
     HELD_ITEM_STATES,
@@ -99,31 +110,51 @@ class RunService:
         with another body is refused.
         """
         request = validate("run-request", body, RunRequest)
+        errors = []
         if request.pool not in self.pools:
             known = ", ".join(self.pools)
-            raise ValidationFailed(
-                [FieldError("pool", f"no agent pool {request.pool!r} (known: {known})")]
-            )
+            errors.append(FieldError("pool", f"no agent pool {request.pool!r} (known: {known})"))
+        profile = None
+        if request.profile:
+            try:
+                profile = get_profile(request.profile)
+            except KeyError as e:
+                errors.append(FieldError("profile", str(e.args[0])))
+        if profile and request.engine not in profile.engines:
+            engines = ", ".join(profile.engines)
+            errors.append(FieldError("engine", f"profile {profile.name} runs on {engines}"))
+        if errors:
+            raise ValidationFailed(errors)
+        base = resolve(profile, request.workload)
+        specs = plan_steps(request, base)  # raises ValidationFailed for bad sweep values
         run_id = run_id_for_key(idempotency_key) if idempotency_key else new_run_id()
         digest = body_hash(body)
-        steps = request.steps
+        targets = request.all_targets
+        resolved = base.model_dump(mode="json")
         run_doc: Doc = {
             "id": run_id,
             "created_at": now_iso(),
             "created_ms": self._now_ms(),
             "request": request.model_dump(mode="json"),
-            "target": request.all_targets[0],
-            "targets": request.all_targets,
+            "engine": request.engine,
+            "profile": profile.name if profile else None,
+            "profile_version": profile.version if profile else None,
+            "workload": resolved,
+            "comparison_key": comparison_key(request.engine, resolved, targets, request.clients),
+            "fill": request.fill if request.fill is not None else bool(profile and profile.fill),
+            "files_per_target": profile.files_per_target if profile else 1,
+            "target": targets[0],
+            "targets": targets,
             "pool": request.pool,
             "tags": request.tags,
-            "steps": steps,
+            "step_count": len(specs),
             "state": "queued",
             "body_hash": digest,
             "idempotency_key": idempotency_key,
             "enqueued": False,
             "cancel_requested": False,
             "finalized": False,
-            "items_total": sum(steps),
+            "items_total": sum(s["clients"] for s in specs),
             "counts": {},
             "error": None,
         }
@@ -139,23 +170,25 @@ class RunService:
             created = False
             if run.get("enqueued"):
                 return run, False
-        for k, clients in enumerate(steps):
+        for spec in specs:
+            barrier: Doc = {
+                "enqueued": False,
+                "first_claim_ms": None,
+                "deadline_ms": None,
+                "start_at_ms": None,
+                "failed_reason": None,
+                "ready": {},
+            }
             self._create_once(
                 {
-                    "id": step_id(run_id, k),
+                    **spec,
+                    **barrier,
+                    "id": step_id(run_id, spec["step"]),
                     "run_id": run_id,
                     "kind": "step",
-                    "step": k,
-                    "clients": clients,
-                    "enqueued": False,
-                    "first_claim_ms": None,
-                    "deadline_ms": None,
-                    "start_at_ms": None,
-                    "failed_reason": None,
-                    "ready": {},
                 }
             )
-        self._enqueue_step(run_id, request, 0)
+        self._enqueue_step(run, 0)
         run = self._update_run(run_id, lambda r: r.update(enqueued=True))
         return run, created
 
@@ -166,10 +199,7 @@ class RunService:
         aggregates = {a["step"]: a for a in self.store.list_aggregates(run_id)}
         steps = [
             {
-                "step": s["step"],
-                "clients": s["clients"],
-                "start_at_ms": s.get("start_at_ms"),
-                "failed_reason": s.get("failed_reason"),
+                **{k: s.get(k) for k in _STEP_PUBLIC},
                 "aggregate": _strip(aggregates.get(s["step"])),
             }
             for s in sorted(filter(_is_step, docs), key=lambda s: s["step"])
@@ -180,6 +210,16 @@ class RunService:
             "steps": steps,
             "items": [_public_item(i, results.get(i["id"])) for i in items],
             "aggregate": steps[-1]["aggregate"] if steps else None,
+        }
+
+    def curves(self, run_id: str) -> Doc:
+        self.store.get_run(run_id)  # 404 for an unknown run
+        aggs = sorted(self.store.list_aggregates(run_id), key=lambda a: a["step"])
+        return {
+            "run_id": run_id,
+            "latency": latency_curve(aggs),
+            "scaleout": scaleout_curve(aggs),
+            "repetitions": repetition_spread(aggs),
         }
 
     def list_runs(
@@ -438,18 +478,35 @@ class RunService:
         except Conflict:
             pass  # a replay finishing an interrupted submit or advance
 
-    def _enqueue_step(self, run_id: str, request: RunRequest, step: int) -> None:
-        """Create and send a step's items, then mark the step enqueued. Racing callers may
-        both send: a second copy of an item is dropped at claim (another message id)."""
+    def _enqueue_step(self, run: Doc, step: int) -> None:
+        """Resolve, create and send a step's items, then mark the step enqueued. Racing
+        callers may both send: a second copy of an item is dropped at claim (another
+        message id)."""
+        run_id = run["id"]
         sdoc = self.store.get_item(run_id, step_id(run_id, step))
         if sdoc.get("enqueued"):
             return
-        items = plan_step(run_id, request, step)
+        if sdoc.get("workload") is None:  # a rate-curve or target_iops step
+            ref = self._step_aggregate(run, int(sdoc["ref_step"]))
+            if ref is None:
+                reason = f"step {sdoc['ref_step']} gave no result to size this step from"
+                self._update_item(run_id, sdoc["id"], _fail_step(reason))
+                return
+            base = Workload.model_validate(run["workload"])
+            resolved = resolve_dynamic(sdoc, base, ref).model_dump(mode="json")
+            sdoc = self._update_item(run_id, sdoc["id"], lambda s: s.update(workload=resolved))
+        items = plan_items(run_id, run, sdoc, Workload.model_validate(sdoc["workload"]))
         for it in items:
             self._create_once(_item_doc(it))
         for it in items:
             self.queue.send(it)
         self._update_item(run_id, sdoc["id"], lambda s: s.update(enqueued=True))
+
+    def _step_aggregate(self, run: Doc, step: int) -> Doc | None:
+        docs = [d for d in self.store.list_items(run["id"]) if d.get("step") == step]
+        results = [r for r in self.store.list_results(run["id"]) if r["step"] == step]
+        aggs = build_aggregates(run, docs, results)
+        return aggs[0] if aggs else None
 
     def _end_item(self, item: WorkItem, state: str, reason: str) -> None:
         self._update_item(item.run_id, item.item_id, _set_state(state, reason))
@@ -510,8 +567,7 @@ class RunService:
             and not step_failed
             and not run.get("cancel_requested")
         ):
-            request = RunRequest.model_validate(run["request"])
-            self._enqueue_step(run_id, request, next_step["step"])
+            self._enqueue_step(run, next_step["step"])
             return self._refresh(run_id)
         finished = all_ended and (next_step is None or bool(step_failed))
 
@@ -557,6 +613,7 @@ def build_aggregates(run: Doc, docs: list[Doc], results: list[Doc]) -> list[Doc]
         agg = aggregate(
             samples, failed=failed, expected_clients=s["clients"], single_client_iops=single
         )
+        workload = s.get("workload") or run.get("workload") or {}
         out.append(
             {
                 "id": step_id(run["id"], s["step"]),
@@ -564,6 +621,12 @@ def build_aggregates(run: Doc, docs: list[Doc], results: list[Doc]) -> list[Doc]
                 "step": s["step"],
                 "target": run["target"],
                 "created_at": now_iso(),
+                **{k: s.get(k) for k in ("mode", "point", "repetition", "discarded")},
+                "workload": workload,
+                # What makes this step's figures comparable with another run's (issue: series).
+                "comparison_key": comparison_key(
+                    run.get("engine", "fio"), workload, run["targets"], s["clients"]
+                ),
                 **agg,
             }
         )
@@ -662,6 +725,17 @@ def _strip(doc: Doc | None) -> Doc | None:
     return {k: v for k, v in doc.items() if not k.startswith("_")}
 
 
+_STEP_PUBLIC = (
+    "step",
+    "clients",
+    "mode",
+    "point",
+    "repetition",
+    "discarded",
+    "workload",
+    "start_at_ms",
+    "failed_reason",
+)
 _RUN_PUBLIC = (
     "id",
     "state",
@@ -673,6 +747,13 @@ _RUN_PUBLIC = (
     "tags",
     "request",
     "items_total",
+    "engine",
+    "profile",
+    "profile_version",
+    "workload",
+    "comparison_key",
+    "fill",
+    "step_count",
     "counts",
     "error",
     "cancel_requested",

@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticError
 
+from core.catalogue import PROFILES, get_profile
 from core.errors import (
     BenchError,
     Conflict,
@@ -206,6 +207,22 @@ def create_app() -> FastAPI:
     @app.get("/api/runs/{run_id}")
     async def get_run(run_id: str) -> dict[str, Any]:
         return await asyncio.to_thread(_svc().get_run, run_id)
+
+    @app.get("/api/runs/{run_id}/curves")
+    async def curves(run_id: str) -> dict[str, Any]:
+        """Latency vs IOPS, aggregate vs clients (with linear scaling), repetition spread."""
+        return await asyncio.to_thread(_svc().curves, run_id)
+
+    @app.get("/api/profiles")
+    async def profiles() -> dict[str, Any]:
+        return {"profiles": [p.describe() for p in PROFILES]}
+
+    @app.get("/api/profiles/{name}")
+    async def profile(name: str) -> dict[str, Any]:
+        try:
+            return get_profile(name).describe()
+        except KeyError as e:
+            raise NotFound(str(e.args[0])) from None
 
     @app.delete("/api/runs/{run_id}", status_code=202)
     async def cancel_run(run_id: str) -> dict[str, Any]:

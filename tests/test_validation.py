@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from core.catalogue import resolve
 from core.errors import ValidationFailed
 from core.models import SCHEMA_MODELS, RunRequest
 from core.validation import generated_schema, schema_path, validate
@@ -60,7 +61,8 @@ def test_missing_target_and_bad_tags() -> None:
 
 def test_valid_request_gets_defaults() -> None:
     r = validate("run-request", {"target": "scratch"}, RunRequest)
-    assert r.workload.rw == "randread" and r.workload.bs_bytes == 4096 and r.clients == 1
+    w = resolve(None, r.workload)
+    assert w.rw == "randread" and w.bs_bytes == 4096 and r.clients == 1
 
 
 @pytest.mark.parametrize("name", sorted(SCHEMA_MODELS))

@@ -1,0 +1,247 @@
+#Requires -Version 5.1
+#Requires -RunAsAdministrator
+<#
+.SYNOPSIS
+    Installs the benchmark agent as a Windows service on a Windows client VM.
+
+.DESCRIPTION
+    1. Checks prerequisites and changes nothing if one is missing: Python 3.11 through the
+       "py" launcher, NSSM (see "Service wrapper" below) and diskspd.exe on the machine PATH.
+    2. Installs the project wheel with "py -3.11 -m pip install <WheelPath>". pip fetches the
+       wheel's declared dependencies from the configured package index, unless -WheelHouse
+       names a folder of wheels (then --no-index: nothing is downloaded). The script itself
+       downloads nothing.
+    3. Writes the agent's JSON config to $env:ProgramData\benchagent\config.json (keys api_url,
+       queue_uri, pool, mounts, managed_identity_client_id, imds=true; api_scope when given).
+    4. Registers the service with New-Service and starts it. It runs
+       "python -m agent --config <config path>" as LocalSystem, restarted when it exits.
+
+    Service wrapper. python.exe is not a service binary: it never calls
+    StartServiceCtrlDispatcher, so the Service Control Manager gives up on it after ~30 s
+    (error 1053) and kills it. Something must speak the service protocol for it. Options:
+      - pywin32's pythonservice.exe hosting a win32serviceutil.ServiceFramework subclass: needs
+        a service class in the project, which the agent does not have;
+      - NSSM (the Non-Sucking Service Manager), a single nssm.exe that runs any console
+        program as a service, restarts it when it dies and redirects its output to a file.
+    We use NSSM: the agent stays an ordinary console program (it already stops cleanly on
+    Ctrl-C, which NSSM sends first when the service stops). The service is registered with
+    New-Service with nssm.exe as its binary; NSSM reads what to run from the service's
+    registry key HKLM\SYSTEM\CurrentControlSet\Services\<name>\Parameters (Application,
+    AppParameters, AppDirectory, AppStdout, ... as documented in NSSM's README), which this
+    script writes. Get nssm.exe (64-bit, win64\nssm.exe in the release zip) from
+    https://nssm.cc/download and put it on the machine PATH or pass -NssmPath; it must stay
+    where it is, since the service runs it from there.
+
+    Mounts. The service runs as LocalSystem, which does not see drive letters mapped in a
+    user's logon session (net use Z: ... as an administrator is invisible to it). For Azure
+    Files give UNC paths (\\<account>.file.core.windows.net\<share>) with access that works
+    for the computer account (identity-based access, or a key stored for SYSTEM with
+    cmdkey run as SYSTEM), or local paths on disks attached to the VM.
+
+.NOTES
+    At the time of writing the agent's own config check (agent/config.py, via
+    core.fiojob.check_path) accepts absolute POSIX mount paths only, and the agent runs fio,
+    not DiskSpd (core.diskspd builds DiskSpd's command line and reads its output, but no
+    runner uses it yet). Until both change, the service starts and exits with that error in
+    its log. This script prepares everything else.
+
+.EXAMPLE
+    .\install-agent.ps1 -ApiUrl https://bench-api.azurewebsites.net `
+        -QueueUri https://benchstore.queue.core.windows.net/work -Pool win `
+        -Mounts @{ share = '\\benchfiles.file.core.windows.net\bench'; scratch = 'F:\bench' } `
+        -WheelPath C:\install\benchsvc-0.1.0-py3-none-any.whl `
+        -ManagedIdentityClientId 00000000-0000-0000-0000-000000000000
+#>
+[CmdletBinding()]
+param(
+    [Parameter(Mandatory)] [ValidatePattern('^https?://')] [string] $ApiUrl,
+    [Parameter(Mandatory)] [ValidatePattern('^https?://')] [string] $QueueUri,
+    # Same rule as core.models.POOL_PATTERN (-cmatch: ValidatePattern ignores case).
+    [ValidateScript({ $_ -cmatch '^[a-z0-9](?:[a-z0-9-]{0,28}[a-z0-9])?\z' })] [string] $Pool = 'default',
+    # Mount alias (lowercase, as core.models.ALIAS_PATTERN) -> directory the agent may load.
+    [Parameter(Mandatory)] [hashtable] $Mounts,
+    # The project wheel, e.g. built with "python -m build --wheel".
+    [Parameter(Mandatory)] [string] $WheelPath,
+    # Client id of a user-assigned managed identity; omit for the system-assigned one.
+    [string] $ManagedIdentityClientId,
+    # Entra ID scope of the API (the agent's api_scope); without it the agent sends no token.
+    [string] $ApiScope,
+    # A folder of wheels for the dependencies, for VMs without access to a package index.
+    [string] $WheelHouse,
+    [string] $NssmPath = 'nssm.exe',
+    [ValidatePattern('^[A-Za-z][A-Za-z0-9_-]{0,63}$')] [string] $ServiceName = 'benchagent'
+)
+
+Set-StrictMode -Version Latest
+$ErrorActionPreference = 'Stop'
+
+# ------------------------------------------------------------------ prerequisites (no changes)
+
+function Find-OnMachinePath([string] $exe) {
+    # The service runs as LocalSystem, which sees the machine PATH only, not this user's.
+    $dirs = [Environment]::GetEnvironmentVariable('Path', 'Machine') -split ';' | Where-Object { $_ }
+    foreach ($dir in $dirs) {
+        $candidate = Join-Path ([Environment]::ExpandEnvironmentVariables($dir)) $exe
+        if (Test-Path -LiteralPath $candidate -PathType Leaf) { return $candidate }
+    }
+    return $null
+}
+
+$problems = New-Object System.Collections.Generic.List[string]
+
+$diskspd = Find-OnMachinePath 'diskspd.exe'
+if (-not $diskspd) {
+    $where = Get-Command diskspd.exe -ErrorAction SilentlyContinue
+    $hint = if ($where) { " It is on this session's PATH ($($where.Source)) but not on the machine PATH, which the service uses." } else { '' }
+    $problems.Add("diskspd.exe is not on the machine PATH.$hint Get DiskSpd.zip from " +
+        'https://github.com/microsoft/diskspd/releases (latest release), copy amd64\diskspd.exe ' +
+        'to a folder such as C:\Program Files\DiskSpd and add that folder to the machine PATH: ' +
+        '[Environment]::SetEnvironmentVariable(''Path'', [Environment]::GetEnvironmentVariable(''Path'', ''Machine'') + '';C:\Program Files\DiskSpd'', ''Machine'')')
+}
+
+$nssm = if (Test-Path -LiteralPath $NssmPath -PathType Leaf) { (Resolve-Path -LiteralPath $NssmPath).Path } else { Find-OnMachinePath $NssmPath }
+if (-not $nssm) {
+    $problems.Add("NSSM ($NssmPath) was not found as a file nor on the machine PATH. Get it from " +
+        'https://nssm.cc/download (use win64\nssm.exe) and pass -NssmPath or put it on the machine PATH.')
+}
+
+function Get-Python311 {
+    # py.exe writes to stderr when 3.11 is missing; in Windows PowerShell a redirected native
+    # stderr line is an error record, which 'Stop' would turn into an exception.
+    $ErrorActionPreference = 'Continue'
+    $out = & py.exe -3.11 -c 'import sys; print(sys.executable)' 2>$null
+    if ($LASTEXITCODE -ne 0 -or -not $out) { return $null }
+    return [string] ($out | Select-Object -Last 1)
+}
+
+$python = $null
+if (-not (Get-Command py.exe -ErrorAction SilentlyContinue)) {
+    $problems.Add('The Python launcher (py.exe) is missing: install Python 3.11 for all users from ' +
+        'https://www.python.org/downloads/windows/ (it installs py.exe).')
+} else {
+    $python = Get-Python311
+    if (-not $python) {
+        $problems.Add('py -3.11 found no Python 3.11: install Python 3.11 for all users.')
+    } elseif ($python -like "$env:SystemDrive\Users\*") {
+        # A per-user install works for LocalSystem only by accident of ACLs; say so.
+        Write-Warning "Python 3.11 is installed for one user ($python); an all-users install is safer for a service."
+    }
+}
+
+if (-not (Test-Path -LiteralPath $WheelPath -PathType Leaf) -or $WheelPath -notlike '*.whl') {
+    $problems.Add("WheelPath '$WheelPath' is not a .whl file.")
+}
+if ($WheelHouse -and -not (Test-Path -LiteralPath $WheelHouse -PathType Container)) {
+    $problems.Add("WheelHouse '$WheelHouse' is not a folder.")
+}
+
+$mountMap = [ordered]@{}
+if ($Mounts.Count -eq 0) { $problems.Add('Mounts is empty: give at least one alias = directory.') }
+foreach ($alias in ($Mounts.Keys | Sort-Object)) {
+    $path = [string] $Mounts[$alias]
+    if ($alias -cnotmatch '^[a-z][a-z0-9-]{0,30}\z') {
+        $problems.Add("Mount alias '$alias' must be lowercase letters, digits and '-', starting with a letter.")
+    }
+    # Same characters as core.diskspd's target check: no spaces, quotes or ;&|<>. \z, not $,
+    # which would also match before a trailing newline.
+    if ($path -notmatch '^(?:[A-Za-z]:\\|\\\\[A-Za-z0-9._-]+\\[A-Za-z0-9._-]+)(?:[A-Za-z0-9._\\-]*)\z') {
+        $problems.Add("Mount '$alias' = '$path' must be a drive directory (F:\bench) or a UNC share, without spaces or quotes.")
+    } elseif ($path -match '(?:^|\\)\.+(?:\\|$)') {
+        $problems.Add("Mount '$alias' = '$path' must not contain '.' or '..' components.")
+    } elseif ($path -match '^[A-Za-z]:\\' -and -not (Test-Path -LiteralPath $path -PathType Container)) {
+        $problems.Add("Mount '$alias' = '$path' is not a directory on this machine.")
+    }
+    $mountMap[$alias] = $path
+}
+
+if ($problems.Count -gt 0) {
+    $problems | ForEach-Object { Write-Host "ERROR: $_" -ForegroundColor Red }
+    throw "Prerequisites missing; nothing was changed."
+}
+Write-Host "diskspd.exe: $diskspd"
+Write-Host "nssm.exe:    $nssm"
+Write-Host "python:      $python"
+
+# ------------------------------------------------------------------ Python side
+
+# --upgrade replaces an older installed version; a rebuilt wheel with the same version
+# number is not reinstalled: bump the version or uninstall benchsvc first.
+$pipArgs = @('-3.11', '-m', 'pip', 'install', '--upgrade', '--disable-pip-version-check')
+if ($WheelHouse) { $pipArgs += @('--no-index', '--find-links', $WheelHouse) }
+$pipArgs += $WheelPath
+& py.exe @pipArgs
+if ($LASTEXITCODE -ne 0) { throw "pip install failed (exit code $LASTEXITCODE)." }
+& $python -c 'import agent.__main__, core.diskspd'
+if ($LASTEXITCODE -ne 0) { throw 'The agent does not import after installation.' }
+
+# ------------------------------------------------------------------ config
+
+$configDir = Join-Path $env:ProgramData 'benchagent'
+$configPath = Join-Path $configDir 'config.json'
+New-Item -ItemType Directory -Force -Path $configDir | Out-Null
+# The service runs as SYSTEM with this config: only Administrators and SYSTEM may change it
+# (ProgramData lets ordinary users create and own files). SIDs, so any Windows language works.
+& icacls.exe $configDir /inheritance:r /grant:r '*S-1-5-32-544:(OI)(CI)F' '*S-1-5-18:(OI)(CI)F' '*S-1-5-32-545:(OI)(CI)RX' | Out-Null
+if ($LASTEXITCODE -ne 0) { throw "icacls failed on $configDir (exit code $LASTEXITCODE)." }
+
+$clientId = $null  # null: the system-assigned identity
+if ($ManagedIdentityClientId) { $clientId = $ManagedIdentityClientId }
+$config = [ordered]@{
+    api_url                    = $ApiUrl
+    queue_uri                  = $QueueUri
+    pool                       = $Pool
+    mounts                     = $mountMap
+    managed_identity_client_id = $clientId
+    imds                       = $true
+}
+if ($ApiScope) { $config['api_scope'] = $ApiScope }
+$json = $config | ConvertTo-Json -Depth 4
+# UTF-8 without a byte order mark: Windows PowerShell's "-Encoding UTF8" writes one, and the
+# agent's json.loads would choke on it.
+[IO.File]::WriteAllText($configPath, $json, (New-Object System.Text.UTF8Encoding($false)))
+Write-Host "config:      $configPath"
+
+# ------------------------------------------------------------------ service
+
+$existing = Get-Service -Name $ServiceName -ErrorAction SilentlyContinue
+if ($existing) {
+    # Reinstall: stop and delete, then register afresh with the current settings.
+    if ($existing.Status -ne 'Stopped') { Stop-Service -Name $ServiceName -Force }
+    & sc.exe delete $ServiceName | Out-Null
+    if ($LASTEXITCODE -ne 0) { throw "sc.exe delete $ServiceName failed (exit code $LASTEXITCODE)." }
+    # The SCM deletes the key once no handle is open; wait for it.
+    for ($i = 0; $i -lt 30 -and (Get-Service -Name $ServiceName -ErrorAction SilentlyContinue); $i++) {
+        Start-Sleep -Seconds 1
+    }
+}
+
+New-Service -Name $ServiceName `
+    -BinaryPathName ('"{0}"' -f $nssm) `
+    -DisplayName 'Storage benchmark agent' `
+    -Description 'Claims benchmark work items from the queue and runs them (python -m agent).' `
+    -StartupType Automatic | Out-Null
+
+# What NSSM runs, read by nssm.exe at service start (NSSM README: registry values under
+# HKLM\SYSTEM\CurrentControlSet\Services\<service>\Parameters).
+$params = "HKLM:\SYSTEM\CurrentControlSet\Services\$ServiceName\Parameters"
+New-Item -Path $params -Force | Out-Null
+$log = Join-Path $configDir 'agent.log'
+$values = @{
+    Application   = $python
+    AppParameters = ('-m agent --config "{0}"' -f $configPath)
+    AppDirectory  = $configDir
+    AppStdout     = $log
+    AppStderr     = $log
+}
+foreach ($name in $values.Keys) {
+    New-ItemProperty -Path $params -Name $name -Value $values[$name] -PropertyType ExpandString -Force | Out-Null
+}
+# Rotate the log at 10 MiB, also while running; wait 5 s before restarting a crashed agent.
+New-ItemProperty -Path $params -Name AppRotateFiles -Value 1 -PropertyType DWord -Force | Out-Null
+New-ItemProperty -Path $params -Name AppRotateOnline -Value 1 -PropertyType DWord -Force | Out-Null
+New-ItemProperty -Path $params -Name AppRotateBytes -Value 10485760 -PropertyType DWord -Force | Out-Null
+New-ItemProperty -Path $params -Name AppRestartDelay -Value 5000 -PropertyType DWord -Force | Out-Null
+
+Start-Service -Name $ServiceName
+Get-Service -Name $ServiceName | Format-Table -AutoSize Name, Status, StartType
+Write-Host "Agent log: $log"

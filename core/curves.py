@@ -1,0 +1,85 @@
+"""The two views of a sweep (pure): latency against achieved IOPS, and aggregate
+throughput against client count with linear scaling as the reference."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from core.plan import total_iops
+
+
+def _kept(aggregates: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return sorted((a for a in aggregates if not a.get("discarded")), key=lambda a: a["step"])
+
+
+def latency_curve(aggregates: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One point per step: achieved IOPS and the p50/p99 completion latency (ns) of each
+    direction, in step order (for a rate sweep: the unthrottled step, then 10% ... 100%)."""
+    points = []
+    for a in _kept(aggregates):
+        point: dict[str, Any] = {
+            "step": a["step"],
+            "point": a.get("point"),
+            "clients": a["clients"],
+            "iops": total_iops(a),
+        }
+        for d in ("read", "write"):
+            if a.get(d):
+                point[f"{d}_p50_ns"] = a[d]["clat_ns"]["p50"]
+                point[f"{d}_p99_ns"] = a[d]["clat_ns"]["p99"]
+        points.append(point)
+    return points
+
+
+def scaleout_curve(aggregates: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One point per client count (the mean of its kept steps), with linear scaling from
+    the smallest count as the reference line."""
+    by_clients: dict[int, list[Mapping[str, Any]]] = {}
+    for a in _kept(aggregates):
+        by_clients.setdefault(int(a["clients"]), []).append(a)
+    if not by_clients:
+        return []
+    base_n = min(by_clients)
+    base = sum(total_iops(a) for a in by_clients[base_n]) / len(by_clients[base_n])
+    out = []
+    for n in sorted(by_clients):
+        group = by_clients[n]
+        iops = sum(total_iops(a) for a in group) / len(group)
+        bw = sum(sum(a[d]["bw_bytes"] for d in ("read", "write") if a.get(d)) for a in group)
+        linear = base * n / base_n
+        out.append(
+            {
+                "clients": n,
+                "iops": iops,
+                "bw_bytes": bw / len(group),
+                "linear_iops": linear,
+                "efficiency": iops / linear if linear else None,
+            }
+        )
+    return out
+
+
+def repetition_spread(aggregates: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Spread of IOPS across the kept repetitions of each (clients, point)."""
+    groups: dict[tuple[int, str], list[float]] = {}
+    for a in _kept(aggregates):
+        groups.setdefault((int(a["clients"]), str(a.get("point") or "")), []).append(total_iops(a))
+    out = []
+    for (clients, point), values in groups.items():
+        if len(values) < 2:
+            continue
+        mean = sum(values) / len(values)
+        sd = (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5
+        out.append(
+            {
+                "clients": clients,
+                "point": point,
+                "repetitions": len(values),
+                "mean_iops": mean,
+                "min_iops": min(values),
+                "max_iops": max(values),
+                "cv": sd / mean if mean else 0.0,
+            }
+        )
+    return out
