@@ -39,6 +39,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=None,
         help="read the VM size from Azure's instance metadata",
     )
+    p.add_argument("--diskspd", dest="diskspd_binary", help="DiskSpd binary (Windows agents)")
     p.add_argument("--once", action="store_true", help="poll once and exit")
     p.add_argument("--max-items", type=int)
     p.add_argument("--log-level", default="INFO")
@@ -72,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         "idle_max_s": a.idle_max_s,
         "local_emulators": a.local_emulators,
         "imds": a.imds,
+        "diskspd_binary": a.diskspd_binary,
         "mounts": mounts or None,
     }
     try:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.diskspd import target_files
 from core.fiojob import check_path
 from core.models import ALIAS_PATTERN, POOL_PATTERN
 
@@ -34,6 +35,7 @@ class AgentConfig:
     api_scope: str | None = None  # Entra ID scope of the API; None = no token (local)
     managed_identity_client_id: str | None = None
     imds: bool = False  # ask Azure's instance metadata for the VM size
+    diskspd_binary: str = "diskspd.exe"  # Windows agents run engine "diskspd" items
 
     def __post_init__(self) -> None:
         if not re.match(POOL_PATTERN, self.pool):
@@ -41,7 +43,8 @@ class AgentConfig:
         for alias, path in self.mounts.items():
             if not re.match(ALIAS_PATTERN, alias):
                 raise ValueError(f"mount alias {alias!r} must match {ALIAS_PATTERN}")
-            check_path(path)
+            # Windows agents mount shares as drive letters or UNC paths.
+            target_files([path]) if os.name == "nt" else check_path(path)
             if not Path(path).is_dir():
                 raise ValueError(f"mount {alias}={path} is not a directory")
         if self.visibility_timeout < 4:

@@ -23,11 +23,12 @@ from pydantic import ValidationError
 from adapters.queue import LeaseLost, Message, WorkQueues
 from agent.api_client import ApiClient, ApiError
 from agent.config import AgentConfig
+from agent.diskspd_runner import DiskSpdProcess
 from agent.fio_runner import FillFailed, FioProcess, safe_name
 from agent.hostfacts import host_facts, mount_facts
 from core.errors import BenchError, StoreUnavailable
 from core.models import WorkItem
-from core.results import build_result
+from core.results import build_diskspd_result, build_result
 
 log = logging.getLogger(__name__)
 BARRIER_POLL_S = 0.25
@@ -212,6 +213,8 @@ class Worker:
             have = ", ".join(sorted(self.config.mounts)) or "none"
             names = ", ".join(repr(t) for t in missing)
             return self._failed(item, lease, f"agent {agent} has no mount {names} (it has: {have})")
+        if item.engine == "diskspd":
+            return self._run_diskspd(item, lease)
         lease.start(heartbeats=True)
         work_dir = self._work_root / safe_name(item.item_id)
         shutil.rmtree(work_dir, ignore_errors=True)
@@ -232,20 +235,9 @@ class Worker:
         if rc != 0:
             return self._failed(item, lease, f"fio file layout exited {rc}: {err.strip()[-1500:]}")
 
-        # The start barrier: wait until every client of the step is ready, then all start
-        # at the same instant.
-        barrier = self.api.ready(item, agent)
-        while barrier["status"] == "wait":
-            stop = self._interrupted(lease, item)
-            if stop:
-                return stop
-            time.sleep(BARRIER_POLL_S)
-            barrier = self.api.barrier(item, agent)
-        if barrier["status"] != "go":
-            log.info("step of %s aborted: %s", item.item_id, barrier.get("reason"))
-            self._delete(lease.message)
-            return "aborted"
-        scheduled = int(barrier["start_at_ms"])
+        scheduled = self._await_start(item, lease)
+        if isinstance(scheduled, str):
+            return scheduled
         fio.start()  # fio starts up now and waits at its gate for the common instant
         sleep_until(scheduled / 1000)
         released = fio.release()
@@ -278,7 +270,77 @@ class Worker:
         shutil.rmtree(work_dir, ignore_errors=True)
         return "completed"
 
-    def _interrupted(self, lease: Lease, item: WorkItem, fio: FioProcess | None = None) -> str:
+    def _await_start(self, item: WorkItem, lease: Lease) -> int | str:
+        """The start barrier: report ready, wait until every client of the step is, and
+        return the common start instant (Unix ms), or why this item stops."""
+        agent = self.config.agent_id
+        barrier = self.api.ready(item, agent)
+        while barrier["status"] == "wait":
+            stop = self._interrupted(lease, item)
+            if stop:
+                return stop
+            time.sleep(BARRIER_POLL_S)
+            barrier = self.api.barrier(item, agent)
+        if barrier["status"] != "go":
+            log.info("step of %s aborted: %s", item.item_id, barrier.get("reason"))
+            self._delete(lease.message)
+            return "aborted"
+        return int(barrier["start_at_ms"])
+
+    def _run_diskspd(self, item: WorkItem, lease: Lease) -> str:
+        agent = self.config.agent_id
+        binary = self.config.diskspd_binary
+        if shutil.which(binary) is None:
+            return self._failed(item, lease, f"agent {agent} cannot run DiskSpd ({binary})")
+        lease.start(heartbeats=True)
+        work_dir = self._work_root / safe_name(item.item_id)
+        shutil.rmtree(work_dir, ignore_errors=True)
+        dirs = [Path(self.config.mounts[t]) / "benchsvc" / safe_name(agent) for t in item.targets]
+        for d in dirs:
+            d.mkdir(parents=True, exist_ok=True)
+        proc = DiskSpdProcess(
+            item.workload,
+            targets=[str(d) for d in dirs],
+            work_dir=work_dir,
+            files_per_target=item.files_per_target,
+            binary=binary,
+        )
+        scheduled = self._await_start(item, lease)
+        if isinstance(scheduled, str):
+            return scheduled
+        sleep_until(scheduled / 1000)
+        proc.start()
+        while proc.poll() is None:
+            stop = self._interrupted(lease, item, proc)
+            if stop:
+                return stop
+            time.sleep(0.2)
+        if lease.lost.is_set():
+            return "lease lost"
+        out = proc.collect()
+        try:
+            result = build_diskspd_result(
+                item,
+                xml=out.xml,
+                launched_s=out.launched_s,
+                agent_id=agent,
+                host=self._host,
+                mounts=[mount_facts(t, self.config.mounts[t]) for t in item.targets],
+                scheduled_ms=scheduled,
+            )
+        except ValueError as e:
+            return self._failed(
+                item, lease, f"DiskSpd exited {out.returncode}: {e}; {out.stderr.strip()[-1000:]}"
+            )
+        self.api.put_result(result.model_dump(mode="json"))
+        lease.stop()
+        self._delete(lease.message)
+        shutil.rmtree(work_dir, ignore_errors=True)
+        return "completed"
+
+    def _interrupted(
+        self, lease: Lease, item: WorkItem, fio: FioProcess | DiskSpdProcess | None = None
+    ) -> str:
         """Checks, while waiting or running, whether to stop; returns why, or ''."""
         if lease.lost.is_set():
             if fio:

@@ -1,9 +1,10 @@
 """Offline aggregation of fio outputs (pure): what ``benchctl aggregate`` reads.
 
-Accepts, per file: a single fio run's JSON (all its jobs are one client), or one fio
-client/server JSON (``client_stats``: one client per host:port, fio's own "All clients"
-entry ignored, since it carries no histogram). Per-second logs, when given, allow the
-common window; without them whole-run figures are summed and the result says so.
+Accepts, per file: a DiskSpd XML output (``-Rxml``; one client), a single fio run's JSON
+(all its jobs are one client), or one fio client/server JSON (``client_stats``: one client
+per host:port, fio's own "All clients" entry ignored, since it carries no histogram).
+Per-second logs, when given, allow the common window; without them whole-run figures are
+summed and the result says so.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from core.aggregate import ClientSample, aggregate
+from core.diskspd import sample_from_xml
 from core.fioparse import ALL_CLIENTS, directions_from_fio, series_from_logs
 
 
@@ -81,6 +83,12 @@ def aggregate_files(
     """``inputs``: (name, file text, optional (iops logs, bw logs)) per file."""
     samples: list[ClientSample] = []
     for name, text, logs in inputs:
+        if text.lstrip().startswith("<"):  # DiskSpd -Rxml: no histogram, approximate pcts
+            try:
+                samples.append(sample_from_xml(text, client=len(samples), label=name))
+            except (ValueError, KeyError) as e:
+                raise InputError(f"{name}: not a DiskSpd XML output ({e})") from None
+            continue
         doc = parse_fio_text(text, name)
         samples += samples_from_doc(doc, label=name, first_client=len(samples), logs=logs)
     if not samples:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from core.diskspd import parse_xml
 from core.fioparse import directions_from_fio, fio_version, measured_window_ms, series_from_logs
 from core.models import FillInfo, HostFacts, MountFacts, Result, StartInfo, WorkItem
 
@@ -63,3 +64,49 @@ def _steadystate(doc: Mapping[str, Any]) -> dict[str, Any] | None:
         if "steadystate" in job:
             return dict(job["steadystate"])
     return None
+
+
+def build_diskspd_result(
+    item: WorkItem,
+    *,
+    xml: str,
+    launched_s: float,
+    agent_id: str,
+    host: HostFacts,
+    mounts: list[MountFacts],
+    scheduled_ms: int | None = None,
+) -> Result:
+    """DiskSpd's -D buckets count from the end of warm-up; the launch instant plus the
+    warm-up places them on the Unix clock so clients line up with each other."""
+    start_s = launched_s + item.workload.ramp_time
+    parsed = parse_xml(xml, start_unix_s=int(start_s))
+    begin = int(start_s * 1000)
+    end = begin + int(parsed.test_time_s * 1000)
+    start = None
+    if scheduled_ms is not None:
+        start = StartInfo(
+            scheduled_ms=scheduled_ms,
+            released_ms=launched_s * 1000,
+            skew_ms=launched_s * 1000 - scheduled_ms,
+        )
+    return Result(
+        id=item.item_id,
+        run_id=item.run_id,
+        item_id=item.item_id,
+        step=item.step,
+        client=item.client,
+        agent_id=agent_id,
+        engine="diskspd",
+        engine_version=parsed.version,
+        targets=item.targets,
+        workload=item.workload,
+        started_at_ms=begin,
+        ended_at_ms=end,
+        read=parsed.dirs.get("read"),
+        write=parsed.dirs.get("write"),
+        series=parsed.series,
+        start=start,
+        host=host,
+        mounts=mounts,
+        raw={"diskspd_xml": xml},
+    )

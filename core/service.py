@@ -644,6 +644,7 @@ def sample_from_result(doc: Doc) -> ClientSample:
     if r.write is not None:
         dirs["write"] = r.write
     return ClientSample(
+        has_bins=r.engine == "fio",  # DiskSpd exports percentiles, not a histogram
         client=r.client,
         dirs=dirs,
         series=r.series,

@@ -144,3 +144,39 @@ def test_sources_without_bins_say_percentiles_are_approximate() -> None:
     agg = aggregate([s])
     assert agg["read"]["percentiles_exact"] is False
     assert agg["read"]["clat_ns"]["p99"] == 200000.0  # the source's own percentile
+
+
+@pytest.mark.parametrize(
+    "name", ["with-latency-and-iops.xml", "latency-no-iops.xml", "no-latency.xml"]
+)
+def test_offline_diskspd_xml(name: str) -> None:
+    """IOPS and bandwidth are the per-thread counts summed over the test time; percentiles
+    come from DiskSpd's table and are marked approximate (DiskSpd exports no histogram)."""
+    import xml.etree.ElementTree as ET
+
+    path = DATA / "diskspd" / name
+    out = subprocess.run(
+        [sys.executable, "-m", "benchctl", "aggregate", "--format", "json", str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    agg = json.loads(out.stdout)
+    root = ET.parse(path).getroot()  # noqa: S314 - our own fixture
+    span = root.find("TimeSpan")
+    assert span is not None
+    seconds = float(span.findtext("TestTimeSeconds") or "0")
+    targets = span.findall("Thread/Target")
+    for d, key in (("read", "Read"), ("write", "Write")):
+        count = sum(int(t.findtext(f"{key}Count") or 0) for t in targets)
+        size = sum(int(t.findtext(f"{key}Bytes") or 0) for t in targets)
+        if count == 0:
+            assert d not in agg or agg[d]["iops"] == 0
+            continue
+        # With -D the one client's window is its whole per-second series, which covers
+        # the test time; without -D the whole-run figures are used: the same either way.
+        assert agg[d]["iops"] == pytest.approx(count / seconds, rel=0.001)
+        assert agg[d]["bw_bytes"] == pytest.approx(size / seconds, rel=0.001)
+        has_latency = span.find("Latency") is not None
+        assert agg[d]["percentiles_exact"] is False
+        assert (agg[d]["clat_ns"]["p99"] > 0) == has_latency

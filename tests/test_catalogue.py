@@ -181,3 +181,35 @@ def test_benchctl_plan_prints_the_split() -> None:
     plan = json.loads(out.stdout)
     assert plan["outstanding_exact"] == pytest.approx(4.55) and plan["outstanding"] == 5
     assert plan["per_client"] == {"numjobs": 3, "iodepth": 1}
+
+
+DISKSPD_LINES = {
+    "azfiles-diskspd-randwrite-4k": "-W300 -C5 -r -w100 -b4K -t8 -o8 -Sh -d60 -L -D1000 -Rxml "
+    "-c2G " + " ".join(f"Z:\\bench\\benchsvc{i}.dat" for i in range(10)),
+    "disk-diskspd-randmix-4k": "-W0 -C0 -r -w20 -b4K -t16 -o4 -Sh -d300 -L -D1000 -Rxml -c50G "
+    "Z:\\bench\\benchsvc0.dat",
+    "disk-diskspd-randmix-8k": "-W0 -C0 -r -w20 -b8K -t16 -o4 -Sh -d300 -L -D1000 -Rxml -c50G "
+    "Z:\\bench\\benchsvc0.dat",
+    "disk-diskspd-randmix-64k": "-W0 -C0 -r -w20 -b64K -t16 -o4 -Sh -d300 -L -D1000 -Rxml "
+    "-c50G Z:\\bench\\benchsvc0.dat",
+}
+
+
+def test_diskspd_profiles_give_the_published_command_lines() -> None:
+    """Azure Files: -W300 -C5 -r -w100 -b4k -t8 -o8 -Sh -d60 -L -c2G over 10 files; managed
+    disks: -c50G -d300 -w20 -r -o4 with 16 threads, at 4, 8 and 64 KiB (METHODOLOGY.md)."""
+    from core.diskspd import command_line
+
+    lines = {
+        p.name: " ".join(
+            command_line(
+                p.workload,
+                targets=["Z:\\bench"],
+                files_per_target=p.files_per_target,
+                cooldown_s=p.cooldown_s,
+            )[1:]
+        )
+        for p in PROFILES
+        if "diskspd" in p.engines
+    }
+    assert lines == DISKSPD_LINES

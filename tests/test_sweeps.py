@@ -102,3 +102,26 @@ def test_fill_runs_once_per_target_and_size(
     assert run("16m")["ran"] is True  # another size: filled again
     markers = list((scratch / ".benchsvc").rglob(".fill-*.json"))
     assert len(markers) == 2
+
+
+def test_diskspd_item_runs_through_the_agent(
+    api: httpx.Client, store: CosmosStore, agents: AgentFactory, pool: str
+) -> None:
+    standin = Path(__file__).parent / "diskspd_standin.py"
+    agents(extra=["--diskspd", str(standin)])
+    body = {
+        "target": "scratch",
+        "pool": pool,
+        "engine": "diskspd",
+        "profile": "azfiles-diskspd-randwrite-4k",
+        "workload": {"ramp_time": 0, "runtime": 2, "size": "8m"},
+    }
+    run_id = api.post("/api/runs", json=body).json()["id"]
+    run = wait_state(api, run_id, ("completed", "failed"), timeout=90)
+    assert run["state"] == "completed", run["error"]
+    (result,) = store.list_results(run_id)
+    assert result["engine"] == "diskspd" and result["engine_version"]
+    assert result["read"]["clat_bins_ns"] == {} and result["series"]["read"]
+    agg = run["aggregate"]
+    assert agg["read"]["percentiles_exact"] is False  # DiskSpd exports no histogram
+    assert agg["read"]["clat_ns"]["p99"] > 0
