@@ -77,3 +77,39 @@ def test_job_holds_only_known_options(tmp_path: Path) -> None:
     }
     with pytest.raises(ValueError):
         job_file(Workload(), directories={"x]\n[evil": str(tmp_path)}, log_prefix="/tmp/b")
+
+
+def test_rate_and_steady_state_run_in_real_fio(tmp_path: Path) -> None:
+    """fio accepts the rate cap and the ss= criterion we write, and reports a verdict that
+    the result keeps."""
+    import json
+
+    from core.results import _steadystate
+
+    w = Workload(
+        rw="randrw",
+        rwmixread=70,
+        size="4m",
+        runtime=6,
+        rate_iops=2000,
+        steadystate={"metric": "iops", "limit_pct": 50, "duration_s": 5},
+    )
+    assert "rate_iops=1400,600" in job_file(
+        w, directories={"s": str(tmp_path)}, log_prefix=str(tmp_path / "b")
+    )
+    job = tmp_path / "job.fio"
+    job.write_text(
+        job_file(w, directories={"s": str(tmp_path / "d")}, log_prefix=str(tmp_path / "b"))
+    )
+    (tmp_path / "d").mkdir()
+    out = tmp_path / "out.json"
+    subprocess.run(
+        ["fio", "--output-format=json", f"--output={out}", str(job)],
+        check=True,
+        capture_output=True,
+    )
+    doc = json.loads(out.read_text())
+    verdict = _steadystate(doc)
+    assert verdict is not None and "attained" in verdict
+    read_iops = doc["jobs"][0]["read"]["iops"]
+    assert read_iops <= 1400 * 1.1  # the cap held

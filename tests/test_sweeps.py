@@ -3,6 +3,9 @@ and fio."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from itertools import pairwise
 from pathlib import Path
 
@@ -40,6 +43,24 @@ def test_rate_sweep_draws_a_rising_latency_curve(
     maximum = curve[0]["iops"]
     assert iops[0] == pytest.approx(0.2 * maximum, rel=0.25)
     assert all(p["read_p99_ns"] > 0 for p in curve)
+    shown = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchctl",
+            "--api-url",
+            str(api.base_url),
+            "show",
+            run_id,
+            "--curve",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(shown.stdout)["latency"] == curve
     # Each rate step's stored workload carries the cap it was given.
     caps = [s["workload"]["rate_iops"] for s in run["steps"][1:]]
     assert caps == sorted(caps) and caps[0] == round(0.2 * maximum)
@@ -74,6 +95,8 @@ def test_profile_override_is_stored_resolved_and_comparable(api: httpx.Client, p
     c = submit({"commit": "a"}, "16k")
     assert a["comparison_key"] == b["comparison_key"]  # differ only in a tag
     assert a["comparison_key"] != c["comparison_key"]  # differ in bs
+    names = {p["name"] for p in api.get("/api/profiles").json()["profiles"]}
+    assert "anf-vdbench-randread-8k" in names and len(names) == 14
     bad = api.post("/api/runs", json={"target": "scratch", "pool": pool, "profile": "nope"})
     assert bad.status_code == 400 and bad.json()["errors"][0]["field"] == "profile"
 

@@ -1,0 +1,52 @@
+"""The curve views (pure): latency vs IOPS, scale-out with linear reference, repetitions."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.curves import latency_curve, repetition_spread, scaleout_curve
+
+
+def agg(step: int, clients: int, iops: float, p99: float, **kw: object) -> dict[str, object]:
+    return {
+        "step": step,
+        "clients": clients,
+        "point": kw.pop("point", ""),
+        "read": {
+            "iops": iops,
+            "bw_bytes": iops * 4096,
+            "total_ios": 1,
+            "lat_mean_ns": 1,
+            "clat_ns": {"p50": p99 / 2, "p99": p99},
+        },
+        **kw,
+    }
+
+
+def test_latency_curve_in_step_order_without_discarded_steps() -> None:
+    aggs = [
+        agg(2, 1, 300, 9, point="rate=30%"),
+        agg(0, 1, 1000, 50, point="max"),
+        agg(1, 1, 100, 5, point="rate=10%", discarded=True),
+    ]
+    curve = latency_curve(aggs)
+    assert [(p["step"], p["iops"], p["read_p99_ns"]) for p in curve] == [(0, 1000, 50), (2, 300, 9)]
+
+
+def test_scaleout_curve_has_a_linear_reference() -> None:
+    curve = scaleout_curve([agg(0, 1, 1000, 1), agg(1, 2, 1800, 1), agg(2, 4, 3000, 1)])
+    assert [p["linear_iops"] for p in curve] == [1000, 2000, 4000]
+    assert [p["efficiency"] for p in curve] == pytest.approx([1.0, 0.9, 0.75])
+
+
+def test_repetition_spread_keeps_only_kept_repetitions() -> None:
+    aggs = [
+        agg(0, 1, 500, 1, point="p", discarded=True),
+        agg(1, 1, 1000, 1, point="p"),
+        agg(2, 1, 1100, 1, point="p"),
+        agg(3, 1, 900, 1, point="p"),
+    ]
+    (spread,) = repetition_spread(aggs)
+    assert spread["repetitions"] == 3 and spread["mean_iops"] == pytest.approx(1000)
+    assert (spread["min_iops"], spread["max_iops"]) == (900, 1100)
+    assert spread["cv"] == pytest.approx((20000 / 3) ** 0.5 / 1000)
