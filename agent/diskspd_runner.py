@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.fio_runner import stop_process
 from core.diskspd import command_line
 from core.models import Workload
 
@@ -58,14 +59,7 @@ class DiskSpdProcess:
         return self._proc.poll()
 
     def stop(self, grace_s: float = 5.0) -> None:
-        if self._proc is None or self._proc.poll() is not None:
-            return
-        self._proc.terminate()
-        try:
-            self._proc.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
+        stop_process(self._proc, grace_s)
 
     def collect(self) -> DiskSpdOutcome:
         assert self._proc is not None

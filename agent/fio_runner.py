@@ -43,6 +43,19 @@ class FioOutcome:
     stderr: str
 
 
+def stop_process(proc: subprocess.Popen[bytes] | None, grace_s: float = 5.0) -> None:
+    """fio and DiskSpd stop cleanly on SIGTERM and write their output; SIGKILL if not
+    within ``grace_s``."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 class FillFailed(RuntimeError):
     pass
 
@@ -206,16 +219,8 @@ class FioProcess:
         return self._proc.poll()
 
     def stop(self, grace_s: float = 5.0) -> None:
-        """fio stops cleanly on SIGTERM; SIGKILL if it does not within ``grace_s``."""
         self._close_gate()
-        if self._proc is None or self._proc.poll() is not None:
-            return
-        self._proc.terminate()
-        try:
-            self._proc.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
+        stop_process(self._proc, grace_s)
 
     def collect(self) -> FioOutcome:
         assert self._proc is not None

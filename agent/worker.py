@@ -27,7 +27,7 @@ from agent.diskspd_runner import DiskSpdProcess
 from agent.fio_runner import FillFailed, FioProcess, safe_name
 from agent.hostfacts import host_facts, mount_facts
 from core.errors import BenchError, StoreUnavailable
-from core.models import WorkItem
+from core.models import Result, WorkItem
 from core.results import build_diskspd_result, build_result
 
 log = logging.getLogger(__name__)
@@ -241,13 +241,9 @@ class Worker:
         fio.start()  # fio starts up now and waits at its gate for the common instant
         sleep_until(scheduled / 1000)
         released = fio.release()
-        while fio.poll() is None:
-            stop = self._interrupted(lease, item, fio)
-            if stop:
-                return stop
-            time.sleep(0.2)
-        if lease.lost.is_set():
-            return "lease lost"
+        stop = self._wait_for(fio, lease, item)
+        if stop:
+            return stop
         outcome = fio.collect()
         if outcome.returncode != 0 or outcome.doc is None:
             err = outcome.stderr.strip()[-1500:] or "no output"
@@ -264,11 +260,7 @@ class Worker:
             fill=fill,
             mounts=[mount_facts(t, self.config.mounts[t]) for t in item.targets],
         )
-        self.api.put_result(result.model_dump(mode="json"))
-        lease.stop()
-        self._delete(lease.message)
-        shutil.rmtree(work_dir, ignore_errors=True)
-        return "completed"
+        return self._store(result, lease, work_dir)
 
     def _await_start(self, item: WorkItem, lease: Lease) -> int | str:
         """The start barrier: report ready, wait until every client of the step is, and
@@ -310,13 +302,9 @@ class Worker:
             return scheduled
         sleep_until(scheduled / 1000)
         proc.start()
-        while proc.poll() is None:
-            stop = self._interrupted(lease, item, proc)
-            if stop:
-                return stop
-            time.sleep(0.2)
-        if lease.lost.is_set():
-            return "lease lost"
+        stop = self._wait_for(proc, lease, item)
+        if stop:
+            return stop
         out = proc.collect()
         try:
             result = build_diskspd_result(
@@ -332,6 +320,19 @@ class Worker:
             return self._failed(
                 item, lease, f"DiskSpd exited {out.returncode}: {e}; {out.stderr.strip()[-1000:]}"
             )
+        return self._store(result, lease, work_dir)
+
+    def _wait_for(self, proc: FioProcess | DiskSpdProcess, lease: Lease, item: WorkItem) -> str:
+        """Wait for the engine to finish; returns why it was stopped, or '' when it ended."""
+        while proc.poll() is None:
+            stop = self._interrupted(lease, item, proc)
+            if stop:
+                return stop
+            time.sleep(0.2)
+        return "lease lost" if lease.lost.is_set() else ""
+
+    def _store(self, result: Result, lease: Lease, work_dir: Path) -> str:
+        """Delete the message only once the API has stored the result."""
         self.api.put_result(result.model_dump(mode="json"))
         lease.stop()
         self._delete(lease.message)

@@ -85,6 +85,11 @@ def job_file(
         ]
     if gate is not None:
         opts.append(("exec_prerun", gate_command(gate)))
+    return _job_text(opts, directories)
+
+
+def _job_text(opts: list[tuple[str, str | int]], directories: Mapping[str, str]) -> str:
+    """[global] options, then one section per mount named by its alias."""
     if not directories:
         raise ValueError("a job needs at least one directory")
     lines = ["[global]", *(f"{k}={v}" for k, v in opts)]
@@ -123,12 +128,7 @@ def fill_job_file(workload: Workload, *, directories: Mapping[str, str]) -> str:
         ("size", workload.size_bytes),
         ("group_reporting", 1),
     ]
-    lines = ["[global]", *(f"{k}={v}" for k, v in opts)]
-    for alias, directory in directories.items():
-        if not re.fullmatch(ALIAS_PATTERN, alias):
-            raise ValueError(f"not a mount alias: {alias!r}")
-        lines += [f"[{alias}]", f"directory={check_path(directory)}"]
-    return "\n".join([*lines, ""])
+    return _job_text(opts, directories)
 
 
 def fill_files(workload: Workload, directories: Mapping[str, str]) -> list[str]:

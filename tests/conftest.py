@@ -5,6 +5,7 @@ their logs are attached to any failing test that used them."""
 from __future__ import annotations
 
 import itertools
+import json
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -18,6 +19,8 @@ from adapters.cosmos import CosmosStore
 from adapters.queue import WorkQueues
 from benchctl import localstack
 from benchctl.localstack import Proc, Stack
+from core.models import HostFacts, MountFacts, WorkItem
+from core.results import build_result
 
 TEST_POOLS = ["default", *(f"t{i}" for i in range(1, 41))]
 _pool_names = iter(TEST_POOLS[1:])
@@ -136,3 +139,26 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         st: Stack = item.funcargs["stack"]  # type: ignore[attr-defined]
         for p in st.procs:
             report.sections.append((f"log of {p.name}", localstack.tail(p.log, 40)))
+
+
+FIO_CAPTURE = Path(__file__).parent / "data" / "fio-randrw"
+
+
+def result_from_capture(item: WorkItem, agent_id: str) -> dict[str, Any]:
+    """A client's result built from real fio output captured here (tests/data/fio-randrw)."""
+    doc = json.loads((FIO_CAPTURE / "fio.json").read_text())
+    iops = [p.read_text() for p in sorted(FIO_CAPTURE.glob("bench_iops.*.log"))]
+    bw = [p.read_text() for p in sorted(FIO_CAPTURE.glob("bench_bw.*.log"))]
+    mount = MountFacts(
+        alias="scratch", path="/x", mount_point="/", fstype="ext4", options="rw", source="/dev/vda"
+    )
+    result = build_result(
+        item,
+        fio_json=doc,
+        iops_logs=iops,
+        bw_logs=bw,
+        agent_id=agent_id,
+        host=HostFacts(hostname="h", kernel="k", os="o", cpu_count=2),
+        mounts=[mount],
+    )
+    return result.model_dump(mode="json")

@@ -17,11 +17,9 @@ from azure.functions.timer import TimerRequest
 
 from adapters.queue import WorkQueues, work_queue_name
 from benchctl.localstack import Stack
-from core.fioparse import series_from_logs
-from core.models import HostFacts, MountFacts, WorkItem, Workload
-from core.results import build_result
+from core.models import WorkItem, Workload
 from functions import context
-from tests.conftest import run_body
+from tests.conftest import result_from_capture, run_body
 
 DATA = Path(__file__).parent / "data" / "fio-randrw"
 
@@ -91,34 +89,10 @@ def test_registered_functions(app_functions: dict[str, Any], pool: str) -> None:
     # Store a result for the run's item, built from real fio output, through the function.
     item = WorkItem.model_validate(context.store().get_item(run_id, f"{run_id}.s0.c0")["work_item"])
     doc = json.loads((DATA / "fio.json").read_text())
-    iops = [p.read_text() for p in sorted(DATA.glob("bench_iops.*.log"))]
-    bw = [p.read_text() for p in sorted(DATA.glob("bench_bw.*.log"))]
-    assert series_from_logs(iops, bw)
-    result = build_result(
-        item,
-        fio_json=doc,
-        iops_logs=iops,
-        bw_logs=bw,
-        agent_id="fn-test",
-        host=HostFacts(hostname="h", kernel="k", os="o", cpu_count=2),
-        mounts=[
-            MountFacts(
-                alias="scratch",
-                path="/x",
-                mount_point="/",
-                fstype="ext4",
-                options="rw",
-                source="/dev/vda",
-            )
-        ],
-    )
-    stored = call_http(
-        fns, "PUT", f"/api/agent/results/{item.item_id}", result.model_dump(mode="json")
-    )
+    result = result_from_capture(item, "fn-test")
+    stored = call_http(fns, "PUT", f"/api/agent/results/{item.item_id}", result)
     assert stored.status_code == 201
-    again = call_http(
-        fns, "PUT", f"/api/agent/results/{item.item_id}", result.model_dump(mode="json")
-    )
+    again = call_http(fns, "PUT", f"/api/agent/results/{item.item_id}", result)
     assert again.status_code == 200 and json.loads(again.get_body())["duplicate"] is True
 
     # The timer function aggregates the finished run and marks it completed.

@@ -24,24 +24,20 @@ def test_rate_sweep_draws_a_rising_latency_curve(
         "target": "scratch",
         "pool": pool,
         "workload": {"rw": "randread", "bs": "4k", "iodepth": 4, "size": "8m", "runtime": 2},
-        "sweep": {"rate_pct": [20, 40, 60, 80, 100]},
+        # Points below saturation, where the cap binds: at 80-100% of a maximum measured on
+        # a busy 2-core machine, noise rather than the cap decides the order.
+        "sweep": {"rate_pct": [10, 20, 30, 40, 50]},
     }
     run_id = api.post("/api/runs", json=body).json()["id"]
     run = wait_state(api, run_id, ("completed", "failed"), timeout=240)
     assert run["state"] == "completed", run["error"]
     curve = api.get(f"/api/runs/{run_id}/curves").json()["latency"]
     rated = [p for p in curve if p["point"].startswith("rate=")]
-    assert [p["point"] for p in rated] == [
-        "rate=20%",
-        "rate=40%",
-        "rate=60%",
-        "rate=80%",
-        "rate=100%",
-    ]
+    assert [p["point"] for p in rated] == [f"rate={p}%" for p in (10, 20, 30, 40, 50)]
     iops = [p["iops"] for p in rated]
     assert all(b > a for a, b in pairwise(iops)), iops
     maximum = curve[0]["iops"]
-    assert iops[0] == pytest.approx(0.2 * maximum, rel=0.25)
+    assert iops[0] == pytest.approx(0.1 * maximum, rel=0.25)
     assert all(p["read_p99_ns"] > 0 for p in curve)
     shown = subprocess.run(
         [
@@ -63,7 +59,7 @@ def test_rate_sweep_draws_a_rising_latency_curve(
     assert json.loads(shown.stdout)["latency"] == curve
     # Each rate step's stored workload carries the cap it was given.
     caps = [s["workload"]["rate_iops"] for s in run["steps"][1:]]
-    assert caps == sorted(caps) and caps[0] == round(0.2 * maximum)
+    assert caps == sorted(caps) and caps[0] == round(0.1 * maximum)
 
 
 def test_profile_override_is_stored_resolved_and_comparable(api: httpx.Client, pool: str) -> None:

@@ -13,10 +13,9 @@ import httpx
 from adapters.cosmos import CosmosStore
 from adapters.queue import WorkQueues
 from benchctl.localstack import Stack
-from core.models import HostFacts, MountFacts, WorkItem
-from core.results import build_result
+from core.models import WorkItem
 from core.service import RunService
-from tests.conftest import AgentFactory, run_body, wait_state
+from tests.conftest import AgentFactory, result_from_capture, run_body, wait_state
 
 DATA = Path(__file__).parent / "data" / "fio-randrw"
 
@@ -27,29 +26,9 @@ def test_two_timers_at_once_store_one_aggregate(
     service = RunService(store, queues, pools=tuple(stack.pools))
     run, _ = service.submit(run_body(pool))
     item = WorkItem.model_validate(store.get_item(run["id"], f"{run['id']}.s0.c0")["work_item"])
-    doc = json.loads((DATA / "fio.json").read_text())
-    iops = [p.read_text() for p in sorted(DATA.glob("bench_iops.*.log"))]
-    bw = [p.read_text() for p in sorted(DATA.glob("bench_bw.*.log"))]
-    result = build_result(
-        item,
-        fio_json=doc,
-        iops_logs=iops,
-        bw_logs=bw,
-        agent_id="timer-test",
-        host=HostFacts(hostname="h", kernel="k", os="o", cpu_count=2),
-        mounts=[
-            MountFacts(
-                alias="scratch",
-                path="/x",
-                mount_point="/",
-                fstype="ext4",
-                options="rw",
-                source="/dev/vda",
-            )
-        ],
-    )
-    assert service.store_result(result.model_dump(mode="json")) is True
-    assert service.store_result(result.model_dump(mode="json")) is False  # redelivered: once
+    result = result_from_capture(item, "timer-test")
+    assert service.store_result(result) is True
+    assert service.store_result(result) is False  # redelivered: stored once
 
     # Two timer instances (and the API's own timer loop) race on the same finished run.
     threads = [threading.Thread(target=service.finalize_runs) for _ in range(2)]
