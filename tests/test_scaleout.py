@@ -33,7 +33,9 @@ def test_four_agents_as_four_clients(
     scheduled = {r["start"]["scheduled_ms"] for r in results}
     assert len(scheduled) == 1  # one common start instant
     skews = [r["start"]["skew_ms"] for r in results]
-    assert all(0 <= s < 1000 for s in skews), skews  # measured and stored per client
+    # Measured and stored per client; fio's log clock has 1 ms resolution, so a start in the
+    # same millisecond as the instant can read as -1.
+    assert all(-2 <= s < 1000 for s in skews), skews
 
     agg = run["aggregate"]
     assert agg["clients"] == 4 and agg["basis"] == "common-window" and not agg["partial"]
