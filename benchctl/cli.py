@@ -27,6 +27,7 @@ from benchctl.render import (
     scaleout_table,
 )
 from core.catalogue import PROFILES
+from core.changepoint import detect_csv
 from core.errors import ValidationFailed
 from core.models import RunRequest, Workload
 from core.offline import InputError, aggregate_files
@@ -254,6 +255,31 @@ def cmd_aggregate(a: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_detect(a: argparse.Namespace) -> int:
+    """Change points in one series (CSV: timestamp,value), E-divisive means."""
+    try:
+        text = Path(a.file).read_text()
+    except OSError as e:
+        raise CliError(f"{a.file}: {e.strerror}", EXIT_BAD_INPUT) from None
+    higher = True if a.higher_is_better else False if a.lower_is_better else None
+    try:
+        found = detect_csv(text, higher_is_better=higher, pvalue=a.pvalue)
+    except ValueError as e:
+        raise CliError(f"{a.file}: {e}", EXIT_BAD_INPUT) from None
+    if a.format == "json":
+        print(json.dumps(found))
+    else:
+        for cp in found["change_points"]:
+            kind = f" {cp['kind']}" if "kind" in cp else ""
+            print(
+                f"row {cp['index']} ({cp['timestamp']}): {cp['before']:.6g} -> "
+                f"{cp['after']:.6g} ({cp['change_pct']:+.1f}%), p={cp['pvalue']:.2g}{kind}"
+            )
+        if not found["change_points"]:
+            print("no change point")
+    return EXIT_OK
+
+
 def cmd_local(a: argparse.Namespace) -> int:
     if a.local_cmd == "up":
         targets = _pairs(a.target, "--target")
@@ -376,6 +402,15 @@ def parser() -> argparse.ArgumentParser:
     )
     ag.add_argument("--format", choices=["table", "json"], default="table")
     ag.set_defaults(func=cmd_aggregate)
+
+    de = sub.add_parser("detect", help="change points in a CSV series (timestamp,value)")
+    de.add_argument("file", metavar="FILE.csv")
+    direction = de.add_mutually_exclusive_group()
+    direction.add_argument("--higher-is-better", action="store_true", help="IOPS, bandwidth")
+    direction.add_argument("--lower-is-better", action="store_true", help="latency")
+    de.add_argument("--pvalue", type=float, default=0.001)
+    de.add_argument("--format", choices=["table", "json"], default="table")
+    de.set_defaults(func=cmd_detect)
 
     lo = sub.add_parser("local", help="the local stack (emulators, API, agents)")
     losub = lo.add_subparsers(dest="local_cmd", required=True)
