@@ -21,3 +21,11 @@ app = func.AsgiFunctionApp(app=create_app(), http_auth_level=func.AuthLevel.ANON
 def finalize_runs(timer: func.TimerRequest) -> None:
     """Aggregate finished runs and mark them completed (idempotent: deterministic ids)."""
     timers.finalize_tick()
+
+
+@app.timer_trigger(
+    schedule=timers.SCHEDULES_SCHEDULE, arg_name="timer", run_on_startup=False, use_monitor=True
+)
+def start_scheduled_runs(timer: func.TimerRequest) -> None:
+    """Start each due scheduled run once (Idempotency-Key per schedule and fire time)."""
+    timers.schedules_tick()

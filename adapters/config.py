@@ -27,6 +27,11 @@ SETTING_NAMES = (
     "BENCH_LOCAL_EMULATORS",
     "BENCH_LOCAL_TIMER_SECONDS",
     "AZURE_CLIENT_ID",
+    "BENCH_PUBLIC_URL",
+    "BENCH_GATE_PCT",
+    "BENCH_TEAMS_WEBHOOK_URL",
+    "BENCH_WEBHOOK_URL",
+    "BENCH_WEBHOOK_SECRET",
 )
 
 
@@ -44,6 +49,11 @@ class Settings:
     local_emulators: bool = False
     local_timer_seconds: float = 0.0  # > 0: run the timer functions in-process (local stack)
     managed_identity_client_id: str | None = None
+    public_url: str = "http://127.0.0.1:7071"  # for links in notifications
+    gate_pct: float = 10.0  # a single run this much worse than its segment is a regression
+    teams_webhook_url: str | None = None  # from Key Vault in Azure
+    webhook_url: str | None = None
+    webhook_secret: str | None = None  # from Key Vault in Azure
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -60,6 +70,11 @@ class Settings:
             local_emulators=e.get("BENCH_LOCAL_EMULATORS") == "1",
             local_timer_seconds=float(e.get("BENCH_LOCAL_TIMER_SECONDS", "0")),
             managed_identity_client_id=e.get("AZURE_CLIENT_ID") or None,
+            public_url=e.get("BENCH_PUBLIC_URL", "http://127.0.0.1:7071").rstrip("/"),
+            gate_pct=float(e.get("BENCH_GATE_PCT", "10")),
+            teams_webhook_url=e.get("BENCH_TEAMS_WEBHOOK_URL") or None,
+            webhook_url=e.get("BENCH_WEBHOOK_URL") or None,
+            webhook_secret=e.get("BENCH_WEBHOOK_SECRET") or None,
         )
         if settings.local_emulators:
             for uri in (settings.queue_uri, settings.cosmos_endpoint):

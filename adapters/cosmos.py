@@ -6,6 +6,10 @@
                        logical partition: read together with one single-partition query.
 - results     /run_id  id = item id, so a redelivered item writes one result document.
 - aggregates  /run_id  id = <run>.s<step>, so two timers racing store one aggregate.
+- series      /series_key  one point per aggregate (id <key>.<run>.s<step>): a series'
+                       history is one single-partition query.
+- regressions /series_key  id = <key>.<metric>.<first run after the change>: found once.
+- schedules   /id      point reads by schedule id; the timer lists them all.
 """
 
 from __future__ import annotations
@@ -38,6 +42,9 @@ CONTAINERS: dict[str, str] = {
     "items": "/run_id",
     "results": "/run_id",
     "aggregates": "/run_id",
+    "series": "/series_key",
+    "regressions": "/series_key",
+    "schedules": "/id",
 }
 
 
@@ -278,3 +285,61 @@ class CosmosStore:
             [{"name": "@r", "value": run_id}],
             pk=run_id,
         )
+
+    # ---- series, regressions, schedules ----------------------------------------------
+
+    def create_series_point(self, doc: Doc) -> bool:
+        return self._create_once("series", doc)
+
+    def list_series_points(self, series_key: str) -> list[Doc]:
+        return self._query(
+            "series",
+            "SELECT * FROM c WHERE c.series_key = @k",
+            [{"name": "@k", "value": series_key}],
+            pk=series_key,
+        )
+
+    def list_all_series_points(self) -> list[Doc]:
+        # No GROUP BY or DISTINCT in the local server's SQL: the caller groups in Python.
+        return self._query(
+            "series",
+            "SELECT c.series_key, c.target, c.time_ms, c.clients, c.engine, c.workload FROM c",
+            [],
+        )
+
+    def create_regression(self, doc: Doc) -> bool:
+        return self._create_once("regressions", doc)
+
+    def list_regressions(self, series_key: str | None = None) -> list[Doc]:
+        if series_key is None:
+            return self._query("regressions", "SELECT * FROM c", [])
+        return self._query(
+            "regressions",
+            "SELECT * FROM c WHERE c.series_key = @k",
+            [{"name": "@k", "value": series_key}],
+            pk=series_key,
+        )
+
+    def get_regression(self, series_key: str, regression_id: str) -> Doc:
+        return self._read("regressions", regression_id, series_key)
+
+    def replace_regression(self, doc: Doc) -> Doc:
+        return self._replace("regressions", doc)
+
+    def create_schedule(self, doc: Doc) -> Doc:
+        return self._create("schedules", doc)
+
+    def get_schedule(self, schedule_id: str) -> Doc:
+        return self._read("schedules", schedule_id, schedule_id)
+
+    def replace_schedule(self, doc: Doc) -> Doc:
+        return self._replace("schedules", doc)
+
+    def delete_schedule(self, schedule_id: str) -> None:
+        try:
+            self._c["schedules"].delete_item(schedule_id, partition_key=schedule_id)
+        except (cx.CosmosHttpResponseError, AzureError) as e:
+            raise _wrap(e, f"schedules/{schedule_id}") from e
+
+    def list_schedules(self) -> list[Doc]:
+        return self._query("schedules", "SELECT * FROM c", [])

@@ -211,8 +211,11 @@ def start_emulators(stack: Stack) -> None:
         queues.ensure_pool(pool)
 
 
-def start_api(stack: Stack, timer_seconds: float = 1.0) -> Proc:
-    env = {**stack.env(), "BENCH_LOCAL_TIMER_SECONDS": str(timer_seconds)}
+def start_api(
+    stack: Stack, timer_seconds: float = 1.0, extra_env: dict[str, str] | None = None
+) -> Proc:
+    env = {**stack.env(), "BENCH_LOCAL_TIMER_SECONDS": str(timer_seconds), **(extra_env or {})}
+    env["BENCH_PUBLIC_URL"] = stack.api_url
     p = _spawn(
         stack,
         "api",

@@ -26,6 +26,7 @@ from core.catalogue import get_profile, resolve
 from core.curves import latency_curve, repetition_spread, scaleout_curve
 from core.errors import BenchError, Conflict, FieldError, NotFound, ValidationFailed
 from core.models import Direction, DirectionResult, Result, RunRequest, WorkItem, Workload
+from core.monitor import Monitor
 from core.plan import (
     body_hash,
     comparison_key,
@@ -88,6 +89,7 @@ class RunService:
         pools: tuple[str, ...] = ("default",),
         barrier_lead_ms: int = BARRIER_LEAD_MS,
         clock: Callable[[], float] = time.time,
+        monitor: Monitor | None = None,
     ) -> None:
         self.store = store
         self.queue = queue
@@ -95,6 +97,7 @@ class RunService:
         self.pools = pools
         self.barrier_lead_ms = barrier_lead_ms
         self.clock = clock
+        self.monitor = monitor
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -463,8 +466,13 @@ class RunService:
             if not refreshed.get("finished"):
                 continue
             results = self.store.list_results(run["id"])
-            for agg in build_aggregates(run, docs, results):
+            aggregates = build_aggregates(run, docs, results)
+            for agg in aggregates:
                 self.store.create_aggregate(agg)
+            if self.monitor is not None:
+                # Before the run is marked finalized: a crash here is retried next tick,
+                # and every write below is idempotent.
+                self.monitor.record(run, aggregates, results)
             self._update_run(run["id"], lambda r: r.update(finalized=True))
             self._refresh(run["id"])
             done.append(run["id"])

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Any, get_args
 
 from fastapi import FastAPI, Header, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticError
 
@@ -212,6 +212,52 @@ def create_app() -> FastAPI:
     async def curves(run_id: str) -> dict[str, Any]:
         """Latency vs IOPS, aggregate vs clients (with linear scaling), repetition spread."""
         return await asyncio.to_thread(_svc().curves, run_id)
+
+    @app.post("/api/schedules", status_code=201)
+    async def create_schedule(request: Request) -> dict[str, Any]:
+        """A cron expression (UTC), a run request template, enabled, owner."""
+        return await asyncio.to_thread(context.scheduler().create, await _json(request))
+
+    @app.get("/api/schedules")
+    async def list_schedules() -> dict[str, Any]:
+        return {"schedules": await asyncio.to_thread(context.scheduler().list_all)}
+
+    @app.get("/api/schedules/{schedule_id}")
+    async def get_schedule(schedule_id: str) -> dict[str, Any]:
+        return await asyncio.to_thread(context.scheduler().get, schedule_id)
+
+    @app.patch("/api/schedules/{schedule_id}")
+    async def patch_schedule(schedule_id: str, request: Request) -> dict[str, Any]:
+        body = await _json(request)
+        return await asyncio.to_thread(context.scheduler().patch, schedule_id, body)
+
+    @app.delete("/api/schedules/{schedule_id}", status_code=204)
+    async def delete_schedule(schedule_id: str) -> Response:
+        await asyncio.to_thread(context.scheduler().delete, schedule_id)
+        return Response(status_code=204)
+
+    @app.get("/api/series")
+    async def list_series() -> dict[str, Any]:
+        return {"series": await asyncio.to_thread(context.monitor().list_series)}
+
+    @app.get("/api/series/{key}")
+    async def series(key: str) -> dict[str, Any]:
+        """History (time, run, IOPS, bandwidth, p50/p99/p99.9 per direction), infrastructure
+        segments, regressions and improvements found."""
+        found = await asyncio.to_thread(context.monitor().history, key)
+        if not found["history"]:
+            raise NotFound(f"series {key}")
+        return found
+
+    @app.get("/api/regressions")
+    async def regressions(state: str | None = None) -> dict[str, Any]:
+        return {"regressions": await asyncio.to_thread(context.monitor().regressions, state)}
+
+    @app.patch("/api/regressions/{key}/{regression_id}")
+    async def triage(key: str, regression_id: str, request: Request) -> dict[str, Any]:
+        body = await _json(request)
+        state = body.get("state") if isinstance(body, dict) else None
+        return await asyncio.to_thread(context.monitor().triage, key, regression_id, str(state))
 
     @app.get("/api/profiles")
     async def profiles() -> dict[str, Any]:

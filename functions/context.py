@@ -7,7 +7,11 @@ from functools import cache
 
 from adapters.config import Settings
 from adapters.cosmos import CosmosStore
+from adapters.notifier import WebhookNotifier
 from adapters.queue import WorkQueues
+from core.monitor import Monitor
+from core.ports import Notifier
+from core.scheduler import Scheduler
 from core.service import RunService
 
 
@@ -27,6 +31,23 @@ def queues() -> WorkQueues:
 
 
 @cache
+def monitor() -> Monitor:
+    return Monitor(store(), notifier(), gate_pct=settings().gate_pct)
+
+
+@cache
+def notifier() -> Notifier:
+    return WebhookNotifier.from_settings(settings())
+
+
+@cache
 def service() -> RunService:
     s = settings()
-    return RunService(store(), queues(), max_deliveries=s.max_deliveries, pools=s.pools)
+    return RunService(
+        store(), queues(), max_deliveries=s.max_deliveries, pools=s.pools, monitor=monitor()
+    )
+
+
+@cache
+def scheduler() -> Scheduler:
+    return Scheduler(store(), service())

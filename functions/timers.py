@@ -11,6 +11,7 @@ from functions import context
 log = logging.getLogger(__name__)
 
 FINALIZE_SCHEDULE = "0 */1 * * * *"  # NCRONTAB, every minute in Azure
+SCHEDULES_SCHEDULE = "5 */1 * * * *"  # every minute, a few seconds after the minute
 
 
 def finalize_tick() -> list[str]:
@@ -20,10 +21,18 @@ def finalize_tick() -> list[str]:
     return done
 
 
+def schedules_tick() -> list[str]:
+    started = context.scheduler().tick()
+    if started:
+        log.info("scheduled runs started: %s", ", ".join(started))
+    return started
+
+
 async def local_timer_loop(interval_s: float) -> None:
     """The local stack has no Functions host: run the same timer work on a short period."""
     while True:
         try:
+            await asyncio.to_thread(schedules_tick)
             await asyncio.to_thread(finalize_tick)
         except BenchError as e:
             log.warning("timer tick failed: %s", e)

@@ -7,8 +7,10 @@ from __future__ import annotations
 import itertools
 import json
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +29,40 @@ _pool_names = iter(TEST_POOLS[1:])
 _agent_ids = itertools.count(1)
 
 
+WEBHOOK_SECRET = b"test-webhook-secret"
+
+
+class Receiver:
+    """A loopback HTTP server that records every POST (the generic webhook's target)."""
+
+    def __init__(self) -> None:
+        self.posts: list[tuple[dict[str, str], bytes]] = []
+        received = self.posts
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                received.append(({k: v for k, v in self.headers.items()}, body))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
 @pytest.fixture(scope="session")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    yield r
+    r.server.shutdown()
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory, receiver: Receiver) -> Iterator[Stack]:
     localstack.ensure_installed()
     directory = tmp_path_factory.mktemp("stack")
     st = Stack(
@@ -43,7 +77,16 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     st.save()
     try:
         localstack.start_emulators(st)
-        localstack.start_api(st, timer_seconds=0.5)
+        localstack.start_api(
+            st,
+            timer_seconds=0.5,
+            extra_env={
+                "BENCH_WEBHOOK_URL": receiver.url,
+                "BENCH_WEBHOOK_SECRET": WEBHOOK_SECRET.decode(),
+                # This 2-core machine's run-to-run noise exceeds the default 10 %.
+                "BENCH_GATE_PCT": "30",
+            },
+        )
         yield st
     finally:
         localstack.down(directory)

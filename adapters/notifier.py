@@ -1,0 +1,67 @@
+"""Sends a new regression to the configured Teams incoming webhook and/or signed generic
+webhook. A failed webhook is recorded, never raised: it must not fail the timer."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+from adapters.config import Settings
+from adapters.webhook import Delivery, WebhookSender
+from core.ports import Doc
+
+log = logging.getLogger(__name__)
+
+
+class WebhookNotifier:
+    def __init__(
+        self,
+        *,
+        teams_url: str | None,
+        webhook_url: str | None,
+        webhook_secret: bytes | None,
+        public_url: str,
+        sender: WebhookSender | None = None,
+    ) -> None:
+        self.teams_url = teams_url
+        self.webhook_url = webhook_url
+        self.webhook_secret = webhook_secret
+        self.public_url = public_url
+        self.sender = sender or WebhookSender()
+
+    @classmethod
+    def from_settings(cls, s: Settings) -> WebhookNotifier:
+        return cls(
+            teams_url=s.teams_webhook_url,
+            webhook_url=s.webhook_url,
+            webhook_secret=s.webhook_secret.encode() if s.webhook_secret else None,
+            public_url=s.public_url,
+        )
+
+    def notify(self, regression: Doc) -> list[dict[str, Any]]:
+        sent: list[tuple[str, Delivery]] = []
+        if self.teams_url:
+            sent.append(
+                (
+                    "teams",
+                    self.sender.send_teams(self.teams_url, regression, base_url=self.public_url),
+                )
+            )
+        if self.webhook_url and self.webhook_secret:
+            sent.append(
+                (
+                    "webhook",
+                    self.sender.send_signed(
+                        self.webhook_url,
+                        regression,
+                        base_url=self.public_url,
+                        secret=self.webhook_secret,
+                    ),
+                )
+            )
+        # Webhook URLs carry their own secrets (Teams'): keep them out of stored records.
+        return [
+            {"channel": channel, **{k: v for k, v in dataclasses.asdict(d).items() if k != "url"}}
+            for channel, d in sent
+        ]

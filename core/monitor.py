@@ -1,0 +1,247 @@
+"""Continuous monitoring: series points, change-point regressions and their notification.
+
+Called by the timer after it stores a run's aggregates. Everything written has a
+deterministic id (points per run step, regressions per series, metric and first run after
+the change), so two timers racing write each once, and only the one whose write created a
+regression sends its notification: never twice, never again on the next tick.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from core.errors import FieldError, ValidationFailed
+from core.ports import Doc, NoNotifier, Notifier, Store
+from core.series import (
+    METRICS,
+    find_changes,
+    gate,
+    infra_facts,
+    infra_fingerprint,
+    metrics_of,
+    segments,
+    series_key,
+)
+
+log = logging.getLogger(__name__)
+TRIAGE_STATES = ("new", "acknowledged", "expected", "fixed")
+TriageState = Literal["new", "acknowledged", "expected", "fixed"]
+GATE_MIN_POINTS = 5
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class Monitor:
+    def __init__(
+        self, store: Store, notifier: Notifier | None = None, *, gate_pct: float = 10.0
+    ) -> None:
+        self.store = store
+        self.notifier = notifier or NoNotifier()
+        self.gate_pct = gate_pct
+
+    def record(self, run: Doc, aggregates: Sequence[Doc], results: Sequence[Doc]) -> list[Doc]:
+        """Add the run's steps to their series, run detection, store and announce new
+        regressions. Returns the regressions this call created."""
+        created: list[Doc] = []
+        for agg in aggregates:
+            if agg.get("discarded") or agg.get("mode") in ("probe", "sized"):
+                continue  # warm-ups and Little's-law probes are not the benchmark
+            step_results = [r for r in results if r["step"] == agg["step"]]
+            if not step_results:
+                continue
+            facts = infra_facts(step_results)
+            key = series_key(
+                engine=run.get("engine", "fio"),
+                targets=run["targets"],
+                clients=agg["clients"],
+                workload=agg.get("workload") or {},
+                mode=agg.get("mode"),
+                point=agg.get("point"),
+            )
+            point = {
+                "id": f"{key}.{run['id']}.s{agg['step']}",
+                "series_key": key,
+                "run_id": run["id"],
+                "step": agg["step"],
+                "target": run["target"],
+                "time_ms": min(r["started_at_ms"] for r in step_results),
+                "infra": infra_fingerprint(facts),
+                "infra_facts": facts,
+                "metrics": metrics_of(agg),
+                "clients": agg["clients"],
+                "engine": run.get("engine", "fio"),
+                "workload": agg.get("workload"),
+                "tags": run.get("tags", {}),
+            }
+            history = self.store.list_series_points(key)
+            point["gate"] = self._gate(point, history)
+            self.store.create_series_point(point)
+            points = [p for p in history if p["id"] != point["id"]] + [point]
+            changes = find_changes(points) + _gate_changes(point, history)
+            created += self._store_changes(key, run["target"], changes)
+        return created
+
+    def _gate(self, point: Doc, history: Sequence[Doc]) -> dict[str, Any]:
+        segs = segments([p for p in history if p["id"] != point["id"]])
+        same = segs[-1] if segs and segs[-1][-1]["infra"] == point["infra"] else []
+        if len(same) < GATE_MIN_POINTS:
+            return {}
+        return {
+            m: gate(
+                [p["metrics"][m] for p in same if m in p["metrics"]],
+                v,
+                higher_is_better=METRICS[m],
+                max_change_pct=self.gate_pct,
+            )
+            for m, v in point["metrics"].items()
+        }
+
+    def _store_changes(self, key: str, target: str, changes: Sequence[Doc]) -> list[Doc]:
+        existing = self.store.list_regressions(key)
+        created = []
+        for change in changes:
+            if any(_same_change(change, e) for e in existing):
+                continue  # seen before: by the gate, or with its index moved by new points
+            reg = {
+                "id": f"{key}.{change['metric']}.{change['method']}.{change['first_run_id']}",
+                "series_key": key,
+                "target": target,
+                "state": "new",
+                "detected_at": _now_iso(),
+                "notified": None,
+                **change,
+            }
+            if not self.store.create_regression(reg):
+                continue  # another timer instance stored it first
+            created.append(reg)
+            if reg["kind"] == "regression":
+                # One message per event: metrics that moved together in the same run share it.
+                told = next(
+                    (
+                        e
+                        for e in existing
+                        if e["kind"] == "regression"
+                        and e.get("notified")
+                        and e["first_run_id"] == reg["first_run_id"]
+                    ),
+                    None,
+                )
+                notified = (
+                    {"with": told["id"]}
+                    if told
+                    else {"at": _now_iso(), "deliveries": self.notifier.notify(reg)}
+                )
+                reg = self._update(key, reg["id"], lambda r, n=notified: r.update(notified=n))
+            existing.append(reg)
+        return created
+
+    def _update(self, key: str, reg_id: str, change: Any) -> Doc:
+        doc = self.store.get_regression(key, reg_id)
+        change(doc)
+        return self.store.replace_regression(doc)
+
+    # ---- queries ----------------------------------------------------------------------
+
+    def list_series(self) -> list[Doc]:
+        by_key: dict[str, Doc] = {}
+        for p in self.store.list_all_series_points():
+            s = by_key.setdefault(
+                p["series_key"],
+                {
+                    "series_key": p["series_key"],
+                    "target": p["target"],
+                    "clients": p["clients"],
+                    "engine": p["engine"],
+                    "workload": p["workload"],
+                    "points": 0,
+                    "last_time_ms": 0,
+                },
+            )
+            s["points"] += 1
+            s["last_time_ms"] = max(s["last_time_ms"], p["time_ms"])
+        return sorted(by_key.values(), key=lambda s: -s["last_time_ms"])
+
+    def history(self, key: str) -> Doc:
+        points = sorted(self.store.list_series_points(key), key=lambda p: p["time_ms"])
+        segs = segments(points)
+        rows = []
+        for i, seg in enumerate(segs):
+            for j, p in enumerate(seg):
+                m = p["metrics"]
+                rows.append(
+                    {
+                        "time_ms": p["time_ms"],
+                        "run_id": p["run_id"],
+                        "segment": i,
+                        "new_segment": j == 0 and i > 0,
+                        "infra_facts": p["infra_facts"],
+                        **{k: m.get(k) for k in sorted(METRICS)},
+                        "gate": p.get("gate", {}),
+                    }
+                )
+        regs = [_public(r) for r in self.store.list_regressions(key)]
+        return {"series_key": key, "segments": len(segs), "history": rows, "regressions": regs}
+
+    def regressions(self, state: str | None = None) -> list[Doc]:
+        return [
+            _public(r)
+            for r in self.store.list_regressions()
+            if state is None or r["state"] == state
+        ]
+
+    def triage(self, key: str, reg_id: str, state: str) -> Doc:
+        if state not in TRIAGE_STATES:
+            raise ValidationFailed([FieldError("state", f"one of {', '.join(TRIAGE_STATES)}")])
+        return _public(
+            self._update(key, reg_id, lambda r: r.update(state=state, triaged_at=_now_iso()))
+        )
+
+
+GATED_METRICS = ("read.iops", "write.iops", "read.p99", "write.p99")
+
+
+def _gate_changes(point: Doc, history: Sequence[Doc]) -> list[Doc]:
+    """Gate failures of this run, as regressions with their evidence. Bandwidth follows
+    IOPS at a fixed block size, and p50/p99.9 are noisier, so the gate watches IOPS and p99;
+    change-point detection watches every metric."""
+    segs = segments([p for p in history if p["id"] != point["id"]])
+    base = segs[-1] if segs and segs[-1][-1]["infra"] == point["infra"] else []
+    out = []
+    for metric, verdict in point.get("gate", {}).items():
+        if metric not in GATED_METRICS or verdict.get("verdict") != "regression":
+            continue
+        values = [p["metrics"][metric] for p in base if metric in p["metrics"]]
+        mean = sum(values) / len(values)
+        std = (sum((v - mean) ** 2 for v in values) / max(len(values) - 1, 1)) ** 0.5
+        out.append(
+            {
+                "metric": metric,
+                "kind": "regression",
+                "method": "gate",
+                "before": {"mean": mean, "std": std},
+                "after": {"mean": point["metrics"][metric], "std": 0.0},
+                "change_pct": verdict["change_pct"],
+                "pvalue": None,
+                "first_run_id": point["run_id"],
+                "first_time_ms": point["time_ms"],
+                "runs_around": [p["run_id"] for p in base[-3:]] + [point["run_id"]],
+            }
+        )
+    return out
+
+
+def _same_change(new: Doc, old: Doc) -> bool:
+    return (
+        new["metric"] == old["metric"]
+        and new["kind"] == old["kind"]
+        and (new["first_run_id"] in old["runs_around"] or old["first_run_id"] in new["runs_around"])
+    )
+
+
+def _public(doc: Doc) -> Doc:
+    return {k: v for k, v in doc.items() if not k.startswith("_")}

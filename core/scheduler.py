@@ -1,0 +1,143 @@
+"""Scheduled runs: CRUD of schedules and the timer's tick (pure apart from the ports).
+
+Exactly once: the run a schedule starts for a fire time is submitted with the
+Idempotency-Key ``schedule:<id>:<fire time>`` and an identical body, so two overlapping
+timer instances create one run. After downtime only the latest missed fire time runs
+(``core.schedules.due_fire``): one catch-up, never a burst.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic import ValidationError as PydanticError
+
+from core.errors import Conflict, FieldError, ValidationFailed
+from core.models import RunRequest
+from core.ports import Doc, Store
+from core.schedules import Schedule, SchedulePatch, due_fire, fire_key, next_fire
+from core.service import RunService
+from core.validation import validate
+
+
+def _model(model: type[BaseModel], body: Any) -> Any:
+    try:
+        return model.model_validate(body)
+    except PydanticError as e:
+        raise ValidationFailed(
+            [
+                FieldError(
+                    ".".join(str(p) for p in err["loc"]) or "(body)",
+                    str(err["msg"]).removeprefix("Value error, "),
+                )
+                for err in e.errors()
+            ]
+        ) from None
+
+
+def _check_template(request: dict[str, Any]) -> None:
+    try:
+        validate("run-request", request, RunRequest)
+    except ValidationFailed as e:
+        raise ValidationFailed(
+            [FieldError(f"request.{x.field}", x.message) for x in e.errors]
+        ) from None
+
+
+class Scheduler:
+    def __init__(
+        self, store: Store, runs: RunService, *, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.store = store
+        self.runs = runs
+        self.clock = clock
+
+    def _now(self) -> datetime:
+        return datetime.fromtimestamp(self.clock(), UTC)
+
+    def create(self, body: Any) -> Doc:
+        s: Schedule = _model(Schedule, body)
+        _check_template(s.request)
+        now = self._now()
+        doc = {
+            "id": "sch-" + uuid.uuid4().hex[:16],
+            **s.model_dump(),
+            "created_at": now.isoformat(),
+            "last_fired": None,
+            "last_run_id": None,
+            "next_fire": next_fire(s.cron, after=now).isoformat(),
+        }
+        return _public(self.store.create_schedule(doc))
+
+    def get(self, schedule_id: str) -> Doc:
+        return _public(self.store.get_schedule(schedule_id))
+
+    def list_all(self) -> list[Doc]:
+        return [_public(d) for d in self.store.list_schedules()]
+
+    def patch(self, schedule_id: str, body: Any) -> Doc:
+        p: SchedulePatch = _model(SchedulePatch, body)
+        changes = p.model_dump(exclude_unset=True)
+        if "request" in changes:
+            _check_template(changes["request"])
+        for _ in range(10):
+            doc = self.store.get_schedule(schedule_id)
+            doc.update(changes)
+            doc["next_fire"] = next_fire(doc["cron"], after=self._now()).isoformat()
+            try:
+                return _public(self.store.replace_schedule(doc))
+            except Conflict:
+                continue
+        raise Conflict(f"schedule {schedule_id} kept changing")
+
+    def delete(self, schedule_id: str) -> None:
+        self.store.delete_schedule(schedule_id)
+
+    def tick(self) -> list[str]:
+        """Start every due run once; returns the run ids started (or found already started)."""
+        now = self._now()
+        started = []
+        for doc in self.store.list_schedules():
+            if not doc.get("enabled", True):
+                continue
+            last = datetime.fromisoformat(doc["last_fired"]) if doc.get("last_fired") else None
+            fire = due_fire(
+                doc["cron"],
+                now=now,
+                last_fired=last,
+                created_at=datetime.fromisoformat(doc["created_at"]),
+            )
+            if fire is None:
+                continue
+            body = dict(doc["request"])
+            body["tags"] = {**body.get("tags", {}), "schedule": doc["id"], "fire": fire.isoformat()}
+            run, _ = self.runs.submit(body, fire_key(doc["id"], fire))
+            started.append(run["id"])
+            self._fired(doc["id"], fire, run["id"], now)
+        return started
+
+    def _fired(self, schedule_id: str, fire: datetime, run_id: str, now: datetime) -> None:
+        for _ in range(10):
+            doc = self.store.get_schedule(schedule_id)
+            last = doc.get("last_fired")
+            if last and datetime.fromisoformat(last) >= fire:
+                return  # a racing timer recorded it already
+            doc.update(
+                last_fired=fire.isoformat(),
+                last_run_id=run_id,
+                next_fire=next_fire(doc["cron"], after=now).isoformat(),
+            )
+            try:
+                self.store.replace_schedule(doc)
+                return
+            except Conflict:
+                continue
+
+
+def _public(doc: Doc) -> Doc:
+    return {k: v for k, v in doc.items() if not k.startswith("_")}

@@ -1,0 +1,169 @@
+"""Series of comparable results, their infrastructure segments, and regression detection
+(pure).
+
+A series is every aggregate of the same benchmark: engine, mounts, client count and the
+resolved workload. A rate cap on a plain run is a load condition (the same benchmark held
+to a lower rate, as a throttled volume would be), so it is not part of the key; rate-curve
+steps are keyed by their percentage instead. Within a series, infrastructure facts (VM size,
+region, filesystem type, mount source and options such as nconnect or SMB multichannel)
+cut segments: a change of facts starts a new segment and is never reported as a
+regression, because detection only compares points inside one segment.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from core.changepoint import ChangePoint, detect
+
+# metric -> True when higher is better
+METRICS: dict[str, bool] = {
+    f"{d}.{m}": m in ("iops", "bw_bytes")
+    for d in ("read", "write")
+    for m in ("iops", "bw_bytes", "p50", "p99", "p99.9")
+}
+MIN_POINTS = 10  # E-divisive needs min_size points on each side of a change
+
+
+def _digest(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def series_key(
+    *,
+    engine: str,
+    targets: Sequence[str],
+    clients: int,
+    workload: Mapping[str, Any],
+    mode: str | None,
+    point: str | None,
+) -> str:
+    w = dict(workload)
+    if mode in (None, "measure"):
+        w.pop("rate_iops", None)
+    label = point if mode == "rate" else None
+    return _digest(
+        {
+            "engine": engine,
+            "targets": list(targets),
+            "clients": clients,
+            "workload": w,
+            "point": label,
+        }
+    )
+
+
+def infra_facts(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The facts that make two runs' infrastructure the same, across all clients."""
+    hosts = sorted({(r["host"].get("vm_size"), r["host"].get("region")) for r in results}, key=str)
+    mounts = sorted(
+        {
+            (m["alias"], m["fstype"], m["source"], _stable_options(m["options"]))
+            for r in results
+            for m in r["mounts"]
+        }
+    )
+    return {"hosts": [list(h) for h in hosts], "mounts": [list(m) for m in mounts]}
+
+
+def _stable_options(options: str) -> str:
+    # Access-time flags and the like change nothing about throughput; keep what does.
+    ignore = {"rw", "relatime", "noatime", "nodiratime", "strictatime"}
+    return ",".join(sorted(o for o in options.split(",") if o and o not in ignore))
+
+
+def infra_fingerprint(facts: Mapping[str, Any]) -> str:
+    return _digest(dict(facts))
+
+
+def metrics_of(aggregate: Mapping[str, Any]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for d in ("read", "write"):
+        a = aggregate.get(d)
+        if not a:
+            continue
+        out[f"{d}.iops"] = float(a["iops"])
+        out[f"{d}.bw_bytes"] = float(a["bw_bytes"])
+        for p in ("p50", "p99", "p99.9"):
+            out[f"{d}.{p}"] = float(a["clat_ns"][p])
+    return out
+
+
+def segments(points: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+    """Consecutive runs (in time order) with the same infrastructure fingerprint."""
+    out: list[list[Mapping[str, Any]]] = []
+    for p in sorted(points, key=lambda p: (p["time_ms"], p["id"])):
+        if out and out[-1][-1]["infra"] == p["infra"]:
+            out[-1].append(p)
+        else:
+            out.append([p])
+    return out
+
+
+def find_changes(
+    points: Sequence[Mapping[str, Any]], *, pvalue: float = 0.001
+) -> list[dict[str, Any]]:
+    """Change points of every metric within the latest infrastructure segment, with the
+    evidence a person needs: before/after, change, p-value, first run after, runs around."""
+    segs = segments(points)
+    if not segs:
+        return []
+    latest = segs[-1]
+    out = []
+    for metric, higher_is_better in METRICS.items():
+        rows = [p for p in latest if metric in p["metrics"]]
+        if len(rows) < MIN_POINTS:
+            continue
+        for cp in detect([p["metrics"][metric] for p in rows], pvalue=pvalue):
+            out.append(_evidence(metric, higher_is_better, cp, rows))
+    return out
+
+
+def _evidence(
+    metric: str, higher_is_better: bool, cp: ChangePoint, rows: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    worse = cp.after_mean < cp.before_mean if higher_is_better else cp.after_mean > cp.before_mean
+    first = rows[cp.index]
+    around = [r["run_id"] for r in rows[max(0, cp.index - 3) : cp.index + 3]]
+    return {
+        "metric": metric,
+        "kind": "regression" if worse else "improvement",
+        "before": {"mean": cp.before_mean, "std": cp.before_std},
+        "after": {"mean": cp.after_mean, "std": cp.after_std},
+        "change_pct": cp.change_pct,
+        "pvalue": cp.pvalue,
+        "method": "e-divisive",
+        "first_run_id": first["run_id"],
+        "first_time_ms": first["time_ms"],
+        "runs_around": around,
+    }
+
+
+def gate(
+    history: Sequence[float],
+    value: float,
+    *,
+    higher_is_better: bool,
+    max_change_pct: float = 10.0,
+    min_change: float = 0.0,
+) -> dict[str, Any]:
+    """A single new value against the last stable segment, for pipelines that cannot wait
+    for a change point to be confirmed: failed when it is worse than the segment's mean by
+    more than ``max_change_pct`` percent and by at least ``min_change`` in absolute terms."""
+    if not history:
+        return {"verdict": "no-baseline"}
+    mean = sum(history) / len(history)
+    change = value - mean
+    pct = change / mean * 100 if mean else 0.0
+    worse = change < 0 if higher_is_better else change > 0
+    failed = worse and abs(pct) > max_change_pct and abs(change) >= min_change
+    return {
+        "verdict": "regression" if failed else "pass",
+        "baseline_mean": mean,
+        "value": value,
+        "change_pct": pct,
+        "baseline_points": len(history),
+    }

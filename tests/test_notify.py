@@ -1,0 +1,398 @@
+"""Regression notifications: the pure card/body/signature builders, and real deliveries to a
+local HTTP receiver on 127.0.0.1 (no other network)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx
+import pytest
+
+from adapters.webhook import Delivery, WebhookSender, redact_url
+from core.notify import sign, teams_card, verify, webhook_body
+
+BASE_URL = "https://bench.example.test/"
+SECRET = b"s3cret-for-tests"
+REGRESSION: dict[str, Any] = {
+    "id": "reg-0001",
+    "series_key": "3f2a9c",
+    "metric": "read.iops",
+    "kind": "regression",
+    "before": {"mean": 50000.0, "std": 900.0},
+    "after": {"mean": 25000.0, "std": 700.0},
+    "change_pct": -50.0,
+    "pvalue": 1e-9,
+    "first_run_id": "r-0042",
+    "runs_around": ["r-0040", "r-0041", "r-0042", "r-0043"],
+    "target": "scratch",
+    "detected_at": "2026-11-22T03:40:00.000Z",
+}
+
+
+# --- pure: the Teams card ----------------------------------------------------------------
+
+
+def test_teams_card_envelope() -> None:
+    msg = teams_card(REGRESSION, base_url=BASE_URL)
+    assert msg["type"] == "message"
+    assert len(msg["attachments"]) == 1
+    att = msg["attachments"][0]
+    assert att["contentType"] == "application/vnd.microsoft.card.adaptive"
+    card = att["content"]
+    assert card["$schema"] == "http://adaptivecards.io/schemas/adaptive-card.json"
+    assert card["type"] == "AdaptiveCard"
+    assert card["version"] == "1.4"
+    assert card["body"]
+    json.dumps(msg)  # must be plain JSON
+
+
+def test_teams_card_links() -> None:
+    actions = teams_card(REGRESSION, base_url=BASE_URL)["attachments"][0]["content"]["actions"]
+    assert [a["type"] for a in actions] == ["Action.OpenUrl", "Action.OpenUrl"]
+    urls = {a["url"] for a in actions}
+    # The trailing slash of base_url must not double up.
+    assert urls == {
+        "https://bench.example.test/api/runs/r-0042",
+        "https://bench.example.test/api/series/3f2a9c",
+    }
+
+
+def test_teams_card_numbers() -> None:
+    card = teams_card(REGRESSION, base_url=BASE_URL)["attachments"][0]["content"]
+    facts = {f["title"]: f["value"] for f in card["body"][2]["facts"]}
+    assert facts["Metric"] == "read.iops"
+    assert facts["Target"] == "scratch"
+    assert facts["Before"] == "50,000 ± 900"
+    assert facts["After"] == "25,000 ± 700"
+    assert facts["Change"] == "-50.0%"
+    assert facts["p-value"] == "1e-09"
+    assert facts["First run"] == "r-0042"
+    title = card["body"][0]
+    assert title["text"] == "Performance regression: read.iops"
+    assert title["color"] == "Attention"
+    assert card["body"][1]["text"] == "50,000 ± 900 → 25,000 ± 700 (-50.0%)"
+
+
+def test_teams_card_small_values_and_missing_fields() -> None:
+    reg = {
+        "metric": "read.lat_p99_s",
+        "kind": "improvement",
+        "before": {"mean": 0.00123, "std": 0.0001},
+        "after": {"mean": 0.0009, "std": None},
+        "change_pct": "oops",
+        "series_key": "a/b",
+    }
+    card = teams_card(reg, base_url=BASE_URL)["attachments"][0]["content"]
+    facts = {f["title"]: f["value"] for f in card["body"][2]["facts"]}
+    assert facts["Before"] == "0.00123 ± 0.0001"
+    assert facts["After"] == "0.0009 ± n/a"
+    assert facts["Change"] == "n/a"
+    assert facts["p-value"] == "n/a"
+    assert card["body"][0]["color"] == "Good"
+    # No first run → no run link; the key is one escaped path segment.
+    assert [a["url"] for a in card["actions"]] == ["https://bench.example.test/api/series/a%2Fb"]
+
+
+def test_webhook_body_is_compact_sorted_json() -> None:
+    body = webhook_body(REGRESSION, base_url=BASE_URL)
+    doc = json.loads(body)
+    assert doc["event"] == "regression.detected"
+    assert doc["regression"] == REGRESSION
+    assert doc["links"] == {
+        "run": "https://bench.example.test/api/runs/r-0042",
+        "series": "https://bench.example.test/api/series/3f2a9c",
+    }
+    assert body == json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+    assert body.startswith(b'{"event":')
+
+
+# --- pure: sign / verify -----------------------------------------------------------------
+
+
+def test_sign_format() -> None:
+    headers = sign(b"{}", secret=SECRET, timestamp=1_700_000_000)
+    assert headers["X-Bench-Timestamp"] == "1700000000"
+    assert headers["X-Bench-Signature"].startswith("sha256=")
+    assert len(headers["X-Bench-Signature"]) == len("sha256=") + 64
+
+
+def test_sign_known_vector() -> None:
+    # Independent of our code: HMAC-SHA256 over "<ts>." + body, computed with stdlib directly.
+    import hashlib
+    import hmac
+
+    expected = hmac.new(b"k", b"10.hello", hashlib.sha256).hexdigest()
+    assert sign(b"hello", secret=b"k", timestamp=10)["X-Bench-Signature"] == f"sha256={expected}"
+
+
+def test_verify_valid() -> None:
+    body = webhook_body(REGRESSION, base_url=BASE_URL)
+    headers = sign(body, secret=SECRET, timestamp=1000)
+    assert verify(body, headers, secret=SECRET, now=1000)
+    assert verify(body, headers, secret=SECRET, now=1300)  # at the edge of tolerance
+    lower = {k.lower(): v for k, v in headers.items()}
+    assert verify(body, lower, secret=SECRET, now=1000)
+
+
+def test_verify_flipped_byte() -> None:
+    body = webhook_body(REGRESSION, base_url=BASE_URL)
+    headers = sign(body, secret=SECRET, timestamp=1000)
+    tampered = bytearray(body)
+    tampered[len(tampered) // 2] ^= 0x01
+    assert not verify(bytes(tampered), headers, secret=SECRET, now=1000)
+
+
+def test_verify_rejects_stale_future_wrong_secret_and_junk() -> None:
+    body = b'{"a":1}'
+    headers = sign(body, secret=SECRET, timestamp=1000)
+    assert not verify(body, headers, secret=SECRET, now=1301)  # stale
+    assert not verify(body, headers, secret=SECRET, now=699)  # from the future
+    assert not verify(body, headers, secret=b"other", now=1000)
+    assert not verify(body, {}, secret=SECRET, now=1000)
+    assert not verify(body, {**headers, "X-Bench-Timestamp": "abc"}, secret=SECRET, now=1000)
+    assert not verify(body, {**headers, "X-Bench-Signature": "sha256=é"}, secret=SECRET, now=1000)
+    # The timestamp is under the MAC: moving it invalidates the signature.
+    moved = {**headers, "X-Bench-Timestamp": "1001"}
+    assert not verify(body, moved, secret=SECRET, now=1000)
+
+
+def test_redact_url_hides_path_and_query() -> None:
+    url = "https://example.webhook.office.com/webhookb2/abc@def/IncomingWebhook/xyz?sig=SECRET"
+    assert redact_url(url) == "https://example.webhook.office.com/…"
+
+
+# --- integration: a real receiver on 127.0.0.1 ------------------------------------------
+
+
+@dataclass
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass
+class Receiver:
+    """A local HTTP server answering POSTs with a scripted list of (status, headers, body)."""
+
+    script: list[tuple[int, dict[str, str], bytes]]
+    default: tuple[int, dict[str, str], bytes] = (200, {}, b"ok")
+    requests: list[Received] = field(default_factory=list)
+    url: str = ""
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def next_response(self, req: Received) -> tuple[int, dict[str, str], bytes]:
+        with self._lock:
+            self.requests.append(req)
+            return self.script.pop(0) if self.script else self.default
+
+
+def _handler_for(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            req = Received(self.path, dict(self.headers.items()), self.rfile.read(length))
+            status, headers, body = receiver.next_response(req)
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
+            pass
+
+    return Handler
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[..., Receiver]]:
+    servers: list[tuple[ThreadingHTTPServer, threading.Thread]] = []
+
+    def start(
+        script: list[tuple[int, dict[str, str], bytes]] | None = None,
+        default: tuple[int, dict[str, str], bytes] = (200, {}, b"ok"),
+    ) -> Receiver:
+        receiver = Receiver(script=list(script or []), default=default)
+        server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(receiver))  # free port
+        # A short poll interval keeps shutdown() (and so teardown) fast.
+        thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        thread.start()
+        servers.append((server, thread))
+        receiver.url = f"http://127.0.0.1:{server.server_address[1]}/hook/abc?sig=xyz"
+        return receiver
+
+    yield start
+    for server, thread in servers:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+@pytest.fixture
+def client() -> Iterator[httpx.Client]:
+    # trust_env=False: never route the loopback requests through an environment proxy.
+    with httpx.Client(timeout=5.0, trust_env=False) as c:
+        yield c
+
+
+class Sleeps:
+    def __init__(self) -> None:
+        self.calls: list[float] = []
+
+    def __call__(self, seconds: float) -> None:
+        self.calls.append(seconds)
+
+
+def test_signed_webhook_arrives_once_and_verifies(
+    serve: Callable[..., Receiver], client: httpx.Client
+) -> None:
+    receiver = serve()
+    sleeps = Sleeps()
+    sender = WebhookSender(client=client, sleep=sleeps)
+    delivery = sender.send_signed(
+        receiver.url, REGRESSION, base_url=BASE_URL, secret=SECRET, now=lambda: 1_800_000_000.7
+    )
+    assert delivery == Delivery(url=receiver.url, ok=True, attempts=1, status=200, error=None)
+    assert len(receiver.requests) == 1
+    req = receiver.requests[0]
+    assert req.path == "/hook/abc?sig=xyz"
+    assert req.headers["Content-Type"] == "application/json"
+    assert req.headers["X-Bench-Timestamp"] == "1800000000"
+    assert verify(req.body, req.headers, secret=SECRET, now=1_800_000_010)
+    assert not verify(req.body, req.headers, secret=b"wrong", now=1_800_000_010)
+    assert json.loads(req.body)["regression"]["id"] == "reg-0001"
+    assert sleeps.calls == []
+
+
+def test_teams_message_arrives(serve: Callable[..., Receiver], client: httpx.Client) -> None:
+    receiver = serve()
+    delivery = WebhookSender(client=client, sleep=Sleeps()).send_teams(
+        receiver.url, REGRESSION, base_url=BASE_URL
+    )
+    assert delivery.ok and delivery.attempts == 1
+    (req,) = receiver.requests
+    assert json.loads(req.body) == teams_card(REGRESSION, base_url=BASE_URL)
+
+
+def test_retries_500_then_succeeds_and_resigns(
+    serve: Callable[..., Receiver], client: httpx.Client
+) -> None:
+    receiver = serve(script=[(500, {}, b"boom"), (500, {}, b"boom")])
+    sleeps = Sleeps()
+    clock = iter([1000.0, 1005.0, 1010.0])
+    sender = WebhookSender(client=client, backoff_s=0.5, max_backoff_s=8.0, sleep=sleeps)
+    delivery = sender.send_signed(
+        receiver.url, REGRESSION, base_url=BASE_URL, secret=SECRET, now=lambda: next(clock)
+    )
+    assert delivery.ok
+    assert delivery.attempts == 3
+    assert delivery.status == 200
+    assert len(receiver.requests) == 3
+    assert sleeps.calls == [0.5, 1.0]  # exponential, no real sleeping
+    stamps = [r.headers["X-Bench-Timestamp"] for r in receiver.requests]
+    assert stamps == ["1000", "1005", "1010"]  # fresh signature per attempt
+    for r in receiver.requests:
+        assert verify(r.body, r.headers, secret=SECRET, now=int(r.headers["X-Bench-Timestamp"]))
+
+
+def test_always_500_gives_up_without_raising(
+    serve: Callable[..., Receiver], client: httpx.Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    receiver = serve(default=(503, {}, b"down"))
+    sleeps = Sleeps()
+    sender = WebhookSender(
+        client=client, attempts=5, backoff_s=1.0, max_backoff_s=3.0, sleep=sleeps
+    )
+    with caplog.at_level(logging.WARNING, logger="adapters.webhook"):
+        delivery = sender.send_signed(receiver.url, REGRESSION, base_url=BASE_URL, secret=SECRET)
+    assert not delivery.ok
+    assert delivery.attempts == 5
+    assert delivery.status == 503
+    assert delivery.error is not None and "503" in delivery.error
+    assert len(receiver.requests) == 5
+    assert sleeps.calls == [1.0, 2.0, 3.0, 3.0]  # capped; no sleep after the last attempt
+    # Neither the secret nor the URL's path/query (credentials for Teams) reach the log.
+    assert caplog.records
+    assert SECRET.decode() not in caplog.text
+    assert "sig=xyz" not in caplog.text and "/hook/abc" not in caplog.text
+
+
+def test_unreachable_port_gives_up_without_raising(client: httpx.Client) -> None:
+    # A port that was free a moment ago and now has no listener: connection refused.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    sleeps = Sleeps()
+    url = f"http://127.0.0.1:{port}/hook"
+    delivery = WebhookSender(client=client, attempts=3, sleep=sleeps).send_teams(
+        url, REGRESSION, base_url=BASE_URL
+    )
+    assert not delivery.ok
+    assert delivery.attempts == 3
+    assert delivery.status is None
+    assert delivery.error is not None and "ConnectError" in delivery.error
+    assert sleeps.calls == [0.5, 1.0]
+
+
+def test_400_is_not_retried(serve: Callable[..., Receiver], client: httpx.Client) -> None:
+    receiver = serve(default=(400, {}, b"bad card"))
+    sleeps = Sleeps()
+    delivery = WebhookSender(client=client, sleep=sleeps).send_teams(
+        receiver.url, REGRESSION, base_url=BASE_URL
+    )
+    assert not delivery.ok
+    assert delivery.attempts == 1
+    assert delivery.status == 400
+    assert delivery.error == "HTTP 400: bad card"
+    assert len(receiver.requests) == 1
+    assert sleeps.calls == []
+
+
+def test_429_honours_retry_after_capped(
+    serve: Callable[..., Receiver], client: httpx.Client
+) -> None:
+    receiver = serve(script=[(429, {"Retry-After": "2"}, b""), (429, {"Retry-After": "120"}, b"")])
+    sleeps = Sleeps()
+    delivery = WebhookSender(client=client, max_backoff_s=8.0, sleep=sleeps).send_signed(
+        receiver.url, REGRESSION, base_url=BASE_URL, secret=SECRET
+    )
+    assert delivery.ok and delivery.attempts == 3
+    assert sleeps.calls == [2.0, 8.0]
+
+
+def test_teams_throttle_in_2xx_body_is_retried(
+    serve: Callable[..., Receiver], client: httpx.Client
+) -> None:
+    # Legacy connectors report throttling in a 2xx body instead of a 429.
+    body = b"Microsoft Teams endpoint returned HTTP error 429 with ContextId ..."
+    receiver = serve(script=[(200, {}, body)])
+    sleeps = Sleeps()
+    delivery = WebhookSender(client=client, sleep=sleeps).send_teams(
+        receiver.url, REGRESSION, base_url=BASE_URL
+    )
+    assert delivery.ok and delivery.attempts == 2
+    assert sleeps.calls == [0.5]
+
+
+def test_unserialisable_regression_does_not_raise(client: httpx.Client) -> None:
+    bad: dict[str, Any] = {**REGRESSION, "before": {"mean": 1.0, "std": 0.1}, "x": {1, 2}}
+    # A set is not JSON: the body falls back to str() for it rather than failing.
+    sender = WebhookSender(client=client, sleep=Sleeps())
+    assert json.loads(webhook_body(bad, base_url=BASE_URL))["regression"]["x"] == "{1, 2}"
+    broken: Any = {"metric": "m", "before": 5}  # not a mapping: rendered n/a, not an error
+    card = teams_card(broken, base_url=BASE_URL)
+    assert card["attachments"][0]["content"]["actions"] == []
+    # An invalid URL is a failed Delivery, not an exception.
+    delivery = sender.send_teams("not a url", REGRESSION, base_url=BASE_URL)
+    assert not delivery.ok and delivery.attempts == 1 and delivery.status is None

@@ -1,0 +1,103 @@
+"""Series keys, infrastructure segments and detection inside a segment (pure)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.series import find_changes, gate, infra_facts, infra_fingerprint, segments, series_key
+
+NFS = {"alias": "vol1", "fstype": "nfs", "source": "10.0.0.4:/vol1"}
+
+
+def result(options: str, vm: str = "Standard_E32s_v5") -> dict[str, object]:
+    return {
+        "host": {"vm_size": vm, "region": "westeurope"},
+        "mounts": [{**NFS, "options": options}],
+    }
+
+
+def points(values: list[float], infra: list[str]) -> list[dict[str, object]]:
+    return [
+        {
+            "id": f"p{i}",
+            "run_id": f"r{i}",
+            "time_ms": i * 1000,
+            "infra": f,
+            "metrics": {"read.iops": v},
+        }
+        for i, (v, f) in enumerate(zip(values, infra, strict=True))
+    ]
+
+
+def test_nconnect_change_starts_a_segment_and_is_not_a_regression() -> None:
+    before = infra_fingerprint(infra_facts([result("rw,relatime,vers=3,nconnect=8")]))
+    after = infra_fingerprint(infra_facts([result("rw,noatime,vers=3,nconnect=4")]))
+    same = infra_fingerprint(infra_facts([result("rw,noatime,vers=3,nconnect=8")]))
+    assert before != after and before == same  # access-time flags are not infrastructure
+    rng = np.random.default_rng(5)
+    values = [
+        float(v)
+        for v in np.r_[np.full(30, 50_000), np.full(30, 30_000)] * (1 + rng.normal(0, 0.02, 60))
+    ]
+    pts = points(values, [before] * 30 + [after] * 30)
+    assert len(segments(pts)) == 2
+    assert find_changes(pts) == []  # the drop coincides with the infrastructure change
+
+
+def test_drop_inside_a_segment_is_a_regression_with_evidence() -> None:
+    rng = np.random.default_rng(9)
+    values = [
+        float(v)
+        for v in np.r_[np.full(30, 50_000), np.full(30, 45_000)] * (1 + rng.normal(0, 0.015, 60))
+    ]
+    (change,) = find_changes(points(values, ["a"] * 60))
+    assert change["metric"] == "read.iops" and change["kind"] == "regression"
+    assert abs(int(change["first_run_id"][1:]) - 30) <= 2
+    assert change["change_pct"] < -5 and change["pvalue"] < 0.001
+    assert len(change["runs_around"]) >= 3
+
+
+def test_latency_rise_is_a_regression_and_iops_rise_an_improvement() -> None:
+    rng = np.random.default_rng(2)
+    up = [
+        float(v)
+        for v in np.r_[np.full(20, 1000.0), np.full(20, 1300.0)] * (1 + rng.normal(0, 0.02, 40))
+    ]
+    pts = points(up, ["a"] * 40)
+    for p, v in zip(pts, up, strict=True):
+        p["metrics"] = {"read.p99": v, "read.iops": v}
+    kinds = {c["metric"]: c["kind"] for c in find_changes(pts)}
+    assert kinds == {"read.p99": "regression", "read.iops": "improvement"}
+
+
+def test_gate_against_the_segment() -> None:
+    assert gate([100, 102, 98, 101, 99], 50, higher_is_better=True)["verdict"] == "regression"
+    assert gate([100, 102, 98, 101, 99], 95, higher_is_better=True)["verdict"] == "pass"
+    assert gate([100, 100], 150, higher_is_better=False)["verdict"] == "regression"
+    assert gate([100, 100], 150, higher_is_better=False, min_change=60)["verdict"] == "pass"
+    assert gate([], 1, higher_is_better=True)["verdict"] == "no-baseline"
+
+
+def test_series_key_ignores_a_plain_runs_rate_cap_not_the_workload() -> None:
+    w = {"rw": "randread", "bs": "4k", "iodepth": 1, "rate_iops": None}
+    base = series_key(engine="fio", targets=["s"], clients=1, workload=w, mode="measure", point="")
+    capped = series_key(
+        engine="fio",
+        targets=["s"],
+        clients=1,
+        workload={**w, "rate_iops": 500},
+        mode="measure",
+        point="",
+    )
+    other = series_key(
+        engine="fio", targets=["s"], clients=1, workload={**w, "bs": "8k"}, mode="measure", point=""
+    )
+    curve = series_key(
+        engine="fio",
+        targets=["s"],
+        clients=1,
+        workload={**w, "rate_iops": 500},
+        mode="rate",
+        point="rate=10%",
+    )
+    assert base == capped and base != other and curve != base
