@@ -1,6 +1,7 @@
 """benchctl: submit and follow benchmark runs, and manage the local stack.
 
-Exit codes: 0 ok, 1 run failed or cancelled, 2 bad input, 4 timed out waiting.
+Exit codes: 0 ok, 1 run failed or cancelled, 2 bad input, 3 the run regressed against its
+series (with --fail-on-regression), 4 timed out waiting.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from core.offline import InputError, aggregate_files
 from core.plan import outstanding_for, split_outstanding
 from core.validation import validate
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_TIMEOUT = 0, 1, 2, 4
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_REGRESSION, EXIT_TIMEOUT = 0, 1, 2, 3, 4
 TERMINAL = ("completed", "failed", "cancelled")
 WORKLOAD_FIELDS = list(Workload.model_fields)
 
@@ -138,7 +139,22 @@ def cmd_run(a: argparse.Namespace) -> int:
     if a.format != "json":
         print(f"run {run_id} submitted", file=sys.stderr)
     run = wait_for(api, run_id, timeout_s=a.timeout, quiet=a.format == "json")
-    return _show(run, a.format)
+    code = _show(run, a.format)
+    if code == EXIT_OK and a.fail_on_regression:
+        found = [
+            r
+            for r in api.regressions()
+            if r["first_run_id"] == run_id and r["kind"] == "regression"
+        ]
+        for r in found:
+            print(
+                f"regression: {r['metric']} {r['change_pct']:+.1f}% ({r['method']}) vs series "
+                f"{r['series_key']}",
+                file=sys.stderr,
+            )
+        if found:
+            return EXIT_REGRESSION
+    return code
 
 
 def _show(run: dict[str, Any], fmt: str) -> int:
@@ -280,6 +296,30 @@ def cmd_detect(a: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_schedule(a: argparse.Namespace) -> int:
+    api = Api(resolve_api_url(a.api_url))
+    if a.schedule_cmd == "create":
+        try:
+            template = json.loads(Path(a.request).read_text())
+        except (OSError, ValueError) as e:
+            raise CliError(f"--request {a.request}: {e}", EXIT_BAD_INPUT) from None
+        body = {"cron": a.cron, "owner": a.owner, "request": template, "enabled": not a.disabled}
+        if a.name:
+            body["name"] = a.name
+        out = api.schedules("POST", body=body)
+    elif a.schedule_cmd == "list":
+        out = api.schedules("GET")
+    elif a.schedule_cmd == "show":
+        out = api.schedules("GET", f"/{a.id}")
+    elif a.schedule_cmd in ("enable", "disable"):
+        out = api.schedules("PATCH", f"/{a.id}", {"enabled": a.schedule_cmd == "enable"})
+    else:
+        api.schedules("DELETE", f"/{a.id}")
+        out = {"deleted": a.id}
+    print(json.dumps(out, indent=2))
+    return EXIT_OK
+
+
 def cmd_local(a: argparse.Namespace) -> int:
     if a.local_cmd == "up":
         targets = _pairs(a.target, "--target")
@@ -348,6 +388,11 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE")
     run.add_argument("--idempotency-key")
     run.add_argument("--wait", action="store_true", help="follow the run and print results")
+    run.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help="with --wait: exit 3 when the run regressed against its series",
+    )
     run.add_argument("--timeout", type=float, default=3600, help="seconds to wait (exit 4)")
     run.add_argument("--format", choices=["table", "json"], default="table")
     run.set_defaults(func=cmd_run)
@@ -402,6 +447,19 @@ def parser() -> argparse.ArgumentParser:
     )
     ag.add_argument("--format", choices=["table", "json"], default="table")
     ag.set_defaults(func=cmd_aggregate)
+
+    sc = sub.add_parser("schedule", help="scheduled runs (cron, UTC)")
+    scsub = sc.add_subparsers(dest="schedule_cmd", required=True)
+    scc = scsub.add_parser("create")
+    scc.add_argument("--cron", required=True, help="5-field cron, UTC, e.g. '0 3 * * *'")
+    scc.add_argument("--owner", required=True)
+    scc.add_argument("--request", required=True, metavar="FILE", help="run request template")
+    scc.add_argument("--name")
+    scc.add_argument("--disabled", action="store_true")
+    scsub.add_parser("list")
+    for verb in ("show", "enable", "disable", "delete"):
+        scsub.add_parser(verb).add_argument("id")
+    sc.set_defaults(func=cmd_schedule)
 
     de = sub.add_parser("detect", help="change points in a CSV series (timestamp,value)")
     de.add_argument("file", metavar="FILE.csv")

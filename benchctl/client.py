@@ -76,6 +76,13 @@ class Api:
     def profiles(self) -> Any:
         return self._call("GET", "/api/profiles").json()["profiles"]
 
+    def regressions(self) -> Any:
+        return self._call("GET", "/api/regressions").json()["regressions"]
+
+    def schedules(self, method: str, path: str = "", body: Any = None) -> Any:
+        r = self._call(method, f"/api/schedules{path}", json=body)
+        return r.json() if r.content else None
+
     def cancel(self, run_id: str) -> dict[str, Any]:
         data: dict[str, Any] = self._call("DELETE", f"/api/runs/{run_id}").json()
         return data

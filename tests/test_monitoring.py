@@ -4,6 +4,8 @@ and announced once, through the real local stack."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from datetime import UTC, datetime
 
@@ -94,9 +96,45 @@ def test_throttled_run_is_a_regression_announced_once(
         run = wait_state(api, run_id, ("completed", "failed"))
         assert run["state"] == "completed"
         iops.append(run["aggregate"]["read"]["iops"])
-    throttled = run_body(pool, runtime=1, iodepth=1, rate_iops=int(min(iops) / 2))
-    slow_id = api.post("/api/runs", json=throttled).json()["id"]
-    assert wait_state(api, slow_id, ("completed", "failed"))["state"] == "completed"
+    # The throttled run through the CLI, as a pipeline would: exit 3 on a regression.
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchctl",
+            "--api-url",
+            str(api.base_url),
+            "run",
+            "--target",
+            "scratch",
+            "--pool",
+            pool,
+            "--rw",
+            "randread",
+            "--bs",
+            "4k",
+            "--size",
+            "8m",
+            "--runtime",
+            "1",
+            "--iodepth",
+            "1",
+            "--tag",
+            "test=yes",
+            "--rate-iops",
+            str(int(min(iops) / 2)),
+            "--wait",
+            "--fail-on-regression",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert cli.returncode == 3, cli.stderr
+    assert "regression: read.iops" in cli.stderr
+    slow_id = json.loads(cli.stdout)["id"]
 
     series = [
         s
