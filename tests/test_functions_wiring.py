@@ -73,7 +73,7 @@ def call_http(fns: dict[str, Any], method: str, url: str, body: Any = None) -> f
 
 def test_registered_functions(app_functions: dict[str, Any], pool: str) -> None:
     fns = app_functions
-    assert set(fns) == {"http_app_func", "finalize_runs"}
+    assert set(fns) == {"http_app_func", "finalize_runs", "start_scheduled_runs"}
     trigger = fns["finalize_runs"].get_trigger()
     assert trigger.get_dict_repr()["type"] == "timerTrigger"
 
@@ -97,6 +97,8 @@ def test_registered_functions(app_functions: dict[str, Any], pool: str) -> None:
 
     # The timer function aggregates the finished run and marks it completed.
     fns["finalize_runs"].get_user_function()(TimerRequest(past_due=False))
+    # The schedules timer runs too (whatever schedules other tests left are idempotent).
+    fns["start_scheduled_runs"].get_user_function()(TimerRequest(past_due=False))
     run = json.loads(call_http(fns, "GET", f"/api/runs/{run_id}").get_body())
     assert run["state"] == "completed"
     assert run["aggregate"]["clients"] == 1
