@@ -87,6 +87,9 @@ class Scheduler:
             _check_template(changes["request"])
         for _ in range(10):
             doc = self.store.get_schedule(schedule_id)
+            if changes.get("enabled") and not doc.get("enabled", True):
+                # Re-enabled: fire times missed while it was off are not owed a catch-up.
+                doc["created_at"] = self._now().isoformat()
             doc.update(changes)
             doc["next_fire"] = next_fire(doc["cron"], after=self._now()).isoformat()
             try:
