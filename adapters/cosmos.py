@@ -266,15 +266,6 @@ class CosmosStore:
             pk=run_id,
         )
 
-    def count_results(self, run_id: str) -> int:
-        rows = self._query(
-            "results",
-            "SELECT VALUE COUNT(1) FROM c WHERE c.run_id = @r",
-            [{"name": "@r", "value": run_id}],
-            pk=run_id,
-        )
-        return int(rows[0]) if rows else 0  # type: ignore[call-overload]
-
     def create_aggregate(self, doc: Doc) -> bool:
         return self._create_once("aggregates", doc)
 

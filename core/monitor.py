@@ -9,7 +9,7 @@ regression sends its notification: never twice, never again on the next tick.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -79,16 +79,15 @@ class Monitor:
                 "tags": run.get("tags", {}),
             }
             history = self.store.list_series_points(key)
-            point["gate"] = self._gate(point, history)
+            baseline = _baseline(point, history)
+            point["gate"] = self._gate(point, baseline)
             self.store.create_series_point(point)
             points = [p for p in history if p["id"] != point["id"]] + [point]
-            changes = find_changes(points) + _gate_changes(point, history)
+            changes = find_changes(points) + _gate_changes(point, baseline)
             created += self._store_changes(key, run["target"], changes)
         return created
 
-    def _gate(self, point: Doc, history: Sequence[Doc]) -> dict[str, Any]:
-        segs = segments([p for p in history if p["id"] != point["id"]])
-        same = segs[-1] if segs and segs[-1][-1]["infra"] == point["infra"] else []
+    def _gate(self, point: Doc, same: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         if len(same) < GATE_MIN_POINTS:
             return {}
         return {
@@ -205,12 +204,17 @@ class Monitor:
 GATED_METRICS = ("read.iops", "write.iops", "read.p99", "write.p99")
 
 
-def _gate_changes(point: Doc, history: Sequence[Doc]) -> list[Doc]:
+def _baseline(point: Doc, history: Sequence[Doc]) -> list[Mapping[str, Any]]:
+    """The earlier points of the latest segment, when this point shares its
+    infrastructure; empty after an infrastructure change (no baseline to gate against)."""
+    segs = segments([p for p in history if p["id"] != point["id"]])
+    return list(segs[-1]) if segs and segs[-1][-1]["infra"] == point["infra"] else []
+
+
+def _gate_changes(point: Doc, base: Sequence[Mapping[str, Any]]) -> list[Doc]:
     """Gate failures of this run, as regressions with their evidence. Bandwidth follows
     IOPS at a fixed block size, and p50/p99.9 are noisier, so the gate watches IOPS and p99;
     change-point detection watches every metric."""
-    segs = segments([p for p in history if p["id"] != point["id"]])
-    base = segs[-1] if segs and segs[-1][-1]["infra"] == point["infra"] else []
     out = []
     for metric, verdict in point.get("gate", {}).items():
         if metric not in GATED_METRICS or verdict.get("verdict") != "regression":

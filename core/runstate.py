@@ -6,15 +6,8 @@ from collections.abc import Iterable
 from typing import Literal
 
 RunState = Literal["queued", "running", "completed", "failed", "cancelled"]
-ItemState = Literal["queued", "claimed", "ready", "running", "completed", "failed", "cancelled"]
 HELD_ITEM_STATES: frozenset[str] = frozenset({"claimed", "ready", "running"})
 TERMINAL_ITEM_STATES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
-TERMINAL_RUN_STATES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
-
-
-def all_items_terminal(item_states: Iterable[str]) -> bool:
-    states = list(item_states)
-    return bool(states) and all(s in TERMINAL_ITEM_STATES for s in states)
 
 
 def derive_run_state(

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -24,15 +25,21 @@ def reference_percentile(bins: dict[str, int], p: float) -> float:
     return float(values[np.searchsorted(cumulative, p / 100.0 * cumulative[-1], side="left")])
 
 
-def test_offline_client_server_matches_fios_all_clients_entry() -> None:
-    path = DATA / "fio-client-server-4.json"
+def benchctl_aggregate(path: Path) -> dict[str, Any]:
+    """`benchctl aggregate --format json FILE`, as a user runs it."""
     out = subprocess.run(
         [sys.executable, "-m", "benchctl", "aggregate", "--format", "json", str(path)],
         capture_output=True,
         text=True,
         check=True,
     )
-    agg = json.loads(out.stdout)
+    agg: dict[str, Any] = json.loads(out.stdout)
+    return agg
+
+
+def test_offline_client_server_matches_fios_all_clients_entry() -> None:
+    path = DATA / "fio-client-server-4.json"
+    agg = benchctl_aggregate(path)
     doc = json.loads(path.read_text())
     clients = [c for c in doc["client_stats"] if c["jobname"] != "All clients"]
     fios_sum = next(c for c in doc["client_stats"] if c["jobname"] == "All clients")
@@ -155,13 +162,7 @@ def test_offline_diskspd_xml(name: str) -> None:
     import xml.etree.ElementTree as ET
 
     path = DATA / "diskspd" / name
-    out = subprocess.run(
-        [sys.executable, "-m", "benchctl", "aggregate", "--format", "json", str(path)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    agg = json.loads(out.stdout)
+    agg = benchctl_aggregate(path)
     root = ET.parse(path).getroot()  # noqa: S314 - our own fixture
     span = root.find("TimeSpan")
     assert span is not None
