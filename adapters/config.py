@@ -14,6 +14,7 @@ from azure.core.credentials import TokenCredential
 from azure.identity import DefaultAzureCredential
 
 from core.errors import BenchError
+from core.guardrails import AGENT_ROLE, ROLES, TargetInfo, parse_targets
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
@@ -32,6 +33,14 @@ SETTING_NAMES = (
     "BENCH_TEAMS_WEBHOOK_URL",
     "BENCH_WEBHOOK_URL",
     "BENCH_WEBHOOK_SECRET",
+    "BENCH_API_KEYS",
+    "BENCH_TRUST_EASYAUTH",
+    "BENCH_AGENT_PRINCIPALS",
+    "BENCH_DEFAULT_ROLE",
+    "BENCH_TEAMS_BOT_SECRET",
+    "BENCH_BOT_SECRET",
+    "BENCH_BOT_ROLE",
+    "BENCH_TARGETS",
 )
 
 
@@ -54,6 +63,20 @@ class Settings:
     teams_webhook_url: str | None = None  # from Key Vault in Azure
     webhook_url: str | None = None
     webhook_secret: str | None = None  # from Key Vault in Azure
+    # API key -> (name, role); local use only: in Azure callers bring Entra ID tokens.
+    api_keys: tuple[tuple[str, str, str], ...] = ()
+    trust_easyauth: bool = False  # behind App Service Authentication (Azure)
+    agent_principals: frozenset[str] = frozenset()  # object ids of the agents' identities
+    default_role: str = "runner"  # for a signed-in caller with no app role
+    teams_bot_secret: str | None = None  # Base64, from Teams' outgoing webhook; Key Vault
+    bot_secret: str | None = None  # generic signed webhook; Key Vault
+    bot_role: str = "runner"  # what chat users may run
+    targets: tuple[TargetInfo, ...] = ()  # empty: any alias the agents mount
+
+    @property
+    def open_access(self) -> bool:
+        """No authentication configured: the local stack, every caller is an admin."""
+        return not self.trust_easyauth and not self.api_keys
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -75,12 +98,48 @@ class Settings:
             teams_webhook_url=e.get("BENCH_TEAMS_WEBHOOK_URL") or None,
             webhook_url=e.get("BENCH_WEBHOOK_URL") or None,
             webhook_secret=e.get("BENCH_WEBHOOK_SECRET") or None,
+            api_keys=_api_keys(e.get("BENCH_API_KEYS", "")),
+            trust_easyauth=e.get("BENCH_TRUST_EASYAUTH") == "1",
+            agent_principals=frozenset(
+                p.strip() for p in e.get("BENCH_AGENT_PRINCIPALS", "").split(",") if p.strip()
+            ),
+            default_role=_role("BENCH_DEFAULT_ROLE", e.get("BENCH_DEFAULT_ROLE", "runner")),
+            teams_bot_secret=e.get("BENCH_TEAMS_BOT_SECRET") or None,
+            bot_secret=e.get("BENCH_BOT_SECRET") or None,
+            bot_role=_role("BENCH_BOT_ROLE", e.get("BENCH_BOT_ROLE", "runner")),
+            targets=tuple(_targets(e.get("BENCH_TARGETS", ""))),
         )
         if settings.local_emulators:
             for uri in (settings.queue_uri, settings.cosmos_endpoint):
                 if urlparse(uri).hostname not in LOOPBACK_HOSTS:
                     raise ConfigError(f"local emulator mode only talks to loopback, not {uri}")
         return settings
+
+
+def _role(setting: str, value: str) -> str:
+    if value not in ROLES:
+        raise ConfigError(f"{setting}: {value!r} is not one of {', '.join(ROLES)}")
+    return value
+
+
+def _targets(text: str) -> list[TargetInfo]:
+    try:
+        return parse_targets(text)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+def _api_keys(text: str) -> tuple[tuple[str, str, str], ...]:
+    """BENCH_API_KEYS: comma-separated NAME:ROLE:KEY (role ``agent`` for agents)."""
+    keys = []
+    for entry in filter(None, (x.strip() for x in text.split(","))):
+        name, role, key = [*entry.split(":", 2), "", ""][:3]
+        if not name or not key or (role not in ROLES and role != AGENT_ROLE):
+            raise ConfigError(f"BENCH_API_KEYS: {name or entry[:8]!r}: expected NAME:ROLE:KEY")
+        if len(key) < 16:
+            raise ConfigError(f"BENCH_API_KEYS: key of {name} is shorter than 16 characters")
+        keys.append((name, role, key))
+    return tuple(keys)
 
 
 def azure_credential(client_id: str | None) -> TokenCredential:

@@ -45,6 +45,8 @@ CONTAINERS: dict[str, str] = {
     "series": "/series_key",
     "regressions": "/series_key",
     "schedules": "/id",
+    "targets": "/id",  # one lock document per pool and target: one run at a time
+    "activities": "/id",  # bot activity ids seen (replay protection; TTL in Azure)
 }
 
 
@@ -232,6 +234,23 @@ class CosmosStore:
             "AND c.cancel_requested = false AND c.enqueued = true",
             [],
         )
+
+    def waiting_runs(self) -> list[Doc]:
+        return self._query("runs", "SELECT * FROM c WHERE c.state = 'waiting'", [])
+
+    # ---- target locks and bot activities ----------------------------------------------
+
+    def get_target_lock(self, key: str) -> Doc:
+        return self._read("targets", key, key)
+
+    def create_target_lock(self, doc: Doc) -> Doc:
+        return self._create("targets", doc)
+
+    def replace_target_lock(self, doc: Doc) -> Doc:
+        return self._replace("targets", doc)
+
+    def create_activity(self, doc: Doc) -> bool:
+        return self._create_once("activities", doc)
 
     # ---- items, results, aggregates ---------------------------------------------------
 

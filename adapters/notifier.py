@@ -60,8 +60,30 @@ class WebhookNotifier:
                     ),
                 )
             )
-        # Webhook URLs carry their own secrets (Teams'): keep them out of stored records.
-        return [
-            {"channel": channel, **{k: v for k, v in dataclasses.asdict(d).items() if k != "url"}}
-            for channel, d in sent
-        ]
+        return _records(sent)
+
+    def post_result(
+        self, door: str, teams_message: dict[str, Any], payload: dict[str, Any]
+    ) -> list[dict[str, Any]]:
+        """A finished run asked for through a chat goes back where it came from."""
+        sent: list[tuple[str, Delivery]] = []
+        if door == "bot-teams" and self.teams_url:
+            sent.append(("teams", self.sender.send_message(self.teams_url, teams_message)))
+        if door == "bot-webhook" and self.webhook_url and self.webhook_secret:
+            sent.append(
+                (
+                    "webhook",
+                    self.sender.send_signed_payload(
+                        self.webhook_url, payload, secret=self.webhook_secret
+                    ),
+                )
+            )
+        return _records(sent)
+
+
+def _records(sent: list[tuple[str, Delivery]]) -> list[dict[str, Any]]:
+    # Webhook URLs carry their own secrets (Teams'): keep them out of stored records.
+    return [
+        {"channel": channel, **{k: v for k, v in dataclasses.asdict(d).items() if k != "url"}}
+        for channel, d in sent
+    ]

@@ -116,6 +116,29 @@ class WebhookSender:
         headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT}
         return self._deliver(url, lambda: (body, headers), teams=True)
 
+    def send_message(self, url: str, message: Mapping[str, Any]) -> Delivery:
+        """Any ready-made Teams message (a card answering a bot command, say)."""
+        body = json.dumps(message, default=str).encode()
+        headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT}
+        return self._deliver(url, lambda: (body, headers), teams=True)
+
+    def send_signed_payload(
+        self,
+        url: str,
+        payload: Mapping[str, Any],
+        *,
+        secret: bytes,
+        now: Callable[[], float] = time.time,
+    ) -> Delivery:
+        body = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str).encode()
+
+        def request() -> tuple[bytes, dict[str, str]]:
+            headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT}
+            headers.update(sign(body, secret=secret, timestamp=int(now())))
+            return body, headers
+
+        return self._deliver(url, request, teams=False)
+
     def send_signed(
         self,
         url: str,

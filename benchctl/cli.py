@@ -1,7 +1,8 @@
-"""benchctl: submit and follow benchmark runs, and manage the local stack.
+"""benchctl: submit and follow benchmark runs, compare them, and manage the local stack.
 
-Exit codes: 0 ok, 1 run failed or cancelled, 2 bad input, 3 the run regressed against its
-series (with --fail-on-regression), 4 timed out waiting.
+Exit codes: 0 ok, 1 run failed or cancelled (or refused: target busy), 2 bad input (or not
+signed in / not allowed), 3 the run regressed against its series (with
+--fail-on-regression), 4 timed out waiting.
 """
 
 from __future__ import annotations
@@ -14,17 +15,27 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    Progress,
+    SpinnerColumn,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from benchctl import localstack
-from benchctl.client import Api, CliError, resolve_api_url
+from benchctl.client import Api, CliError, resolve_connection
 from benchctl.render import (
     aggregate_table,
+    compare_markdown,
+    compare_table,
     console_for_stdout,
     latency_table,
     print_aggregate_notes,
     print_run,
     profiles_table,
+    run_markdown,
     scaleout_table,
 )
 from core.catalogue import PROFILES
@@ -37,6 +48,7 @@ from core.validation import validate
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_REGRESSION, EXIT_TIMEOUT = 0, 1, 2, 3, 4
 TERMINAL = ("completed", "failed", "cancelled")
+FORMATS = ["table", "json", "markdown"]
 WORKLOAD_FIELDS = list(Workload.model_fields)
 
 
@@ -59,6 +71,12 @@ def _ints(text: str, flag: str) -> list[int]:
         ) from None
 
 
+def _api(a: argparse.Namespace) -> Api:
+    return Api(
+        resolve_connection(api_url=a.api_url, api_key=a.api_key, scope=a.scope, config=a.config)
+    )
+
+
 def build_request(a: argparse.Namespace) -> dict[str, Any]:
     body: dict[str, Any] = json.loads(Path(a.request).read_text()) if a.request else {}
     for key in ("target", "pool", "engine", "profile", "fill", "repetitions", "target_iops"):
@@ -79,7 +97,14 @@ def build_request(a: argparse.Namespace) -> dict[str, Any]:
         body["sweep"] = {"field": name, "values": items}
     if a.rate_sweep:
         body["sweep"] = {"rate_pct": _ints(a.rate_sweep, "--rate-sweep")}
+    if a.on_busy:
+        body["on_busy"] = a.on_busy
     workload = dict(body.get("workload", {}))
+    for key, text in _pairs(a.set, "--set").items():
+        try:  # numbers and booleans as JSON; anything else (4k, randread) as text
+            workload[key] = json.loads(text)
+        except ValueError:
+            workload[key] = text
     for name in WORKLOAD_FIELDS:
         value = getattr(a, name, None)
         if value is not None:
@@ -97,12 +122,43 @@ def build_request(a: argparse.Namespace) -> dict[str, Any]:
     return body
 
 
+def _step_seconds(step: dict[str, Any]) -> int:
+    w = step.get("workload") or {}
+    return int(w.get("ramp_time", 0)) + int(w.get("runtime", 0)) or 1
+
+
+def _progress_rows(run: dict[str, Any], now_ms: int) -> list[tuple[str, str, int, float]]:
+    """(task key, description, total seconds, seconds done) per step and client."""
+    steps = {s["step"]: s for s in run.get("steps", [])}
+    rows = []
+    if run["state"] == "waiting":
+        pos = run.get("queue_position", "?")
+        rows.append(("run", f"waiting for {run['target']}: position {pos}", 1, 0.0))
+    for item in run["items"]:
+        step = steps.get(item["step"], {})
+        total = _step_seconds(step)
+        start = step.get("start_at_ms")
+        if item["state"] in ("completed", "failed", "cancelled"):
+            done = float(total)
+        elif item["state"] == "running" and start:
+            done = min(float(total), max(0.0, (now_ms - start) / 1000))
+        else:
+            done = 0.0
+        agent = item.get("agent_id") or "unclaimed"
+        desc = f"step {item['step']} client {item['client']} [{agent}]: {item['state']}"
+        rows.append((item["id"], desc, total, done))
+    return rows
+
+
 def wait_for(api: Api, run_id: str, *, timeout_s: float, quiet: bool) -> dict[str, Any]:
+    """Follow a run with one progress bar per step and client (on stderr)."""
     deadline = time.monotonic() + timeout_s
     console = Console(stderr=True)
     with Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
+        BarColumn(),
+        TaskProgressColumn(),
         TimeElapsedColumn(),
         console=console,
         disable=quiet,
@@ -111,14 +167,12 @@ def wait_for(api: Api, run_id: str, *, timeout_s: float, quiet: bool) -> dict[st
         tasks: dict[str, Any] = {}
         while True:
             run = api.get(run_id)
-            for item in run["items"]:
-                desc = (
-                    f"client {item['client']} [{item.get('agent_id') or 'waiting'}]: "
-                    f"{item['state']}"
-                )
-                if item["id"] not in tasks:
-                    tasks[item["id"]] = progress.add_task(desc, total=None)
-                progress.update(tasks[item["id"]], description=desc)
+            for key, desc, total, done in _progress_rows(run, int(time.time() * 1000)):
+                if key not in tasks:
+                    tasks[key] = progress.add_task(desc, total=total)
+                progress.update(tasks[key], description=desc, total=total, completed=done)
+            if run["state"] != "waiting" and "run" in tasks:
+                progress.remove_task(tasks.pop("run"))
             if run["state"] in TERMINAL:
                 return run
             if time.monotonic() > deadline:
@@ -130,7 +184,7 @@ def wait_for(api: Api, run_id: str, *, timeout_s: float, quiet: bool) -> dict[st
 
 def cmd_run(a: argparse.Namespace) -> int:
     body = build_request(a)
-    api = Api(resolve_api_url(a.api_url))
+    api = _api(a)
     created = api.submit(body, a.idempotency_key)
     run_id = created["id"]
     if not a.wait:
@@ -138,40 +192,47 @@ def cmd_run(a: argparse.Namespace) -> int:
         return EXIT_OK
     if a.format != "json":
         print(f"run {run_id} submitted", file=sys.stderr)
-    run = wait_for(api, run_id, timeout_s=a.timeout, quiet=a.format == "json")
-    code = _show(run, a.format)
-    if code == EXIT_OK and a.fail_on_regression:
+    run = wait_for(api, run_id, timeout_s=a.timeout, quiet=a.format != "table")
+    found = []
+    if run["state"] == "completed":
         found = [
             r
             for r in api.regressions()
             if r["first_run_id"] == run_id and r["kind"] == "regression"
         ]
-        for r in found:
-            print(
-                f"regression: {r['metric']} {r['change_pct']:+.1f}% ({r['method']}) vs series "
-                f"{r['series_key']}",
-                file=sys.stderr,
-            )
-        if found:
-            return EXIT_REGRESSION
+    code = _show(run, a.format, found)
+    for r in found:
+        print(
+            f"regression: {r['metric']} {r['change_pct']:+.1f}% ({r['method']}) vs series "
+            f"{r['series_key']}",
+            file=sys.stderr,
+        )
+    if code == EXIT_OK and found and a.fail_on_regression:
+        return EXIT_REGRESSION
     return code
 
 
-def _show(run: dict[str, Any], fmt: str) -> int:
+def _show(run: dict[str, Any], fmt: str, regressions: list[dict[str, Any]] | None = None) -> int:
     if fmt == "json":
-        print(json.dumps(run, indent=2))
+        print(
+            json.dumps(
+                run if regressions is None else {**run, "regressions": regressions}, indent=2
+            )
+        )
+    elif fmt == "markdown":
+        print(run_markdown(run, regressions), end="")
     else:
         print_run(run)
     return EXIT_OK if run["state"] == "completed" else EXIT_FAILED
 
 
 def cmd_status(a: argparse.Namespace) -> int:
-    run = Api(resolve_api_url(a.api_url)).get(a.run_id)
+    run = _api(a).get(a.run_id)
     return _show(run, a.format)
 
 
 def cmd_show(a: argparse.Namespace) -> int:
-    api = Api(resolve_api_url(a.api_url))
+    api = _api(a)
     if not a.curve:
         return _show(api.get(a.run_id), a.format)
     curves = api.curves(a.run_id)
@@ -182,10 +243,25 @@ def cmd_show(a: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_compare(a: argparse.Namespace) -> int:
+    """Side by side with deltas, each judged against the noise of run A's series."""
+    cmp = _api(a).compare(a.run_a, a.run_b)
+    if a.format == "json":
+        print(json.dumps(cmp, indent=2))
+    elif a.format == "markdown":
+        print(compare_markdown(cmp), end="")
+    else:
+        console = console_for_stdout()
+        console.print(compare_table(cmp))
+        console.print(cmp["summary"])
+        if not cmp["comparable"]:
+            console.print("[yellow]careful: the runs differ in workload, targets or clients")
+    worse = any(r["verdict"] == "worse" for r in cmp["rows"])
+    return EXIT_REGRESSION if worse and a.fail_on_worse else EXIT_OK
+
+
 def cmd_profiles(a: argparse.Namespace) -> int:
-    profiles = (
-        Api(resolve_api_url(a.api_url)).profiles() if a.remote else [p.describe() for p in PROFILES]
-    )
+    profiles = _api(a).profiles() if a.remote else [p.describe() for p in PROFILES]
     if a.format == "json":
         print(json.dumps(profiles, indent=2))
     else:
@@ -224,9 +300,7 @@ def cmd_plan(a: argparse.Namespace) -> int:
 
 
 def cmd_list(a: argparse.Namespace) -> int:
-    data = Api(resolve_api_url(a.api_url)).list(
-        target=a.target, state=a.state, tag=a.tag, limit=a.limit
-    )
+    data = _api(a).list(target=a.target, state=a.state, tag=a.tag, limit=a.limit)
     if a.format == "json":
         print(json.dumps(data, indent=2))
     else:
@@ -239,7 +313,7 @@ def cmd_list(a: argparse.Namespace) -> int:
 
 
 def cmd_cancel(a: argparse.Namespace) -> int:
-    run = Api(resolve_api_url(a.api_url)).cancel(a.run_id)
+    run = _api(a).cancel(a.run_id)
     print(f"{run['id']}: {run['state']}")
     return EXIT_OK
 
@@ -297,7 +371,7 @@ def cmd_detect(a: argparse.Namespace) -> int:
 
 
 def cmd_schedule(a: argparse.Namespace) -> int:
-    api = Api(resolve_api_url(a.api_url))
+    api = _api(a)
     if a.schedule_cmd == "create":
         try:
             template = json.loads(Path(a.request).read_text())
@@ -353,7 +427,21 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="benchctl", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--api-url", help="service URL (default: $BENCH_API_URL or the local stack)")
+    p.add_argument(
+        "--api-url", help="service URL (default: $BENCH_API_URL, the config file, the local stack)"
+    )
+    p.add_argument("--api-key", help="API key (local use; default: $BENCH_API_KEY)")
+    p.add_argument(
+        "--scope",
+        help="Entra ID scope of the API, e.g. api://<client-id>/.default: sign in with "
+        "azure-identity (default: $BENCH_API_SCOPE)",
+    )
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="TOML with api_url, api_key, scope (default: $BENCHCTL_CONFIG or "
+        "~/.config/benchctl/config.toml)",
+    )
     sub = p.add_subparsers(dest="cmd", required=True)
 
     run = sub.add_parser("run", help="submit a run (and wait for it)")
@@ -385,6 +473,18 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--ramp-time", type=int, dest="ramp_time", help="warm-up seconds")
     run.add_argument("--direct", action=argparse.BooleanOptionalAction, default=None)
     run.add_argument("--ioengine")
+    run.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override a workload field, e.g. --set iodepth=32 --set bs=64k",
+    )
+    run.add_argument(
+        "--on-busy",
+        choices=["wait", "refuse"],
+        help="when another run holds the target: wait in line (default) or refuse",
+    )
     run.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE")
     run.add_argument("--idempotency-key")
     run.add_argument("--wait", action="store_true", help="follow the run and print results")
@@ -394,19 +494,28 @@ def parser() -> argparse.ArgumentParser:
         help="with --wait: exit 3 when the run regressed against its series",
     )
     run.add_argument("--timeout", type=float, default=3600, help="seconds to wait (exit 4)")
-    run.add_argument("--format", choices=["table", "json"], default="table")
+    run.add_argument("--format", choices=FORMATS, default="table")
     run.set_defaults(func=cmd_run)
 
     st = sub.add_parser("status", help="show a run")
     st.add_argument("run_id")
-    st.add_argument("--format", choices=["table", "json"], default="table")
+    st.add_argument("--format", choices=FORMATS, default="table")
     st.set_defaults(func=cmd_status)
 
     sh = sub.add_parser("show", help="show a run, or its curves")
     sh.add_argument("run_id")
     sh.add_argument("--curve", action="store_true", help="latency-vs-IOPS and scale-out curves")
-    sh.add_argument("--format", choices=["table", "json"], default="table")
+    sh.add_argument("--format", choices=FORMATS, default="table")
     sh.set_defaults(func=cmd_show)
+
+    cp = sub.add_parser("compare", help="two runs side by side, against the series' noise")
+    cp.add_argument("run_a", metavar="RUN_A")
+    cp.add_argument("run_b", metavar="RUN_B")
+    cp.add_argument(
+        "--fail-on-worse", action="store_true", help="exit 3 when B is worse beyond the noise"
+    )
+    cp.add_argument("--format", choices=FORMATS, default="table")
+    cp.set_defaults(func=cmd_compare)
 
     pr = sub.add_parser("profiles", help="the workload catalogue")
     pr.add_argument("--remote", action="store_true", help="ask the API instead of this copy")

@@ -191,3 +191,93 @@ def profiles_table(profiles: list[dict[str, Any]]) -> Table:
             ",".join(p["engines"]),
         )
     return t
+
+
+# ---- markdown: a pipeline's job summary or a PR comment ---------------------------------
+
+
+def _md_row(cells: list[str]) -> str:
+    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+
+def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return [_md_row(header), _md_row(["---"] * len(header)), *(_md_row(r) for r in rows)]
+
+
+def run_markdown(run: dict[str, Any], regressions: list[dict[str, Any]] | None = None) -> str:
+    icon = {"completed": "✅", "failed": "❌", "cancelled": "⚪"}.get(run["state"], "⏳")
+    profile = f" `{run['profile']}`" if run.get("profile") else ""
+    lines = [f"### {icon} Benchmark{profile} on `{run['target']}`: {run['state']}", ""]
+    who = run.get("requested_by") or {}
+    lines.append(
+        f"Run `{run['id']}` · engine {run.get('engine', 'fio')} · "
+        f"requested by {who.get('name', '?')} via {who.get('door', '?')}"
+    )
+    if run.get("tags"):
+        lines.append("Tags: " + ", ".join(f"`{k}={v}`" for k, v in sorted(run["tags"].items())))
+    lines.append("")
+    rows = []
+    for s in run.get("steps", []):
+        agg = s.get("aggregate")
+        if not agg:
+            continue
+        for d in ("read", "write"):
+            if agg.get(d):
+                rows.append([str(s["step"]), str(agg["clients"]), d, *_dir_cells(agg[d])])
+    if rows:
+        header = ["step", "clients", "dir", "IOPS", "MiB/s", "p50 ms", "p99 ms", "p99.9 ms"]
+        lines += _md_table(header, rows)
+    if run.get("error"):
+        lines += ["", f"**Error:** {run['error']}"]
+    for r in regressions or []:
+        lines.append(
+            f"\n**Regression:** `{r['metric']}` {r['change_pct']:+.1f}% against series "
+            f"`{r['series_key']}` ({r['method']})"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _num(v: float | None, metric: str) -> str:
+    if v is None:
+        return "-"
+    if metric.endswith(("p50", "p99", "p99.9")):
+        return f"{v / 1e6:.3f} ms"
+    if metric.endswith("bw_bytes"):
+        return f"{v / MIB:,.1f} MiB/s"
+    return f"{v:,.0f}"
+
+
+def _compare_rows(cmp: dict[str, Any]) -> list[list[str]]:
+    return [
+        [
+            r["metric"],
+            _num(r["a"], r["metric"]),
+            _num(r["b"], r["metric"]),
+            "-" if r["delta_pct"] is None else f"{r['delta_pct']:+.1f}%",
+            "-" if r["noise_pct"] is None else f"±{r['noise_pct']:.1f}%",
+            r["verdict"],
+        ]
+        for r in cmp["rows"]
+    ]
+
+
+COMPARE_HEADER = ["metric", "A", "B", "Δ", "noise (1 sd)", "verdict"]
+
+
+def compare_table(cmp: dict[str, Any]) -> Table:
+    t = Table(title=f"A {cmp['a']['id']}  vs  B {cmp['b']['id']}")
+    for col in COMPARE_HEADER:
+        t.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
+    for row in _compare_rows(cmp):
+        style = {"worse": "red", "better": "green"}.get(row[-1])
+        t.add_row(*row, style=style)
+    return t
+
+
+def compare_markdown(cmp: dict[str, Any]) -> str:
+    lines = [f"### Run `{cmp['a']['id']}` vs `{cmp['b']['id']}`", ""]
+    lines += _md_table(COMPARE_HEADER, _compare_rows(cmp))
+    lines += ["", f"**{cmp['summary']}** (threshold: {cmp['noise_sigmas']:g} x the series sd)"]
+    if not cmp["comparable"]:
+        lines.append("\n⚠️ The runs differ in workload, targets or clients.")
+    return "\n".join(lines) + "\n"

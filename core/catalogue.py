@@ -194,6 +194,15 @@ PROFILES: tuple[Profile, ...] = (
         _w(bs="64k", **_DISK),
         engines=("fio", "diskspd"),
     ),
+    Profile(
+        "smoke-randread-4k",
+        1,
+        "Smoke check: 4 KiB random read, 1 job x QD16, 64 MiB, 10 s",
+        "this service (not a published method): is the path up, roughly how fast",
+        _w(rw="randread", bs="4k", numjobs=1, iodepth=16, size="64m", runtime=10, ramp_time=0),
+        notes="Read-only and small, so chat users and deployment pipelines may run it "
+        "anywhere; a number from it is not a published workload.",
+    ),
 )
 
 BY_NAME: dict[str, Profile] = {p.name: p for p in PROFILES}

@@ -174,6 +174,11 @@ class RunRequest(_Strict):
     barrier_timeout_s: int = Field(
         120, ge=5, le=3_600, description="how long all clients of a step have to claim"
     )
+    on_busy: Literal["wait", "refuse"] = Field(
+        "wait",
+        description="when another run holds the target: wait in line (position shown) or "
+        "refuse with 409",
+    )
     tags: dict[
         Annotated[str, Field(pattern=TAG_KEY_PATTERN)], Annotated[str, Field(max_length=256)]
     ] = Field(

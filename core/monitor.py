@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from core.compare import NOISE_SIGMAS, compare_aggregates, noise_pct, summary
 from core.errors import FieldError, ValidationFailed
 from core.ports import Doc, NoNotifier, Notifier, Store
 from core.series import (
@@ -186,6 +187,34 @@ class Monitor:
         regs = [_public(r) for r in self.store.list_regressions(key)]
         return {"series_key": key, "segments": len(segs), "history": rows, "regressions": regs}
 
+    def compare(self, run_a: Doc, run_b: Doc) -> Doc:
+        """Final aggregates side by side (runs as ``RunService.get_run`` returns them),
+        judged against the noise of run A's series."""
+        agg_a, agg_b = run_a.get("aggregate") or {}, run_b.get("aggregate") or {}
+        noise: dict[str, float] = {}
+        key = None
+        if agg_a:
+            key = series_key(
+                engine=run_a.get("engine", "fio"),
+                targets=run_a["targets"],
+                clients=agg_a["clients"],
+                workload=agg_a.get("workload") or {},
+                mode=agg_a.get("mode"),
+                point=agg_a.get("point"),
+            )
+            points = self.store.list_series_points(key)
+            noise = noise_pct(points, {run_a["id"], run_b["id"]})
+        rows = compare_aggregates(agg_a, agg_b, noise) if agg_a and agg_b else []
+        return {
+            "a": _run_facts(run_a),
+            "b": _run_facts(run_b),
+            "comparable": run_a.get("comparison_key") == run_b.get("comparison_key"),
+            "series_key": key,
+            "noise_sigmas": NOISE_SIGMAS,
+            "rows": rows,
+            "summary": summary(rows),
+        }
+
     def regressions(self, state: str | None = None) -> list[Doc]:
         return [
             _public(r)
@@ -202,6 +231,11 @@ class Monitor:
 
 
 GATED_METRICS = ("read.iops", "write.iops", "read.p99", "write.p99")
+
+
+def _run_facts(run: Doc) -> Doc:
+    keys = ("id", "state", "target", "profile", "engine", "created_at", "tags")
+    return {k: run.get(k) for k in keys} | {"clients": (run.get("aggregate") or {}).get("clients")}
 
 
 def _baseline(point: Doc, history: Sequence[Doc]) -> list[Mapping[str, Any]]:

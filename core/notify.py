@@ -15,6 +15,7 @@ captured request cannot be replayed outside the tolerance window.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
@@ -202,3 +203,18 @@ def verify(
     expected = _SIG_PREFIX + _mac(body, secret=secret, timestamp=timestamp)
     # Bytes, not str: compare_digest raises on non-ASCII str, and a forged header may be any.
     return hmac.compare_digest(expected.encode(), signature.strip().encode("utf-8", "replace"))
+
+
+def teams_signature(body: bytes, secret_b64: str) -> str:
+    """What Teams puts in an outgoing webhook's ``Authorization: HMAC <...>``: Base64 of
+    HMAC-SHA256 over the raw body, keyed with the Base64-decoded shared secret."""
+    key = base64.b64decode(secret_b64)
+    return base64.b64encode(hmac.new(key, body, hashlib.sha256).digest()).decode()
+
+
+def verify_teams(body: bytes, authorization: str | None, secret_b64: str) -> bool:
+    if not authorization or not authorization.startswith("HMAC "):
+        return False
+    expected = teams_signature(body, secret_b64)
+    given = authorization[len("HMAC ") :].strip()
+    return hmac.compare_digest(expected.encode(), given.encode("utf-8", "replace"))

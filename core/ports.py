@@ -24,6 +24,11 @@ class Store(Protocol):
         continuation: str | None,
     ) -> tuple[list[Doc], str | None]: ...
     def active_runs(self) -> list[Doc]: ...
+    def waiting_runs(self) -> list[Doc]: ...
+    def get_target_lock(self, key: str) -> Doc: ...  # raises NotFound
+    def create_target_lock(self, doc: Doc) -> Doc: ...  # raises Conflict
+    def replace_target_lock(self, doc: Doc) -> Doc: ...  # if-match; raises Conflict
+    def create_activity(self, doc: Doc) -> bool: ...  # False when already seen
     def create_item(self, doc: Doc) -> Doc: ...  # raises Conflict
     def get_item(self, run_id: str, item_id: str) -> Doc: ...
     def replace_item(self, doc: Doc) -> Doc: ...  # if-match doc["_etag"]; raises Conflict
@@ -56,8 +61,16 @@ class Notifier(Protocol):
     """Tells people about a regression found for the first time; never raises."""
 
     def notify(self, regression: Doc) -> list[dict[str, Any]]: ...
+    def post_result(
+        self, door: str, teams_message: dict[str, Any], payload: dict[str, Any]
+    ) -> list[dict[str, Any]]: ...
 
 
 class NoNotifier:
     def notify(self, regression: Doc) -> list[dict[str, Any]]:
+        return []
+
+    def post_result(
+        self, door: str, teams_message: dict[str, Any], payload: dict[str, Any]
+    ) -> list[dict[str, Any]]:
         return []

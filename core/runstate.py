@@ -5,13 +5,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Literal
 
-RunState = Literal["queued", "running", "completed", "failed", "cancelled"]
+RunState = Literal["waiting", "queued", "running", "completed", "failed", "cancelled"]
 HELD_ITEM_STATES: frozenset[str] = frozenset({"claimed", "ready", "running"})
 TERMINAL_ITEM_STATES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 
 
 def derive_run_state(
-    item_states: Iterable[str], *, cancel_requested: bool, finalized: bool, finished: bool
+    item_states: Iterable[str],
+    *,
+    cancel_requested: bool,
+    finalized: bool,
+    finished: bool,
+    admitted: bool = True,
 ) -> RunState:
     """``finished``: no item will run any more (every step ran or one failed at its
     barrier). A run is completed only once the timer has stored its aggregates
@@ -19,6 +24,8 @@ def derive_run_state(
     states = list(item_states)
     if cancel_requested:
         return "cancelled"
+    if not admitted:  # its target is busy with another run
+        return "waiting"
     if finished and any(s == "failed" for s in states):
         return "failed"
     if finalized:

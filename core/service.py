@@ -21,10 +21,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from core.admission import Admission, lock_keys, run_keys
 from core.aggregate import ClientSample, FailedClient, aggregate
 from core.catalogue import get_profile, resolve
 from core.curves import latency_curve, repetition_spread, scaleout_curve
 from core.errors import BenchError, Conflict, FieldError, NotFound, ValidationFailed
+from core.guardrails import LOCAL_CALLER, Caller, TargetInfo, check_run, unknown_targets
 from core.models import Direction, DirectionResult, Result, RunRequest, WorkItem, Workload
 from core.monitor import Monitor
 from core.plan import (
@@ -52,6 +54,10 @@ BARRIER_LEAD_MS = 1500  # time between "all ready" and the start, for every agen
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class TargetBusy(Conflict):
+    pass
 
 
 class IdempotencyMismatch(Conflict):
@@ -90,8 +96,13 @@ class RunService:
         barrier_lead_ms: int = BARRIER_LEAD_MS,
         clock: Callable[[], float] = time.time,
         monitor: Monitor | None = None,
+        targets: list[TargetInfo] | None = None,
+        on_finished: Callable[[str], None] | None = None,
     ) -> None:
+        self.on_finished = on_finished  # told once per run, when it is finalized
         self.store = store
+        self.targets = targets or []  # empty: any target alias an agent mounts
+        self.admission = Admission(store, clock)
         self.queue = queue
         self.max_deliveries = max_deliveries
         self.pools = pools
@@ -104,8 +115,15 @@ class RunService:
 
     # ---- runs -------------------------------------------------------------------------
 
-    def submit(self, body: Any, idempotency_key: str | None = None) -> tuple[Doc, bool]:
-        """Validate, record and enqueue a run's first step. Returns (run, created).
+    def submit(
+        self, body: Any, idempotency_key: str | None = None, caller: Caller = LOCAL_CALLER
+    ) -> tuple[Doc, bool]:
+        """Validate, check the caller's limits, record and enqueue a run's first step.
+        Returns (run, created).
+
+        One run at a time per target: when another run holds it, the run waits in line
+        (state ``waiting``, ``queue_position``) or, with ``on_busy: refuse``, is refused
+        with TargetBusy and nothing is written.
 
         Nothing is written unless the whole body is valid. With an Idempotency-Key the run
         id derives from the key: a replay with the same body returns the same run and sends
@@ -126,14 +144,19 @@ class RunService:
         if profile and request.engine not in profile.engines:
             engines = ", ".join(profile.engines)
             errors.append(FieldError("engine", f"profile {profile.name} runs on {engines}"))
+        errors += unknown_targets(request, self.targets)
         if errors:
             raise ValidationFailed(errors)
         base = resolve(profile, request.workload)
         specs = plan_steps(request, base)  # raises ValidationFailed for bad sweep values
+        fill = request.fill if request.fill is not None else bool(profile and profile.fill)
+        check_run(request, specs, base, fill, caller, self.targets)
         run_id = run_id_for_key(idempotency_key) if idempotency_key else new_run_id()
         digest = body_hash(body)
         targets = request.all_targets
         resolved = base.model_dump(mode="json")
+        keys = lock_keys(request.pool, targets)
+        admitted = self._admit_or_refuse(run_id, keys, request.on_busy, idempotency_key)
         run_doc: Doc = {
             "id": run_id,
             "created_at": now_iso(),
@@ -144,14 +167,16 @@ class RunService:
             "profile_version": profile.version if profile else None,
             "workload": resolved,
             "comparison_key": comparison_key(request.engine, resolved, targets, request.clients),
-            "fill": request.fill if request.fill is not None else bool(profile and profile.fill),
+            "fill": fill,
             "files_per_target": profile.files_per_target if profile else 1,
             "target": targets[0],
             "targets": targets,
             "pool": request.pool,
             "tags": request.tags,
             "step_count": len(specs),
-            "state": "queued",
+            "state": "queued" if admitted else "waiting",
+            "admitted": admitted,
+            "requested_by": caller.as_doc(),
             "body_hash": digest,
             "idempotency_key": idempotency_key,
             "enqueued": False,
@@ -171,8 +196,8 @@ class RunService:
                     "Idempotency-Key was already used with a different request body"
                 ) from None
             created = False
-            if run.get("enqueued"):
-                return run, False
+            if run.get("enqueued") or not run.get("admitted", True):
+                return self._with_position(run), False
         for spec in specs:
             barrier: Doc = {
                 "enqueued": False,
@@ -191,12 +216,52 @@ class RunService:
                     "kind": "step",
                 }
             )
+        if not run.get("admitted", True):
+            return self._with_position(run), created
         self._enqueue_step(run, 0)
         run = self._update_run(run_id, lambda r: r.update(enqueued=True))
         return run, created
 
+    def _admit_or_refuse(
+        self, run_id: str, keys: list[str], on_busy: str, idempotency_key: str | None
+    ) -> bool:
+        """Take the run's target locks now if nobody holds them or waits for them."""
+        if idempotency_key:
+            try:
+                existing = self.store.get_run(run_id)
+                return bool(existing.get("admitted", True))  # a replay: decided already
+            except NotFound:
+                pass
+        busy = self.admission.busy(keys, run_id, self.store.waiting_runs())
+        if busy is None and self.admission.try_acquire(keys, run_id):
+            return True
+        if on_busy == "refuse":
+            who = f"run {busy.holder}" if busy else "another run"
+            waiting = f"; {busy.waiting} waiting" if busy and busy.waiting else ""
+            target = (busy.key if busy else keys[0]).split(":", 1)[1]
+            raise TargetBusy(f"target {target} is busy with {who}{waiting}")
+        return False
+
+    def _with_position(self, run: Doc) -> Doc:
+        if run.get("state") != "waiting":
+            return run
+        return {**run, "queue_position": self.admission.position(run, self.store.waiting_runs())}
+
+    def dispatch_waiting(self) -> list[str]:
+        """Start the waiting runs whose targets have come free, in submission order."""
+        started = []
+        for run in self.admission.admissible(self.store.waiting_runs()):
+            if run.get("cancel_requested"):
+                continue
+            if self.admission.try_acquire(run_keys(run), run["id"]):
+                self._update_run(run["id"], lambda r: r.update(admitted=True, state="queued"))
+                self._enqueue_step(run, 0)
+                self._update_run(run["id"], lambda r: r.update(enqueued=True))
+                started.append(run["id"])
+        return started
+
     def get_run(self, run_id: str) -> Doc:
-        run = self.store.get_run(run_id)
+        run = self._with_position(self.store.get_run(run_id))
         docs = self.store.list_items(run_id)
         results = {r["item_id"]: r for r in self.store.list_results(run_id)}
         aggregates = {a["step"]: a for a in self.store.list_aggregates(run_id)}
@@ -210,6 +275,7 @@ class RunService:
         items = sorted(filter(_is_item, docs), key=lambda i: (i["step"], i["client"]))
         return {
             **_public_run(run),
+            **({"queue_position": run["queue_position"]} if "queue_position" in run else {}),
             "steps": steps,
             "items": [_public_item(i, results.get(i["id"])) for i in items],
             "aggregate": steps[-1]["aggregate"] if steps else None,
@@ -457,6 +523,7 @@ class RunService:
         Aggregate ids are ``<run>.s<step>``, so two timers racing store each once; the run
         document is then updated by compare-and-swap.
         """
+        self.dispatch_waiting()  # also catches a start missed when a holder finished
         done = []
         for run in self.store.active_runs():
             if run.get("finalized") or run.get("cancel_requested"):
@@ -473,12 +540,25 @@ class RunService:
                 # Before the run is marked finalized: a crash here is retried next tick,
                 # and every write below is idempotent.
                 self.monitor.record(run, aggregates, results)
-            self._update_run(run["id"], lambda r: r.update(finalized=True))
+            flipped = self._mark_finalized(run["id"])
             self._refresh(run["id"])
             done.append(run["id"])
+            if flipped and self.on_finished is not None:
+                self.on_finished(run["id"])
         return done
 
     # ---- internals --------------------------------------------------------------------
+
+    def _mark_finalized(self, run_id: str) -> bool:
+        """True when this call, not a racing timer, flipped the run to finalized."""
+        flipped: list[bool] = []
+
+        def mark(r: Doc) -> None:
+            flipped[:] = [not r.get("finalized")]
+            r["finalized"] = True
+
+        self._update_run(run_id, mark)
+        return flipped[0]
 
     def _create_once(self, doc: Doc) -> None:
         try:
@@ -569,9 +649,11 @@ class RunService:
         run = self.store.get_run(run_id)
         next_step = next((s for s in steps if not s.get("enqueued")), None)
         all_ended = all(st in TERMINAL_ITEM_STATES for st in states)
+        admitted = bool(run.get("admitted", True))
         if (
             next_step is not None
             and all_ended
+            and admitted
             and not step_failed
             and not run.get("cancel_requested")
         ):
@@ -585,12 +667,17 @@ class RunService:
                 cancel_requested=bool(r.get("cancel_requested")),
                 finalized=bool(r.get("finalized")),
                 finished=finished,
+                admitted=admitted,
             )
             r["counts"] = counts
             r["finished"] = finished
             r["error"] = (step_failed + item_reasons or [None])[0]
 
-        return self._update_run(run_id, apply)
+        was_finished = bool(run.get("finished"))
+        updated = self._update_run(run_id, apply)
+        if finished and admitted and not was_finished:
+            self.dispatch_waiting()  # its targets are free: start who waits, now
+        return updated
 
 
 def build_aggregates(run: Doc, docs: list[Doc], results: list[Doc]) -> list[Doc]:
@@ -766,6 +853,7 @@ _RUN_PUBLIC = (
     "counts",
     "error",
     "cancel_requested",
+    "requested_by",
 )
 
 

@@ -18,6 +18,7 @@ from fastapi import FastAPI, Header, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticError
+from starlette.middleware.base import RequestResponseEndpoint
 
 from core.catalogue import PROFILES, get_profile
 from core.errors import (
@@ -28,11 +29,13 @@ from core.errors import (
     StoreUnavailable,
     ValidationFailed,
 )
+from core.guardrails import LOCAL_CALLER, Caller, Forbidden
 from core.models import WorkItem
 from core.runstate import RunState
 from core.service import BarrierDecision, RunService
 from core.validation import schema_path
-from functions import context, timers
+from functions import bot, context, timers
+from functions.auth import Unauthorized, resolve_caller
 
 log = logging.getLogger(__name__)
 RUN_STATES: tuple[str, ...] = get_args(RunState)
@@ -40,6 +43,21 @@ RUN_STATES: tuple[str, ...] = get_args(RunState)
 
 def _svc() -> RunService:
     return context.service()
+
+
+# Open to anyone: liveness and the API's description. The bot routes check HMAC themselves.
+PUBLIC_PATHS = frozenset({"/api/health", "/api/openapi.json", "/api/docs"})
+
+
+def _caller(request: Request) -> Caller:
+    caller: Caller = getattr(request.state, "caller", LOCAL_CALLER)
+    return caller
+
+
+def _must_manage(request: Request) -> None:
+    caller = _caller(request)
+    if not caller.limits.manage:
+        raise Forbidden([FieldError("(caller)", f"role {caller.role} may not change this")])
 
 
 class _AgentBody(BaseModel):
@@ -112,6 +130,24 @@ def create_app() -> FastAPI:
         redoc_url=None,
     )
 
+    @app.middleware("http")
+    async def authenticate(request: Request, call_next: RequestResponseEndpoint) -> Response:
+        path = request.url.path
+        if path in PUBLIC_PATHS or path.startswith("/api/bot/") or not path.startswith("/api/"):
+            return await call_next(request)
+        try:
+            caller = resolve_caller(request.headers, context.settings())
+        except Unauthorized as e:
+            return _errors(401, [{"field": "(auth)", "message": str(e)}])
+        if path.startswith("/api/agent/") and not caller.is_agent:
+            return _errors(403, [{"field": "(caller)", "message": "agents only"}])
+        request.state.caller = caller
+        return await call_next(request)
+
+    @app.exception_handler(Forbidden)
+    async def _forbidden(_: Request, e: Forbidden) -> JSONResponse:
+        return _errors(403, [x.as_dict() for x in e.errors])
+
     @app.exception_handler(ValidationFailed)
     async def _bad(_: Request, e: ValidationFailed) -> JSONResponse:
         return _errors(400, [x.as_dict() for x in e.errors])
@@ -165,10 +201,15 @@ def create_app() -> FastAPI:
         idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
     ) -> JSONResponse:
         body = await _json(request)
-        run, created = await asyncio.to_thread(_svc().submit, body, idempotency_key)
+        run, created = await asyncio.to_thread(
+            _svc().submit, body, idempotency_key, _caller(request)
+        )
         location = f"/api/runs/{run['id']}"
+        out = {"id": run["id"], "state": run["state"], "location": location}
+        if "queue_position" in run:
+            out["queue_position"] = run["queue_position"]
         return JSONResponse(
-            {"id": run["id"], "state": run["state"], "location": location},
+            out,
             status_code=202 if created else 200,
             headers={"Location": location},
         )
@@ -213,9 +254,25 @@ def create_app() -> FastAPI:
         """Latency vs IOPS, aggregate vs clients (with linear scaling), repetition spread."""
         return await asyncio.to_thread(_svc().curves, run_id)
 
+    @app.get("/api/compare")
+    async def compare(a: str, b: str) -> dict[str, Any]:
+        """Two runs' final aggregates side by side; each delta judged against the noise
+        (coefficient of variation) of run A's series."""
+        run_a, run_b = await asyncio.gather(
+            asyncio.to_thread(_svc().get_run, a), asyncio.to_thread(_svc().get_run, b)
+        )
+        return await asyncio.to_thread(context.monitor().compare, run_a, run_b)
+
+    @app.get("/api/targets")
+    async def targets() -> dict[str, Any]:
+        """The target registry (BENCH_TARGETS) with who holds each target and who waits."""
+        reply = await asyncio.to_thread(context.bot().list_targets)
+        return {"targets": reply.data.get("targets", [])}
+
     @app.post("/api/schedules", status_code=201)
     async def create_schedule(request: Request) -> dict[str, Any]:
         """A cron expression (UTC), a run request template, enabled, owner."""
+        _must_manage(request)
         return await asyncio.to_thread(context.scheduler().create, await _json(request))
 
     @app.get("/api/schedules")
@@ -228,11 +285,13 @@ def create_app() -> FastAPI:
 
     @app.patch("/api/schedules/{schedule_id}")
     async def patch_schedule(schedule_id: str, request: Request) -> dict[str, Any]:
+        _must_manage(request)
         body = await _json(request)
         return await asyncio.to_thread(context.scheduler().patch, schedule_id, body)
 
     @app.delete("/api/schedules/{schedule_id}", status_code=204)
-    async def delete_schedule(schedule_id: str) -> Response:
+    async def delete_schedule(schedule_id: str, request: Request) -> Response:
+        _must_manage(request)
         await asyncio.to_thread(context.scheduler().delete, schedule_id)
         return Response(status_code=204)
 
@@ -255,6 +314,7 @@ def create_app() -> FastAPI:
 
     @app.patch("/api/regressions/{key}/{regression_id}")
     async def triage(key: str, regression_id: str, request: Request) -> dict[str, Any]:
+        _must_manage(request)
         body = await _json(request)
         state = body.get("state") if isinstance(body, dict) else None
         return await asyncio.to_thread(context.monitor().triage, key, regression_id, str(state))
@@ -271,7 +331,10 @@ def create_app() -> FastAPI:
             raise NotFound(str(e.args[0])) from None
 
     @app.delete("/api/runs/{run_id}", status_code=202)
-    async def cancel_run(run_id: str) -> dict[str, Any]:
+    async def cancel_run(run_id: str, request: Request) -> dict[str, Any]:
+        caller = _caller(request)
+        if caller.limits.max_clients == 0:
+            raise Forbidden([FieldError("(caller)", f"role {caller.role} may not cancel runs")])
         return await asyncio.to_thread(_svc().cancel, run_id)
 
     @app.get("/api/runs/{run_id}/results/{item_id}")
@@ -335,4 +398,5 @@ def create_app() -> FastAPI:
             {"stored": True, "duplicate": not created}, status_code=201 if created else 200
         )
 
+    app.include_router(bot.router)
     return app

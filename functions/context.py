@@ -9,6 +9,7 @@ from adapters.config import Settings
 from adapters.cosmos import CosmosStore
 from adapters.notifier import WebhookNotifier
 from adapters.queue import WorkQueues
+from core.bot import Bot, announce_result
 from core.monitor import Monitor
 from core.ports import Notifier
 from core.scheduler import Scheduler
@@ -44,8 +45,24 @@ def notifier() -> Notifier:
 def service() -> RunService:
     s = settings()
     return RunService(
-        store(), queues(), max_deliveries=s.max_deliveries, pools=s.pools, monitor=monitor()
+        store(),
+        queues(),
+        max_deliveries=s.max_deliveries,
+        pools=s.pools,
+        monitor=monitor(),
+        targets=list(s.targets),
+        on_finished=lambda run_id: _announce(run_id),
     )
+
+
+def _announce(run_id: str) -> None:
+    announce_result(run_id, bot(), notifier())
+
+
+@cache
+def bot() -> Bot:
+    s = settings()
+    return Bot(service(), scheduler(), monitor(), targets=list(s.targets), public_url=s.public_url)
 
 
 @cache

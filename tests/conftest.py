@@ -4,6 +4,7 @@ their logs are attached to any failing test that used them."""
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 import signal
@@ -24,12 +25,23 @@ from benchctl.localstack import Proc, Stack
 from core.models import HostFacts, MountFacts, WorkItem
 from core.results import build_result
 
-TEST_POOLS = ["default", *(f"t{i}" for i in range(1, 41))]
-_pool_names = iter(TEST_POOLS[1:])
+BOT_POOL = "bot"  # where the chat tests' target "chat" lives
+TEST_POOLS = ["default", *(f"t{i}" for i in range(1, 41)), BOT_POOL]
+_pool_names = iter(TEST_POOLS[1:-1])
 _agent_ids = itertools.count(1)
 
 
 WEBHOOK_SECRET = b"test-webhook-secret"
+TEAMS_BOT_SECRET_B64 = base64.b64encode(b"teams-outgoing-webhook-test-key!").decode()
+BOT_SECRET = "test-bot-secret"
+# The target registry: every test pool has "scratch" and "other" (read-write) and "golden"
+# (read-only); the chat tests' "chat" target is in its own pool.
+TEST_TARGETS = [
+    {"alias": alias, "pool": p, "read_only": alias == "golden"}
+    for p in TEST_POOLS
+    if p != BOT_POOL
+    for alias in ("scratch", "other", "golden")
+] + [{"alias": "chat", "pool": BOT_POOL}, {"alias": "golden", "pool": BOT_POOL, "read_only": True}]
 
 
 class Receiver:
@@ -62,7 +74,16 @@ def receiver() -> Iterator[Receiver]:
 
 
 @pytest.fixture(scope="session")
-def stack(tmp_path_factory: pytest.TempPathFactory, receiver: Receiver) -> Iterator[Stack]:
+def teams_receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    yield r
+    r.server.shutdown()
+
+
+@pytest.fixture(scope="session")
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, receiver: Receiver, teams_receiver: Receiver
+) -> Iterator[Stack]:
     localstack.ensure_installed()
     directory = tmp_path_factory.mktemp("stack")
     st = Stack(
@@ -85,6 +106,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory, receiver: Receiver) -> Itera
                 "BENCH_WEBHOOK_SECRET": WEBHOOK_SECRET.decode(),
                 # This 2-core machine's run-to-run noise exceeds the default 10 %.
                 "BENCH_GATE_PCT": "30",
+                "BENCH_TEAMS_WEBHOOK_URL": teams_receiver.url,
+                "BENCH_TEAMS_BOT_SECRET": TEAMS_BOT_SECRET_B64,
+                "BENCH_BOT_SECRET": BOT_SECRET,
+                "BENCH_TARGETS": json.dumps(TEST_TARGETS),
             },
         )
         yield st

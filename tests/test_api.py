@@ -80,8 +80,12 @@ def test_list_filters_and_pages(api: httpx.Client, pool: str) -> None:
         params={"tag": f"pipeline={pool}-p0", "limit": 1, "continuation": page1["continuation"]},
     ).json()
     assert [r["id"] for r in page2["runs"]] == [ids[0]]
+    # One run at a time per target: the first is queued, the others wait in line.
     queued_runs = api.get("/api/runs", params={"state": "queued", "limit": 200}).json()["runs"]
-    assert set(ids) <= {r["id"] for r in queued_runs}
+    assert ids[0] in {r["id"] for r in queued_runs}
+    waiting = api.get("/api/runs", params={"state": "waiting", "limit": 200}).json()["runs"]
+    assert {ids[1], ids[2]} <= {r["id"] for r in waiting}
+    assert [api.get(f"/api/runs/{i}").json()["queue_position"] for i in ids[1:]] == [1, 2]
     bad = api.get("/api/runs", params={"state": "sleeping", "limit": 0, "tag": "novalue"})
     assert bad.status_code == 400
     assert {e["field"] for e in bad.json()["errors"]} == {"state", "limit", "tag"}

@@ -1,0 +1,330 @@
+"""Chat commands (Teams outgoing webhook, generic signed webhook): parse and answer (pure).
+
+Commands::
+
+    run <profile> on <target> [with N clients] [for 60s|5m]
+    status <run>
+    compare <run-a> <run-b>
+    profiles | targets | schedules | help
+
+Anything else gets the help text with what was wrong, never an error: a chat user typed it.
+The chat text only ever selects a catalogue profile, a known target alias, a client count
+and a duration, each checked against a pattern and a range before it reaches the service.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.catalogue import PROFILES
+from core.errors import Conflict, FieldError, NotFound, ValidationFailed
+from core.guardrails import Caller, Forbidden, TargetInfo
+from core.models import MAX_CLIENTS
+from core.monitor import Monitor
+from core.ports import Doc, Notifier
+from core.scheduler import Scheduler
+from core.service import RunService
+
+HELP = [
+    "run <profile> on <target> [with N clients] [for 60s] — start a benchmark",
+    "status <run> — state and figures of a run",
+    "compare <run-a> <run-b> — side by side, against the series' noise",
+    "profiles — the workload catalogue",
+    "targets — the volumes you can test, and whether they are busy",
+    "schedules — the scheduled runs",
+    "help — this text",
+]
+_RUN = re.compile(
+    r"^run\s+(?P<profile>[a-z0-9-]{1,64})\s+on\s+(?P<target>[a-z][a-z0-9-]{0,30})"
+    r"(?:\s+with\s+(?P<clients>\d{1,3})\s+clients?)?"
+    r"(?:\s+for\s+(?P<amount>\d{1,5})\s*(?P<unit>s|sec|secs|seconds?|m|min|mins|minutes?))?$"
+)
+_RUN_ID = r"[A-Za-z0-9._-]{1,100}"
+_STATUS = re.compile(rf"^status\s+(?P<run>{_RUN_ID})$")
+_COMPARE = re.compile(rf"^compare\s+(?P<a>{_RUN_ID})\s+(?P<b>{_RUN_ID})$")
+_SIMPLE = ("profiles", "targets", "schedules", "help")
+
+
+@dataclass(frozen=True)
+class Command:
+    verb: str
+    args: dict[str, Any] = field(default_factory=dict)
+    problem: str | None = None  # why the text fell back to help
+
+
+def clean_text(text: str) -> str:
+    """Teams sends HTML with the bot's @mention first: drop tags, entities and the mention."""
+    text = re.sub(r"<at>.*?</at>", " ", text, flags=re.IGNORECASE | re.DOTALL)
+    text = html.unescape(re.sub(r"<[^>]+>", " ", text)).replace("\xa0", " ")
+    return " ".join(text.split()).strip().lower()
+
+
+def parse_command(text: str) -> Command:
+    t = clean_text(text)
+    if not t:
+        return Command("help")
+    if t in _SIMPLE:
+        return Command(t)
+    if m := _STATUS.match(t):
+        return Command("status", {"run": m["run"]})
+    if m := _COMPARE.match(t):
+        return Command("compare", {"a": m["a"], "b": m["b"]})
+    if m := _RUN.match(t):
+        args: dict[str, Any] = {"profile": m["profile"], "target": m["target"]}
+        if m["clients"]:
+            clients = int(m["clients"])
+            if not 1 <= clients <= MAX_CLIENTS:
+                return Command("help", problem=f"clients must be 1 to {MAX_CLIENTS}")
+            args["clients"] = clients
+        if m["amount"]:
+            seconds = int(m["amount"]) * (60 if m["unit"].startswith("m") else 1)
+            if not 1 <= seconds <= 86_400:
+                return Command("help", problem="the duration must be 1 s to 24 h")
+            args["runtime"] = seconds
+        return Command("run", args)
+    verb = t.split()[0]
+    if verb in ("run", "status", "compare"):
+        return Command("help", problem=f"I could not read that {verb} command")
+    return Command("help", problem=f"I don't know {verb!r}")
+
+
+@dataclass
+class Reply:
+    """What the bot answers: a title, lines of text, facts, and the data for JSON callers."""
+
+    kind: str
+    title: str
+    lines: list[str] = field(default_factory=list)
+    facts: list[tuple[str, str]] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)
+    ok: bool = True
+    link: str | None = None
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:,.1f}"
+    return str(v)
+
+
+class Bot:
+    def __init__(
+        self,
+        runs: RunService,
+        scheduler: Scheduler,
+        monitor: Monitor,
+        *,
+        targets: list[TargetInfo],
+        public_url: str,
+    ) -> None:
+        self.runs = runs
+        self.scheduler = scheduler
+        self.monitor = monitor
+        self.targets = targets
+        self.public_url = public_url
+
+    def answer(self, command: Command, caller: Caller, request_id: str) -> Reply:
+        try:
+            return self._answer(command, caller, request_id)
+        except (ValidationFailed, Forbidden) as e:
+            return _refused(command, e.errors)
+        except NotFound as e:
+            return Reply(command.verb, "Not found", [f"not found: {e}"], ok=False)
+        except Conflict as e:
+            return Reply(command.verb, "Refused", [str(e)], ok=False)
+
+    def _answer(self, command: Command, caller: Caller, request_id: str) -> Reply:
+        if command.verb == "run":
+            return self._run(command.args, caller, request_id)
+        if command.verb == "status":
+            return self.status(self.runs.get_run(command.args["run"]))
+        if command.verb == "compare":
+            a, b = (self.runs.get_run(command.args[k]) for k in ("a", "b"))
+            cmp = self.monitor.compare(a, b)
+            facts = [
+                (r["metric"], f"{_fmt(r['a'])} → {_fmt(r['b'])} ({_pct(r)}, {r['verdict']})")
+                for r in cmp["rows"]
+            ]
+            lines = [cmp["summary"]]
+            if not cmp["comparable"]:
+                lines.append("careful: the two runs differ in workload, targets or clients")
+            return Reply("compare", f"{a['id']} vs {b['id']}", lines, facts, data=cmp)
+        if command.verb == "profiles":
+            facts = [(p.name, p.title) for p in PROFILES]
+            return Reply(
+                "profiles", "Profiles", facts=facts, data={"profiles": [p.name for p in PROFILES]}
+            )
+        if command.verb == "targets":
+            return self.list_targets()
+        if command.verb == "schedules":
+            found = self.scheduler.list_all()
+            facts = [
+                (s.get("name") or s["id"], f"{s['cron']} ({'on' if s['enabled'] else 'off'})")
+                for s in found
+            ]
+            return Reply(
+                "schedules",
+                "Schedules",
+                [] if found else ["no schedules"],
+                facts,
+                data={"schedules": [s["id"] for s in found]},
+            )
+        lines = ([command.problem] if command.problem else []) + HELP
+        return Reply("help", "What I can do", lines, ok=command.problem is None)
+
+    def _run(self, args: dict[str, Any], caller: Caller, request_id: str) -> Reply:
+        pool = next((t.pool for t in self.targets if t.alias == args["target"]), "default")
+        body: dict[str, Any] = {
+            "profile": args["profile"],
+            "target": args["target"],
+            "pool": pool,
+            "clients": args.get("clients", 1),
+            "tags": {"door": caller.door},
+        }
+        if "runtime" in args:
+            body["workload"] = {"runtime": args["runtime"]}
+        # The chat platform's message id: a retried delivery starts nothing twice.
+        run, _ = self.runs.submit(body, f"{caller.door}:{request_id}", caller)
+        waiting = run.get("state") == "waiting"
+        lines = [
+            f"queued run {run['id']}: {args['profile']} on {args['target']} with "
+            f"{body['clients']} client(s) — I'll post the result here"
+        ]
+        if waiting:
+            lines.append(f"the target is busy: position {run.get('queue_position')} in line")
+        return Reply(
+            "run",
+            "Run queued" if not waiting else "Run waiting for its target",
+            lines,
+            [("Run", run["id"]), ("State", run["state"])],
+            data={"run_id": run["id"], "state": run["state"], **_position(run)},
+            link=f"{self.public_url}/api/runs/{run['id']}",
+        )
+
+    def status(self, run: Doc) -> Reply:
+        facts = [("State", run["state"]), ("Target", str(run.get("target")))]
+        if run.get("profile"):
+            facts.append(("Profile", run["profile"]))
+        if "queue_position" in run:
+            facts.append(("Position", str(run["queue_position"])))
+        agg = run.get("aggregate") or {}
+        for d in ("read", "write"):
+            a = agg.get(d)
+            if a:
+                facts.append((f"{d} IOPS", _fmt(float(a["iops"]))))
+                facts.append((f"{d} MiB/s", _fmt(float(a["bw_bytes"]) / 2**20)))
+                facts.append((f"{d} p99", f"{float(a['clat_ns']['p99']) / 1e6:.3f} ms"))
+        if agg.get("clients"):
+            facts.append(("Clients", str(agg["clients"])))
+        lines = [f"error: {run['error']}"] if run.get("error") else []
+        return Reply(
+            "status",
+            f"Run {run['id']}: {run['state']}",
+            lines,
+            facts,
+            data={"run_id": run["id"], "state": run["state"], "aggregate": agg or None},
+            ok=run["state"] != "failed",
+            link=f"{self.public_url}/api/runs/{run['id']}",
+        )
+
+    def list_targets(self) -> Reply:
+        if not self.targets:
+            return Reply("targets", "Targets", ["no target registry: any mounted alias works"])
+        facts = []
+        data = []
+        for t in self.targets:
+            active, _ = self.runs.list_runs(target=t.alias, state="running", limit=5)
+            waiting, _ = self.runs.list_runs(target=t.alias, state="waiting", limit=50)
+            state = f"busy ({active[0]['id']})" if active else "idle"
+            if waiting:
+                state += f", {len(waiting)} waiting"
+            mode = "read-only" if t.read_only else "read-write"
+            facts.append((t.alias, f"{t.pool}, {mode}, {state}"))
+            data.append({**t.model_dump(), "busy": bool(active), "waiting": len(waiting)})
+        return Reply("targets", "Targets", facts=facts, data={"targets": data})
+
+
+def _pct(row: dict[str, Any]) -> str:
+    return "n/a" if row["delta_pct"] is None else f"{row['delta_pct']:+.1f}%"
+
+
+def _position(run: Doc) -> dict[str, Any]:
+    return {"queue_position": run["queue_position"]} if "queue_position" in run else {}
+
+
+def _refused(command: Command, errors: list[FieldError]) -> Reply:
+    lines = [f"{e.field}: {e.message}" for e in errors]
+    return Reply(
+        command.verb,
+        "Refused",
+        lines,
+        data={"errors": [e.as_dict() for e in errors]},
+        ok=False,
+    )
+
+
+def result_reply(run: Doc, bot: Bot) -> Reply:
+    """The card posted when a run asked for through a chat finishes."""
+    reply = bot.status(run)
+    reply.kind = "result"
+    reply.title = f"Run {run['id']} {run['state']}"
+    return reply
+
+
+def announce_result(run_id: str, bot: Bot, notifier: Notifier) -> list[dict[str, Any]]:
+    """Post a finished chat-requested run's result card where the request came from."""
+    run = bot.runs.get_run(run_id)
+    door = (run.get("requested_by") or {}).get("door")
+    if door not in ("bot-teams", "bot-webhook"):
+        return []
+    reply = result_reply(run, bot)
+    payload = {"event": "run.finished", **json_reply(reply)}
+    return notifier.post_result(str(door), adaptive_card(reply), payload)
+
+
+def adaptive_card(reply: Reply) -> dict[str, Any]:
+    """A Teams message with one Adaptive Card (what an outgoing webhook may answer)."""
+    body: list[dict[str, Any]] = [
+        {
+            "type": "TextBlock",
+            "text": reply.title,
+            "weight": "Bolder",
+            "size": "Medium",
+            "color": "Default" if reply.ok else "Attention",
+            "wrap": True,
+        },
+        *({"type": "TextBlock", "text": line, "wrap": True} for line in reply.lines),
+    ]
+    if reply.facts:
+        body.append(
+            {"type": "FactSet", "facts": [{"title": k, "value": v} for k, v in reply.facts]}
+        )
+    card: dict[str, Any] = {
+        "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
+        "type": "AdaptiveCard",
+        "version": "1.4",
+        "body": body,
+    }
+    if reply.link:
+        card["actions"] = [{"type": "Action.OpenUrl", "title": "Open", "url": reply.link}]
+    return {
+        "type": "message",
+        "attachments": [
+            {"contentType": "application/vnd.microsoft.card.adaptive", "content": card}
+        ],
+    }
+
+
+def json_reply(reply: Reply) -> dict[str, Any]:
+    return {
+        "command": reply.kind,
+        "ok": reply.ok,
+        "title": reply.title,
+        "lines": reply.lines,
+        "facts": dict(reply.facts),
+        "data": reply.data,
+        "link": reply.link,
+    }

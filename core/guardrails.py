@@ -1,0 +1,164 @@
+"""Who may run what, where (pure).
+
+A caller has a role; each role caps the clients and the measured duration of a run and says
+whether it may write. A target may be marked read-only (a production volume someone else's
+data lives on): write workloads and fills are refused there whoever asks.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from core.errors import BenchError, FieldError
+from core.models import ALIAS_PATTERN, POOL_PATTERN, RunRequest, Workload
+
+Door = Literal["api", "pipeline", "cli", "schedule", "bot-teams", "bot-webhook"]
+DOORS: tuple[str, ...] = ("api", "pipeline", "cli", "schedule", "bot-teams", "bot-webhook")
+WRITE_RW = frozenset({"write", "randwrite", "rw", "randrw"})
+
+
+class Forbidden(BenchError):
+    """The caller may not do this (HTTP 403); errors name the field that crossed a limit."""
+
+    def __init__(self, errors: list[FieldError]) -> None:
+        super().__init__("; ".join(f"{e.field}: {e.message}" for e in errors))
+        self.errors = errors
+
+
+@dataclass(frozen=True)
+class RoleLimits:
+    max_clients: int  # 0: may not start runs
+    max_duration_s: int  # ramp + measured seconds over all steps and repetitions
+    writes: bool
+    manage: bool  # schedules, regression triage
+
+
+# Chat users get small, read-only runs; pipelines and engineers the published scale-out
+# sizes (up to 24 clients); admins the service's ceiling.
+ROLES: dict[str, RoleLimits] = {
+    "reader": RoleLimits(max_clients=0, max_duration_s=0, writes=False, manage=False),
+    "runner": RoleLimits(max_clients=4, max_duration_s=600, writes=False, manage=False),
+    "engineer": RoleLimits(max_clients=24, max_duration_s=4 * 3600, writes=True, manage=True),
+    "admin": RoleLimits(max_clients=64, max_duration_s=24 * 3600, writes=True, manage=True),
+}
+ROLE_ORDER = ("reader", "runner", "engineer", "admin")
+AGENT_ROLE = "agent"  # agents call the agent protocol only
+
+
+@dataclass(frozen=True)
+class Caller:
+    name: str  # who asked: a user principal name, an API key's name, "schedule:<id>", ...
+    role: str
+    door: str = "api"
+    is_agent: bool = False
+
+    @property
+    def limits(self) -> RoleLimits:
+        return ROLES.get(self.role, ROLES["reader"])
+
+    def as_doc(self) -> dict[str, str]:
+        return {"name": self.name, "role": self.role, "door": self.door}
+
+
+LOCAL_CALLER = Caller(name="local", role="admin", door="api")
+
+
+def best_role(names: list[str], default: str) -> str:
+    """The highest of the roles in a token (``Bench.Engineer`` or ``engineer``)."""
+    found = {n.split(".")[-1].lower() for n in names} & set(ROLE_ORDER)
+    return max(found, key=ROLE_ORDER.index) if found else default
+
+
+class TargetInfo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    alias: str = Field(pattern=ALIAS_PATTERN)
+    pool: str = Field("default", pattern=POOL_PATTERN)
+    read_only: bool = False
+    description: str = Field("", max_length=200)
+
+
+def parse_targets(text: str) -> list[TargetInfo]:
+    """BENCH_TARGETS: a JSON list of {alias, pool, read_only, description}."""
+    if not text.strip():
+        return []
+    try:
+        data: Any = json.loads(text)
+        return [TargetInfo.model_validate(t) for t in data]
+    except (ValueError, TypeError, ValidationError) as e:
+        raise ValueError(f"BENCH_TARGETS is not a JSON list of targets: {e}") from None
+
+
+def writes(workload: Workload, fill: bool) -> bool:
+    mixed_reads_only = workload.rw in ("rw", "randrw") and workload.rwmixread == 100
+    return fill or (workload.rw in WRITE_RW and not mixed_reads_only)
+
+
+def check_run(
+    request: RunRequest,
+    steps: list[dict[str, Any]],
+    base: Workload,
+    fill: bool,
+    caller: Caller,
+    targets: list[TargetInfo],
+) -> None:
+    """Raise Forbidden naming each limit the request crosses; ValueError-free otherwise."""
+    limits = caller.limits
+    errors: list[FieldError] = []
+    if limits.max_clients == 0:
+        raise Forbidden([FieldError("(caller)", f"role {caller.role} may not start runs")])
+    most = max(int(s["clients"]) for s in steps)
+    if most > limits.max_clients:
+        errors.append(
+            FieldError("clients", f"role {caller.role} may use at most {limits.max_clients}")
+        )
+    per_step = [
+        Workload.model_validate(s["workload"]) if s.get("workload") else base for s in steps
+    ]
+    duration = sum(w.ramp_time + w.runtime for w in per_step) * request.repetitions
+    if duration > limits.max_duration_s:
+        errors.append(
+            FieldError(
+                "workload.runtime",
+                f"the run lasts {duration} s; role {caller.role} may run "
+                f"{limits.max_duration_s} s at most",
+            )
+        )
+    is_write = fill or any(writes(w, False) for w in per_step)
+    if is_write and not limits.writes:
+        errors.append(
+            FieldError(
+                "workload.rw" if not fill else "fill",
+                f"role {caller.role} may not run write tests",
+            )
+        )
+    known = {(t.pool, t.alias): t for t in targets}
+    for i, alias in enumerate(request.all_targets):
+        info = known.get((request.pool, alias))
+        if info and info.read_only and is_write:
+            field = "target" if request.target else f"targets.{i}"
+            what = "fills the working set" if fill else f"writes (rw={base.rw})"
+            errors.append(
+                FieldError(field, f"target {alias} is read-only: this run {what}; choose a read")
+            )
+    if errors:
+        raise Forbidden(errors)
+
+
+def unknown_targets(request: RunRequest, targets: list[TargetInfo]) -> list[FieldError]:
+    """With a registry configured, runs go only to targets it names."""
+    if not targets:
+        return []
+    known = {(t.pool, t.alias) for t in targets}
+    names = ", ".join(sorted(t.alias for t in targets if t.pool == request.pool)) or "none"
+    return [
+        FieldError(
+            "target" if request.target else f"targets.{i}",
+            f"no target {alias!r} in pool {request.pool} (known: {names})",
+        )
+        for i, alias in enumerate(request.all_targets)
+        if (request.pool, alias) not in known
+    ]

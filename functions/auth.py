@@ -1,0 +1,72 @@
+"""Who is calling the REST API.
+
+In Azure, App Service Authentication validates the Entra ID token in front of the app and
+passes the principal in ``X-MS-CLIENT-PRINCIPAL`` (it strips that header from what clients
+send). Locally, ``X-Api-Key`` against BENCH_API_KEYS; with neither configured the API is
+open (the local stack) and every caller is an admin. The bot routes authenticate by HMAC
+and never come here.
+"""
+
+from __future__ import annotations
+
+import base64
+import hmac
+import json
+from typing import Any
+
+from adapters.config import Settings
+from core.errors import BenchError
+from core.guardrails import AGENT_ROLE, DOORS, LOCAL_CALLER, Caller, best_role
+
+# Doors a REST caller may name itself; "schedule" and the bots are set by the service.
+SELF_DECLARED_DOORS = ("api", "pipeline", "cli")
+OBJECT_ID_CLAIM = "http://schemas.microsoft.com/identity/claims/objectidentifier"
+assert set(SELF_DECLARED_DOORS) <= set(DOORS)
+
+
+class Unauthorized(BenchError):
+    """HTTP 401."""
+
+
+def _door(headers: Any) -> str:
+    door = str(headers.get("x-bench-door", "api")).lower()
+    return door if door in SELF_DECLARED_DOORS else "api"
+
+
+def _principal(headers: Any) -> dict[str, Any] | None:
+    raw = headers.get("x-ms-client-principal")
+    if not raw:
+        return None
+    try:
+        data: dict[str, Any] = json.loads(base64.b64decode(raw))
+        return data
+    except ValueError:
+        raise Unauthorized("unreadable X-MS-CLIENT-PRINCIPAL") from None
+
+
+def resolve_caller(headers: Any, settings: Settings) -> Caller:
+    """The caller of a REST request; raises Unauthorized."""
+    door = _door(headers)
+    if settings.trust_easyauth:
+        principal = _principal(headers)
+        if principal is not None:
+            claims = principal.get("claims") or []
+            role_type = principal.get("role_typ", "roles")
+            roles = [str(c.get("val")) for c in claims if c.get("typ") == role_type]
+            oid = headers.get("x-ms-client-principal-id") or next(
+                (str(c.get("val")) for c in claims if c.get("typ") in (OBJECT_ID_CLAIM, "oid")),
+                "",
+            )
+            name = headers.get("x-ms-client-principal-name") or oid or "unknown"
+            if oid and oid in settings.agent_principals:
+                return Caller(name=f"agent:{oid}", role=AGENT_ROLE, door="api", is_agent=True)
+            return Caller(name=name, role=best_role(roles, settings.default_role), door=door)
+    if settings.api_keys:
+        given = str(headers.get("x-api-key", ""))
+        for name, role, key in settings.api_keys:
+            if given and hmac.compare_digest(given.encode(), key.encode()):
+                return Caller(name=name, role=role, door=door, is_agent=role == AGENT_ROLE)
+        raise Unauthorized("missing or unknown X-Api-Key")
+    if settings.trust_easyauth:
+        raise Unauthorized("not signed in")
+    return Caller(name=LOCAL_CALLER.name, role=LOCAL_CALLER.role, door=door, is_agent=True)

@@ -1,0 +1,99 @@
+"""The chat doors: a Teams outgoing webhook and a generic signed webhook.
+
+Both authenticate every request by HMAC themselves (App Service Authentication excludes
+these routes), refuse stale and repeated requests, and answer at once: a run is only
+enqueued here; its result card is posted later, when the run is finalized.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from datetime import datetime
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from core.bot import adaptive_card, json_reply, parse_command
+from core.guardrails import Caller
+from core.notify import SIGNATURE_HEADER, verify, verify_teams
+from functions import context
+
+FRESH_S = 300  # Teams activities and signed webhook requests older than this are refused
+router = APIRouter()
+
+
+def _refuse(status: int, field: str, message: str) -> JSONResponse:
+    return JSONResponse({"errors": [{"field": field, "message": message}]}, status_code=status)
+
+
+def _age_s(timestamp: Any) -> float | None:
+    try:
+        ts = datetime.fromisoformat(str(timestamp).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if ts.tzinfo is None:
+        return None
+    return abs(time.time() - ts.timestamp())
+
+
+async def _first_time(activity_id: str) -> bool:
+    doc = {"id": activity_id, "seen_at_ms": int(time.time() * 1000)}
+    return await asyncio.to_thread(context.store().create_activity, doc)
+
+
+@router.post("/api/bot/teams")
+async def teams(request: Request) -> JSONResponse:
+    """Teams outgoing webhook: ``Authorization: HMAC <base64>`` over the raw body."""
+    secret = context.settings().teams_bot_secret
+    if not secret:
+        return _refuse(503, "(service)", "the Teams bot is not configured")
+    raw = await request.body()
+    if not verify_teams(raw, request.headers.get("authorization"), secret):
+        return _refuse(401, "Authorization", "bad or missing HMAC signature")
+    try:
+        activity = json.loads(raw)
+        activity_id = str(activity["id"])
+        text = str(activity.get("text") or "")
+        sender = activity.get("from") or {}
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return _refuse(400, "(body)", "not a Teams activity")
+    age = _age_s(activity.get("timestamp"))
+    if age is None or age > FRESH_S:
+        return _refuse(401, "timestamp", f"stale or missing activity timestamp (> {FRESH_S} s)")
+    if not await _first_time(f"teams:{activity_id}"):
+        return _refuse(409, "id", "activity already handled (replay)")
+    who = str(sender.get("name") or sender.get("aadObjectId") or "unknown")
+    caller = Caller(name=f"teams:{who}", role=context.settings().bot_role, door="bot-teams")
+    reply = await asyncio.to_thread(context.bot().answer, parse_command(text), caller, activity_id)
+    return JSONResponse(adaptive_card(reply))
+
+
+@router.post("/api/bot/webhook")
+async def webhook(request: Request) -> JSONResponse:
+    """Generic chat/script door: body ``{"text": "...", "user": "..."}`` signed with
+    X-Bench-Timestamp / X-Bench-Signature (HMAC-SHA256 over ``<timestamp>.<body>``)."""
+    secret = context.settings().bot_secret
+    if not secret:
+        return _refuse(503, "(service)", "the webhook bot is not configured")
+    raw = await request.body()
+    headers = dict(request.headers)
+    if not verify(raw, headers, secret=secret.encode(), now=int(time.time()), tolerance_s=FRESH_S):
+        return _refuse(401, SIGNATURE_HEADER, "bad, missing or stale signature")
+    try:
+        body = json.loads(raw)
+        text = str(body["text"])
+        user = str(body.get("user") or "unknown")[:100]
+    except (ValueError, KeyError, TypeError):
+        return _refuse(400, "text", 'expected {"text": "<command>", "user": "<name>"}')
+    # The signature is unique per body and timestamp: seen once means a replay.
+    signature = headers.get(SIGNATURE_HEADER.lower(), "")
+    request_id = hashlib.sha256(signature.encode()).hexdigest()[:32]
+    if not await _first_time(f"webhook:{request_id}"):
+        return _refuse(409, SIGNATURE_HEADER, "request already handled (replay)")
+    caller = Caller(name=f"webhook:{user}", role=context.settings().bot_role, door="bot-webhook")
+    reply = await asyncio.to_thread(context.bot().answer, parse_command(text), caller, request_id)
+    return JSONResponse(json_reply(reply))
