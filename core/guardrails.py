@@ -32,7 +32,7 @@ class Forbidden(BenchError):
 @dataclass(frozen=True)
 class RoleLimits:
     max_clients: int  # 0: may not start runs
-    max_duration_s: int  # ramp + measured seconds over all steps and repetitions
+    max_duration_s: int  # ramp + measured seconds over all steps (repetitions are steps)
     writes: bool
     manage: bool  # schedules, regression triage
 
@@ -118,7 +118,7 @@ def check_run(
     per_step = [
         Workload.model_validate(s["workload"]) if s.get("workload") else base for s in steps
     ]
-    duration = sum(w.ramp_time + w.runtime for w in per_step) * request.repetitions
+    duration = sum(w.ramp_time + w.runtime for w in per_step)  # repetitions are steps
     if duration > limits.max_duration_s:
         errors.append(
             FieldError(

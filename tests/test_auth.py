@@ -1,0 +1,279 @@
+"""Who may do what: API keys and App Service Authentication's principal, caller roles,
+read-only targets, the door each run came through; benchctl's config file and formats."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from adapters.config import ConfigError, Settings
+from benchctl import localstack
+from benchctl.localstack import Stack
+from core.guardrails import Caller, TargetInfo, check_run
+from core.models import RunRequest, Workload
+from core.plan import plan_steps
+from functions.auth import Unauthorized, resolve_caller
+from tests.conftest import TEST_TARGETS, AgentFactory, run_body
+
+KEYS = {
+    "ci": ("engineer", "ci-key-0123456789abcdef"),
+    "chat": ("runner", "runner-key-0123456789ab"),
+    "viewer": ("reader", "reader-key-0123456789ab"),
+    "vm1": ("agent", "agent-key-0123456789abcd"),
+}
+
+
+def key(name: str) -> dict[str, str]:
+    return {"X-Api-Key": KEYS[name][1]}
+
+
+@pytest.fixture(scope="module")
+def keyed(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """A second API process on the same emulators, with API keys required."""
+    st = dataclasses.replace(
+        stack, dir=str(tmp_path_factory.mktemp("keyed")), api_port=localstack.free_port(), procs=[]
+    )
+    env = {
+        "BENCH_API_KEYS": ",".join(f"{n}:{r}:{k}" for n, (r, k) in KEYS.items()),
+        "BENCH_TARGETS": json.dumps(TEST_TARGETS),
+    }
+    p = localstack.start_api(st, timer_seconds=0, extra_env=env)
+    yield st
+    localstack.stop_proc(p, timeout=5)
+
+
+def test_every_route_but_health_needs_a_key(keyed: Stack) -> None:
+    with httpx.Client(base_url=keyed.api_url, timeout=30) as c:
+        assert c.get("/api/health").status_code == 200
+        assert c.get("/api/openapi.json").status_code == 200
+        for method, path in (("GET", "/api/runs"), ("POST", "/api/runs"), ("GET", "/api/targets")):
+            r = c.request(method, path)
+            assert r.status_code == 401, path
+            assert r.json()["errors"][0]["field"] == "(auth)"
+        bad = c.get("/api/runs", headers={"X-Api-Key": "x" * 24})
+        assert bad.status_code == 401
+        assert c.get("/api/runs", headers=key("viewer")).status_code == 200
+
+
+def test_roles_limit_clients_writes_and_management(keyed: Stack, pool: str) -> None:
+    with httpx.Client(base_url=keyed.api_url, timeout=30) as c:
+        r = c.post("/api/runs", json=run_body(pool), headers=key("viewer"))
+        assert r.status_code == 403 and "reader may not start runs" in r.text
+
+        too_big = {**run_body(pool), "clients": 8}
+        r = c.post("/api/runs", json=too_big, headers=key("chat"))
+        assert r.status_code == 403
+        assert r.json()["errors"] == [
+            {"field": "clients", "message": "role runner may use at most 4"}
+        ]
+        r = c.post("/api/runs", json=run_body(pool, rw="randwrite"), headers=key("chat"))
+        assert r.status_code == 403
+        assert r.json()["errors"][0]["field"] == "workload.rw"
+
+        golden = {**run_body(pool, rw="randwrite"), "target": "golden"}
+        r = c.post("/api/runs", json=golden, headers=key("ci"))
+        assert r.status_code == 403
+        err = r.json()["errors"][0]
+        assert err["field"] == "target"
+        assert err["message"].startswith("target golden is read-only: this run writes")
+        fill = {**run_body(pool), "target": "golden", "fill": True}
+        r = c.post("/api/runs", json=fill, headers=key("ci"))
+        assert r.status_code == 403 and r.json()["errors"][0]["field"] == "target"
+        unknown = {**run_body(pool), "target": "nowhere"}
+        r = c.post("/api/runs", json=unknown, headers=key("ci"))
+        assert r.status_code == 400 and r.json()["errors"][0]["field"] == "target"
+
+        sched = {"cron": "0 3 * * *", "owner": "x", "request": run_body(pool)}
+        assert c.post("/api/schedules", json=sched, headers=key("chat")).status_code == 403
+        # Agents' routes take agents only; an agent key passes (and then meets validation).
+        assert c.post("/api/agent/claim", json={}, headers=key("ci")).status_code == 403
+        assert c.post("/api/agent/claim", json={}, headers=key("vm1")).status_code == 400
+        assert c.get("/api/runs", params={"limit": 1}, headers=key("vm1")).status_code == 200
+
+        # A read run within the runner's limits goes through, recorded with who and how.
+        ok = c.post(
+            "/api/runs", json=run_body(pool), headers={**key("chat"), "X-Bench-Door": "pipeline"}
+        )
+        assert ok.status_code == 202, ok.text
+        run = c.get(f"/api/runs/{ok.json()['id']}", headers=key("viewer")).json()
+        assert run["requested_by"] == {"name": "chat", "role": "runner", "door": "pipeline"}
+        # A caller cannot claim the scheduler's door.
+        again = c.post(
+            "/api/runs", json=run_body(pool), headers={**key("ci"), "X-Bench-Door": "schedule"}
+        )
+        run2 = c.get(f"/api/runs/{again.json()['id']}", headers=key("viewer")).json()
+        assert run2["requested_by"] == {"name": "ci", "role": "engineer", "door": "api"}
+        for run_id in (run["id"], run2["id"]):
+            assert c.delete(f"/api/runs/{run_id}", headers=key("viewer")).status_code == 403
+            assert c.delete(f"/api/runs/{run_id}", headers=key("ci")).status_code == 202
+
+
+def benchctl(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "benchctl", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "BENCH_API_URL": "", "BENCH_API_KEY": "", **(env or {})},
+    )
+
+
+def test_benchctl_config_file_markdown_and_compare(
+    keyed: Stack, agents: AgentFactory, pool: str, tmp_path: Path
+) -> None:
+    agents()
+    cfg = tmp_path / "benchctl.toml"
+    cfg.write_text(f'api_url = "{keyed.api_url}"\napi_key = "{KEYS["ci"][1]}"\n')
+    run_args = [
+        "run",
+        "--target",
+        "scratch",
+        "--pool",
+        pool,
+        "--set",
+        "runtime=2",
+        "--set",
+        "size=8m",
+        "--set",
+        "iodepth=4",
+        "--tag",
+        "commit=abc123",
+        "--wait",
+    ]
+    ids = []
+    for _ in range(2):
+        r = benchctl("--config", str(cfg), *run_args, "--format", "markdown", env={"CI": "true"})
+        assert r.returncode == 0, r.stderr
+        md = r.stdout
+        assert md.startswith("### ✅ Benchmark on `scratch`: completed")
+        assert "requested by ci via pipeline" in md and "`commit=abc123`" in md
+        assert "| step | clients | dir | IOPS | MiB/s | p50 ms | p99 ms | p99.9 ms |" in md
+        assert "| 0 | 1 | read |" in md
+        ids.append(md.split("Run `")[1].split("`")[0])
+
+    r = benchctl("--config", str(cfg), "compare", *ids, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    cmp = json.loads(r.stdout)
+    assert cmp["comparable"] is True and cmp["a"]["id"] == ids[0]
+    iops = next(row for row in cmp["rows"] if row["metric"] == "read.iops")
+    assert iops["delta_pct"] == pytest.approx(100 * (iops["b"] - iops["a"]) / iops["a"])
+    assert iops["verdict"] == "no noise estimate"  # two runs are not a series yet
+    r = benchctl("--config", str(cfg), "compare", *ids, "--format", "markdown")
+    assert "| metric | A | B | Δ | noise (1 sd) | verdict |" in r.stdout
+    assert "| read.iops |" in r.stdout
+
+    # Without a key: exit 2 and why; a flag beats the config file.
+    r = benchctl("--api-url", keyed.api_url, "list")
+    assert r.returncode == 2 and "not signed in" in r.stderr
+    r = benchctl("--config", str(cfg), "--api-key", "y" * 24, "list")
+    assert r.returncode == 2
+    r = benchctl("--config", str(cfg), "list", env={"BENCH_API_KEY": "z" * 24})
+    assert r.returncode == 2  # the environment beats the file too
+    bad = tmp_path / "bad.toml"
+    bad.write_text('api_url = "x"\npassword = "p"\n')
+    r = benchctl("--config", str(bad), "list")
+    assert r.returncode == 2 and "unknown keys password" in r.stderr
+    r = benchctl("--config", str(cfg), *run_args[:-1], "--set", "iodepth=0")
+    assert r.returncode == 2 and "workload.iodepth" in r.stderr
+
+
+# ---- unit: principal header, keys, limits --------------------------------------------
+
+
+def principal(claims: list[tuple[str, str]]) -> str:
+    doc = {
+        "auth_typ": "aad",
+        "role_typ": "roles",
+        "claims": [{"typ": t, "val": v} for t, v in claims],
+    }
+    return base64.b64encode(json.dumps(doc).encode()).decode()
+
+
+def settings(**env: str) -> Settings:
+    return Settings.from_env(
+        {"BENCH_QUEUE_URI": "https://q", "BENCH_COSMOS_ENDPOINT": "https://c", **env}
+    )
+
+
+def test_easyauth_principal_gives_role_name_and_agents() -> None:
+    s = settings(
+        BENCH_TRUST_EASYAUTH="1", BENCH_AGENT_PRINCIPALS="oid-agent", BENCH_DEFAULT_ROLE="reader"
+    )
+    headers = {
+        "x-ms-client-principal": principal(
+            [("roles", "Bench.Runner"), ("roles", "Bench.Engineer")]
+        ),
+        "x-ms-client-principal-name": "ada@contoso.com",
+        "x-ms-client-principal-id": "oid-ada",
+        "x-bench-door": "pipeline",
+    }
+    assert resolve_caller(headers, s) == Caller("ada@contoso.com", "engineer", "pipeline")
+    no_roles = {"x-ms-client-principal": principal([]), "x-ms-client-principal-id": "oid-bob"}
+    assert resolve_caller(no_roles, s).role == "reader"
+    agent = {"x-ms-client-principal": principal([]), "x-ms-client-principal-id": "oid-agent"}
+    assert resolve_caller(agent, s).is_agent
+    with pytest.raises(Unauthorized):
+        resolve_caller({}, s)
+    with pytest.raises(Unauthorized):
+        resolve_caller({"x-ms-client-principal": "not base64 json"}, s)
+    # Locally, with nothing configured, the API is open.
+    assert resolve_caller({}, settings()).role == "admin"
+
+
+def test_settings_refuse_bad_keys_roles_and_targets() -> None:
+    with pytest.raises(ConfigError, match="NAME:ROLE:KEY"):
+        settings(BENCH_API_KEYS="ci:boss:0123456789abcdef0")
+    with pytest.raises(ConfigError, match="shorter than 16"):
+        settings(BENCH_API_KEYS="ci:engineer:short")
+    with pytest.raises(ConfigError, match="BENCH_BOT_ROLE"):
+        settings(BENCH_BOT_ROLE="root")
+    with pytest.raises(ConfigError, match="BENCH_TARGETS"):
+        settings(BENCH_TARGETS='[{"alias": "Bad Alias"}]')
+    s = settings(BENCH_TARGETS='[{"alias": "anf-prod", "read_only": true}]')
+    assert s.targets == (TargetInfo(alias="anf-prod", pool="default", read_only=True),)
+
+
+def limits_errors(
+    body: dict[str, Any], role: str, targets: list[TargetInfo] | None = None
+) -> list[str]:
+    from core.guardrails import Forbidden
+
+    req = RunRequest.model_validate(body)
+    base = req.workload or Workload()
+    try:
+        check_run(
+            req, plan_steps(req, base), base, bool(req.fill), Caller("x", role), targets or []
+        )
+    except Forbidden as e:
+        return [f"{x.field}: {x.message}" for x in e.errors]
+    return []
+
+
+def test_limits_count_every_step_and_repetition() -> None:
+    base = {"target": "t", "workload": {"runtime": 100, "ramp_time": 50}}
+    assert limits_errors({**base, "repetitions": 4}, "runner") == []  # 600 s: at the limit
+    errors = limits_errors({**base, "repetitions": 5}, "runner")
+    assert errors == ["workload.runtime: the run lasts 750 s; role runner may run 600 s at most"]
+    assert limits_errors({**base, "clients": [1, 2, 4, 8]}, "runner") == [
+        "clients: role runner may use at most 4"
+    ]
+    assert limits_errors({**base, "clients": [1, 2, 4, 8]}, "engineer") == []
+    mixed_reads = {"target": "t", "workload": {"rw": "randrw", "rwmixread": 100}}
+    assert limits_errors(mixed_reads, "runner") == []
+    ro = [TargetInfo(alias="t", read_only=True)]
+    assert limits_errors({"target": "t", "workload": {"rw": "write"}}, "admin", ro) == [
+        "target: target t is read-only: this run writes (rw=write); choose a read"
+    ]
+    assert limits_errors({"targets": ["u", "t"], "workload": {"rw": "write"}}, "admin", ro)[
+        0
+    ].startswith("targets.1: target t is read-only")
