@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +20,8 @@ from adapters.queue import WorkQueues, work_queue_name
 from benchctl.localstack import Stack
 from core.models import WorkItem, Workload
 from functions import context
-from tests.conftest import result_from_capture, run_body
+from tests.conftest import TEAMS_BOT_SECRET_B64, result_from_capture, run_body
+from tests.test_bot import card_text, teams_activity, teams_auth
 
 DATA = Path(__file__).parent / "data" / "fio-randrw"
 
@@ -45,27 +47,46 @@ def test_work_item_survives_a_base64_queue(queues: WorkQueues, pool: str) -> Non
     assert len(raw) < 2048  # ids and typed fields only, far from the 64 KiB limit
 
 
+@functools.cache
+def registered_functions() -> dict[str, Any]:
+    # Indexing twice is refused by the library (as the host does it once).
+    import function_app
+
+    return {str(f.get_function_name()): f for f in function_app.app.get_functions()}
+
+
+def _clear_context() -> None:
+    for name in dir(context):
+        cached = getattr(context, name)
+        if hasattr(cached, "cache_clear"):
+            cached.cache_clear()
+
+
 @pytest.fixture
 def app_functions(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     for key, value in stack.env().items():
         monkeypatch.setenv(key, value)
-    for cached in (context.settings, context.store, context.queues, context.service):
-        cached.cache_clear()
-    import function_app
-
-    fns = {str(f.get_function_name()): f for f in function_app.app.get_functions()}
-    yield fns
-    for cached in (context.settings, context.store, context.queues, context.service):
-        cached.cache_clear()
+    _clear_context()
+    yield registered_functions()
+    _clear_context()
 
 
-def call_http(fns: dict[str, Any], method: str, url: str, body: Any = None) -> func.HttpResponse:
+def call_http(
+    fns: dict[str, Any],
+    method: str,
+    url: str,
+    body: Any = None,
+    headers: dict[str, str] | None = None,
+) -> func.HttpResponse:
     handler = fns["http_app_func"].get_user_function()
+    raw = (
+        body if isinstance(body, bytes) else json.dumps(body).encode() if body is not None else b""
+    )
     req = func.HttpRequest(
         method=method,
         url=f"http://localhost{url}",
-        headers={"content-type": "application/json"},
-        body=json.dumps(body).encode() if body is not None else b"",
+        headers={"content-type": "application/json", **(headers or {})},
+        body=raw,
     )
     response: func.HttpResponse = asyncio.run(handler(req, None))
     return response
@@ -103,3 +124,28 @@ def test_registered_functions(app_functions: dict[str, Any], pool: str) -> None:
     assert run["state"] == "completed"
     assert run["aggregate"]["clients"] == 1
     assert run["aggregate"]["read"]["total_ios"] == doc["jobs"][0]["read"]["total_ios"]
+
+
+def test_azure_wiring_signs_in_through_easyauth_and_serves_the_bot(
+    app_functions: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As configured by the Bicep: the principal header decides; the bot route checks HMAC."""
+    monkeypatch.setenv("BENCH_TRUST_EASYAUTH", "1")
+    monkeypatch.setenv("BENCH_TEAMS_BOT_SECRET", TEAMS_BOT_SECRET_B64)
+    _clear_context()
+    fns = app_functions
+    assert call_http(fns, "GET", "/api/runs").status_code == 401
+    principal = base64.b64encode(
+        json.dumps({"claims": [{"typ": "roles", "val": "Bench.Reader"}]}).encode()
+    ).decode()
+    signed_in = {"x-ms-client-principal": principal, "x-ms-client-principal-name": "ada"}
+    assert call_http(fns, "GET", "/api/runs", headers=signed_in).status_code == 200
+    body = teams_activity("help")
+    reply = call_http(fns, "POST", "/api/bot/teams", body, headers=teams_auth(body))
+    assert reply.status_code == 200
+    assert "run <profile> on <target>" in card_text(json.loads(reply.get_body()))
+    flipped = body.replace(b"help", b"hel p")
+    assert (
+        call_http(fns, "POST", "/api/bot/teams", flipped, headers=teams_auth(body)).status_code
+        == 401
+    )
