@@ -40,7 +40,7 @@ TEST_TARGETS = [
     {"alias": alias, "pool": p, "read_only": alias == "golden"}
     for p in TEST_POOLS
     if p != BOT_POOL
-    for alias in ("scratch", "other", "golden")
+    for alias in ("scratch", "other", "vol1", "vol2", "golden")
 ] + [{"alias": "chat", "pool": BOT_POOL}, {"alias": "golden", "pool": BOT_POOL, "read_only": True}]
 
 

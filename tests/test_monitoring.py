@@ -165,7 +165,7 @@ def test_throttled_run_is_a_regression_announced_once(
         out = []
         for headers, raw in receiver.posts:
             doc = json.loads(raw)
-            if doc["regression"]["series_key"] == key:
+            if doc.get("event") == "regression.detected" and doc["regression"]["series_key"] == key:
                 now = int(datetime.now(UTC).timestamp())
                 assert verify(raw, headers, secret=WEBHOOK_SECRET, now=now)
                 out.append(doc)
