@@ -264,6 +264,7 @@ def up(
     visibility_timeout: int = 30,
     max_deliveries: int = 5,
     timer_seconds: float = 1.0,
+    api_env: dict[str, str] | None = None,
 ) -> Stack:
     directory = directory or state_dir()
     existing = Stack.load(directory)
@@ -287,7 +288,7 @@ def up(
     stack.save()
     try:
         start_emulators(stack)
-        start_api(stack, timer_seconds)
+        start_api(stack, timer_seconds, api_env)
         for i in range(1, agents + 1):
             start_agent(stack, i)
     except BaseException:
