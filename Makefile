@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install test lint unit demo schemas clean bench
+.PHONY: install test lint unit demo schemas clean bench checkov
 
 install: $(VENV)/.installed node_modules/.installed fio
 
@@ -28,7 +28,11 @@ lint: install
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy .
 
-test: install lint
+# Bicep templates: Checkov in a virtualenv of its own (its pins clash with the test stack).
+checkov:
+	scripts/checkov.sh
+
+test: install lint checkov
 	$(VENV)/bin/pytest -q -ra
 
 demo: install
@@ -39,4 +43,4 @@ schemas: $(VENV)/.installed
 
 clean:
 	-$(VENV)/bin/benchctl local down
-	rm -rf .local .pytest_cache .mypy_cache .ruff_cache
+	rm -rf .local .pytest_cache .mypy_cache .ruff_cache .venv-checkov

@@ -44,6 +44,9 @@ SETTING_NAMES = (
 )
 
 
+UNRESOLVED_KEY_VAULT_REFERENCE = "@Microsoft.KeyVault("
+
+
 class ConfigError(BenchError):
     pass
 
@@ -80,7 +83,12 @@ class Settings:
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
-        e = dict(os.environ if env is None else env)
+        # A Key Vault reference the platform could not resolve arrives as its own text;
+        # taken literally it would become a guessable HMAC key. Treat it as unset.
+        e = {
+            k: ("" if v.startswith(UNRESOLVED_KEY_VAULT_REFERENCE) else v)
+            for k, v in (os.environ if env is None else env).items()
+        }
         missing = [k for k in ("BENCH_QUEUE_URI", "BENCH_COSMOS_ENDPOINT") if not e.get(k)]
         if missing:
             raise ConfigError(f"missing settings: {', '.join(missing)}")

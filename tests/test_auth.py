@@ -230,6 +230,12 @@ def test_easyauth_principal_gives_role_name_and_agents() -> None:
     assert resolve_caller({}, settings()).role == "admin"
 
 
+def test_an_unresolved_key_vault_reference_is_no_secret() -> None:
+    ref = "@Microsoft.KeyVault(VaultName=kv-bench;SecretName=bot-secret)"
+    s = settings(BENCH_BOT_SECRET=ref, BENCH_TEAMS_BOT_SECRET=ref, BENCH_WEBHOOK_SECRET=ref)
+    assert (s.bot_secret, s.teams_bot_secret, s.webhook_secret) == (None, None, None)
+
+
 def test_settings_refuse_bad_keys_roles_and_targets() -> None:
     with pytest.raises(ConfigError, match="NAME:ROLE:KEY"):
         settings(BENCH_API_KEYS="ci:boss:0123456789abcdef0")

@@ -1,0 +1,274 @@
+// benchsvc on Azure: the API (Function App, Flex Consumption), its storage queues, Cosmos DB,
+// Key Vaults, monitoring, and the agent VM pools. Identity only: no keys, no connection
+// strings, no secret values in the template. See docs/deploy.md.
+targetScope = 'resourceGroup'
+
+@minLength(1)
+@maxLength(64)
+@description('Environment name (azd: AZURE_ENV_NAME); part of every resource name\'s token.')
+param environmentName string
+
+param location string = resourceGroup().location
+
+@description('Extra tags for every resource.')
+param extraTags object = {}
+
+@description('Client id of the existing Entra app registration of the API (Bicep cannot create it).')
+param apiClientId string
+
+@description('Cosmos DB database name.')
+param cosmosDatabaseName string = 'bench'
+
+@description('A single run this many percent worse than its segment is a regression.')
+param gatePct string = '10'
+
+@allowed([
+  'reader'
+  'runner'
+  'engineer'
+  'admin'
+])
+@description('Role of an authenticated caller whose token has no Bench.* app role.')
+param defaultRole string = 'runner'
+
+@allowed([
+  'reader'
+  'runner'
+  'engineer'
+  'admin'
+])
+@description('Role of requests arriving through the bots.')
+param botRole string = 'runner'
+
+@description('Generic webhook for notifications (plain URL, no token in it); empty: none.')
+param webhookUrl string = ''
+
+@description('Secrets already set in the app Key Vault (teams-webhook-url, webhook-secret, teams-bot-secret, bot-secret); the others stay empty app settings.')
+param keyVaultSecrets array = []
+
+@allowed([
+  'Enabled'
+  'Disabled'
+])
+@description('Public network access of both Key Vaults (Disabled needs private endpoints and VNet integration, not part of this template).')
+param keyVaultPublicNetworkAccess string = 'Enabled'
+
+@description('Linux agent pools: [{name, vmSize, instanceCount, mounts: [{alias, kind: nfs|smb, source, nfs_version, nconnect, rsize, wsize, smb_secret_name}]}].')
+param pools array = [
+  {
+    name: 'default'
+    vmSize: 'Standard_D4s_v5'
+    instanceCount: 1
+    mounts: []
+  }
+]
+
+@description('Benchmark targets the API accepts: [{alias, pool, read_only}] (BENCH_TARGETS).')
+param targets array = []
+
+@description('Resource id of an existing subnet for the agent VMs; it must reach the volumes and the internet (packages, API, queue).')
+param agentSubnetId string
+
+@description('URL of the benchsvc wheel the agents pip-install (no token in it).')
+param agentPackageUrl string
+
+param agentAdminUsername string = 'benchadmin'
+
+@description('SSH public key for the Linux agents\' admin user.')
+param agentSshPublicKey string
+
+@description('Encryption at host for agent VMs (register the EncryptionAtHost feature first).')
+param agentEncryptionAtHost bool = true
+
+@description('Also deploy the Windows (DiskSpd) agent pool.')
+param deployWindowsPool bool = false
+
+@description('Windows pool: {name, vmSize, instanceCount, mounts: [{alias, path}]}.')
+param windowsPool object = {
+  name: 'win'
+  vmSize: 'Standard_D4s_v5'
+  instanceCount: 1
+  mounts: []
+}
+
+@secure()
+@description('Windows agents\' local administrator password; only used with deployWindowsPool.')
+param windowsAdminPassword string
+
+var token = toLower(uniqueString(subscription().id, resourceGroup().id, environmentName))
+var tags = union(extraTags, { 'azd-env-name': environmentName, application: 'benchsvc' })
+var linuxPoolNames = [for p in pools: p.name]
+var allPools = deployWindowsPool ? concat(linuxPoolNames, [windowsPool.name]) : linuxPoolNames
+var apiScope = 'api://${apiClientId}/.default'
+
+module identities 'modules/identities.bicep' = {
+  name: 'identities'
+  params: {
+    location: location
+    tags: tags
+    token: token
+  }
+}
+
+module monitoring 'modules/monitoring.bicep' = {
+  name: 'monitoring'
+  params: {
+    location: location
+    tags: tags
+    token: token
+  }
+}
+
+module storage 'modules/storage.bicep' = {
+  name: 'storage'
+  params: {
+    location: location
+    tags: tags
+    token: token
+    pools: allPools
+  }
+}
+
+module cosmos 'modules/cosmos.bicep' = {
+  name: 'cosmos'
+  params: {
+    location: location
+    tags: tags
+    token: token
+    databaseName: cosmosDatabaseName
+  }
+}
+
+// Two vaults so that agent VMs, which may read SMB credentials, never see app secrets.
+module appVault 'modules/keyvault.bicep' = {
+  name: 'keyvault-app'
+  params: {
+    location: location
+    tags: tags
+    name: 'kv-app-${token}'
+    publicNetworkAccess: keyVaultPublicNetworkAccess
+  }
+}
+
+module agentVault 'modules/keyvault.bicep' = {
+  name: 'keyvault-agent'
+  params: {
+    location: location
+    tags: tags
+    name: 'kv-agt-${token}'
+    publicNetworkAccess: keyVaultPublicNetworkAccess
+  }
+}
+
+module roles 'modules/roleassignments.bicep' = {
+  name: 'roleassignments'
+  params: {
+    appPrincipalId: identities.outputs.appPrincipalId
+    agentPrincipalId: identities.outputs.agentPrincipalId
+    storageAccountName: storage.outputs.name
+    pools: allPools
+    appKeyVaultName: appVault.outputs.name
+    agentKeyVaultName: agentVault.outputs.name
+    appInsightsName: monitoring.outputs.appInsightsName
+    cosmosAccountName: cosmos.outputs.name
+    cosmosDatabaseName: cosmos.outputs.databaseName
+  }
+}
+
+module functionApp 'modules/functionapp.bicep' = {
+  name: 'functionapp'
+  // The app starts with its rights in place (storage, vault, telemetry, Cosmos DB).
+  dependsOn: [
+    roles
+  ]
+  params: {
+    location: location
+    tags: tags
+    token: token
+    appIdentityId: identities.outputs.appId
+    appIdentityClientId: identities.outputs.appClientId
+    agentPrincipalIds: [
+      identities.outputs.agentPrincipalId
+    ]
+    storageAccountName: storage.outputs.name
+    deploymentContainerUrl: storage.outputs.deploymentContainerUrl
+    queueEndpoint: storage.outputs.queueEndpoint
+    cosmosEndpoint: cosmos.outputs.endpoint
+    cosmosDatabaseName: cosmos.outputs.databaseName
+    appInsightsConnectionString: monitoring.outputs.connectionString
+    keyVaultName: appVault.outputs.name
+    keyVaultSecrets: keyVaultSecrets
+    pools: allPools
+    targets: targets
+    gatePct: gatePct
+    webhookUrl: webhookUrl
+    defaultRole: defaultRole
+    botRole: botRole
+    apiClientId: apiClientId
+  }
+}
+
+module linuxPools 'modules/agentpool-linux.bicep' = [
+  for pool in pools: {
+    name: 'agentpool-${pool.name}'
+    dependsOn: [
+      roles
+    ]
+    params: {
+      location: location
+      tags: tags
+      token: token
+      poolName: pool.name
+      vmSize: pool.vmSize
+      instanceCount: pool.instanceCount
+      subnetId: agentSubnetId
+      adminUsername: agentAdminUsername
+      sshPublicKey: agentSshPublicKey
+      agentIdentityId: identities.outputs.agentId
+      agentIdentityClientId: identities.outputs.agentClientId
+      apiUrl: functionApp.outputs.url
+      queueUri: storage.outputs.queueEndpoint
+      apiScope: apiScope
+      agentPackageUrl: agentPackageUrl
+      agentKeyVaultUri: agentVault.outputs.uri
+      mounts: pool.mounts
+      encryptionAtHost: agentEncryptionAtHost
+    }
+  }
+]
+
+module windowsAgents 'modules/agentpool-windows.bicep' = if (deployWindowsPool) {
+  name: 'agentpool-${windowsPool.name}'
+  dependsOn: [
+    roles
+  ]
+  params: {
+    location: location
+    tags: tags
+    token: token
+    poolName: windowsPool.name
+    vmSize: windowsPool.vmSize
+    instanceCount: windowsPool.instanceCount
+    subnetId: agentSubnetId
+    adminUsername: agentAdminUsername
+    adminPassword: windowsAdminPassword
+    agentIdentityId: identities.outputs.agentId
+    agentIdentityClientId: identities.outputs.agentClientId
+    apiUrl: functionApp.outputs.url
+    queueUri: storage.outputs.queueEndpoint
+    apiScope: apiScope
+    agentPackageUrl: agentPackageUrl
+    mounts: windowsPool.mounts
+    encryptionAtHost: agentEncryptionAtHost
+  }
+}
+
+output API_URL string = functionApp.outputs.url
+output AZURE_FUNCTION_APP_NAME string = functionApp.outputs.name
+output AGENT_IDENTITY_CLIENT_ID string = identities.outputs.agentClientId
+output APP_IDENTITY_CLIENT_ID string = identities.outputs.appClientId
+output QUEUE_URI string = storage.outputs.queueEndpoint
+output COSMOS_ENDPOINT string = cosmos.outputs.endpoint
+output APP_KEY_VAULT_NAME string = appVault.outputs.name
+output AGENT_KEY_VAULT_NAME string = agentVault.outputs.name
+output API_SCOPE string = apiScope

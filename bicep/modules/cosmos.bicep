@@ -1,0 +1,135 @@
+// Cosmos DB (NoSQL, serverless), Entra ID only: keys cannot be used for data or metadata.
+// Containers and partition keys as adapters/cosmos.py CONTAINERS.
+
+param location string
+param tags object
+param token string
+param databaseName string
+
+@description('Seconds a bot activity id is remembered (replay protection).')
+param activityTtlSeconds int = 86400
+
+// Bulky, never-queried parts of result and aggregate documents stay out of the index
+// (fio's raw JSON, per-second series, latency histograms): cheaper writes, same queries
+// (results and aggregates are read by run_id only; see adapters/cosmos.py).
+var etag = { path: '/"_etag"/?' }
+var defaultExcluded = [etag]
+var resultExcluded = [
+  etag
+  { path: '/raw/*' }
+  { path: '/series/*' }
+  { path: '/read/clat_bins_ns/*' }
+  { path: '/write/clat_bins_ns/*' }
+  { path: '/read/clat_percentiles_ns/*' }
+  { path: '/write/clat_percentiles_ns/*' }
+  { path: '/host/*' }
+  { path: '/mounts/*' }
+]
+var aggregateExcluded = [
+  etag
+  { path: '/series/*' }
+  { path: '/per_client/*' }
+]
+
+var containers = [
+  { name: 'runs', pk: '/id', excluded: defaultExcluded }
+  { name: 'items', pk: '/run_id', excluded: defaultExcluded }
+  { name: 'results', pk: '/run_id', excluded: resultExcluded }
+  { name: 'aggregates', pk: '/run_id', excluded: aggregateExcluded }
+  { name: 'series', pk: '/series_key', excluded: defaultExcluded }
+  { name: 'regressions', pk: '/series_key', excluded: defaultExcluded }
+  { name: 'schedules', pk: '/id', excluded: defaultExcluded }
+  { name: 'targets', pk: '/id', excluded: defaultExcluded }
+]
+
+resource account 'Microsoft.DocumentDB/databaseAccounts@2024-11-15' = {
+  // checkov:skip=CKV_AZURE_101: the Flex app has no VNet integration in this template and its outbound addresses are not fixed, so the public endpoint stays open; keys are disabled, only Entra ID with database-scoped RBAC gets in
+  // checkov:skip=CKV_AZURE_99: no IP filter for the same reason
+  name: 'cosmos-bench-${token}'
+  location: location
+  tags: tags
+  kind: 'GlobalDocumentDB'
+  properties: {
+    databaseAccountOfferType: 'Standard'
+    locations: [
+      {
+        locationName: location
+        failoverPriority: 0
+        isZoneRedundant: false
+      }
+    ]
+    consistencyPolicy: {
+      defaultConsistencyLevel: 'Session'
+    }
+    capabilities: [
+      {
+        name: 'EnableServerless'
+      }
+    ]
+    disableLocalAuth: true
+    disableKeyBasedMetadataWriteAccess: true
+    minimalTlsVersion: 'Tls12'
+    publicNetworkAccess: 'Enabled'
+  }
+}
+
+resource database 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases@2024-11-15' = {
+  parent: account
+  name: databaseName
+  properties: {
+    resource: {
+      id: databaseName
+    }
+  }
+}
+
+resource sqlContainers 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers@2024-11-15' = [
+  for c in containers: {
+    parent: database
+    name: c.name
+    properties: {
+      resource: {
+        id: c.name
+        partitionKey: {
+          paths: [
+            c.pk
+          ]
+          kind: 'Hash'
+        }
+        indexingPolicy: {
+          indexingMode: 'consistent'
+          automatic: true
+          includedPaths: [
+            {
+              path: '/*'
+            }
+          ]
+          excludedPaths: c.excluded
+        }
+      }
+    }
+  }
+]
+
+// Bot activity ids (replay protection) only need remembering for a day: they age out.
+resource activities 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers@2024-11-15' = {
+  parent: database
+  name: 'activities'
+  properties: {
+    resource: {
+      id: 'activities'
+      partitionKey: {
+        paths: [
+          '/id'
+        ]
+        kind: 'Hash'
+      }
+      defaultTtl: activityTtlSeconds
+    }
+  }
+}
+
+output name string = account.name
+output id string = account.id
+output endpoint string = account.properties.documentEndpoint
+output databaseName string = database.name

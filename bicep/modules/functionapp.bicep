@@ -1,0 +1,207 @@
+// The API and timers: a Python 3.11 Function App on the Flex Consumption plan, running as
+// its user-assigned identity. App settings hold endpoints and Key Vault references only.
+
+param location string
+param tags object
+param token string
+param appIdentityId string
+param appIdentityClientId string
+param agentPrincipalIds array
+param storageAccountName string
+param deploymentContainerUrl string
+param queueEndpoint string
+param cosmosEndpoint string
+param cosmosDatabaseName string
+param appInsightsConnectionString string
+param keyVaultName string
+@description('Names of the secrets already set in the app Key Vault; the others stay empty.')
+param keyVaultSecrets array
+param pools array
+param targets array
+param gatePct string
+param webhookUrl string
+param defaultRole string
+param botRole string
+@description('Client id of the Entra app registration that represents the API.')
+param apiClientId string
+param maximumInstanceCount int = 40
+param instanceMemoryMB int = 2048
+
+var appName = 'func-bench-${token}'
+
+// A Key Vault reference for each secret the operator has set; empty otherwise, so an
+// unresolved reference never reaches the code as a literal string.
+var kvRefs = {
+  teamsWebhookUrl: contains(keyVaultSecrets, 'teams-webhook-url') ? '@Microsoft.KeyVault(VaultName=${keyVaultName};SecretName=teams-webhook-url)' : ''
+  webhookSecret: contains(keyVaultSecrets, 'webhook-secret') ? '@Microsoft.KeyVault(VaultName=${keyVaultName};SecretName=webhook-secret)' : ''
+  teamsBotSecret: contains(keyVaultSecrets, 'teams-bot-secret') ? '@Microsoft.KeyVault(VaultName=${keyVaultName};SecretName=teams-bot-secret)' : ''
+  botSecret: contains(keyVaultSecrets, 'bot-secret') ? '@Microsoft.KeyVault(VaultName=${keyVaultName};SecretName=bot-secret)' : ''
+}
+
+resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
+  // checkov:skip=CKV_AZURE_225: zone redundancy on Flex Consumption exists in some regions only; a benchmark controller can wait out a zone outage (runs are retried from the queue)
+  name: 'plan-bench-${token}'
+  location: location
+  tags: tags
+  kind: 'functionapp'
+  sku: {
+    tier: 'FlexConsumption'
+    name: 'FC1'
+  }
+  properties: {
+    reserved: true
+  }
+}
+
+resource app 'Microsoft.Web/sites@2024-04-01' = {
+  // checkov:skip=CKV_AZURE_222: callers and agents reach the API over its public endpoint; App Service Authentication (below) rejects requests without an Entra ID token
+  // checkov:skip=CKV_AZURE_17: callers authenticate with Entra ID tokens, not client certificates
+  // checkov:skip=CKV_AZURE_212: Flex Consumption scales instances on demand; no fixed minimum to set
+  // checkov:skip=CKV_AZURE_213: no App Service health-check eviction on Flex Consumption; /api/health is open to external probes instead
+  name: appName
+  location: location
+  // azd finds the app to deploy to by this tag (azure.yaml service "api").
+  tags: union(tags, { 'azd-service-name': 'api' })
+  kind: 'functionapp,linux'
+  identity: {
+    type: 'UserAssigned'
+    userAssignedIdentities: {
+      '${appIdentityId}': {}
+    }
+  }
+  properties: {
+    serverFarmId: plan.id
+    httpsOnly: true
+    clientCertEnabled: false
+    keyVaultReferenceIdentity: appIdentityId
+    functionAppConfig: {
+      deployment: {
+        storage: {
+          type: 'blobContainer'
+          value: deploymentContainerUrl
+          authentication: {
+            type: 'UserAssignedIdentity'
+            userAssignedIdentityResourceId: appIdentityId
+          }
+        }
+      }
+      scaleAndConcurrency: {
+        maximumInstanceCount: maximumInstanceCount
+        instanceMemoryMB: instanceMemoryMB
+      }
+      runtime: {
+        name: 'python'
+        version: '3.11'
+      }
+    }
+    siteConfig: {
+      minTlsVersion: '1.2'
+      ftpsState: 'Disabled'
+      http20Enabled: true
+      appSettings: [
+        // ---- platform: host storage and telemetry by identity
+        { name: 'AzureWebJobsStorage__accountName', value: storageAccountName }
+        { name: 'AzureWebJobsStorage__credential', value: 'managedidentity' }
+        { name: 'AzureWebJobsStorage__clientId', value: appIdentityClientId }
+        { name: 'APPLICATIONINSIGHTS_CONNECTION_STRING', value: appInsightsConnectionString }
+        { name: 'APPLICATIONINSIGHTS_AUTHENTICATION_STRING', value: 'Authorization=AAD;ClientId=${appIdentityClientId}' }
+        // ---- the service's own settings: adapters/config.py SETTING_NAMES
+        { name: 'BENCH_QUEUE_URI', value: queueEndpoint }
+        { name: 'BENCH_COSMOS_ENDPOINT', value: cosmosEndpoint }
+        { name: 'BENCH_COSMOS_DATABASE', value: cosmosDatabaseName }
+        { name: 'BENCH_MAX_DELIVERIES', value: '5' }
+        { name: 'BENCH_POOLS', value: join(pools, ',') }
+        { name: 'BENCH_LOCAL_EMULATORS', value: '0' }
+        { name: 'BENCH_LOCAL_TIMER_SECONDS', value: '0' }
+        { name: 'AZURE_CLIENT_ID', value: appIdentityClientId }
+        { name: 'BENCH_PUBLIC_URL', value: 'https://${appName}.azurewebsites.net' } // the default host name (no unique-hostname opt-in)
+        { name: 'BENCH_GATE_PCT', value: gatePct }
+        { name: 'BENCH_TEAMS_WEBHOOK_URL', value: kvRefs.teamsWebhookUrl }
+        { name: 'BENCH_WEBHOOK_URL', value: webhookUrl }
+        { name: 'BENCH_WEBHOOK_SECRET', value: kvRefs.webhookSecret }
+        { name: 'BENCH_API_KEYS', value: '' }
+        { name: 'BENCH_TRUST_EASYAUTH', value: '1' }
+        { name: 'BENCH_AGENT_PRINCIPALS', value: join(agentPrincipalIds, ',') }
+        { name: 'BENCH_DEFAULT_ROLE', value: defaultRole }
+        { name: 'BENCH_TEAMS_BOT_SECRET', value: kvRefs.teamsBotSecret }
+        { name: 'BENCH_BOT_SECRET', value: kvRefs.botSecret }
+        { name: 'BENCH_BOT_ROLE', value: botRole }
+        { name: 'BENCH_TARGETS', value: string(targets) }
+      ]
+    }
+  }
+}
+
+// App Service Authentication (Easy Auth): Entra ID tokens for the API registration.
+// The bot routes verify their own HMAC signatures and health must answer probes.
+resource auth 'Microsoft.Web/sites/config@2024-04-01' = {
+  // The checks below read web-config or v1 authsettings properties; this is authsettingsV2.
+  // checkov:skip=CKV_AZURE_13: false positive: authentication is on (platform.enabled, requireAuthentication); the check reads the v1 authsettings schema
+  // checkov:skip=CKV_AZURE_63: false positive: HTTP logging is a web-config property, not an authsettingsV2 one
+  // checkov:skip=CKV_AZURE_65: false positive: detailed errors are a web-config property
+  // checkov:skip=CKV_AZURE_66: false positive: failed request tracing is a web-config property
+  // checkov:skip=CKV_AZURE_80: false positive: .NET version is a web-config property; the app is Python
+  // checkov:skip=CKV_AZURE_88: false positive: Azure Files mounts are a web-config property; the app needs none
+  // checkov:skip=CKV_AZURE_222: false positive: public network access is a site property (justified on the site)
+  parent: app
+  name: 'authsettingsV2'
+  properties: {
+    platform: {
+      enabled: true
+      runtimeVersion: '~1'
+    }
+    globalValidation: {
+      requireAuthentication: true
+      unauthenticatedClientAction: 'Return401'
+      excludedPaths: [
+        '/api/bot/teams'
+        '/api/bot/webhook'
+        '/api/health'
+      ]
+    }
+    identityProviders: {
+      azureActiveDirectory: {
+        enabled: true
+        registration: {
+          clientId: apiClientId
+          openIdIssuer: '${environment().authentication.loginEndpoint}${tenant().tenantId}/v2.0'
+        }
+        validation: {
+          allowedAudiences: [
+            apiClientId
+            'api://${apiClientId}'
+          ]
+        }
+      }
+    }
+    login: {
+      tokenStore: {
+        enabled: false
+      }
+    }
+    httpSettings: {
+      requireHttps: true
+    }
+  }
+}
+
+// Publishing by Entra ID only (azd / func publish), never by basic-auth credentials.
+resource ftpCredentials 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2024-04-01' = {
+  parent: app
+  name: 'ftp'
+  properties: {
+    allow: false
+  }
+}
+
+resource scmCredentials 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2024-04-01' = {
+  parent: app
+  name: 'scm'
+  properties: {
+    allow: false
+  }
+}
+
+output name string = app.name
+output defaultHostName string = app.properties.defaultHostName
+output url string = 'https://${app.properties.defaultHostName}'
