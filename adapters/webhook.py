@@ -110,14 +110,13 @@ class WebhookSender:
 
     def send_teams(self, url: str, regression: Mapping[str, Any], *, base_url: str) -> Delivery:
         try:
-            body = json.dumps(teams_card(regression, base_url=base_url)).encode()
+            card = teams_card(regression, base_url=base_url)
         except Exception as e:  # a malformed stored regression must not fail the caller
             return self._give_up(url, 0, None, f"cannot build card: {type(e).__name__}: {e}")
-        headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT}
-        return self._deliver(url, lambda: (body, headers), teams=True)
+        return self.send_message(url, card)
 
     def send_message(self, url: str, message: Mapping[str, Any]) -> Delivery:
-        """Any ready-made Teams message (a card answering a bot command, say)."""
+        """Any ready-made Teams message: a regression card, a bot's result card."""
         body = json.dumps(message, default=str).encode()
         headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT}
         return self._deliver(url, lambda: (body, headers), teams=True)
@@ -131,13 +130,7 @@ class WebhookSender:
         now: Callable[[], float] = time.time,
     ) -> Delivery:
         body = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str).encode()
-
-        def request() -> tuple[bytes, dict[str, str]]:
-            headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT}
-            headers.update(sign(body, secret=secret, timestamp=int(now())))
-            return body, headers
-
-        return self._deliver(url, request, teams=False)
+        return self._send_signed_body(url, body, secret=secret, now=now)
 
     def send_signed(
         self,
@@ -152,7 +145,11 @@ class WebhookSender:
             body = webhook_body(regression, base_url=base_url)
         except Exception as e:  # a malformed stored regression must not fail the caller
             return self._give_up(url, 0, None, f"cannot build body: {type(e).__name__}: {e}")
+        return self._send_signed_body(url, body, secret=secret, now=now)
 
+    def _send_signed_body(
+        self, url: str, body: bytes, *, secret: bytes, now: Callable[[], float]
+    ) -> Delivery:
         def request() -> tuple[bytes, dict[str, str]]:
             # Signed afresh per attempt: after a long backoff the first timestamp could be
             # outside the receiver's tolerance.

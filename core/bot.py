@@ -236,8 +236,14 @@ class Bot:
         facts = []
         data = []
         for t in self.targets:
-            active, _ = self.runs.list_runs(target=t.alias, state="running", limit=5)
-            waiting, _ = self.runs.list_runs(target=t.alias, state="waiting", limit=50)
+            runs = [
+                r
+                for state in ("queued", "running", "waiting")
+                for r in self.runs.list_runs(target=t.alias, state=state, limit=50)[0]
+                if r["pool"] == t.pool
+            ]
+            active = [r for r in runs if r["state"] != "waiting"]
+            waiting = [r for r in runs if r["state"] == "waiting"]
             state = f"busy ({active[0]['id']})" if active else "idle"
             if waiting:
                 state += f", {len(waiting)} waiting"

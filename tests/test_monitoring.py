@@ -52,6 +52,8 @@ def test_schedule_fires_once_under_concurrency_and_once_after_a_gap(
     for t in threads:
         t.join()
     assert [r["tags"]["fire"] for r in runs()] == ["2031-03-04T10:01:00+00:00"]
+    who = runs()[0]["requested_by"]
+    assert who == {"name": f"schedule:{sched['id']} (ci)", "role": "engineer", "door": "schedule"}
     clock.set("2031-03-04T10:01:40+00:00")
     scheduler.tick()
     assert len(runs()) == 1  # same minute: nothing new
