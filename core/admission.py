@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from core.errors import Conflict, NotFound
 from core.ports import Doc, Store
+from core.runstate import HELD_ITEM_STATES
 
 # A lock taken for a run whose document is not written yet (the write follows at once).
 UNWRITTEN_HOLDER_GRACE_MS = 60_000
@@ -46,7 +47,8 @@ def holder_done(run: Doc) -> bool:
         return True
     if run.get("admitted") is False:
         return True
-    return bool(run.get("state") == "cancelled" and not run.get("counts", {}).get("running"))
+    held = any(run.get("counts", {}).get(s) for s in HELD_ITEM_STATES)
+    return run.get("state") == "cancelled" and not held
 
 
 class Admission:
