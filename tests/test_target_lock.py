@@ -51,6 +51,8 @@ def test_runs_on_one_target_never_overlap_and_wait_in_order(
     for run_id in ids:
         wait_state(api, run_id, ("completed",), timeout=120)
     windows = [io_window(api, i) for i in ids]
+    gaps = [b[0] - a[1] for a, b in itertools.pairwise(windows)]
+    print(f"I/O windows (ms): {[(w[1] - w[0]) for w in windows]}, gaps between runs: {gaps}")
     for (_, end), (start, _) in itertools.pairwise(windows):
         assert start >= end, f"overlap: {windows}"
     # Submission order kept: each started after the one before it ended.
