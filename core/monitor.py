@@ -56,14 +56,7 @@ class Monitor:
             if not step_results:
                 continue
             facts = infra_facts(step_results)
-            key = series_key(
-                engine=run.get("engine", "fio"),
-                targets=run["targets"],
-                clients=agg["clients"],
-                workload=agg.get("workload") or {},
-                mode=agg.get("mode"),
-                point=agg.get("point"),
-            )
+            key = step_series_key(run, agg)
             point = {
                 "id": f"{key}.{run['id']}.s{agg['step']}",
                 "series_key": key,
@@ -194,14 +187,7 @@ class Monitor:
         noise: dict[str, float] = {}
         key = None
         if agg_a:
-            key = series_key(
-                engine=run_a.get("engine", "fio"),
-                targets=run_a["targets"],
-                clients=agg_a["clients"],
-                workload=agg_a.get("workload") or {},
-                mode=agg_a.get("mode"),
-                point=agg_a.get("point"),
-            )
+            key = step_series_key(run_a, agg_a)
             points = self.store.list_series_points(key)
             noise = noise_pct(points, {run_a["id"], run_b["id"]})
         rows = compare_aggregates(agg_a, agg_b, noise) if agg_a and agg_b else []
@@ -231,6 +217,18 @@ class Monitor:
 
 
 GATED_METRICS = ("read.iops", "write.iops", "read.p99", "write.p99")
+
+
+def step_series_key(run: Doc, aggregate: Mapping[str, Any]) -> str:
+    """The series a run's step belongs to."""
+    return series_key(
+        engine=run.get("engine", "fio"),
+        targets=run["targets"],
+        clients=aggregate["clients"],
+        workload=aggregate.get("workload") or {},
+        mode=aggregate.get("mode"),
+        point=aggregate.get("point"),
+    )
 
 
 def _run_facts(run: Doc) -> Doc:
