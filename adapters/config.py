@@ -76,11 +76,6 @@ class Settings:
     bot_role: str = "runner"  # what chat users may run
     targets: tuple[TargetInfo, ...] = ()  # empty: any alias the agents mount
 
-    @property
-    def open_access(self) -> bool:
-        """No authentication configured: the local stack, every caller is an admin."""
-        return not self.trust_easyauth and not self.api_keys
-
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
         # A Key Vault reference the platform could not resolve arrives as its own text;

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.errors import BenchError, FieldError
 from core.models import ALIAS_PATTERN, POOL_PATTERN, RunRequest, Workload
 
-Door = Literal["api", "pipeline", "cli", "schedule", "bot-teams", "bot-webhook"]
 DOORS: tuple[str, ...] = ("api", "pipeline", "cli", "schedule", "bot-teams", "bot-webhook")
 WRITE_RW = frozenset({"write", "randwrite", "rw", "randrw"})
 
@@ -92,9 +91,9 @@ def parse_targets(text: str) -> list[TargetInfo]:
         raise ValueError(f"BENCH_TARGETS is not a JSON list of targets: {e}") from None
 
 
-def writes(workload: Workload, fill: bool) -> bool:
+def writes(workload: Workload) -> bool:
     mixed_reads_only = workload.rw in ("rw", "randrw") and workload.rwmixread == 100
-    return fill or (workload.rw in WRITE_RW and not mixed_reads_only)
+    return workload.rw in WRITE_RW and not mixed_reads_only
 
 
 def check_run(
@@ -105,7 +104,7 @@ def check_run(
     caller: Caller,
     targets: list[TargetInfo],
 ) -> None:
-    """Raise Forbidden naming each limit the request crosses; ValueError-free otherwise."""
+    """Raise Forbidden naming each limit the request crosses."""
     limits = caller.limits
     errors: list[FieldError] = []
     if limits.max_clients == 0:
@@ -127,7 +126,7 @@ def check_run(
                 f"{limits.max_duration_s} s at most",
             )
         )
-    is_write = fill or any(writes(w, False) for w in per_step)
+    is_write = fill or any(writes(w) for w in per_step)
     if is_write and not limits.writes:
         errors.append(
             FieldError(
