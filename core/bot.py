@@ -233,15 +233,16 @@ class Bot:
     def list_targets(self) -> Reply:
         if not self.targets:
             return Reply("targets", "Targets", ["no target registry: any mounted alias works"])
+        # Three queries in all, not three per target: unfinished runs are few at a time.
+        unfinished = [
+            r
+            for state in ("queued", "running", "waiting")
+            for r in self.runs.list_runs(state=state, limit=200)[0]
+        ]
         facts = []
         data = []
         for t in self.targets:
-            runs = [
-                r
-                for state in ("queued", "running", "waiting")
-                for r in self.runs.list_runs(target=t.alias, state=state, limit=50)[0]
-                if r["pool"] == t.pool
-            ]
+            runs = [r for r in unfinished if r["pool"] == t.pool and t.alias in r["targets"]]
             active = [r for r in runs if r["state"] != "waiting"]
             waiting = [r for r in runs if r["state"] == "waiting"]
             state = f"busy ({active[0]['id']})" if active else "idle"
