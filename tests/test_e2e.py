@@ -76,9 +76,9 @@ def test_run_flows_to_a_stored_result(
     # 3 measured seconds (ramp is not logged); fio may drop the last partial second.
     points = len(doc["series"]["read"])
     assert 2 <= points <= 3
-    # The window spans one log interval per point; fio stamps each interval within a few
-    # ms of its nominal second (a 2-point run once measured 1,999 ms).
-    assert abs(doc["ended_at_ms"] - doc["started_at_ms"] - points * 1000) <= 50
+    # The window spans one log interval per point. fio stamps each interval near its
+    # nominal second, a little off on a busy machine (2 points once measured 1,999 ms).
+    assert abs(doc["ended_at_ms"] - doc["started_at_ms"] - points * 1000) <= 100
     assert doc["mounts"][0]["path"] == str(scratch) and doc["mounts"][0]["fstype"] != "unknown"
     assert doc["host"]["cpu_count"] >= 1 and doc["workload"]["bs"] == "4k"
     assert list((scratch / ".benchsvc").iterdir()), "fio wrote under the configured mount"
