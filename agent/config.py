@@ -16,7 +16,7 @@ from typing import Any
 
 from core.diskspd import target_files
 from core.fiojob import check_path
-from core.models import ALIAS_PATTERN, POOL_PATTERN
+from core.models import POOL_PATTERN, check_alias
 
 
 @dataclass(frozen=True)
@@ -41,8 +41,7 @@ class AgentConfig:
         if not re.match(POOL_PATTERN, self.pool):
             raise ValueError(f"pool {self.pool!r} is not a valid pool name")
         for alias, path in self.mounts.items():
-            if not re.match(ALIAS_PATTERN, alias):
-                raise ValueError(f"mount alias {alias!r} must match {ALIAS_PATTERN}")
+            check_alias(alias)  # ValueError names the alias and the rule
             # Windows agents mount shares as drive letters or UNC paths.
             target_files([path]) if os.name == "nt" else check_path(path)
             if not Path(path).is_dir():

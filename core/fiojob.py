@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 from pathlib import PurePosixPath
 
-from core.models import ALIAS_PATTERN, Workload
+from core.models import Workload, check_alias
 
 # fio treats ':' in directory= as a list separator and '\n' would end the option line.
 _FORBIDDEN_IN_PATH = (":", "\n", "\r", "\0", "$", ";")
@@ -94,9 +94,7 @@ def _job_text(opts: list[tuple[str, str | int]], directories: Mapping[str, str])
         raise ValueError("a job needs at least one directory")
     lines = ["[global]", *(f"{k}={v}" for k, v in opts)]
     for alias, directory in directories.items():
-        if not re.fullmatch(ALIAS_PATTERN, alias):
-            raise ValueError(f"not a mount alias: {alias!r}")
-        lines += [f"[{alias}]", f"directory={check_path(directory)}"]
+        lines += [f"[{check_alias(alias)}]", f"directory={check_path(directory)}"]
     return "\n".join([*lines, ""])
 
 

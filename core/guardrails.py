@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.errors import BenchError, FieldError
-from core.models import ALIAS_PATTERN, POOL_PATTERN, RunRequest, Workload
+from core.models import POOL_PATTERN, Alias, RunRequest, Workload
 
 DOORS: tuple[str, ...] = ("api", "pipeline", "cli", "schedule", "bot-teams", "bot-webhook")
 WRITE_RW = frozenset({"write", "randwrite", "rw", "randrw"})
@@ -74,7 +74,7 @@ def best_role(names: list[str], default: str) -> str:
 
 class TargetInfo(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    alias: str = Field(pattern=ALIAS_PATTERN)
+    alias: Alias
     pool: str = Field("default", pattern=POOL_PATTERN)
     read_only: bool = False
     description: str = Field("", max_length=200)

@@ -7,13 +7,30 @@ JSON Schema files, then builds these models for typed use.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from core.units import SIZE_PATTERN, parse_size
 
 ALIAS_PATTERN = r"^[a-z][a-z0-9-]{0,30}$"
+# An alias names its fio job section, and fio reads every section whose name starts with
+# "global" as the [global] section (fio init.c, __parse_jobs_ini: strncmp(name, "global", 6);
+# HOWTO "Job file format"): "global-vol" would merge into the shared options, and two
+# [global] sections would end up in one job file. No other section name is special to fio.
+RESERVED_ALIAS_PATTERN = r"^global"
+ALIAS_RULE = 'lowercase, e.g. scratch; not starting with "global", which fio reserves'
+RUN_ID_PATTERN = r"^r-[0-9a-f]{32}$"
+ITEM_ID_PATTERN = r"^r-[0-9a-f]{32}\.s[0-9]{1,4}\.c[0-9]{1,4}$"
 POOL_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,28}[a-z0-9])?$"
 TAG_KEY_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
 
@@ -29,12 +46,33 @@ ReadWrite = Literal["read", "write", "randread", "randwrite", "rw", "randrw"]
 IoEngine = Literal["libaio", "io_uring", "psync", "sync", "posixaio"]
 Engine = Literal["fio", "diskspd"]
 Clients = Annotated[int, Field(ge=1, le=MAX_CLIENTS)]
+
+
+def check_alias(alias: str) -> str:
+    """``alias`` if it may name a mount (and so a fio job section); else ValueError.
+
+    Every door checks aliases here: run requests (API, CLI, bots, schedules), the agent's
+    mounts, the target registry and the job file writer."""
+    if not isinstance(alias, str) or not re.fullmatch(ALIAS_PATTERN, alias):
+        raise ValueError(f"{alias!r} is not a mount alias ({ALIAS_RULE})")
+    if re.match(RESERVED_ALIAS_PATTERN, alias):
+        raise ValueError(
+            f"{alias!r} is reserved: fio reads a job section named global... as its [global] "
+            "section"
+        )
+    return alias
+
+
 Alias = Annotated[
     str,
     Field(
         pattern=ALIAS_PATTERN,
-        description="a mount alias that agents expose (lowercase, e.g. scratch), not a path",
+        description=f"a mount alias that agents expose ({ALIAS_RULE}), not a path",
+        # pydantic's regex engine has no look-ahead, so the reserved prefix is a rule of its
+        # own, for JSON Schema readers too.
+        json_schema_extra={"not": {"pattern": RESERVED_ALIAS_PATTERN}},
     ),
+    AfterValidator(check_alias),
 ]
 
 
@@ -224,8 +262,8 @@ class WorkItem(_Strict):
     """Queue message: ids and the typed workload only (64 KiB is the queue's hard limit)."""
 
     v: Literal[1] = 1
-    run_id: str = Field(pattern=r"^r-[0-9a-f]{32}$")
-    item_id: str = Field(pattern=r"^r-[0-9a-f]{32}\.s[0-9]{1,4}\.c[0-9]{1,4}$")
+    run_id: str = Field(pattern=RUN_ID_PATTERN)
+    item_id: str = Field(pattern=ITEM_ID_PATTERN)
     step: int = Field(ge=0, le=9_999)
     client: int = Field(ge=0, le=MAX_CLIENTS - 1)
     clients: int = Field(ge=1, le=MAX_CLIENTS)

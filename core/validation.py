@@ -77,7 +77,7 @@ def _schema_errors(name: str, doc: Any) -> list[FieldError]:
             )
             return
         message = err.message
-        if err.validator == "pattern" and "description" in schema:
+        if err.validator in ("pattern", "not") and "description" in schema:
             message = f"{err.instance!r} is not valid: {schema['description']}"
         out.append(FieldError(_dotted(path) or "(body)", message))
 
