@@ -32,7 +32,7 @@ from urllib3.util.retry import Retry
 
 from adapters.config import Settings, azure_credential
 from adapters.local import COSMOS_EMULATOR_KEY
-from core.errors import Conflict, NotFound, StoreUnavailable
+from core.errors import Conflict, FieldError, NotFound, StoreUnavailable, ValidationFailed
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
@@ -63,6 +63,25 @@ def _wrap(e: Exception, what: str) -> Exception:
     if isinstance(e, cx.CosmosAccessConditionFailedError):
         return Conflict(f"{what} changed concurrently")
     return StoreUnavailable(f"{what}: {e}")
+
+
+def _bad_continuation() -> ValidationFailed:
+    message = "not a continuation token this listing gave (ask again without it)"
+    return ValidationFailed([FieldError("continuation", message)])
+
+
+def _decode_continuation(continuation: str) -> str:
+    """The database's token inside what ``query_runs`` handed out (URL-safe Base64 of it).
+    Anything else is the caller's mistake, refused before it reaches the SDK: undecodable
+    text, or bytes that are not printable ASCII (the token travels in an HTTP header)."""
+    try:
+        token = base64.b64decode(continuation.encode("ascii"), altchars=b"-_", validate=True)
+        text = token.decode("ascii")
+    except ValueError:  # binascii.Error and UnicodeError are ValueErrors
+        raise _bad_continuation() from None
+    if not text or not text.isprintable():
+        raise _bad_continuation()
+    return text
 
 
 def _pooled_transport(size: int) -> RequestsTransport:
@@ -211,7 +230,7 @@ class CosmosStore:
             params += [{"name": "@tagkey", "value": tag[0]}, {"name": "@tagvalue", "value": tag[1]}]
         sql = "SELECT * FROM c" + (" WHERE " + " AND ".join(where) if where else "")  # noqa: S608
         sql += " ORDER BY c.created_ms DESC"
-        token = base64.urlsafe_b64decode(continuation.encode()).decode() if continuation else None
+        token = _decode_continuation(continuation) if continuation else None
         try:
             pages = (
                 self._c["runs"]
@@ -222,8 +241,17 @@ class CosmosStore:
             )
             page = [_clean(d) for d in next(pages, [])]
             nxt = getattr(pages, "continuation_token", None)
-        except (cx.CosmosHttpResponseError, AzureError) as e:
+        except cx.CosmosHttpResponseError as e:
+            # Cosmos DB answers 400 to a token it did not issue (or issued for another query).
+            if token is not None and e.status_code == 400:
+                raise _bad_continuation() from None
             raise _wrap(e, "query on runs") from e
+        except AzureError as e:
+            raise _wrap(e, "query on runs") from e
+        except (ValueError, KeyError, TypeError):
+            if token is None:
+                raise
+            raise _bad_continuation() from None  # the SDK could not read the token itself
         encoded = base64.urlsafe_b64encode(nxt.encode()).decode() if nxt and page else None
         return page, encoded
 

@@ -54,11 +54,11 @@ def check_alias(alias: str) -> str:
     Every door checks aliases here: run requests (API, CLI, bots, schedules), the agent's
     mounts, the target registry and the job file writer."""
     if not isinstance(alias, str) or not re.fullmatch(ALIAS_PATTERN, alias):
-        raise ValueError(f"{alias!r} is not a mount alias ({ALIAS_RULE})")
+        raise ValueError(f"mount alias {alias!r} is not valid ({ALIAS_RULE})")
     if re.match(RESERVED_ALIAS_PATTERN, alias):
         raise ValueError(
-            f"{alias!r} is reserved: fio reads a job section named global... as its [global] "
-            "section"
+            f"mount alias {alias!r} is reserved: fio reads a job section named global... as "
+            "its [global] section"
         )
     return alias
 
@@ -345,9 +345,10 @@ class StartInfo(_Strict):
 class Result(_Strict):
     """What an agent stores for one work item; id equals the item id, so a retry writes once."""
 
-    id: str
-    run_id: str
-    item_id: str
+    # Ids have their work item's forms: they become Cosmos DB ids and partition keys.
+    id: str = Field(pattern=ITEM_ID_PATTERN)
+    run_id: str = Field(pattern=RUN_ID_PATTERN)
+    item_id: str = Field(pattern=ITEM_ID_PATTERN)
     step: int
     client: int
     agent_id: str

@@ -8,45 +8,57 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Annotated, Any, get_args
+from typing import Annotated, Any
 
-from fastapi import FastAPI, Header, Query, Request
+from fastapi import FastAPI, Header, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticError
 from starlette.middleware.base import RequestResponseEndpoint
 
 from core.catalogue import PROFILES, get_profile
-from core.errors import (
-    BenchError,
-    Conflict,
-    FieldError,
-    NotFound,
-    StoreUnavailable,
-    ValidationFailed,
-)
+from core.errors import BenchError, FieldError, NotFound, ValidationFailed
 from core.guardrails import LOCAL_CALLER, Caller, Forbidden
-from core.models import WorkItem
+from core.models import (
+    ITEM_ID_PATTERN,
+    RUN_ID_PATTERN,
+    TAG_KEY_PATTERN,
+    Alias,
+    RunRequest,
+    WorkItem,
+)
+from core.models import Result as WorkResult
+from core.monitor import TriageState
 from core.runstate import RunState
 from core.service import BarrierDecision, RunService
-from core.validation import schema_path
-from functions import bot, context, timers
+from functions import apidocs as d
+from functions import apidocs_monitoring as m
+from functions import bot, context, errors, openapi, timers
 from functions.auth import Unauthorized, resolve_caller
+from functions.inputs import parse_json
+from functions.openapi import LOCATION, PUBLIC_PATHS, doc
 
 log = logging.getLogger(__name__)
-RUN_STATES: tuple[str, ...] = get_args(RunState)
+RunId = Annotated[str, Path(pattern=RUN_ID_PATTERN)]
+ItemId = Annotated[str, Path(pattern=ITEM_ID_PATTERN)]
+ScheduleId = Annotated[str, Path(pattern=r"^sch-[0-9a-f]{16}$")]
+SeriesKey = Annotated[str, Path(pattern=r"^[0-9a-f]{16}$")]
+RegressionId = Annotated[str, Path(pattern=r"^[0-9a-f]{16}\.[a-z0-9._-]{1,64}\.r-[0-9a-f]{32}$")]
+ProfileName = Annotated[str, Path(pattern=r"^[a-z0-9-]{1,64}$")]
+# Read by the auth middleware; declared on POST /api/runs for the document.
+DoorHeader = Annotated[
+    str | None,
+    Header(description="api (default), pipeline or cli: recorded as requested_by.door"),
+]
+STORE = (503,)  # answers that read or write Cosmos DB can fail with
+AGENT = (400, 409, 503)  # 409: an agent reporting for an item it does not hold
 
 
 def _svc() -> RunService:
     return context.service()
-
-
-# Open to anyone: liveness and the API's description. The bot routes check HMAC themselves.
-PUBLIC_PATHS = frozenset({"/api/health", "/api/openapi.json", "/api/docs"})
 
 
 def _caller(request: Request) -> Caller:
@@ -67,13 +79,13 @@ class _AgentBody(BaseModel):
 
 class ClaimBody(_AgentBody):
     work_item: WorkItem
-    dequeue_count: int = Field(ge=1)
+    dequeue_count: int = Field(ge=1, le=2**31 - 1)  # the queue's DequeueCount is an int32
     message_id: str = Field("", max_length=128)
 
 
 class ItemRef(_AgentBody):
-    run_id: str
-    item_id: str
+    run_id: str = Field(pattern=RUN_ID_PATTERN)
+    item_id: str = Field(pattern=ITEM_ID_PATTERN)
 
 
 class FailureBody(ItemRef):
@@ -93,15 +105,7 @@ def _parse(model: type[BaseModel], body: Any) -> Any:
 
 
 async def _json(request: Request) -> Any:
-    raw = await request.body()
-    try:
-        return json.loads(raw or b"null")
-    except json.JSONDecodeError as e:
-        raise ValidationFailed([FieldError("(body)", f"not valid JSON: {e.msg}")]) from None
-
-
-def _errors(status: int, errors: list[dict[str, str]]) -> JSONResponse:
-    return JSONResponse({"errors": errors}, status_code=status)
+    return parse_json(await request.body())
 
 
 @contextlib.asynccontextmanager
@@ -128,7 +132,13 @@ def create_app() -> FastAPI:
         openapi_url="/api/openapi.json",
         docs_url="/api/docs",
         redoc_url=None,
+        description="Storage benchmarks as a service: runs, results, schedules, series and "
+        "regressions, the agents' protocol and the chat doors. Every error is "
+        '`{"errors": [{"field", "message"}]}`; no input gets a 5xx (503: a backing service '
+        "failed, retry).",
     )
+    errors.install(app)
+    openapi.install(app)
 
     @app.middleware("http")
     async def authenticate(request: Request, call_next: RequestResponseEndpoint) -> Response:
@@ -138,41 +148,13 @@ def create_app() -> FastAPI:
         try:
             caller = resolve_caller(request.headers, context.settings())
         except Unauthorized as e:
-            return _errors(401, [{"field": "(auth)", "message": str(e)}])
+            return errors.error_response(401, [FieldError("(auth)", str(e))])
         if path.startswith("/api/agent/") and not caller.is_agent:
-            return _errors(403, [{"field": "(caller)", "message": "agents only"}])
+            return errors.error_response(403, [FieldError("(caller)", "agents only")])
         request.state.caller = caller
         return await call_next(request)
 
-    @app.exception_handler(Forbidden)
-    async def _forbidden(_: Request, e: Forbidden) -> JSONResponse:
-        return _errors(403, [x.as_dict() for x in e.errors])
-
-    @app.exception_handler(ValidationFailed)
-    async def _bad(_: Request, e: ValidationFailed) -> JSONResponse:
-        return _errors(400, [x.as_dict() for x in e.errors])
-
-    @app.exception_handler(NotFound)
-    async def _missing(_: Request, e: NotFound) -> JSONResponse:
-        return _errors(404, [{"field": "(path)", "message": f"not found: {e}"}])
-
-    @app.exception_handler(Conflict)
-    async def _conflict(_: Request, e: Conflict) -> JSONResponse:
-        return _errors(409, [{"field": "(request)", "message": str(e)}])
-
-    @app.exception_handler(StoreUnavailable)
-    async def _down(_: Request, e: StoreUnavailable) -> JSONResponse:
-        log.error("backing service failed: %s", e)
-        return _errors(503, [{"field": "(service)", "message": "storage unavailable, retry"}])
-
-    @app.exception_handler(BenchError)
-    async def _other(_: Request, e: BenchError) -> JSONResponse:
-        log.error("request failed: %s", e)
-        return _errors(500, [{"field": "(service)", "message": str(e)}])
-
-    run_request_schema = json.loads(schema_path("run-request").read_text())
-
-    @app.get("/api/health")
+    @app.get("/api/health", **doc(d.Health, also={503: d.Health}))
     async def health() -> JSONResponse:
         checks: dict[str, str] = {}
         try:
@@ -187,19 +169,24 @@ def create_app() -> FastAPI:
 
     @app.post(
         "/api/runs",
-        status_code=202,
-        openapi_extra={
-            "requestBody": {
-                "required": True,
-                "content": {"application/json": {"schema": run_request_schema}},
-            },
-            "responses": {"400": {"description": "Every invalid field, by path"}},
-        },
+        **doc(
+            d.RunAccepted,
+            status=202,
+            also={200: d.RunAccepted},
+            headers=LOCATION,
+            body=RunRequest,
+            errors=(400, 403, 409, *STORE),
+        ),
     )
     async def create_run(
         request: Request,
-        idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+        idempotency_key: Annotated[
+            str | None,
+            Header(max_length=200, description="same key and body: the same run (200)"),
+        ] = None,
+        x_bench_door: DoorHeader = None,
     ) -> JSONResponse:
+        """202 for a new run, 200 for a replay of the same Idempotency-Key and body."""
         body = await _json(request)
         run, created = await asyncio.to_thread(
             _svc().submit, body, idempotency_key, _caller(request)
@@ -214,48 +201,42 @@ def create_app() -> FastAPI:
             headers={"Location": location},
         )
 
-    @app.get("/api/runs")
+    @app.get("/api/runs", **doc(d.RunList, errors=(400, *STORE)))
     async def list_runs(
-        target: str | None = None,
-        state: str | None = None,
-        tag: Annotated[str | None, Query(description="key=value")] = None,
-        limit: Annotated[int, Query()] = 50,
-        continuation: str | None = None,
+        target: Annotated[Alias | None, Query()] = None,
+        state: RunState | None = None,
+        tag: Annotated[
+            str | None,
+            Query(description="key=value", pattern=rf"{TAG_KEY_PATTERN[:-1]}=.{{0,256}}$"),
+        ] = None,
+        limit: Annotated[int, Query(ge=1, le=200)] = 50,
+        continuation: Annotated[str | None, Query(max_length=16384)] = None,
     ) -> dict[str, Any]:
-        errors = []
-        if state is not None and state not in RUN_STATES:
-            errors.append(FieldError("state", f"must be one of {', '.join(RUN_STATES)}"))
-        if not 1 <= limit <= 200:
-            errors.append(FieldError("limit", "must be between 1 and 200"))
-        tag_pair = None
-        if tag is not None:
-            key, sep, value = tag.partition("=")
-            if not sep or not key:
-                errors.append(FieldError("tag", "must look like key=value"))
-            tag_pair = (key, value)
-        if errors:
-            raise ValidationFailed(errors)
+        key, _, value = tag.partition("=") if tag is not None else ("", "", "")
         runs, token = await asyncio.to_thread(
             _svc().list_runs,
             target=target,
             state=state,
-            tag=tag_pair,
+            tag=(key, value) if tag is not None else None,
             limit=limit,
             continuation=continuation,
         )
         return {"runs": runs, "continuation": token}
 
-    @app.get("/api/runs/{run_id}")
-    async def get_run(run_id: str) -> dict[str, Any]:
+    @app.get("/api/runs/{run_id}", **doc(d.RunView, errors=(400, 404, *STORE)))
+    async def get_run(run_id: RunId) -> dict[str, Any]:
         return await asyncio.to_thread(_svc().get_run, run_id)
 
-    @app.get("/api/runs/{run_id}/curves")
-    async def curves(run_id: str) -> dict[str, Any]:
+    @app.get("/api/runs/{run_id}/curves", **doc(d.Curves, errors=(400, 404, *STORE)))
+    async def curves(run_id: RunId) -> dict[str, Any]:
         """Latency vs IOPS, aggregate vs clients (with linear scaling), repetition spread."""
         return await asyncio.to_thread(_svc().curves, run_id)
 
-    @app.get("/api/compare")
-    async def compare(a: str, b: str) -> dict[str, Any]:
+    @app.get("/api/compare", **doc(m.Comparison, errors=(400, 404, *STORE)))
+    async def compare(
+        a: Annotated[str, Query(pattern=RUN_ID_PATTERN)],
+        b: Annotated[str, Query(pattern=RUN_ID_PATTERN)],
+    ) -> dict[str, Any]:
         """Two runs' final aggregates side by side; each delta judged against the noise
         (coefficient of variation) of run A's series."""
         run_a, run_b = await asyncio.gather(
@@ -263,44 +244,52 @@ def create_app() -> FastAPI:
         )
         return await asyncio.to_thread(context.monitor().compare, run_a, run_b)
 
-    @app.get("/api/targets")
+    @app.get("/api/targets", **doc(m.TargetList, errors=STORE))
     async def targets() -> dict[str, Any]:
         """The target registry (BENCH_TARGETS) with who holds each target and who waits."""
         reply = await asyncio.to_thread(context.bot().list_targets)
         return {"targets": reply.data.get("targets", [])}
 
-    @app.post("/api/schedules", status_code=201)
+    @app.post(
+        "/api/schedules",
+        **doc(m.ScheduleView, status=201, body=m.ScheduleBody, errors=(400, 403, *STORE)),
+    )
     async def create_schedule(request: Request) -> dict[str, Any]:
         """A cron expression (UTC), a run request template, enabled, owner."""
         _must_manage(request)
         return await asyncio.to_thread(context.scheduler().create, await _json(request))
 
-    @app.get("/api/schedules")
+    @app.get("/api/schedules", **doc(m.ScheduleList, errors=STORE))
     async def list_schedules() -> dict[str, Any]:
         return {"schedules": await asyncio.to_thread(context.scheduler().list_all)}
 
-    @app.get("/api/schedules/{schedule_id}")
-    async def get_schedule(schedule_id: str) -> dict[str, Any]:
+    @app.get("/api/schedules/{schedule_id}", **doc(m.ScheduleView, errors=(400, 404, *STORE)))
+    async def get_schedule(schedule_id: ScheduleId) -> dict[str, Any]:
         return await asyncio.to_thread(context.scheduler().get, schedule_id)
 
-    @app.patch("/api/schedules/{schedule_id}")
-    async def patch_schedule(schedule_id: str, request: Request) -> dict[str, Any]:
+    @app.patch(
+        "/api/schedules/{schedule_id}",
+        **doc(m.ScheduleView, body=m.SchedulePatchBody, errors=(400, 403, 404, 409, *STORE)),
+    )
+    async def patch_schedule(schedule_id: ScheduleId, request: Request) -> dict[str, Any]:
         _must_manage(request)
         body = await _json(request)
         return await asyncio.to_thread(context.scheduler().patch, schedule_id, body)
 
-    @app.delete("/api/schedules/{schedule_id}", status_code=204)
-    async def delete_schedule(schedule_id: str, request: Request) -> Response:
+    @app.delete(
+        "/api/schedules/{schedule_id}", **doc(None, status=204, errors=(400, 403, 404, *STORE))
+    )
+    async def delete_schedule(schedule_id: ScheduleId, request: Request) -> Response:
         _must_manage(request)
         await asyncio.to_thread(context.scheduler().delete, schedule_id)
         return Response(status_code=204)
 
-    @app.get("/api/series")
+    @app.get("/api/series", **doc(m.SeriesList, errors=STORE))
     async def list_series() -> dict[str, Any]:
         return {"series": await asyncio.to_thread(context.monitor().list_series)}
 
-    @app.get("/api/series/{key}")
-    async def series(key: str) -> dict[str, Any]:
+    @app.get("/api/series/{key}", **doc(m.SeriesHistory, errors=(400, 404, *STORE)))
+    async def series(key: SeriesKey) -> dict[str, Any]:
         """History (time, run, IOPS, bandwidth, p50/p99/p99.9 per direction), infrastructure
         segments, regressions and improvements found."""
         found = await asyncio.to_thread(context.monitor().history, key)
@@ -308,73 +297,79 @@ def create_app() -> FastAPI:
             raise NotFound(f"series {key}")
         return found
 
-    @app.get("/api/regressions")
-    async def regressions(state: str | None = None) -> dict[str, Any]:
+    @app.get("/api/regressions", **doc(m.RegressionList, errors=(400, *STORE)))
+    async def regressions(state: TriageState | None = None) -> dict[str, Any]:
         return {"regressions": await asyncio.to_thread(context.monitor().regressions, state)}
 
-    @app.patch("/api/regressions/{key}/{regression_id}")
-    async def triage(key: str, regression_id: str, request: Request) -> dict[str, Any]:
+    @app.patch(
+        "/api/regressions/{key}/{regression_id}",
+        **doc(m.Regression, body=m.TriageBody, errors=(400, 403, 404, 409, *STORE)),
+    )
+    async def triage(key: SeriesKey, regression_id: RegressionId, request: Request) -> Any:
         _must_manage(request)
         body = await _json(request)
         state = body.get("state") if isinstance(body, dict) else None
         return await asyncio.to_thread(context.monitor().triage, key, regression_id, str(state))
 
-    @app.get("/api/profiles")
+    @app.get("/api/profiles", **doc(m.ProfileList))
     async def profiles() -> dict[str, Any]:
         return {"profiles": [p.describe() for p in PROFILES]}
 
-    @app.get("/api/profiles/{name}")
-    async def profile(name: str) -> dict[str, Any]:
+    @app.get("/api/profiles/{name}", **doc(m.ProfileView, errors=(400, 404)))
+    async def profile(name: ProfileName) -> dict[str, Any]:
         try:
             return get_profile(name).describe()
         except KeyError as e:
             raise NotFound(str(e.args[0])) from None
 
-    @app.delete("/api/runs/{run_id}", status_code=202)
-    async def cancel_run(run_id: str, request: Request) -> dict[str, Any]:
+    @app.delete(
+        "/api/runs/{run_id}", **doc(d.RunSummary, status=202, errors=(400, 403, 404, *STORE))
+    )
+    async def cancel_run(run_id: RunId, request: Request) -> dict[str, Any]:
         caller = _caller(request)
         if caller.limits.max_clients == 0:
             raise Forbidden([FieldError("(caller)", f"role {caller.role} may not cancel runs")])
         return await asyncio.to_thread(_svc().cancel, run_id)
 
-    @app.get("/api/runs/{run_id}/results/{item_id}")
-    async def get_result(run_id: str, item_id: str) -> dict[str, Any]:
-        doc = await asyncio.to_thread(context.store().get_result, run_id, item_id)
-        return {k: v for k, v in doc.items() if not k.startswith("_")}
+    @app.get("/api/runs/{run_id}/results/{item_id}", **doc(WorkResult, errors=(400, 404, *STORE)))
+    async def get_result(run_id: RunId, item_id: ItemId) -> dict[str, Any]:
+        stored = await asyncio.to_thread(context.store().get_result, run_id, item_id)
+        return {k: v for k, v in stored.items() if not k.startswith("_")}
 
     # ---- agent protocol (agents hold no database rights; the API writes for them) ----
+    # 409: an agent reporting for an item it does not hold.
 
-    @app.post("/api/agent/claim")
+    @app.post("/api/agent/claim", **doc(d.ClaimReply, body=ClaimBody, errors=AGENT))
     async def claim(request: Request) -> dict[str, str]:
         b: ClaimBody = _parse(ClaimBody, await _json(request))
-        d = await asyncio.to_thread(
+        decision = await asyncio.to_thread(
             _svc().claim,
             b.work_item,
             agent_id=b.agent_id,
             dequeue_count=b.dequeue_count,
             message_id=b.message_id,
         )
-        return {"action": d.action, "reason": d.reason}
+        return {"action": decision.action, "reason": decision.reason}
 
-    def _barrier(d: BarrierDecision) -> dict[str, Any]:
-        return {"status": d.status, "start_at_ms": d.start_at_ms, "reason": d.reason}
+    def _barrier(x: BarrierDecision) -> dict[str, Any]:
+        return {"status": x.status, "start_at_ms": x.start_at_ms, "reason": x.reason}
 
-    @app.post("/api/agent/ready")
+    @app.post("/api/agent/ready", **doc(d.BarrierReply, body=ItemRef, errors=(404, *AGENT)))
     async def ready(request: Request) -> dict[str, Any]:
         b: ItemRef = _parse(ItemRef, await _json(request))
         return _barrier(await asyncio.to_thread(_svc().ready, b.run_id, b.item_id, b.agent_id))
 
-    @app.post("/api/agent/barrier")
+    @app.post("/api/agent/barrier", **doc(d.BarrierReply, body=ItemRef, errors=(404, *AGENT)))
     async def barrier(request: Request) -> dict[str, Any]:
         b: ItemRef = _parse(ItemRef, await _json(request))
         return _barrier(await asyncio.to_thread(_svc().barrier, b.run_id, b.item_id, b.agent_id))
 
-    @app.post("/api/agent/heartbeat")
+    @app.post("/api/agent/heartbeat", **doc(d.HeartbeatReply, body=ItemRef, errors=(404, *AGENT)))
     async def heartbeat(request: Request) -> dict[str, bool]:
         b: ItemRef = _parse(ItemRef, await _json(request))
         return await asyncio.to_thread(_svc().heartbeat, b.run_id, b.item_id, b.agent_id)
 
-    @app.post("/api/agent/failure")
+    @app.post("/api/agent/failure", **doc(d.FailureReply, body=FailureBody, errors=(404, *AGENT)))
     async def failure(request: Request) -> dict[str, Any]:
         b: FailureBody = _parse(FailureBody, await _json(request))
         final = await asyncio.to_thread(
@@ -382,14 +377,24 @@ def create_app() -> FastAPI:
         )
         return {"status": "recorded", "final": final}
 
-    @app.post("/api/agent/cancelled")
+    @app.post("/api/agent/cancelled", **doc(d.CancelledReply, body=ItemRef, errors=(404, *AGENT)))
     async def cancelled(request: Request) -> dict[str, str]:
         b: ItemRef = _parse(ItemRef, await _json(request))
         await asyncio.to_thread(_svc().report_cancelled, b.run_id, b.item_id, b.agent_id)
         return {"status": "recorded"}
 
-    @app.put("/api/agent/results/{item_id}")
-    async def put_result(item_id: str, request: Request) -> JSONResponse:
+    @app.put(
+        "/api/agent/results/{item_id}",
+        **doc(
+            d.StoredReply,
+            status=201,
+            also={200: d.StoredReply},
+            body=WorkResult,
+            errors=(404, *AGENT),
+        ),
+    )
+    async def put_result(item_id: ItemId, request: Request) -> JSONResponse:
+        """201 when stored, 200 when this item's result was stored before."""
         body = await _json(request)
         if not isinstance(body, dict) or body.get("item_id") != item_id:
             raise ValidationFailed([FieldError("item_id", "must match the URL")])

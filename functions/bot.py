@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import time
 from datetime import datetime
 from typing import Any
@@ -18,9 +17,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from core.bot import adaptive_card, json_reply, parse_command
+from core.errors import ValidationFailed
 from core.guardrails import Caller
 from core.notify import SIGNATURE_HEADER, verify, verify_teams
 from functions import context
+from functions.apidocs import TeamsActivity, TeamsMessage, WebhookCommand, WebhookReply
+from functions.inputs import parse_json
+from functions.openapi import doc
 
 FRESH_S = 300  # Teams activities and signed webhook requests older than this are refused
 router = APIRouter()
@@ -45,7 +48,7 @@ async def _first_time(activity_id: str) -> bool:
     return await asyncio.to_thread(context.store().create_activity, doc)
 
 
-@router.post("/api/bot/teams")
+@router.post("/api/bot/teams", **doc(TeamsMessage, body=TeamsActivity, errors=(400, 401, 409, 503)))
 async def teams(request: Request) -> JSONResponse:
     """Teams outgoing webhook: ``Authorization: HMAC <base64>`` over the raw body."""
     secret = context.settings().teams_bot_secret
@@ -55,16 +58,20 @@ async def teams(request: Request) -> JSONResponse:
     if not verify_teams(raw, request.headers.get("authorization"), secret):
         return _refuse(401, "Authorization", "bad or missing HMAC signature")
     try:
-        activity = json.loads(raw)
+        activity = parse_json(raw)  # refuses what JSON or the reply could not carry
         activity_id = str(activity["id"])
         text = str(activity.get("text") or "")
-        sender = activity.get("from") or {}
-    except (ValueError, KeyError, TypeError, AttributeError):
+        sender = activity.get("from")
+    except (ValidationFailed, KeyError, TypeError, AttributeError):
         return _refuse(400, "(body)", "not a Teams activity")
+    if not isinstance(sender, dict):
+        sender = {}
     age = _age_s(activity.get("timestamp"))
     if age is None or age > FRESH_S:
         return _refuse(401, "timestamp", f"stale or missing activity timestamp (> {FRESH_S} s)")
-    if not await _first_time(f"teams:{activity_id}"):
+    # A Cosmos DB id may not hold / \ ? # nor exceed 255 characters; Teams' ids are opaque.
+    seen_id = hashlib.sha256(activity_id.encode()).hexdigest()[:32]
+    if not await _first_time(f"teams:{seen_id}"):
         return _refuse(409, "id", "activity already handled (replay)")
     who = str(sender.get("name") or sender.get("aadObjectId") or "unknown")
     caller = Caller(name=f"teams:{who}", role=context.settings().bot_role, door="bot-teams")
@@ -72,7 +79,9 @@ async def teams(request: Request) -> JSONResponse:
     return JSONResponse(adaptive_card(reply))
 
 
-@router.post("/api/bot/webhook")
+@router.post(
+    "/api/bot/webhook", **doc(WebhookReply, body=WebhookCommand, errors=(400, 401, 409, 503))
+)
 async def webhook(request: Request) -> JSONResponse:
     """Generic chat/script door: body ``{"text": "...", "user": "..."}`` signed with
     X-Bench-Timestamp / X-Bench-Signature (HMAC-SHA256 over ``<timestamp>.<body>``)."""
@@ -84,10 +93,10 @@ async def webhook(request: Request) -> JSONResponse:
     if not verify(raw, headers, secret=secret.encode(), now=int(time.time()), tolerance_s=FRESH_S):
         return _refuse(401, SIGNATURE_HEADER, "bad, missing or stale signature")
     try:
-        body = json.loads(raw)
+        body = parse_json(raw)
         text = str(body["text"])
         user = str(body.get("user") or "unknown")[:100]
-    except (ValueError, KeyError, TypeError):
+    except (ValidationFailed, KeyError, TypeError, AttributeError):
         return _refuse(400, "text", 'expected {"text": "<command>", "user": "<name>"}')
     # The signature is unique per body and timestamp: seen once means a replay.
     signature = headers.get(SIGNATURE_HEADER.lower(), "")

@@ -26,8 +26,11 @@ from core.models import HostFacts, MountFacts, WorkItem
 from core.results import build_result
 
 BOT_POOL = "bot"  # where the chat tests' target "chat" lives
-TEST_POOLS = ["default", *(f"t{i}" for i in range(1, 41)), BOT_POOL]
-_pool_names = iter(TEST_POOLS[1:-1])
+# Schemathesis' generated runs go to a pool and target no other test uses; no agent listens
+# on it, so whatever it accepts stays queued and no fio runs.
+FUZZ_POOL = FUZZ_TARGET = "fuzz"
+TEST_POOLS = ["default", *(f"t{i}" for i in range(1, 41)), BOT_POOL, FUZZ_POOL]
+_pool_names = iter(TEST_POOLS[1:-2])
 _agent_ids = itertools.count(1)
 
 
@@ -39,9 +42,13 @@ BOT_SECRET = "test-bot-secret"
 TEST_TARGETS = [
     {"alias": alias, "pool": p, "read_only": alias == "golden"}
     for p in TEST_POOLS
-    if p != BOT_POOL
+    if p not in (BOT_POOL, FUZZ_POOL)
     for alias in ("scratch", "other", "vol1", "vol2", "golden")
-] + [{"alias": "chat", "pool": BOT_POOL}, {"alias": "golden", "pool": BOT_POOL, "read_only": True}]
+] + [
+    {"alias": "chat", "pool": BOT_POOL},
+    {"alias": "golden", "pool": BOT_POOL, "read_only": True},
+    {"alias": FUZZ_TARGET, "pool": FUZZ_POOL},
+]
 
 
 class Receiver:

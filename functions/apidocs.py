@@ -1,0 +1,280 @@
+"""What the API answers, as models for its OpenAPI document.
+
+The handlers return plain documents built by the core; these models describe them for
+callers and fuzzers (functions/openapi.py turns them into the document's components), and
+are never used to filter or re-validate a response. ``tests/test_openapi.py`` checks real
+answers against them. Objects allow keys beyond those listed: the listed ones are promised.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.guardrails import DOORS
+from core.models import RUN_ID_PATTERN, Engine, RunRequest, Workload
+from core.runstate import RunState
+
+Door = Literal[DOORS]  # type: ignore[valid-type]
+ItemState = Literal["queued", "claimed", "ready", "running", "completed", "failed", "cancelled"]
+
+
+class OpenDoc(BaseModel):
+    """An answer object that may carry more keys than it lists."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+# ---- errors -------------------------------------------------------------------------------
+
+
+class ErrorDetail(BaseModel):
+    field: str = Field(
+        description="dotted path of the field at fault (workload.bs, targets.1), a header or "
+        "query name, or (body), (path), (auth), (caller), (request), (service)"
+    )
+    message: str
+
+
+class ErrorBody(BaseModel):
+    """Every 4xx and 5xx answer: each problem found, by field."""
+
+    errors: list[ErrorDetail] = Field(min_length=1)
+
+
+# ---- runs ---------------------------------------------------------------------------------
+
+
+class Health(BaseModel):
+    status: Literal["ok", "degraded"]
+    checks: dict[str, str] = Field(description='per backing service: "ok" or the error')
+
+
+class RunAccepted(BaseModel):
+    id: str = Field(pattern=RUN_ID_PATTERN)
+    state: RunState
+    location: str = Field(description="the run's URL path, also in the Location header")
+    queue_position: int | None = Field(None, description="only while waiting for the target")
+
+
+class RequestedBy(BaseModel):
+    name: str
+    role: str
+    door: Door
+
+
+class RunSummary(OpenDoc):
+    id: str
+    state: RunState
+    created_at: str
+    updated_at: str | None
+    target: str
+    targets: list[str]
+    pool: str
+    tags: dict[str, str]
+    request: RunRequest = Field(description="the request as validated, defaults filled in")
+    items_total: int
+    engine: Engine
+    profile: str | None
+    profile_version: int | None
+    workload: Workload = Field(description="the resolved workload (profile + overrides)")
+    comparison_key: str
+    fill: bool
+    step_count: int
+    counts: dict[str, int] = Field(description="work items per state")
+    error: str | None
+    cancel_requested: bool
+    requested_by: RequestedBy
+
+
+class RunList(BaseModel):
+    runs: list[RunSummary] = Field(description="newest first")
+    continuation: str | None = Field(description="pass back for the next page; null: no more")
+
+
+class Percentiles(OpenDoc):
+    p50: float | None
+    p99: float | None
+    p99_9: float | None = Field(alias="p99.9")
+
+
+class DirectionSummary(OpenDoc):
+    iops: float
+    bw_bytes: float = Field(description="bytes per second")
+    total_ios: int
+    lat_mean_ns: float
+    clat_ns: Percentiles
+
+
+class ResultSummary(OpenDoc):
+    """A client's result without fio's raw JSON (GET .../results/{item} has it all)."""
+
+    agent_id: str | None = None
+    engine_version: str | None = None
+    started_at_ms: int | None = None
+    ended_at_ms: int | None = None
+    start: dict[str, Any] | None = Field(None, description="scheduled_ms, released_ms, skew_ms")
+    host: dict[str, Any] | None = None
+    mounts: list[dict[str, Any]] | None = None
+    read: DirectionSummary | None = None
+    write: DirectionSummary | None = None
+
+
+class ItemError(OpenDoc):
+    at: str
+    agent_id: str
+    message: str
+
+
+class ItemView(OpenDoc):
+    id: str
+    step: int
+    client: int
+    state: ItemState
+    agent_id: str | None
+    attempts: int
+    errors: list[ItemError]
+    reason: str | None
+    started_at: str | None
+    ended_at: str | None
+    result: ResultSummary | None
+
+
+class AggregateDirection(OpenDoc):
+    iops: float
+    bw_bytes: float
+    total_ios: int
+    lat_mean_ns: float
+    clat_ns: dict[str, float] = Field(description="p50, p90, p99, p99.9, p99.99 in ns")
+    percentiles_exact: bool
+
+
+class Aggregate(OpenDoc):
+    """One step's aggregate over its clients (see README, "Scale-out and aggregation")."""
+
+    clients: int
+    clients_expected: int
+    partial: bool
+    failed_clients: list[dict[str, Any]]
+    basis: Literal["common-window", "whole-run"]
+    window: dict[str, int] | None = Field(description="start_ms, end_ms, seconds")
+    read: AggregateDirection | None = None
+    write: AggregateDirection | None = None
+    per_client: list[dict[str, Any]]
+    scaling_efficiency: float | None
+
+
+class StepView(OpenDoc):
+    step: int
+    clients: int
+    mode: str | None
+    point: str | None
+    repetition: int | None
+    discarded: bool | None
+    workload: Workload | None = Field(description="null until a dynamic step is sized")
+    start_at_ms: int | None = Field(description="the common start instant, Unix ms")
+    failed_reason: str | None
+    aggregate: Aggregate | None
+
+
+class RunView(RunSummary):
+    queue_position: int | None = Field(None, description="only while waiting for the target")
+    steps: list[StepView]
+    items: list[ItemView]
+    aggregate: Aggregate | None = Field(description="the last step's")
+
+
+class LatencyPoint(OpenDoc):
+    step: int
+    point: str | None
+    clients: int
+    iops: float
+
+
+class ScalePoint(OpenDoc):
+    clients: int
+    iops: float
+    bw_bytes: float
+    linear_iops: float
+    efficiency: float | None
+
+
+class RepetitionSpread(OpenDoc):
+    clients: int
+    point: str
+    repetitions: int
+    mean_iops: float
+    min_iops: float
+    max_iops: float
+    cv: float
+
+
+class Curves(BaseModel):
+    run_id: str
+    latency: list[LatencyPoint] = Field(description="plus read/write_p50_ns, _p99_ns per point")
+    scaleout: list[ScalePoint]
+    repetitions: list[RepetitionSpread]
+
+
+# ---- agent protocol and chat doors --------------------------------------------------------
+
+
+class ClaimReply(BaseModel):
+    action: Literal["run", "drop", "release"] = Field(
+        description="run it; drop (delete the message); release (hand it back to the queue)"
+    )
+    reason: str
+
+
+class BarrierReply(BaseModel):
+    status: Literal["wait", "go", "abort"]
+    start_at_ms: int | None = Field(description="with go: the common start instant, Unix ms")
+    reason: str
+
+
+class HeartbeatReply(BaseModel):
+    cancel: bool = Field(description="stop now: the run was cancelled or the item taken over")
+
+
+class FailureReply(BaseModel):
+    status: Literal["recorded"]
+    final: bool = Field(description="true: no retry (delete the message)")
+
+
+class CancelledReply(BaseModel):
+    status: Literal["recorded"]
+
+
+class StoredReply(BaseModel):
+    stored: Literal[True]
+    duplicate: bool = Field(description="true: this item's result was already stored")
+
+
+class TeamsActivity(OpenDoc):
+    """The activity Teams posts to an outgoing webhook (only these fields are read)."""
+
+    id: str
+    text: str | None = None
+    timestamp: str = Field(description="ISO 8601 with offset; within 5 minutes of now")
+    from_: dict[str, Any] | None = Field(None, alias="from", description="name, aadObjectId")
+
+
+class TeamsMessage(OpenDoc):
+    type: Literal["message"]
+    attachments: list[dict[str, Any]] = Field(description="one Adaptive Card")
+
+
+class WebhookCommand(OpenDoc):
+    text: str = Field(description="a bot command, e.g. run smoke-randread-4k on scratch")
+    user: str | None = None
+
+
+class WebhookReply(BaseModel):
+    command: str
+    ok: bool
+    title: str
+    lines: list[str]
+    facts: dict[str, str]
+    data: dict[str, Any]
+    link: str | None

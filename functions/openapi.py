@@ -1,0 +1,210 @@
+"""The API's OpenAPI document: FastAPI's paths and parameters, with every request body,
+every answer (errors included) and the sign-in schemes filled in.
+
+Handlers read their bodies raw and validate them against ``schemas/`` (one 400 listing
+every violation), so FastAPI knows none of the body models: routes name them through
+:func:`doc`, and :func:`build` puts all models into ``components/schemas`` in one pydantic
+pass, so every ``$ref`` resolves inside the document. FastAPI's 422 is dropped: the API
+answers malformed parameters 400 like everything else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+
+from functions.apidocs import ErrorBody
+
+Mode = Literal["validation", "serialization"]
+_MARK = "x-model"
+_registry: list[tuple[type[BaseModel], Mode]] = []
+
+ERRORS: dict[int, str] = {
+    400: "Invalid input: every problem, by field (body path, query, header or path name)",
+    401: "Not signed in: no or unknown X-Api-Key, no Entra ID token; for the chat doors a "
+    "bad, stale or missing signature",
+    403: "Signed in, but the role may not do this (or crosses a limit: the field says which); "
+    "/api/agent/* is for agents only",
+    404: "No such run, item, schedule, series, regression or profile",
+    409: "Conflicts with the current state (busy target with on_busy refuse, Idempotency-Key "
+    "reused with another body, an agent reporting for an item it does not hold, a concurrent "
+    "change, a replayed chat request)",
+    503: "A backing service (Cosmos DB, the queue) failed after retries, or a chat door is "
+    "not configured: retry later",
+}
+LOCATION = {"Location": {"description": "the run's URL path", "schema": {"type": "string"}}}
+# Open to anyone: liveness and the API's description. The bot routes check HMAC themselves.
+PUBLIC_PATHS = frozenset({"/api/health", "/api/openapi.json", "/api/docs"})
+SECURITY_SCHEMES = {
+    "ApiKey": {
+        "type": "apiKey",
+        "in": "header",
+        "name": "X-Api-Key",
+        "description": "BENCH_API_KEYS (local use). With neither keys nor Entra ID configured "
+        "(the local stack) the API is open.",
+    },
+    "EntraId": {
+        "type": "http",
+        "scheme": "bearer",
+        "bearerFormat": "JWT",
+        "description": "An Entra ID token for the API's app registration, checked by App "
+        "Service Authentication in front of the app (roles Bench.Reader ... Bench.Admin)",
+    },
+    "TeamsHmac": {
+        "type": "apiKey",
+        "in": "header",
+        "name": "Authorization",
+        "description": "HMAC <base64 HMAC-SHA256 of the raw body>, keyed with the outgoing "
+        "webhook's secret; otherwise 401",
+    },
+    "WebhookSignature": {
+        "type": "apiKey",
+        "in": "header",
+        "name": "X-Bench-Signature",
+        "description": 'sha256=<hex HMAC-SHA256 of "<timestamp>." + body> with BENCH_BOT_SECRET',
+    },
+    "WebhookTimestamp": {
+        "type": "apiKey",
+        "in": "header",
+        "name": "X-Bench-Timestamp",
+        "description": "Unix seconds, within 5 minutes of now",
+    },
+}
+
+
+# OpenAPI links: where an answer's id is the path parameter of further operations.
+_RUN = {"run_id": "$response.body#/id"}
+_SCHEDULE = {"schedule_id": "$response.body#/id"}
+LINKS: dict[tuple[str, str], dict[str, tuple[str, str, dict[str, str]]]] = {
+    ("post", "/api/runs"): {
+        "GetRun": ("get", "/api/runs/{run_id}", _RUN),
+        "GetCurves": ("get", "/api/runs/{run_id}/curves", _RUN),
+        "CancelRun": ("delete", "/api/runs/{run_id}", _RUN),
+    },
+    ("post", "/api/schedules"): {
+        "GetSchedule": ("get", "/api/schedules/{schedule_id}", _SCHEDULE),
+        "PatchSchedule": ("patch", "/api/schedules/{schedule_id}", _SCHEDULE),
+        "DeleteSchedule": ("delete", "/api/schedules/{schedule_id}", _SCHEDULE),
+    },
+}
+
+
+def _link(document: dict[str, Any]) -> None:
+    paths = document["paths"]
+    for (method, path), links in LINKS.items():
+        answers = paths[path][method]["responses"]
+        for code, answer in answers.items():
+            if code.startswith("2"):
+                answer["links"] = {
+                    name: {"operationId": paths[to][verb]["operationId"], "parameters": params}
+                    for name, (verb, to, params) in links.items()
+                }
+
+
+def _mark(model: type[BaseModel], mode: Mode) -> dict[str, int]:
+    if (model, mode) not in _registry:
+        _registry.append((model, mode))
+    return {_MARK: _registry.index((model, mode))}
+
+
+_ERROR_BODY = _mark(ErrorBody, "serialization")  # the middleware's 401/403 use it too
+
+
+def _json(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"content": {"application/json": {"schema": schema}}}
+
+
+def doc(
+    ok: type[BaseModel] | None,
+    *,
+    status: int = 200,
+    errors: Iterable[int] = (),
+    body: type[BaseModel] | None = None,
+    also: Mapping[int, type[BaseModel]] | None = None,
+    headers: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Route arguments documenting an operation: its answer ``ok`` with ``status`` (no
+    content when ``ok`` is None), other successful answers ``also``, the error statuses it
+    can answer, and its JSON request ``body``. Responses are described, never filtered."""
+    responses: dict[int | str, Any] = {}
+    for code, model in {**({status: ok} if ok else {}), **(also or {})}.items():
+        responses[code] = _json(_mark(model, "serialization"))
+        if headers:
+            responses[code]["headers"] = dict(headers)
+    for code in errors:
+        responses[code] = {"description": ERRORS[code], **_json(_mark(ErrorBody, "serialization"))}
+    extra: dict[str, Any] = {}
+    if body is not None:
+        extra["requestBody"] = {"required": True, **_json(_mark(body, "validation"))}
+    return {
+        "status_code": status,
+        "response_model": None,
+        "responses": responses,
+        "openapi_extra": extra or None,
+    }
+
+
+def _resolve(node: Any, refs: list[dict[str, Any]]) -> Any:
+    if isinstance(node, dict):
+        if set(node) == {_MARK}:
+            return refs[node[_MARK]]
+        return {k: _resolve(v, refs) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_resolve(v, refs) for v in node]
+    return node
+
+
+def _security(path: str) -> list[dict[str, list[str]]]:
+    if path in PUBLIC_PATHS:
+        return []
+    if path == "/api/bot/teams":
+        return [{"TeamsHmac": []}]
+    if path == "/api/bot/webhook":
+        return [{"WebhookSignature": [], "WebhookTimestamp": []}]
+    return [{"ApiKey": []}, {"EntraId": []}]
+
+
+def build(app: FastAPI) -> dict[str, Any]:
+    document = get_openapi(
+        title=app.title,
+        version=app.version,
+        description=app.description,
+        routes=app.routes,
+    )
+    mapping, defs = models_json_schema(_registry, ref_template="#/components/schemas/{model}")
+    refs = [mapping[key] for key in _registry]
+    document = dict(_resolve(document, refs))
+    schemas = document.setdefault("components", {}).setdefault("schemas", {})
+    for name in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(name, None)
+    schemas.update(defs.get("$defs", {}))
+    document["components"]["securitySchemes"] = SECURITY_SCHEMES
+    _link(document)
+    error = _json(refs[_ERROR_BODY[_MARK]])
+    for path, operations in document["paths"].items():
+        for operation in operations.values():
+            answers = operation["responses"]
+            answers.pop("422", None)
+            operation["security"] = _security(path)
+            if operation["security"]:
+                answers.setdefault("401", {"description": ERRORS[401], **error})
+            if path.startswith("/api/agent/"):
+                answers.setdefault("403", {"description": ERRORS[403], **error})
+    return document
+
+
+def install(app: FastAPI) -> None:
+    """Serve :func:`build`'s document (built once, on first request)."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = build(app)
+        document: dict[str, Any] = app.openapi_schema
+        return document
+
+    app.openapi = openapi  # type: ignore[method-assign]
