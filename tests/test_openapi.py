@@ -317,9 +317,13 @@ def test_schemathesis_finds_no_failure(stack: Stack, api: httpx.Client, tmp_path
     argv += ["--phases", "examples,coverage,fuzzing,stateful"]
     argv += ["--generation-database", "none", "--request-timeout", "30"]
     argv += ["--report", "json", "--report-dir", str(tmp_path)]
+    # Run in tmp_path: Schemathesis keeps a crash cache (.schemathesis/) in its directory.
+    (tmp_path / "schemathesis.toml").write_text("[cache]\nenabled = false\n")
     started = time.monotonic()
     try:
-        out = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+        out = subprocess.run(
+            argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+        )
     finally:
         fuzz_leftovers(api, schedules_before)
     took = time.monotonic() - started
