@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from core.aggregate import ClientSample, aggregate
-from core.diskspd import sample_from_xml
+from core.diskspdxml import sample_from_xml
 from core.fioparse import ALL_CLIENTS, directions_from_fio, series_from_logs
 
 
