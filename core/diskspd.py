@@ -115,7 +115,9 @@ def command_line(
     (``diskspd.exe -W300 -C5 -r -w100 -b4k -t8 -o8 -Sh -d60 -L -c2G ...``), then ours:
 
     - ``-W<ramp_time>``: always given, as DiskSpd's own default warm-up is 5 s, not 0;
-    - ``-C<cooldown_s>``: run on, unmeasured, after the measured period;
+    - ``-C<cooldown_s>``: run on, unmeasured, after the measured period, so that in a
+      multi-client test every client still loads the target while each one measures (wiki,
+      "Customizing tests");
     - ``-r`` for rand*, else ``-si`` with several threads: by default each thread keeps its
       own sequential offset from 0, so threads overlap and the target sees no sequential
       stream ("consider -si", Profile::Validate); ``-si`` interlocks them on one shared
