@@ -8,7 +8,7 @@ block sizes agree:
 - no-latency.xml: -b64K -t2 -o4 -si -w0 -d20, two targets (4 threads), neither -L nor -D;
 - latency-no-iops.xml: -b8K -t1 -o16 -r -w100 -d15 -L, without -D.
 
-pkb-diskspd_result.xml is a real capture from PerfKitBenchmarker (tests/data/diskspd/SOURCES.md).
+The real capture from PerfKitBenchmarker is tested in tests/test_diskspd_capture.py.
 """
 
 from __future__ import annotations
@@ -370,48 +370,6 @@ def test_other_bucket_durations_are_resampled_to_seconds() -> None:
 def test_refuses_what_is_not_a_usable_result(doc: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         parse_xml(doc)
-
-
-# --------------------------------------------------------------------------- a real capture
-
-PKB = "pkb-diskspd_result.xml"  # DiskSpd 2.0.21a, -W5 -d30, 4 threads, 64 KiB reads
-
-
-def test_real_capture_from_perfkitbenchmarker() -> None:
-    """PerfKitBenchmarker's capture (tests/data/diskspd/SOURCES.md). References: the counts
-    summed by regular expressions here, and PKB's own test of this file, which reads it as
-    3030 read IOPS and 189 MB/s (its figures truncated to integers)."""
-    doc = text(PKB)
-    reads = sum(int(v) for v in re.findall(r"<ReadCount>(\d+)</ReadCount>", doc))
-    nbytes = sum(int(v) for v in re.findall(r"<ReadBytes>(\d+)</ReadBytes>", doc))
-    assert (reads, nbytes) == (90_970, 5_961_809_920)
-    assert nbytes == reads * 65_536
-    r = parse_xml(doc)
-    assert r.version == "2.0.21a" and r.test_time_s == 30.02
-    assert set(r.dirs) == {"read"}  # no writes: -w0
-    read = r.dirs["read"]
-    assert (read.total_ios, read.io_bytes, read.runtime_ms) == (reads, nbytes, 30_020)
-    assert read.iops == pytest.approx(reads / 30.02, rel=1e-3)
-    assert read.bw_bytes == pytest.approx(nbytes / 30.02, rel=1e-3)
-    assert int(read.iops) == 3030 and int(read.bw_bytes / 2**20) == 189  # PKB's figures
-    # Neither -L nor -D was given (<MeasureLatency>/<CalculateIopsStdDev> false): no
-    # latency, no percentiles, no per-second series.
-    assert not r.has_latency and read.clat_percentiles_ns == {} and r.series == {}
-    assert r.outstanding_ios == 4 * 2  # <ThreadsPerFile>4 x <RequestCount>2
-    t = r.timing
-    assert (t.warmup_s, t.duration_s, t.cooldown_s, t.test_time_s) == (5, 30, 0, 30.02)
-    assert t.run_time_unix_s == 1_539_898_744  # 2018/10/18 21:39:04 UTC (date -u +%s)
-
-
-def test_real_capture_aggregates_as_whole_run_with_inexact_percentiles() -> None:
-    out = aggregate([sample_from_xml(text(PKB), client=0, label="pkb-044ffc87-0")])
-    assert out["basis"] == "whole-run"  # no -D series: the whole-run figures
-    read = out["read"]
-    assert read["iops"] == pytest.approx(90_970 / 30.02, rel=1e-3)
-    assert read["bw_bytes"] == pytest.approx(5_961_809_920 / 30.02, rel=1e-3)
-    assert read["percentiles_exact"] is False
-    assert not read["clat_ns"]["p99"]  # no -L: nothing to report
-    assert "write" not in out  # a direction without I/O is left out
 
 
 # --------------------------------------------------------------------------- aggregation
