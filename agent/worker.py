@@ -312,8 +312,14 @@ class Worker:
             targets=[str(d) for d in dirs],
             work_dir=work_dir,
             files_per_target=item.files_per_target,
+            cooldown_s=item.cooldown_s,
             binary=binary,
         )
+        # Lay the files out before reporting ready, as fio's create_only pass does: the
+        # measured run then opens them as they are, and creates nothing after the start.
+        rc, err = proc.layout()
+        if rc != 0:
+            return self._failed(item, lease, f"DiskSpd file layout exited {rc}: {err[-1500:]}")
         scheduled = self._await_start(item, lease)
         if isinstance(scheduled, str):
             return scheduled
@@ -328,6 +334,7 @@ class Worker:
                 item,
                 xml=out.xml,
                 launched_s=out.launched_s,
+                written_s=out.written_s,
                 agent_id=agent,
                 host=self._host,
                 mounts=[mount_facts(t, self.config.mounts[t]) for t in item.targets],

@@ -237,6 +237,13 @@ class WorkItem(_Strict):
     barrier_timeout_s: int = Field(120, ge=5, le=3_600)
     fill: bool = False
     files_per_target: int = Field(1, ge=1, le=64)
+    cooldown_s: int = Field(
+        0,
+        ge=0,
+        le=3_600,
+        description="DiskSpd -C: seconds of load after the measured period, not measured, "
+        "so every client is still loading while the others measure (the profile's)",
+    )
 
 
 Direction = Literal["read", "write"]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.aggregate import ClientSample, aggregate
-from core.diskspd import sample_from_xml
+from core.diskspdxml import sample_from_xml
 from core.fiologs import LogError, timeline_from_logs
 from core.fioparse import ALL_CLIENTS, directions_from_fio, has_bins
 

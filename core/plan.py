@@ -186,6 +186,7 @@ def plan_items(
             barrier_timeout_s=run["request"]["barrier_timeout_s"],
             fill=bool(run.get("fill")),
             files_per_target=run.get("files_per_target", 1),
+            cooldown_s=run.get("cooldown_s", 0),
         )
         for c in range(clients)
     ]

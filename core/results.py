@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from core.diskspd import parse_xml
+from core.diskspdtime import measured_start_s
+from core.diskspdxml import parse_xml
 from core.fioparse import directions_from_fio, fio_version
 from core.models import (
     FillInfo,
@@ -86,24 +87,30 @@ def build_diskspd_result(
     *,
     xml: str,
     launched_s: float,
+    written_s: float,
     agent_id: str,
     host: HostFacts,
     mounts: list[MountFacts],
     scheduled_ms: int | None = None,
 ) -> tuple[Result, ClientTimeline | None]:
-    """DiskSpd's -D buckets count from the end of warm-up; the launch instant plus the
-    warm-up places them on the Unix clock so clients line up with each other."""
-    start_s = launched_s + item.workload.ramp_time
-    parsed = parse_xml(xml, start_unix_s=int(start_s))
-    begin = int(start_s * 1000)
-    end = begin + int(parsed.test_time_s * 1000)
+    """The measured period is placed from DiskSpd's own report (``measured_start_s``: its
+    ``<RunTime>``, cool-down and test time, with the instant its XML was written), not from
+    the launch plus the workload's ramp: the -D buckets then line up across clients. The
+    skew is when DiskSpd's I/O began (measured start less its ``<Warmup>``) against the
+    common start, as fio's is."""
+    parsed = parse_xml(xml)
+    start_s = measured_start_s(parsed.timing, launched_s=launched_s, written_s=written_s)
+    parsed = parsed.placed(start_s)
+    begin = round(start_s * 1000)
+    end = begin + round(parsed.test_time_s * 1000)
     timeline = timeline_from_seconds(begin, end, parsed.series)
     start = None
     if scheduled_ms is not None:
+        io_start_ms = (start_s - parsed.timing.warmup_s) * 1000
         start = StartInfo(
             scheduled_ms=scheduled_ms,
             released_ms=launched_s * 1000,
-            skew_ms=launched_s * 1000 - scheduled_ms,
+            skew_ms=io_start_ms - scheduled_ms,
         )
     result = Result(
         id=item.item_id,

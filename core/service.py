@@ -173,6 +173,7 @@ class RunService:
             "comparison_key": comparison_key(request.engine, resolved, targets, request.clients),
             "fill": fill,
             "files_per_target": profile.files_per_target if profile else 1,
+            "cooldown_s": profile.cooldown_s if profile else 0,
             "target": targets[0],
             "targets": targets,
             "pool": request.pool,
