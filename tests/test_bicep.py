@@ -30,6 +30,7 @@ from pycep import BicepParser
 from adapters.config import SETTING_NAMES, Settings
 from adapters.cosmos import CONTAINERS
 from agent.config import AgentConfig
+from core.guardrails import ROLE_ORDER, best_role
 
 ROOT = Path(__file__).resolve().parent.parent
 BICEP = ROOT / "bicep"
@@ -442,6 +443,40 @@ def test_easy_auth_admits_only_the_agents_and_the_listed_client_applications() -
     assert rest == "apiClientApplications"
     main = parse(BICEP / "main.bicep")["parameters"]
     assert main["apiClientApplications"]["default"] == [AZURE_CLI, AZURE_POWERSHELL]
+
+
+def entra(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((BICEP / "entra" / name).read_text())
+    return data
+
+
+def test_the_app_registration_exposes_a_scope_preauthorized_for_the_allowed_clients() -> None:
+    """What docs/deploy.md PATCHes onto the API's app registration: a delegated scope, so
+    people get tokens through `az login` (no AADSTS65001), for exactly the client apps Easy
+    Auth admits by default."""
+    app, pre = entra("api-app.json"), entra("api-preauthorize.json")
+    (scope,) = app["api"]["oauth2PermissionScopes"]
+    assert scope["value"] == "user_impersonation" and scope["isEnabled"] is True
+    assert app["api"]["requestedAccessTokenVersion"] == 2
+    # The second PATCH repeats the first's api object, plus the pre-authorizations.
+    assert {k: v for k, v in pre["api"].items() if k != "preAuthorizedApplications"} == app["api"]
+    pre_authorized = pre["api"]["preAuthorizedApplications"]
+    assert all(p["delegatedPermissionIds"] == [scope["id"]] for p in pre_authorized)
+    default = parse(BICEP / "main.bicep")["parameters"]["apiClientApplications"]["default"]
+    assert [p["appId"] for p in pre_authorized] == default
+
+
+def test_the_app_roles_are_the_services_roles_and_agent_gives_none() -> None:
+    roles = {r["value"]: r for r in entra("api-app.json")["appRoles"]}
+    assert set(roles) == {f"Bench.{r.title()}" for r in ROLE_ORDER} | {"Bench.Agent"}
+    for name in ROLE_ORDER:
+        assert best_role([f"Bench.{name.title()}"], "") == name
+        assert roles[f"Bench.{name.title()}"]["allowedMemberTypes"] == ["User", "Application"]
+    # Bench.Agent only lets the agents' identity get a token (assignment is required); the
+    # API knows agents by principal id and gives the role itself nothing.
+    assert best_role(["Bench.Agent"], "") == ""
+    assert roles["Bench.Agent"]["allowedMemberTypes"] == ["Application"]
+    assert len({r["id"] for r in roles.values()}) == len(roles)
 
 
 def test_a_caller_without_an_app_role_gets_no_role_by_default() -> None:
