@@ -653,7 +653,7 @@ def test_service_settings_values() -> None:
 
 # ---- f. the Linux agent's cloud-init ----------------------------------------------------
 
-SAMPLE_MOUNTS = [
+SAMPLE_MOUNTS: list[dict[str, Any]] = [
     {
         "alias": "vol1",
         "kind": "nfs",
