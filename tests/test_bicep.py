@@ -759,7 +759,9 @@ def test_the_agent_is_pip_installed_from_the_package_url_into_opt_benchsvc() -> 
     assert ["python3", "-m", "venv", "/opt/benchsvc"] in runcmd
     (pip,) = [c for c in runcmd if c[0] == "/opt/benchsvc/bin/pip"]
     assert pip[1] == "install" and pip[-1] == SAMPLE_PARAMS["agentPackageUrl"]
-    assert runcmd.index(pip) < runcmd.index(["systemctl", "enable", "--now", "benchsvc-agent"])
+    assert runcmd.index(pip) < runcmd.index(
+        ["systemctl", "enable", "--now", "--no-block", "benchsvc-agent"]
+    )
 
 
 AGENT_MOUNT_KEYS = {"path", "fstype", "source"}  # agent/config.py: a mount as an object
@@ -882,7 +884,7 @@ def test_the_agent_requires_every_mount_and_starts_after_the_units_are_loaded() 
         "/mnt/bench/vol1 /mnt/bench/share1 /mnt/bench/anf-v41"
     ]
     runcmd = cloud_init()["runcmd"]
-    enable = runcmd.index(["systemctl", "enable", "--now", "benchsvc-agent"])
+    enable = runcmd.index(["systemctl", "enable", "--now", "--no-block", "benchsvc-agent"])
     assert runcmd.index(["systemctl", "daemon-reload"]) < enable
     # Nothing mounts or fetches outside systemd: no `mount -a`, no one-off credentials fetch.
     assert not any("mount" in c or any("fetch-smb" in a for a in c) for c in runcmd)
