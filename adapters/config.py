@@ -72,7 +72,8 @@ class Settings:
     api_keys: tuple[tuple[str, str, str], ...] = ()
     trust_easyauth: bool = False  # behind App Service Authentication (Azure)
     agent_principals: frozenset[str] = frozenset()  # object ids of the agents' identities
-    default_role: str = "runner"  # for a signed-in caller with no app role
+    # A signed-in caller whose token has no Bench.* app role: None = no access (403).
+    default_role: str | None = None
     teams_bot_secret: str | None = None  # Base64, from Teams' outgoing webhook; Key Vault
     bot_secret: str | None = None  # generic signed webhook; Key Vault
     bot_role: str = "runner"  # what chat users may run
@@ -110,7 +111,7 @@ class Settings:
             agent_principals=frozenset(
                 p.strip() for p in e.get("BENCH_AGENT_PRINCIPALS", "").split(",") if p.strip()
             ),
-            default_role=_role("BENCH_DEFAULT_ROLE", e.get("BENCH_DEFAULT_ROLE", "runner")),
+            default_role=_default_role(e.get("BENCH_DEFAULT_ROLE", "")),
             teams_bot_secret=e.get("BENCH_TEAMS_BOT_SECRET") or None,
             bot_secret=e.get("BENCH_BOT_SECRET") or None,
             bot_role=_role("BENCH_BOT_ROLE", e.get("BENCH_BOT_ROLE", "runner")),
@@ -127,6 +128,14 @@ def _role(setting: str, value: str) -> str:
     if value not in ROLES:
         raise ConfigError(f"{setting}: {value!r} is not one of {', '.join(ROLES)}")
     return value
+
+
+NO_ROLE_VALUES = ("", "none")
+
+
+def _default_role(value: str) -> str | None:
+    """BENCH_DEFAULT_ROLE: unset, empty or ``none`` means no role, hence no access."""
+    return None if value in NO_ROLE_VALUES else _role("BENCH_DEFAULT_ROLE", value)
 
 
 def _targets(text: str) -> list[TargetInfo]:

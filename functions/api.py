@@ -139,7 +139,7 @@ def create_app() -> FastAPI:
         try:
             caller = resolve_caller(request.headers, context.settings())
         except Unauthorized as e:
-            return _errors(401, [{"field": "(auth)", "message": str(e)}])
+            return _errors(e.status, [{"field": e.field, "message": str(e)}])
         if path.startswith("/api/agent/") and not caller.is_agent:
             return _errors(403, [{"field": "(caller)", "message": "agents only"}])
         request.state.caller = caller
