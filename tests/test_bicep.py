@@ -486,7 +486,11 @@ def test_a_caller_without_an_app_role_gets_no_role_by_default() -> None:
     assert main_module_params("functionApp")["defaultRole"] == "defaultRole"
     assert app_settings()["BENCH_DEFAULT_ROLE"] == "defaultRole"
     # Every value the template allows is one the code accepts; "none" means no role.
-    env = {"BENCH_QUEUE_URI": "https://q", "BENCH_COSMOS_ENDPOINT": "https://c"}
+    env = {
+        "BENCH_QUEUE_URI": "https://q",
+        "BENCH_BLOB_URI": "https://b",
+        "BENCH_COSMOS_ENDPOINT": "https://c",
+    }
     roles = {v: Settings.from_env({**env, "BENCH_DEFAULT_ROLE": v}).default_role for v in allowed}
     assert roles == {v: (None if v == "none" else v) for v in allowed}
 
