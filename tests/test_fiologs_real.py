@@ -39,6 +39,7 @@ def job(directory: Path, **options: Any) -> Path:
         "log_hist_msec": 1000,
         "thread": 1,
         "group_reporting": 1,
+        "directory": str(directory),  # data files beside the logs, never in the cwd
         **options,
     }
     path = directory / "job.fio"
