@@ -353,6 +353,10 @@ class RunService:
             return ClaimDecision("drop", "unknown run or item")
         if doc["state"] in TERMINAL_ITEM_STATES:
             return ClaimDecision("drop", f"item already {doc['state']}")
+        if _held_by_another(doc, agent, message_id, dequeue_count):
+            # A copy of a message someone else holds: it ends nothing (decided again below,
+            # inside the compare-and-swap, for the copy that might still take the item).
+            return ClaimDecision("drop", f"duplicate message: {doc.get('agent_id')} holds it")
         if run.get("cancel_requested"):
             self._end_item(item, "cancelled", "run cancelled")
             return ClaimDecision("drop", "run cancelled")
@@ -388,16 +392,13 @@ class RunService:
             if d["state"] in TERMINAL_ITEM_STATES:
                 verdict[:] = [ClaimDecision("drop", f"item already {d['state']}")]
                 return False
-            if d["state"] in HELD_ITEM_STATES and not holds(d, agent):
+            if _held_by_another(d, agent, message_id, dequeue_count):
                 holder = d.get("agent_id")
-                # Only a later delivery of the holder's own message may take the item over:
-                # the queue gave it out again because the holder's lease ran out.
-                redelivered = d.get("message_id") == message_id and dequeue_count > int(
-                    d.get("attempts") or 0
-                )
-                if not redelivered:
-                    verdict[:] = [ClaimDecision("drop", f"duplicate message: {holder} holds it")]
-                    return False
+                verdict[:] = [ClaimDecision("drop", f"duplicate message: {holder} holds it")]
+                return False
+            if d["state"] in HELD_ITEM_STATES and not holds(d, agent):
+                # The holder's lease ran out: the queue gave its message out again.
+                holder = d.get("agent_id")
                 if started_together:
                     reason = f"client {holder} stopped renewing its lease during the step"
                     d.update(state="failed", reason=reason, ended_at=now_iso())
@@ -963,6 +964,16 @@ def _set_state(state: str, reason: str) -> Callable[[Doc], None]:
             d.update(state=state, reason=reason, ended_at=now_iso())
 
     return apply
+
+
+def _held_by_another(d: Doc, agent: AgentRef, message_id: str, dequeue_count: int) -> bool:
+    """Whether another agent holds the item and this delivery may not take it over. Only a
+    later delivery of the holder's own message may: the queue gave it out again because the
+    holder's lease ran out (a higher dequeue count than the holder's claim)."""
+    if d["state"] not in HELD_ITEM_STATES or holds(d, agent):
+        return False
+    redelivered = d.get("message_id") == message_id and dequeue_count > int(d.get("attempts") or 0)
+    return not redelivered
 
 
 def _ended(doc: Doc) -> BarrierDecision:
