@@ -31,6 +31,7 @@ from tenacity import (
     RetryCallState,
     Retrying,
     retry_if_exception_type,
+    sleep_using_event,
     stop_after_delay,
     stop_when_event_set,
     wait_random_exponential,
@@ -109,14 +110,22 @@ class ApiClient:
         return data
 
     def _call(self, method: str, path: str, body: Any) -> dict[str, Any]:
+        give_up = self._give_up
+
+        def attempt() -> dict[str, Any]:
+            if give_up.is_set():  # the lease was lost while we waited: send nothing more
+                raise StoreUnavailable(f"{method} {path} not sent: the item's lease is lost")
+            return self._send(method, path, body, None)
+
         retrying = Retrying(
             retry=retry_if_exception_type(StoreUnavailable),
             wait=wait_random_exponential(multiplier=0.5, max=RETRY_MAX_WAIT_S),
-            stop=stop_after_delay(self.retry_budget_s) | stop_when_event_set(self._give_up),
+            stop=stop_after_delay(self.retry_budget_s) | stop_when_event_set(give_up),
+            sleep=sleep_using_event(give_up),  # a lost lease cuts the backoff short
             before_sleep=_log_retry,
             reraise=True,
         )
-        result: dict[str, Any] = retrying(self._send, method, path, body, None)
+        result: dict[str, Any] = retrying(attempt)
         return result
 
     def claim(
