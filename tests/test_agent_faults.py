@@ -85,6 +85,15 @@ def test_a_client_hearing_go_after_an_outage_gets_an_instant_of_its_own(
     api2.start()
 
     run = wait_state(api, run_id, ("completed", "failed"), timeout=120)
+    results = {r["agent_id"]: r for r in store.list_results(run_id)}
+    print(
+        "step instant",
+        common,
+        {
+            who: (r["start"]["scheduled_ms"] - common, r["start"]["skew_ms"])
+            for who, r in results.items()
+        },
+    )
     assert [i["state"] for i in run["items"]] == ["completed", "completed"], run
     assert store.get_item(run_id, step_id)["start_at_ms"] == common  # the step's instant
     b_doc = store.get_item(run_id, b_item["id"])
@@ -92,7 +101,6 @@ def test_a_client_hearing_go_after_an_outage_gets_an_instant_of_its_own(
     note = b_doc["rebarriered"]
     assert note["step_start_at_ms"] == common and note["start_at_ms"] == own
     assert note["late_ms"] >= 3000 and own >= restarted_ms
-    results = {r["agent_id"]: r for r in store.list_results(run_id)}
     assert results[a.name]["start"]["scheduled_ms"] == common
     started_b = results[b.name]["start"]
     assert started_b["scheduled_ms"] == own  # not the past instant
