@@ -25,6 +25,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 from tenacity import (
@@ -90,14 +91,27 @@ class ApiClient:
             headers["X-Api-Key"] = self._api_key
         return headers
 
-    def _send(self, method: str, path: str, body: Any, timeout: float | None) -> dict[str, Any]:
+    def _send(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        content: bytes | None = None,
+        content_type: str | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
         """One attempt. StoreUnavailable for what may pass, ApiError for a refusal."""
+        headers = self._headers()
+        if content_type:
+            headers["Content-Type"] = content_type
         try:
             r = self._http.request(
                 method,
                 path,
                 json=body,
-                headers=self._headers(),
+                content=content,
+                headers=headers,
                 timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout,
             )
         except httpx.TransportError as e:  # refused, reset, timed out
@@ -109,13 +123,13 @@ class ApiClient:
         data: dict[str, Any] = r.json()
         return data
 
-    def _call(self, method: str, path: str, body: Any) -> dict[str, Any]:
+    def _call(self, method: str, path: str, body: Any = None, **raw: Any) -> dict[str, Any]:
         give_up = self._give_up
 
         def attempt() -> dict[str, Any]:
             if give_up.is_set():  # the lease was lost while we waited: send nothing more
                 raise StoreUnavailable(f"{method} {path} not sent: the item's lease is lost")
-            return self._send(method, path, body, None)
+            return self._send(method, path, body, **raw)
 
         retrying = Retrying(
             retry=retry_if_exception_type(StoreUnavailable),
@@ -155,7 +169,7 @@ class ApiClient:
         """True when the run was cancelled. ApiError 404/409: the run or item is gone or
         no longer this agent's."""
         body = self._ref(item, agent_id)
-        r = self._send("POST", "/api/agent/heartbeat", body, HEARTBEAT_TIMEOUT_S)
+        r = self._send("POST", "/api/agent/heartbeat", body, timeout=HEARTBEAT_TIMEOUT_S)
         return bool(r.get("cancel"))
 
     def failure(self, item: WorkItem, agent_id: str, message: str) -> bool:
@@ -165,6 +179,11 @@ class ApiClient:
 
     def cancelled(self, item: WorkItem, agent_id: str) -> None:
         self._call("POST", "/api/agent/cancelled", self._ref(item, agent_id))
+
+    def put_artifact(self, item: WorkItem, agent_id: str, name: str, data: bytes) -> None:
+        """Uploading again writes the same blob: retried like the others."""
+        path = f"/api/agent/artifacts/{item.item_id}/{name}?agent_id={quote(agent_id)}"
+        self._call("PUT", path, content=data, content_type="application/gzip")
 
     def put_result(self, result: dict[str, Any]) -> dict[str, Any]:
         return self._call("PUT", f"/api/agent/results/{result['item_id']}", result)

@@ -27,6 +27,7 @@ from core.errors import (
     FieldError,
     NotFound,
     StoreUnavailable,
+    TooLarge,
     ValidationFailed,
 )
 from core.guardrails import LOCAL_CALLER, Caller, Forbidden
@@ -146,7 +147,7 @@ def create_app() -> FastAPI:
         try:
             caller = resolve_caller(request.headers, context.settings())
         except Unauthorized as e:
-            return _errors(401, [{"field": "(auth)", "message": str(e)}])
+            return _errors(e.status, [{"field": e.field, "message": str(e)}])
         if path.startswith("/api/agent/") and not caller.is_agent:
             return _errors(403, [{"field": "(caller)", "message": "agents only"}])
         request.state.caller = caller
@@ -167,6 +168,10 @@ def create_app() -> FastAPI:
     @app.exception_handler(Conflict)
     async def _conflict(_: Request, e: Conflict) -> JSONResponse:
         return _errors(409, [{"field": "(request)", "message": str(e)}])
+
+    @app.exception_handler(TooLarge)
+    async def _too_large(_: Request, e: TooLarge) -> JSONResponse:
+        return _errors(413, [{"field": "(body)", "message": str(e)}])
 
     @app.exception_handler(StoreUnavailable)
     async def _down(_: Request, e: StoreUnavailable) -> JSONResponse:
@@ -355,8 +360,8 @@ def create_app() -> FastAPI:
 
     @app.get("/api/runs/{run_id}/results/{item_id}")
     async def get_result(run_id: str, item_id: str) -> dict[str, Any]:
-        doc = await asyncio.to_thread(context.store().get_result, run_id, item_id)
-        return {k: v for k, v in doc.items() if not k.startswith("_")}
+        """One client's result with its per-second series and the engine's own output."""
+        return await asyncio.to_thread(_svc().full_result, run_id, item_id)
 
     # ---- agent protocol (agents hold no database rights; the API writes for them) ----
 
@@ -411,6 +416,21 @@ def create_app() -> FastAPI:
         agent = _agent(request, b.agent_id)
         await asyncio.to_thread(_svc().report_cancelled, b.run_id, b.item_id, agent)
         return {"status": "recorded"}
+
+    @app.put("/api/agent/artifacts/{item_id}/{name}")
+    async def put_artifact(
+        item_id: str,
+        name: str,
+        request: Request,
+        agent_id: Annotated[str, Query(min_length=1, max_length=128)],
+    ) -> JSONResponse:
+        """A large output of an item (gzip): its timeline, the engine's output, its logs;
+        from the agent holding the item (``agent_id``), 409 otherwise."""
+        run_id = item_id.rsplit(".", 2)[0]
+        data = await request.body()
+        agent = _agent(request, agent_id)
+        size = await asyncio.to_thread(_svc().put_artifact, run_id, item_id, name, data, agent)
+        return JSONResponse({"stored": True, "bytes": size}, status_code=201)
 
     @app.put("/api/agent/results/{item_id}")
     async def put_result(item_id: str, request: Request) -> JSONResponse:

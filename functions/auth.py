@@ -31,6 +31,16 @@ assert set(SELF_DECLARED_DOORS) <= set(DOORS)
 class Unauthorized(BenchError):
     """HTTP 401."""
 
+    status = 401
+    field = "(auth)"
+
+
+class NoAppRole(Unauthorized):
+    """HTTP 403: signed in, but no Bench.* app role and no default role configured."""
+
+    status = 403
+    field = "(caller)"
+
 
 def _door(headers: Any) -> str:
     door = str(headers.get("x-bench-door", "api")).lower()
@@ -63,9 +73,12 @@ def resolve_caller(headers: Any, settings: Settings) -> Caller:
             )
             name = headers.get("x-ms-client-principal-name") or oid or "unknown"
             if oid and oid in settings.agent_principals:
-                name = MANAGED_IDENTITY_PREFIX + oid
-                return Caller(name=name, role=AGENT_ROLE, door="api", is_agent=True)
-            return Caller(name=name, role=best_role(roles, settings.default_role), door=door)
+                agent = MANAGED_IDENTITY_PREFIX + oid
+                return Caller(name=agent, role=AGENT_ROLE, door="api", is_agent=True)
+            role = best_role(roles, settings.default_role or "")
+            if not role:  # no role means no access (BENCH_DEFAULT_ROLE unset)
+                raise NoAppRole(f"{name} has no Bench.* app role for this API")
+            return Caller(name=name, role=role, door=door)
     if settings.api_keys:
         given = str(headers.get("x-api-key", ""))
         for name, role, key in settings.api_keys:
