@@ -107,6 +107,11 @@ def test_a_client_hearing_go_after_an_outage_gets_an_instant_of_its_own(
     assert -2 <= started_b["skew_ms"] < 1000  # measured from its own instant
     public = next(i for i in run["items"] if i["id"] == b_item["id"])
     assert public["start_at_ms"] == own and public["rebarriered"] == note
+    # The aggregation sees B started seconds from the common instant: left out, named.
+    agg = run["aggregate"]
+    assert agg["partial"] is True and agg["clients"] == 1
+    [late] = agg["failed_clients"]
+    assert late["agent_id"] == b.name and "from the step's common instant" in late["error"]
 
 
 def test_a_result_put_during_an_api_outage_is_retried_not_redone(
