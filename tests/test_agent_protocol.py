@@ -159,7 +159,12 @@ def test_a_second_agent_cannot_forge_reports_for_an_item_it_does_not_hold(
                 continue
             assert r.status_code == 409, (what, r.status_code, r.text)
             assert f"agent {forger} does not hold item {item.item_id}" in r.text, r.text
+        upload = f"/api/agent/artifacts/{item.item_id}/raw"
+        r = c.put(upload, params={"agent_id": forger}, content=b"\x1f\x8b", headers=key(forger))
+        assert r.status_code == 409, r.text
         # Its key proves who it is: posing as the holder is refused, naming the field.
+        r = c.put(upload, params={"agent_id": holder}, content=b"\x1f\x8b", headers=key(forger))
+        assert r.status_code == 403 and r.json()["errors"][0]["field"] == "agent_id"
         r = c.put(
             f"/api/agent/results/{item.item_id}",
             json={**forged, "agent_id": holder},
