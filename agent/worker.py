@@ -94,6 +94,15 @@ class Lease:
                 try:
                     if self._heartbeat():
                         self.cancelled.set()
+                except ApiError as e:
+                    if e.status not in (404, 409):
+                        log.warning("heartbeat refused: %s", e)
+                        continue
+                    # The run or item is gone, or the item is no longer ours: stop fio and
+                    # write nothing, as when the lease is lost.
+                    log.error("heartbeat: %s; stopping", e)
+                    self.lost.set()
+                    self._stop.set()
                 except BenchError as e:
                     log.warning("heartbeat failed: %s", e)
 
@@ -183,7 +192,9 @@ class Worker:
         )
         lease.start()
         try:
-            return self._run_item(item, lease)
+            # Transient API failures are retried while the lease is held (agent.api_client).
+            with self.api.retry_until(lease.lost):
+                return self._run_item(item, lease)
         except ApiError as e:
             # The API refused a call (a 4xx): say so on the item, so the run shows the cause.
             log.error("item %s: %s", item.item_id, e)
@@ -276,7 +287,7 @@ class Worker:
     ) -> dict[ArtifactName, ArtifactRef]:
         """Large outputs go to Blob Storage through the API before the result names them."""
         for name, data in packed.items():
-            self.api.put_artifact(item, name, data)
+            self.api.put_artifact(item, self.config.agent_id, name, data)
         return {name: ref(name, data) for name, data in packed.items()}
 
     def _await_start(self, item: WorkItem, lease: Lease) -> int | str:

@@ -23,9 +23,10 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
+from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_random_exponential
 
 from benchctl import localstack
-from benchctl.client import Api, CliError, resolve_connection
+from benchctl.client import Api, ApiUnavailable, CliError, resolve_connection
 from benchctl.render import (
     aggregate_table,
     compare_markdown,
@@ -138,7 +139,7 @@ def _progress_rows(run: dict[str, Any], now_ms: int) -> list[tuple[str, str, int
     for item in run["items"]:
         step = steps.get(item["step"], {})
         total = _step_seconds(step)
-        start = step.get("start_at_ms")
+        start = item.get("start_at_ms") or step.get("start_at_ms")  # own instant if rejoined
         if item["state"] in ("completed", "failed", "cancelled"):
             done = float(total)
         elif item["state"] == "running" and start:
@@ -149,6 +150,34 @@ def _progress_rows(run: dict[str, Any], now_ms: int) -> list[tuple[str, str, int
         desc = f"step {item['step']} client {item['client']} [{agent}]: {item['state']}"
         rows.append((item["id"], desc, total, done))
     return rows
+
+
+def _poll(
+    api: Api, run_id: str, deadline: float, timeout_s: float, console: Console
+) -> dict[str, Any]:
+    """The run, read again through API restarts, timeouts and 5xx answers (capped,
+    jittered backoff) until the wait's own deadline: the run carries on meanwhile."""
+
+    def get() -> dict[str, Any]:
+        left = deadline - time.monotonic()
+        return api.get(run_id, timeout=min(30.0, max(1.0, left)))
+
+    def note(state: Any) -> None:
+        console.print(f"[yellow]{state.outcome.exception()}; retrying[/yellow]")
+
+    retrying = Retrying(
+        retry=retry_if_exception_type(ApiUnavailable),
+        wait=wait_random_exponential(multiplier=0.5, max=5),
+        stop=stop_after_delay(max(0.0, deadline - time.monotonic())),
+        before_sleep=note,
+        reraise=True,
+    )
+    try:
+        return retrying(get)
+    except ApiUnavailable as e:
+        raise CliError(
+            f"run {run_id}: no answer from the API within {timeout_s:.0f} s: {e}", EXIT_TIMEOUT
+        ) from e
 
 
 def wait_for(api: Api, run_id: str, *, timeout_s: float, quiet: bool) -> dict[str, Any]:
@@ -167,7 +196,7 @@ def wait_for(api: Api, run_id: str, *, timeout_s: float, quiet: bool) -> dict[st
     ) as progress:
         tasks: dict[str, Any] = {}
         while True:
-            run = api.get(run_id)
+            run = _poll(api, run_id, deadline, timeout_s, console)
             for key, desc, total, done in _progress_rows(run, int(time.time() * 1000)):
                 if key not in tasks:
                     tasks[key] = progress.add_task(desc, total=total)

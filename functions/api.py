@@ -31,12 +31,13 @@ from core.errors import (
     ValidationFailed,
 )
 from core.guardrails import LOCAL_CALLER, Caller, Forbidden
+from core.holder import AgentRef
 from core.models import WorkItem
 from core.runstate import RunState
 from core.service import BarrierDecision, RunService
 from core.validation import schema_path
 from functions import bot, context, timers
-from functions.auth import Unauthorized, resolve_caller
+from functions.auth import Unauthorized, agent_ref, resolve_caller
 
 log = logging.getLogger(__name__)
 RUN_STATES: tuple[str, ...] = get_args(RunState)
@@ -79,6 +80,13 @@ class ItemRef(_AgentBody):
 
 class FailureBody(ItemRef):
     message: str = Field(max_length=8000)
+    # Keys the report, so that a retried report is recorded once (a uuid per report).
+    report_id: str | None = Field(None, min_length=1, max_length=64)
+
+
+def _agent(request: Request, agent_id: str) -> AgentRef:
+    """The reporting agent, as its credential proves it (403 naming agent_id otherwise)."""
+    return agent_ref(_caller(request), agent_id)
 
 
 def _parse(model: type[BaseModel], body: Any) -> Any:
@@ -290,14 +298,17 @@ def create_app() -> FastAPI:
 
     @app.patch("/api/schedules/{schedule_id}")
     async def patch_schedule(schedule_id: str, request: Request) -> dict[str, Any]:
-        _must_manage(request)
+        """Engineers and admins change any schedule; runners enable, disable or rename
+        their own (``owner``): 403 naming the field otherwise."""
         body = await _json(request)
-        return await asyncio.to_thread(context.scheduler().patch, schedule_id, body)
+        return await asyncio.to_thread(
+            context.scheduler().patch, schedule_id, body, _caller(request)
+        )
 
     @app.delete("/api/schedules/{schedule_id}", status_code=204)
     async def delete_schedule(schedule_id: str, request: Request) -> Response:
-        _must_manage(request)
-        await asyncio.to_thread(context.scheduler().delete, schedule_id)
+        """Engineers and admins delete any schedule; runners their own (``owner``)."""
+        await asyncio.to_thread(context.scheduler().delete, schedule_id, _caller(request))
         return Response(status_code=204)
 
     @app.get("/api/series")
@@ -319,10 +330,13 @@ def create_app() -> FastAPI:
 
     @app.patch("/api/regressions/{key}/{regression_id}")
     async def triage(key: str, regression_id: str, request: Request) -> dict[str, Any]:
-        _must_manage(request)
+        """Engineers and admins triage any regression; runners those first seen on their
+        own runs (403 naming ``first_run_id`` otherwise)."""
         body = await _json(request)
         state = body.get("state") if isinstance(body, dict) else None
-        return await asyncio.to_thread(context.monitor().triage, key, regression_id, str(state))
+        return await asyncio.to_thread(
+            context.monitor().triage, key, regression_id, str(state), _caller(request)
+        )
 
     @app.get("/api/profiles")
     async def profiles() -> dict[str, Any]:
@@ -337,10 +351,12 @@ def create_app() -> FastAPI:
 
     @app.delete("/api/runs/{run_id}", status_code=202)
     async def cancel_run(run_id: str, request: Request) -> dict[str, Any]:
+        """Runners cancel their own runs, engineers and admins any (403 naming
+        ``requested_by.name`` otherwise)."""
         caller = _caller(request)
         if caller.limits.max_clients == 0:
             raise Forbidden([FieldError("(caller)", f"role {caller.role} may not cancel runs")])
-        return await asyncio.to_thread(_svc().cancel, run_id)
+        return await asyncio.to_thread(_svc().cancel, run_id, caller)
 
     @app.get("/api/runs/{run_id}/results/{item_id}")
     async def get_result(run_id: str, item_id: str) -> dict[str, Any]:
@@ -349,13 +365,16 @@ def create_app() -> FastAPI:
 
     # ---- agent protocol (agents hold no database rights; the API writes for them) ----
 
+    # Each report is accepted only from the agent holding the item, in a state where it
+    # may send it: anything else is 409 and changes nothing (core.holder).
+
     @app.post("/api/agent/claim")
     async def claim(request: Request) -> dict[str, str]:
         b: ClaimBody = _parse(ClaimBody, await _json(request))
         d = await asyncio.to_thread(
             _svc().claim,
             b.work_item,
-            agent_id=b.agent_id,
+            agent=_agent(request, b.agent_id),
             dequeue_count=b.dequeue_count,
             message_id=b.message_id,
         )
@@ -367,38 +386,50 @@ def create_app() -> FastAPI:
     @app.post("/api/agent/ready")
     async def ready(request: Request) -> dict[str, Any]:
         b: ItemRef = _parse(ItemRef, await _json(request))
-        return _barrier(await asyncio.to_thread(_svc().ready, b.run_id, b.item_id, b.agent_id))
+        agent = _agent(request, b.agent_id)
+        return _barrier(await asyncio.to_thread(_svc().ready, b.run_id, b.item_id, agent))
 
     @app.post("/api/agent/barrier")
     async def barrier(request: Request) -> dict[str, Any]:
         b: ItemRef = _parse(ItemRef, await _json(request))
-        return _barrier(await asyncio.to_thread(_svc().barrier, b.run_id, b.item_id, b.agent_id))
+        agent = _agent(request, b.agent_id)
+        return _barrier(await asyncio.to_thread(_svc().barrier, b.run_id, b.item_id, agent))
 
     @app.post("/api/agent/heartbeat")
     async def heartbeat(request: Request) -> dict[str, bool]:
         b: ItemRef = _parse(ItemRef, await _json(request))
-        return await asyncio.to_thread(_svc().heartbeat, b.run_id, b.item_id, b.agent_id)
+        agent = _agent(request, b.agent_id)
+        return await asyncio.to_thread(_svc().heartbeat, b.run_id, b.item_id, agent)
 
     @app.post("/api/agent/failure")
     async def failure(request: Request) -> dict[str, Any]:
         b: FailureBody = _parse(FailureBody, await _json(request))
+        agent = _agent(request, b.agent_id)
         final = await asyncio.to_thread(
-            _svc().report_failure, b.run_id, b.item_id, b.agent_id, b.message
+            _svc().report_failure, b.run_id, b.item_id, agent, b.message, report_id=b.report_id
         )
         return {"status": "recorded", "final": final}
 
     @app.post("/api/agent/cancelled")
     async def cancelled(request: Request) -> dict[str, str]:
         b: ItemRef = _parse(ItemRef, await _json(request))
-        await asyncio.to_thread(_svc().report_cancelled, b.run_id, b.item_id, b.agent_id)
+        agent = _agent(request, b.agent_id)
+        await asyncio.to_thread(_svc().report_cancelled, b.run_id, b.item_id, agent)
         return {"status": "recorded"}
 
     @app.put("/api/agent/artifacts/{item_id}/{name}")
-    async def put_artifact(item_id: str, name: str, request: Request) -> JSONResponse:
-        """A large output of an item (gzip): its timeline, the engine's output, its logs."""
+    async def put_artifact(
+        item_id: str,
+        name: str,
+        request: Request,
+        agent_id: Annotated[str, Query(min_length=1, max_length=128)],
+    ) -> JSONResponse:
+        """A large output of an item (gzip): its timeline, the engine's output, its logs;
+        from the agent holding the item (``agent_id``), 409 otherwise."""
         run_id = item_id.rsplit(".", 2)[0]
         data = await request.body()
-        size = await asyncio.to_thread(_svc().put_artifact, run_id, item_id, name, data)
+        agent = _agent(request, agent_id)
+        size = await asyncio.to_thread(_svc().put_artifact, run_id, item_id, name, data, agent)
         return JSONResponse({"stored": True, "bytes": size}, status_code=201)
 
     @app.put("/api/agent/results/{item_id}")
@@ -406,7 +437,11 @@ def create_app() -> FastAPI:
         body = await _json(request)
         if not isinstance(body, dict) or body.get("item_id") != item_id:
             raise ValidationFailed([FieldError("item_id", "must match the URL")])
-        created = await asyncio.to_thread(_svc().store_result, body)
+        claimed = body.get("agent_id")
+        if not isinstance(claimed, str) or not claimed:
+            raise ValidationFailed([FieldError("agent_id", "required")])
+        agent = _agent(request, claimed)
+        created = await asyncio.to_thread(_svc().store_result, body, agent)
         return JSONResponse(
             {"stored": True, "duplicate": not created}, status_code=201 if created else 200
         )

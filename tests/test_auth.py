@@ -362,3 +362,25 @@ def test_limits_count_every_step_and_repetition() -> None:
     assert limits_errors({"targets": ["u", "t"], "workload": {"rw": "write"}}, "admin", ro)[
         0
     ].startswith("targets.1: target t is read-only")
+
+
+def test_an_agents_identity_comes_from_its_credential() -> None:
+    from core.guardrails import Forbidden
+    from core.holder import AgentRef
+    from functions.auth import agent_ref
+
+    s = settings(
+        BENCH_API_KEYS="vm1:agent:agent-key-0123456789abcd",
+        BENCH_TRUST_EASYAUTH="1",
+        BENCH_AGENT_PRINCIPALS="oid-pool",
+    )
+    keyed = resolve_caller({"x-api-key": "agent-key-0123456789abcd"}, s)
+    assert agent_ref(keyed, "vm1") == AgentRef("vm1", principal="vm1")
+    with pytest.raises(Forbidden) as posing:
+        agent_ref(keyed, "vm2")  # a key names its agent
+    assert posing.value.errors[0].field == "agent_id"
+    # A managed identity proves the pool's agent: recorded, with the agent id it gives.
+    mi = {"x-ms-client-principal": principal([]), "x-ms-client-principal-id": "oid-pool"}
+    assert agent_ref(resolve_caller(mi, s), "vm7") == AgentRef("vm7", principal="agent:oid-pool")
+    # Open local mode: no credential, the agent id given is all there is.
+    assert agent_ref(resolve_caller({}, settings()), "vm3") == AgentRef("vm3")
