@@ -21,6 +21,7 @@ LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 # Every setting the code reads, for the Bicep/app-settings cross-check.
 SETTING_NAMES = (
     "BENCH_QUEUE_URI",
+    "BENCH_BLOB_URI",
     "BENCH_COSMOS_ENDPOINT",
     "BENCH_COSMOS_DATABASE",
     "BENCH_MAX_DELIVERIES",
@@ -55,6 +56,7 @@ class ConfigError(BenchError):
 class Settings:
     queue_uri: str
     cosmos_endpoint: str
+    blob_uri: str = ""  # the artifacts container's account (Blob Storage endpoint)
     cosmos_database: str = "bench"
     max_deliveries: int = 5
     pools: tuple[str, ...] = ("default",)  # agent pools that have queues (Bicep creates them)
@@ -70,7 +72,8 @@ class Settings:
     api_keys: tuple[tuple[str, str, str], ...] = ()
     trust_easyauth: bool = False  # behind App Service Authentication (Azure)
     agent_principals: frozenset[str] = frozenset()  # object ids of the agents' identities
-    default_role: str = "runner"  # for a signed-in caller with no app role
+    # A signed-in caller whose token has no Bench.* app role: None = no access (403).
+    default_role: str | None = None
     teams_bot_secret: str | None = None  # Base64, from Teams' outgoing webhook; Key Vault
     bot_secret: str | None = None  # generic signed webhook; Key Vault
     bot_role: str = "runner"  # what chat users may run
@@ -84,11 +87,13 @@ class Settings:
             k: ("" if v.startswith(UNRESOLVED_KEY_VAULT_REFERENCE) else v)
             for k, v in (os.environ if env is None else env).items()
         }
-        missing = [k for k in ("BENCH_QUEUE_URI", "BENCH_COSMOS_ENDPOINT") if not e.get(k)]
+        required = ("BENCH_QUEUE_URI", "BENCH_BLOB_URI", "BENCH_COSMOS_ENDPOINT")
+        missing = [k for k in required if not e.get(k)]
         if missing:
             raise ConfigError(f"missing settings: {', '.join(missing)}")
         settings = cls(
             queue_uri=e["BENCH_QUEUE_URI"].rstrip("/"),
+            blob_uri=e["BENCH_BLOB_URI"].rstrip("/"),
             cosmos_endpoint=e["BENCH_COSMOS_ENDPOINT"],
             cosmos_database=e.get("BENCH_COSMOS_DATABASE", "bench"),
             max_deliveries=int(e.get("BENCH_MAX_DELIVERIES", "5")),
@@ -106,14 +111,14 @@ class Settings:
             agent_principals=frozenset(
                 p.strip() for p in e.get("BENCH_AGENT_PRINCIPALS", "").split(",") if p.strip()
             ),
-            default_role=_role("BENCH_DEFAULT_ROLE", e.get("BENCH_DEFAULT_ROLE", "runner")),
+            default_role=_default_role(e.get("BENCH_DEFAULT_ROLE", "")),
             teams_bot_secret=e.get("BENCH_TEAMS_BOT_SECRET") or None,
             bot_secret=e.get("BENCH_BOT_SECRET") or None,
             bot_role=_role("BENCH_BOT_ROLE", e.get("BENCH_BOT_ROLE", "runner")),
             targets=tuple(_targets(e.get("BENCH_TARGETS", ""))),
         )
         if settings.local_emulators:
-            for uri in (settings.queue_uri, settings.cosmos_endpoint):
+            for uri in (settings.queue_uri, settings.blob_uri, settings.cosmos_endpoint):
                 if urlparse(uri).hostname not in LOOPBACK_HOSTS:
                     raise ConfigError(f"local emulator mode only talks to loopback, not {uri}")
         return settings
@@ -123,6 +128,14 @@ def _role(setting: str, value: str) -> str:
     if value not in ROLES:
         raise ConfigError(f"{setting}: {value!r} is not one of {', '.join(ROLES)}")
     return value
+
+
+NO_ROLE_VALUES = ("", "none")
+
+
+def _default_role(value: str) -> str | None:
+    """BENCH_DEFAULT_ROLE: unset, empty or ``none`` means no role, hence no access."""
+    return None if value in NO_ROLE_VALUES else _role("BENCH_DEFAULT_ROLE", value)
 
 
 def _targets(text: str) -> list[TargetInfo]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 from types import FrameType
@@ -22,6 +23,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--queue-uri")
     p.add_argument("--pool")
     p.add_argument("--agent-id")
+    p.add_argument(
+        "--api-key",
+        help="this agent's API key (else $BENCH_AGENT_API_KEY); its name must be the agent id",
+    )
     p.add_argument(
         "--mount",
         action="append",
@@ -68,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         "queue_uri": a.queue_uri,
         "pool": a.pool,
         "agent_id": a.agent_id,
+        "api_key": a.api_key or os.environ.get("BENCH_AGENT_API_KEY") or None,
         "visibility_timeout": a.visibility_timeout,
         "retry_delay_s": a.retry_delay_s,
         "idle_max_s": a.idle_max_s,
@@ -91,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         local_emulators=config.local_emulators,
         client_id=config.managed_identity_client_id,
     )
-    worker = Worker(config, queues, ApiClient(config.api_url, token_provider=token))
+    api = ApiClient(config.api_url, token_provider=token, api_key=config.api_key)
+    worker = Worker(config, queues, api)
 
     def on_signal(signum: int, _: FrameType | None) -> None:
         logging.getLogger("agent").info(

@@ -1,45 +1,146 @@
-"""The agent's calls to the service API (agents hold no database rights)."""
+"""The agent's calls to the service API (agents hold no database rights).
+
+A transient failure (no answer, a timeout, 429 or a 5xx) is retried with capped exponential
+backoff and full jitter (tenacity's ``wait_random_exponential``, the "Full Jitter" of
+AWS's "Exponential Backoff and Jitter"), for up to ``retry_budget_s`` and only until the
+event given to :meth:`ApiClient.retry_until` is set (the worker gives its lease's ``lost``:
+once the message may be someone else's, nothing more is sent). Every retried call is
+idempotent on the server: a claim or a ready again by the same agent is the same claim or
+ready, a barrier poll is a read, a failure report carries its ``report_id`` and is recorded
+once, a result is stored once per item, a cancelled report again is accepted as done.
+
+tenacity rather than azure-core's RetryPolicy: azure-core counts attempts instead of time,
+has no jitter in its backoff and cannot stop when the lease is lost without a subclass;
+tenacity composes all three (``stop_after_delay | stop_when_event_set``).
+
+Heartbeats are never retried: the next beat comes 2 s later, and a long retry would hold
+up the lease renewals that share their thread.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import threading
+import uuid
+from collections.abc import Iterator
 from typing import Any
+from urllib.parse import quote
 
 import httpx
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception_type,
+    sleep_using_event,
+    stop_after_delay,
+    stop_when_event_set,
+    wait_random_exponential,
+)
 
 from core.errors import BenchError, StoreUnavailable
 from core.models import WorkItem
 
+log = logging.getLogger(__name__)
+RETRY_BUDGET_S = 120.0  # at least 60 s (issue 12.9): an API restart or a Functions cold start
+RETRY_MAX_WAIT_S = 8.0  # the backoff's cap: a recovered API is heard within this
+HEARTBEAT_TIMEOUT_S = 2.0
+
 
 class ApiError(BenchError):
+    """The API answered with a 4xx: an answer, not a failure to retry."""
+
     def __init__(self, status: int, body: str) -> None:
         super().__init__(f"API answered {status}: {body[:500]}")
         self.status = status
 
 
+def _log_retry(state: RetryCallState) -> None:
+    failed = state.outcome.exception() if state.outcome else None
+    log.warning("API call failed (%s); retry %d", failed, state.attempt_number)
+
+
 class ApiClient:
     def __init__(
-        self, base_url: str, *, token_provider: Any = None, timeout: float = 30.0, retries: int = 3
+        self,
+        base_url: str,
+        *,
+        token_provider: Any = None,
+        api_key: str | None = None,
+        timeout: float = 30.0,
+        retry_budget_s: float = RETRY_BUDGET_S,
     ) -> None:
-        transport = httpx.HTTPTransport(retries=retries)  # connection-level retries
-        self._http = httpx.Client(
-            base_url=base_url.rstrip("/"), timeout=timeout, transport=transport
-        )
+        self._http = httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout)
         self._token = token_provider
+        self._api_key = api_key
+        self.retry_budget_s = retry_budget_s
+        self._give_up = threading.Event()  # never set: retry for the whole budget
+
+    @contextlib.contextmanager
+    def retry_until(self, give_up: threading.Event) -> Iterator[None]:
+        """Within the block, stop retrying as soon as ``give_up`` is set."""
+        previous, self._give_up = self._give_up, give_up
+        try:
+            yield
+        finally:
+            self._give_up = previous
 
     def _headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self._token()}"} if self._token else {}
+        headers = {"Authorization": f"Bearer {self._token()}"} if self._token else {}
+        if self._api_key:
+            headers["X-Api-Key"] = self._api_key
+        return headers
 
-    def _call(self, method: str, path: str, body: Any) -> dict[str, Any]:
+    def _send(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        content: bytes | None = None,
+        content_type: str | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """One attempt. StoreUnavailable for what may pass, ApiError for a refusal."""
+        headers = self._headers()
+        if content_type:
+            headers["Content-Type"] = content_type
         try:
-            r = self._http.request(method, path, json=body, headers=self._headers())
-        except httpx.HTTPError as e:
-            raise StoreUnavailable(f"API unreachable: {e}") from e
-        if r.status_code >= 500:
+            r = self._http.request(
+                method,
+                path,
+                json=body,
+                content=content,
+                headers=headers,
+                timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout,
+            )
+        except httpx.TransportError as e:  # refused, reset, timed out
+            raise StoreUnavailable(f"API unreachable: {e!r}") from e
+        if r.status_code >= 500 or r.status_code == 429:
             raise StoreUnavailable(f"API answered {r.status_code}: {r.text[:300]}")
         if r.status_code >= 400:
             raise ApiError(r.status_code, r.text)
         data: dict[str, Any] = r.json()
         return data
+
+    def _call(self, method: str, path: str, body: Any = None, **raw: Any) -> dict[str, Any]:
+        give_up = self._give_up
+
+        def attempt() -> dict[str, Any]:
+            if give_up.is_set():  # the lease was lost while we waited: send nothing more
+                raise StoreUnavailable(f"{method} {path} not sent: the item's lease is lost")
+            return self._send(method, path, body, **raw)
+
+        retrying = Retrying(
+            retry=retry_if_exception_type(StoreUnavailable),
+            wait=wait_random_exponential(multiplier=0.5, max=RETRY_MAX_WAIT_S),
+            stop=stop_after_delay(self.retry_budget_s) | stop_when_event_set(give_up),
+            sleep=sleep_using_event(give_up),  # a lost lease cuts the backoff short
+            before_sleep=_log_retry,
+            reraise=True,
+        )
+        result: dict[str, Any] = retrying(attempt)
+        return result
 
     def claim(
         self, item: WorkItem, agent_id: str, dequeue_count: int, message_id: str
@@ -65,24 +166,24 @@ class ApiClient:
         return self._call("POST", "/api/agent/barrier", self._ref(item, agent_id))
 
     def heartbeat(self, item: WorkItem, agent_id: str) -> bool:
-        r = self._call(
-            "POST",
-            "/api/agent/heartbeat",
-            {"run_id": item.run_id, "item_id": item.item_id, "agent_id": agent_id},
-        )
+        """True when the run was cancelled. ApiError 404/409: the run or item is gone or
+        no longer this agent's."""
+        body = self._ref(item, agent_id)
+        r = self._send("POST", "/api/agent/heartbeat", body, timeout=HEARTBEAT_TIMEOUT_S)
         return bool(r.get("cancel"))
 
     def failure(self, item: WorkItem, agent_id: str, message: str) -> bool:
         """Reports a failed attempt; True when it is final (delete the message)."""
-        body = {**self._ref(item, agent_id), "message": message}
+        body = {**self._ref(item, agent_id), "message": message, "report_id": uuid.uuid4().hex}
         return bool(self._call("POST", "/api/agent/failure", body).get("final"))
 
     def cancelled(self, item: WorkItem, agent_id: str) -> None:
-        self._call(
-            "POST",
-            "/api/agent/cancelled",
-            {"run_id": item.run_id, "item_id": item.item_id, "agent_id": agent_id},
-        )
+        self._call("POST", "/api/agent/cancelled", self._ref(item, agent_id))
+
+    def put_artifact(self, item: WorkItem, agent_id: str, name: str, data: bytes) -> None:
+        """Uploading again writes the same blob: retried like the others."""
+        path = f"/api/agent/artifacts/{item.item_id}/{name}?agent_id={quote(agent_id)}"
+        self._call("PUT", path, content=data, content_type="application/gzip")
 
     def put_result(self, result: dict[str, Any]) -> dict[str, Any]:
         return self._call("PUT", f"/api/agent/results/{result['item_id']}", result)

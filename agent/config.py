@@ -33,6 +33,9 @@ class AgentConfig:
     retry_delay_s: int = 5  # how soon a failed item becomes visible again
     work_dir: str = ""  # where job files and fio logs go (never on a mount)
     api_scope: str | None = None  # Entra ID scope of the API; None = no token (local)
+    # A per-agent key (BENCH_API_KEYS entry NAME:agent:KEY, with agent_id = NAME), sent as
+    # X-Api-Key; also from $BENCH_AGENT_API_KEY. Kept out of repr, so out of logs.
+    api_key: str | None = field(default=None, repr=False)
     managed_identity_client_id: str | None = None
     imds: bool = False  # ask Azure's instance metadata for the VM size
     diskspd_binary: str = "diskspd.exe"  # Windows agents run engine "diskspd" items

@@ -1,6 +1,11 @@
-"""Runs DiskSpd for one work item on a Windows agent: the typed workload becomes an argv
-list (core.diskspd.command_line), DiskSpd runs without a shell, its -Rxml output is parsed
-into the same result schema as fio's."""
+"""Runs DiskSpd for one work item on a Windows agent: the typed workload becomes argv lists
+(core.diskspd), DiskSpd runs without a shell, its -Rxml output is parsed into the same
+result schema as fio's.
+
+Two invocations, as fio's ``create_only`` pass and measured run: ``layout`` lays out the
+files before the agent reports ready, ``start`` runs the measured load at the common start
+on the files as they are (no ``-c``), so the synchronized window holds no file creation.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.fio_runner import stop_process
-from core.diskspd import command_line
+from core.diskspd import command_line, layout_command_line
 from core.models import Workload
 
 
@@ -20,6 +25,7 @@ class DiskSpdOutcome:
     xml: str
     stderr: str
     launched_s: float
+    written_s: float  # when DiskSpd last wrote its XML (the output file's mtime), Unix s
 
 
 class DiskSpdProcess:
@@ -30,19 +36,42 @@ class DiskSpdProcess:
         targets: list[str],
         work_dir: Path,
         files_per_target: int = 1,
+        cooldown_s: int = 0,
         binary: str = "diskspd.exe",
     ) -> None:
         self.work_dir = work_dir
-        self._argv = [
-            binary,
-            *command_line(workload, targets=targets, files_per_target=files_per_target)[1:],
-        ]
+        layout = layout_command_line(workload, targets=targets, files_per_target=files_per_target)
+        measured = command_line(
+            workload,
+            targets=targets,
+            files_per_target=files_per_target,
+            cooldown_s=cooldown_s,
+            create=False,
+        )
+        self._layout_argv = [binary, *layout[1:]]
+        self._argv = [binary, *measured[1:]]
         self._proc: subprocess.Popen[bytes] | None = None
         self._launched = 0.0
 
+    def layout(self, timeout_s: float | None = None) -> tuple[int, str]:
+        """Create the files at full size (DiskSpd's ``-c`` with a one-second read), before
+        the barrier. Returns DiskSpd's exit status and what it said on failure."""
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(
+            self._layout_argv,
+            cwd=self.work_dir,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
+        # DiskSpd prints some errors (a file it cannot open) to stdout, others to stderr.
+        return done.returncode, done.stderr.strip() or done.stdout.strip()
+
     def start(self) -> float:
-        """DiskSpd has no start gate like fio's exec_prerun: it is launched at the instant
-        and its start-up counts in the skew it reports. Returns the launch instant, Unix ms."""
+        """Launch the measured run at the common instant. DiskSpd's own gate (``-yr``, a
+        Windows named event) is not used, so its start-up (threads, opening the files) counts
+        in the skew it reports. Returns the launch instant, Unix ms."""
         self.work_dir.mkdir(parents=True, exist_ok=True)
         with (
             (self.work_dir / "diskspd.xml").open("wb") as out,
@@ -64,6 +93,9 @@ class DiskSpdProcess:
     def collect(self) -> DiskSpdOutcome:
         assert self._proc is not None
         rc = self._proc.wait()
-        xml = (self.work_dir / "diskspd.xml").read_text(errors="replace")
+        out = self.work_dir / "diskspd.xml"
+        xml = out.read_text(errors="replace")
         err = (self.work_dir / "diskspd.stderr").read_text(errors="replace")
-        return DiskSpdOutcome(rc, xml, err, self._launched)
+        # DiskSpd prints its XML in one go after the run (GenerateRequests), so the file's
+        # last write marks that instant, unlike the exit, which the agent sees by polling.
+        return DiskSpdOutcome(rc, xml, err, self._launched, out.stat().st_mtime)

@@ -26,8 +26,10 @@ from agent.config import AgentConfig
 from agent.diskspd_runner import DiskSpdProcess
 from agent.fio_runner import FillFailed, FioProcess, safe_name
 from agent.hostfacts import host_facts, mount_facts
+from core.artifacts import pack_json, pack_timeline, ref
 from core.errors import BenchError, StoreUnavailable
-from core.models import Result, WorkItem
+from core.fiologs import timeline_from_logs
+from core.models import ArtifactName, ArtifactRef, Result, WorkItem
 from core.results import build_diskspd_result, build_result
 
 log = logging.getLogger(__name__)
@@ -92,6 +94,15 @@ class Lease:
                 try:
                     if self._heartbeat():
                         self.cancelled.set()
+                except ApiError as e:
+                    if e.status not in (404, 409):
+                        log.warning("heartbeat refused: %s", e)
+                        continue
+                    # The run or item is gone, or the item is no longer ours: stop fio and
+                    # write nothing, as when the lease is lost.
+                    log.error("heartbeat: %s; stopping", e)
+                    self.lost.set()
+                    self._stop.set()
                 except BenchError as e:
                     log.warning("heartbeat failed: %s", e)
 
@@ -181,7 +192,9 @@ class Worker:
         )
         lease.start()
         try:
-            return self._run_item(item, lease)
+            # Transient API failures are retried while the lease is held (agent.api_client).
+            with self.api.retry_until(lease.lost):
+                return self._run_item(item, lease)
         except ApiError as e:
             # The API refused a call (a 4xx): say so on the item, so the run shows the cause.
             log.error("item %s: %s", item.item_id, e)
@@ -248,11 +261,17 @@ class Worker:
         if outcome.returncode != 0 or outcome.doc is None:
             err = outcome.stderr.strip()[-1500:] or "no output"
             return self._failed(item, lease, f"fio exited {outcome.returncode}: {err}")
+        timeline = timeline_from_logs(outcome.iops_logs, outcome.bw_logs, outcome.hist_logs)
+        artifacts: dict[ArtifactName, bytes] = {
+            "raw": pack_json(outcome.doc),
+            "logs": fio.logs_archive(),
+        }
+        if timeline is not None:
+            artifacts["timeline"] = pack_timeline(timeline)
         result = build_result(
             item,
             fio_json=outcome.doc,
-            iops_logs=outcome.iops_logs,
-            bw_logs=outcome.bw_logs,
+            timeline=timeline,
             agent_id=agent,
             host=self._host,
             scheduled_ms=scheduled,
@@ -260,7 +279,16 @@ class Worker:
             fill=fill,
             mounts=[mount_facts(t, self.config.mounts[t]) for t in item.targets],
         )
+        result = result.model_copy(update={"artifacts": self._upload(item, artifacts)})
         return self._store(result, lease, work_dir)
+
+    def _upload(
+        self, item: WorkItem, packed: dict[ArtifactName, bytes]
+    ) -> dict[ArtifactName, ArtifactRef]:
+        """Large outputs go to Blob Storage through the API before the result names them."""
+        for name, data in packed.items():
+            self.api.put_artifact(item, self.config.agent_id, name, data)
+        return {name: ref(name, data) for name, data in packed.items()}
 
     def _await_start(self, item: WorkItem, lease: Lease) -> int | str:
         """The start barrier: report ready, wait until every client of the step is, and
@@ -295,8 +323,14 @@ class Worker:
             targets=[str(d) for d in dirs],
             work_dir=work_dir,
             files_per_target=item.files_per_target,
+            cooldown_s=item.cooldown_s,
             binary=binary,
         )
+        # Lay the files out before reporting ready, as fio's create_only pass does: the
+        # measured run then opens them as they are, and creates nothing after the start.
+        rc, err = proc.layout()
+        if rc != 0:
+            return self._failed(item, lease, f"DiskSpd file layout exited {rc}: {err[-1500:]}")
         scheduled = self._await_start(item, lease)
         if isinstance(scheduled, str):
             return scheduled
@@ -307,10 +341,11 @@ class Worker:
             return stop
         out = proc.collect()
         try:
-            result = build_diskspd_result(
+            result, timeline = build_diskspd_result(
                 item,
                 xml=out.xml,
                 launched_s=out.launched_s,
+                written_s=out.written_s,
                 agent_id=agent,
                 host=self._host,
                 mounts=[mount_facts(t, self.config.mounts[t]) for t in item.targets],
@@ -320,6 +355,10 @@ class Worker:
             return self._failed(
                 item, lease, f"DiskSpd exited {out.returncode}: {e}; {out.stderr.strip()[-1000:]}"
             )
+        artifacts: dict[ArtifactName, bytes] = {"raw": pack_json({"diskspd_xml": out.xml})}
+        if timeline is not None:
+            artifacts["timeline"] = pack_timeline(timeline)
+        result = result.model_copy(update={"artifacts": self._upload(item, artifacts)})
         return self._store(result, lease, work_dir)
 
     def _wait_for(self, proc: FioProcess | DiskSpdProcess, lease: Lease, item: WorkItem) -> str:

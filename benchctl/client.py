@@ -29,6 +29,10 @@ class CliError(Exception):
         self.code = code
 
 
+class ApiUnavailable(CliError):
+    """No answer, a timeout, 429 or a 5xx: may pass (a restart, a cold start)."""
+
+
 CI_VARIABLES = ("CI", "TF_BUILD", "GITHUB_ACTIONS")  # set by pipelines (Azure DevOps: TF_BUILD)
 
 
@@ -123,8 +127,12 @@ class Api:
             kw["headers"] = {**kw.get("headers", {}), "Authorization": f"Bearer {self._token()}"}
         try:
             r = self._http.request(method, path, **kw)
+        except httpx.TransportError as e:
+            raise ApiUnavailable(f"cannot reach the API at {self.base_url}: {e!r}") from e
         except httpx.HTTPError as e:
             raise CliError(f"cannot reach the API at {self.base_url}: {e}") from e
+        if r.status_code >= 500 or r.status_code == 429:
+            raise ApiUnavailable(f"API answered {r.status_code}: {r.text[:300]}")
         if r.status_code == 400:
             raise CliError("invalid request:\n" + format_errors(r.json()), 2)
         if r.status_code == 401:
@@ -144,8 +152,9 @@ class Api:
         data: dict[str, Any] = self._call("POST", "/api/runs", json=body, headers=headers).json()
         return data
 
-    def get(self, run_id: str) -> dict[str, Any]:
-        data: dict[str, Any] = self._call("GET", f"/api/runs/{run_id}").json()
+    def get(self, run_id: str, *, timeout: float | None = None) -> dict[str, Any]:
+        kw: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+        data: dict[str, Any] = self._call("GET", f"/api/runs/{run_id}", **kw).json()
         return data
 
     def list(self, **params: Any) -> dict[str, Any]:

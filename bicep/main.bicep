@@ -23,13 +23,25 @@ param cosmosDatabaseName string = 'bench'
 param gatePct string = '10'
 
 @allowed([
+  'none'
   'reader'
   'runner'
   'engineer'
   'admin'
 ])
-@description('Role of an authenticated caller whose token has no Bench.* app role.')
-param defaultRole string = 'runner'
+@description('Role of a signed-in caller whose token has no Bench.* app role; none: 403 on everything but /api/health.')
+param defaultRole string = 'none'
+
+// Client ids of the applications people sign in through; Easy Auth admits tokens obtained by
+// these and by the agents' identity only (defaultAuthorizationPolicy.allowedApplications).
+// Add each pipeline's service principal (its client id) and, if used, Visual Studio Code
+// (aebc6443-996d-45c2-90f0-388ff96faa56). Pre-authorize the same clients on the app
+// registration (bicep/entra/api-preauthorize.json). docs/deploy.md, "Who may call the API".
+@description('Client (application) ids allowed to call the API besides the agents: people\'s tools and pipelines\' service principals.')
+param apiClientApplications array = [
+  '04b07795-8ddb-461a-bbee-02f9e1bf7b46' // Microsoft Azure CLI (the Azure Developer CLI signs in as it too)
+  '1950a258-227b-4e31-a9cf-717495945fc2' // Microsoft Azure PowerShell
+]
 
 @allowed([
   'reader'
@@ -46,12 +58,23 @@ param webhookUrl string = ''
 @description('Secrets already set in the app Key Vault (teams-webhook-url, webhook-secret, teams-bot-secret, bot-secret); the others stay empty app settings.')
 param keyVaultSecrets array = []
 
+// Only the agent vault's network access is a choice. The app vault stays reachable: the Function
+// App reads it through Key Vault references, which Flex Consumption does not resolve from a
+// network-restricted vault, even with VNet integration (Microsoft Learn, Azure Functions Flex
+// Consumption plan hosting, Considerations; this template has no VNet integration either).
 @allowed([
   'Enabled'
   'Disabled'
 ])
-@description('Public network access of both Key Vaults (Disabled needs private endpoints and VNet integration, not part of this template).')
-param keyVaultPublicNetworkAccess string = 'Enabled'
+@description('Public network access of the agent vault (kv-agt-*). Disabled needs a private endpoint and DNS in the agents\' VNet, not part of this template. The app vault is always Enabled: Flex Consumption cannot resolve Key Vault references from a network-restricted vault.')
+param agentKeyVaultPublicNetworkAccess string = 'Enabled'
+
+// Purge protection keeps a deleted vault and its secrets recoverable for the retention period
+// and stops anyone, azd down --purge included, from purging it earlier: the same names cannot
+// be created again until then. Recover instead (scripts/preflight.py says how), or turn it off
+// for throw-away environments. Once on, a vault keeps it (Key Vault does not accept false).
+@description('Purge protection on both Key Vaults. false: azd down --purge frees the names at once, but anyone with rights can purge the secrets irrecoverably.')
+param keyVaultPurgeProtection bool = true
 
 @description('Linux agent pools: [{name, vmSize, instanceCount, mounts: [{alias, kind: nfs|smb, source, nfs_version, nconnect, rsize, wsize, smb_secret_name}]}].')
 param pools array = [
@@ -77,7 +100,7 @@ param agentAdminUsername string = 'benchadmin'
 @description('SSH public key for the Linux agents\' admin user.')
 param agentSshPublicKey string
 
-@description('Encryption at host for agent VMs (register the EncryptionAtHost feature first).')
+@description('Encryption at host for agent VMs: needs the subscription feature Microsoft.Compute/EncryptionAtHost registered (scripts/preflight.py checks it before azd provisions).')
 param agentEncryptionAtHost bool = true
 
 @description('Also deploy the Windows (DiskSpd) agent pool.')
@@ -146,7 +169,8 @@ module appVault 'modules/keyvault.bicep' = {
     location: location
     tags: tags
     name: 'kv-app-${token}'
-    publicNetworkAccess: keyVaultPublicNetworkAccess
+    publicNetworkAccess: 'Enabled'
+    purgeProtection: keyVaultPurgeProtection
   }
 }
 
@@ -156,7 +180,8 @@ module agentVault 'modules/keyvault.bicep' = {
     location: location
     tags: tags
     name: 'kv-agt-${token}'
-    publicNetworkAccess: keyVaultPublicNetworkAccess
+    publicNetworkAccess: agentKeyVaultPublicNetworkAccess
+    purgeProtection: keyVaultPurgeProtection
   }
 }
 
@@ -193,6 +218,7 @@ module functionApp 'modules/functionapp.bicep' = {
     storageAccountName: storage.outputs.name
     deploymentContainerUrl: storage.outputs.deploymentContainerUrl
     queueEndpoint: storage.outputs.queueEndpoint
+    blobEndpoint: storage.outputs.blobEndpoint
     cosmosEndpoint: cosmos.outputs.endpoint
     cosmosDatabaseName: cosmos.outputs.databaseName
     appInsightsConnectionString: monitoring.outputs.connectionString
@@ -205,6 +231,7 @@ module functionApp 'modules/functionapp.bicep' = {
     defaultRole: defaultRole
     botRole: botRole
     apiClientId: apiClientId
+    allowedClientApplications: concat([identities.outputs.agentClientId], apiClientApplications)
   }
 }
 
@@ -266,6 +293,8 @@ module windowsAgents 'modules/agentpool-windows.bicep' = if (deployWindowsPool) 
 output API_URL string = functionApp.outputs.url
 output AZURE_FUNCTION_APP_NAME string = functionApp.outputs.name
 output AGENT_IDENTITY_CLIENT_ID string = identities.outputs.agentClientId
+// scripts/preflight.py grant-agent-role (azd postprovision) gives it the API's Bench.Agent role.
+output AGENT_PRINCIPAL_ID string = identities.outputs.agentPrincipalId
 output APP_IDENTITY_CLIENT_ID string = identities.outputs.appClientId
 output QUEUE_URI string = storage.outputs.queueEndpoint
 output COSMOS_ENDPOINT string = cosmos.outputs.endpoint

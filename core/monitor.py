@@ -14,7 +14,9 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from core.compare import NOISE_SIGMAS, compare_aggregates, noise_pct, summary
-from core.errors import FieldError, ValidationFailed
+from core.errors import FieldError, NotFound, ValidationFailed
+from core.guardrails import LOCAL_CALLER, Caller
+from core.ownership import check_owner
 from core.ports import Doc, NoNotifier, Notifier, Store
 from core.series import (
     METRICS,
@@ -208,9 +210,18 @@ class Monitor:
             if state is None or r["state"] == state
         ]
 
-    def triage(self, key: str, reg_id: str, state: str) -> Doc:
+    def triage(self, key: str, reg_id: str, state: str, caller: Caller = LOCAL_CALLER) -> Doc:
+        """Engineers and admins triage any regression; a runner those first seen on its
+        own runs."""
         if state not in TRIAGE_STATES:
             raise ValidationFailed([FieldError("state", f"one of {', '.join(TRIAGE_STATES)}")])
+        reg = self.store.get_regression(key, reg_id)
+        try:
+            run = self.store.get_run(str(reg.get("first_run_id")))
+            owner = (run.get("requested_by") or {}).get("name")
+        except NotFound:
+            owner = None
+        check_owner(caller, owner, "first_run_id", f"regression {reg_id}")
         return _public(
             self._update(key, reg_id, lambda r: r.update(state=state, triaged_at=_now_iso()))
         )

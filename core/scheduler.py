@@ -19,8 +19,9 @@ from pydantic import BaseModel
 from pydantic import ValidationError as PydanticError
 
 from core.errors import Conflict, FieldError, ValidationFailed
-from core.guardrails import Caller, Forbidden
+from core.guardrails import LOCAL_CALLER, Caller, Forbidden
 from core.models import RunRequest
+from core.ownership import check_owner
 from core.ports import Doc, Store
 from core.schedules import Schedule, SchedulePatch, due_fire, fire_key, next_fire
 from core.service import RunService
@@ -28,6 +29,9 @@ from core.validation import validate
 
 log = logging.getLogger(__name__)
 SCHEDULE_ROLE = "engineer"  # schedules are made by engineers (checked at creation)
+# What the runner who owns a schedule may change: its runs start as SCHEDULE_ROLE, so a new
+# request or cron from a runner would run with more than the runner's rights.
+OWNER_FIELDS = frozenset({"enabled", "name"})
 
 
 def _model(model: type[BaseModel], body: Any) -> Any:
@@ -85,13 +89,24 @@ class Scheduler:
     def list_all(self) -> list[Doc]:
         return [_public(d) for d in self.store.list_schedules()]
 
-    def patch(self, schedule_id: str, body: Any) -> Doc:
+    def patch(self, schedule_id: str, body: Any, caller: Caller = LOCAL_CALLER) -> Doc:
+        """Engineers and admins change any schedule; a runner only ``enabled`` and
+        ``name`` of its own (``owner``)."""
         p: SchedulePatch = _model(SchedulePatch, body)
         changes = p.model_dump(exclude_unset=True)
         if "request" in changes:
             _check_template(changes["request"])
         for _ in range(10):
             doc = self.store.get_schedule(schedule_id)
+            check_owner(caller, doc.get("owner"), "owner", f"schedule {schedule_id}")
+            beyond = sorted(set(changes) - OWNER_FIELDS)
+            if beyond and not caller.limits.manage:
+                raise Forbidden(
+                    [
+                        FieldError(f, f"role {caller.role} may change only enabled and name")
+                        for f in beyond
+                    ]
+                )
             if changes.get("enabled") and not doc.get("enabled", True):
                 # Re-enabled: fire times missed while it was off are not owed a catch-up.
                 doc["created_at"] = self._now().isoformat()
@@ -103,7 +118,9 @@ class Scheduler:
                 continue
         raise Conflict(f"schedule {schedule_id} kept changing")
 
-    def delete(self, schedule_id: str) -> None:
+    def delete(self, schedule_id: str, caller: Caller = LOCAL_CALLER) -> None:
+        doc = self.store.get_schedule(schedule_id)
+        check_owner(caller, doc.get("owner"), "owner", f"schedule {schedule_id}")
         self.store.delete_schedule(schedule_id)
 
     def tick(self) -> list[str]:

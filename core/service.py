@@ -22,13 +22,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from core.admission import Admission, lock_keys, run_keys
-from core.aggregate import ClientSample, FailedClient, aggregate
+from core.artifacts import pack_json, sha256_hex, unpack_json, unpack_timeline
 from core.catalogue import get_profile, resolve
 from core.curves import latency_curve, repetition_spread, scaleout_curve
 from core.errors import BenchError, Conflict, FieldError, NotFound, ValidationFailed
 from core.guardrails import LOCAL_CALLER, Caller, TargetInfo, check_run, unknown_targets
-from core.models import Direction, DirectionResult, Result, RunRequest, WorkItem, Workload
+from core.holder import AgentRef, holds, refuse
+from core.models import ARTIFACT_NAMES, Result, RunRequest, WorkItem, Workload
 from core.monitor import Monitor
+from core.ownership import check_owner
 from core.plan import (
     body_hash,
     comparison_key,
@@ -39,17 +41,22 @@ from core.plan import (
     run_id_for_key,
     step_id,
 )
-from core.ports import Doc, Queue, Store
+from core.ports import Artifacts, Doc, Queue, Store
 from core.runstate import (
     HELD_ITEM_STATES,
     TERMINAL_ITEM_STATES,
     derive_run_state,
 )
+from core.stepaggregates import build_aggregates
+from core.timeline import ClientTimeline, per_second
 from core.validation import validate
 
 log = logging.getLogger(__name__)
 CAS_ATTEMPTS = 40
 BARRIER_LEAD_MS = 1500  # time between "all ready" and the start, for every agent to hear it
+# A client that hears "go" up to this late still starts on the common instant (at once, so
+# still within the aggregation's 1 s start-skew bound); a later one gets an instant of its own.
+REJOIN_LATE_MS = 500
 
 
 def now_iso() -> str:
@@ -90,10 +97,12 @@ class RunService:
         self,
         store: Store,
         queue: Queue,
+        artifacts: Artifacts,
         *,
         max_deliveries: int = 5,
         pools: tuple[str, ...] = ("default",),
         barrier_lead_ms: int = BARRIER_LEAD_MS,
+        rejoin_late_ms: int = REJOIN_LATE_MS,
         clock: Callable[[], float] = time.time,
         monitor: Monitor | None = None,
         targets: list[TargetInfo] | None = None,
@@ -101,12 +110,14 @@ class RunService:
     ) -> None:
         self.on_finished = on_finished  # told once per run, when it is finalized
         self.store = store
+        self.artifacts = artifacts
         self.targets = targets or []  # empty: any target alias an agent mounts
         self.admission = Admission(store, clock)
         self.queue = queue
         self.max_deliveries = max_deliveries
         self.pools = pools
         self.barrier_lead_ms = barrier_lead_ms
+        self.rejoin_late_ms = rejoin_late_ms
         self.clock = clock
         self.monitor = monitor
 
@@ -169,6 +180,7 @@ class RunService:
             "comparison_key": comparison_key(request.engine, resolved, targets, request.clients),
             "fill": fill,
             "files_per_target": profile.files_per_target if profile else 1,
+            "cooldown_s": profile.cooldown_s if profile else 0,
             "target": targets[0],
             "targets": targets,
             "pool": request.pool,
@@ -305,24 +317,39 @@ class RunService:
         )
         return [_public_run(d) for d in docs], token
 
-    def cancel(self, run_id: str) -> Doc:
+    def cancel(self, run_id: str, caller: Caller = LOCAL_CALLER) -> Doc:
         """Queued items are marked cancelled now and dropped by whichever agent receives
-        them; held items are stopped at the agent's next heartbeat."""
+        them; held items are stopped at the agent's next heartbeat. Runners cancel their
+        own runs; engineers and admins any."""
         run = self.store.get_run(run_id)
+        owner = (run.get("requested_by") or {}).get("name")
+        check_owner(caller, owner, "requested_by.name", f"run {run_id}")
         if run["state"] in ("completed", "failed", "cancelled"):
             return _public_run(run)
         self._update_run(run_id, lambda r: r.update(cancel_requested=True))
         for item in filter(_is_item, self.store.list_items(run_id)):
             if item["state"] == "queued":
-                self._update_item(run_id, item["id"], _set_state("cancelled", "run cancelled"))
+                # Decided again on the fresh document: an item claimed meanwhile is stopped
+                # by its agent's heartbeat instead.
+                cancelled = _set_if(
+                    "queued", state="cancelled", reason="run cancelled", ended_at=now_iso()
+                )
+                self._update_item(run_id, item["id"], cancelled)
         return _public_run(self._refresh(run_id))
 
     # ---- agent protocol ---------------------------------------------------------------
+    #
+    # Every report is accepted only from the agent holding the item (core.holder), in a
+    # state where it makes sense, and each decision is taken inside the compare-and-swap on
+    # the document as freshly read for the write: a racing or forged report changes nothing.
 
     def claim(
-        self, item: WorkItem, *, agent_id: str, dequeue_count: int, message_id: str = ""
+        self, item: WorkItem, *, agent: AgentRef, dequeue_count: int, message_id: str = ""
     ) -> ClaimDecision:
-        """Decide whether an agent that just received ``item`` should take it."""
+        """Decide whether an agent that just received ``item`` should take it.
+
+        Of several agents racing for one item (copies of its message sent twice), exactly
+        one is told to run: the decision is made in the item's compare-and-swap."""
         try:
             run = self.store.get_run(item.run_id)
             doc = self.store.get_item(item.run_id, item.item_id)
@@ -331,6 +358,10 @@ class RunService:
             return ClaimDecision("drop", "unknown run or item")
         if doc["state"] in TERMINAL_ITEM_STATES:
             return ClaimDecision("drop", f"item already {doc['state']}")
+        if _held_by_another(doc, agent, message_id, dequeue_count):
+            # A copy of a message someone else holds: it ends nothing (decided again below,
+            # inside the compare-and-swap, for the copy that might still take the item).
+            return ClaimDecision("drop", f"duplicate message: {doc.get('agent_id')} holds it")
         if run.get("cancel_requested"):
             self._end_item(item, "cancelled", "run cancelled")
             return ClaimDecision("drop", "run cancelled")
@@ -346,38 +377,50 @@ class RunService:
             self.queue.send_poison(item.pool, item.model_dump_json())
             self._end_item(item, "failed", reason)
             return ClaimDecision("drop", reason)
-        holder = doc.get("agent_id") if doc["state"] in HELD_ITEM_STATES else None
-        if holder and holder != agent_id:
-            if doc.get("message_id") != message_id:
-                return ClaimDecision("drop", f"duplicate message: {holder} holds the item")
-            # The same message again: its holder lost the lease (crashed or stalled).
-            if step.get("start_at_ms") and step["clients"] > 1:
-                reason = f"client {holder} stopped renewing its lease during the step"
-                self._end_item(item, "failed", reason)
-                return ClaimDecision("drop", reason)
         siblings = [
             d
             for d in self.store.list_items(item.run_id)
             if _is_item(d)
             and d["step"] == item.step
             and d["id"] != item.item_id
-            and d.get("agent_id") == agent_id
+            and d.get("agent_id") == agent.id
             and d["state"] in HELD_ITEM_STATES
         ]
         if siblings:
-            return ClaimDecision("release", f"{agent_id} already holds {siblings[0]['id']}")
+            return ClaimDecision("release", f"{agent.id} already holds {siblings[0]['id']}")
 
         now = self._now_ms()
+        started_together = step.get("start_at_ms") is not None and step["clients"] > 1
+        verdict: list[ClaimDecision] = []
 
-        def take(d: Doc) -> None:
+        def take(d: Doc) -> bool | None:
+            if d["state"] in TERMINAL_ITEM_STATES:
+                verdict[:] = [ClaimDecision("drop", f"item already {d['state']}")]
+                return False
+            if _held_by_another(d, agent, message_id, dequeue_count):
+                holder = d.get("agent_id")
+                verdict[:] = [ClaimDecision("drop", f"duplicate message: {holder} holds it")]
+                return False
+            if d["state"] in HELD_ITEM_STATES and not holds(d, agent):
+                # The holder's lease ran out: the queue gave its message out again.
+                holder = d.get("agent_id")
+                if started_together:
+                    reason = f"client {holder} stopped renewing its lease during the step"
+                    d.update(state="failed", reason=reason, ended_at=now_iso())
+                    verdict[:] = [ClaimDecision("drop", reason)]
+                    return None
             d.update(
                 state="claimed",
-                agent_id=agent_id,
+                agent_id=agent.id,
+                principal=agent.principal,
                 message_id=message_id,
                 attempts=dequeue_count,
                 claimed_at=now_iso(),
                 heartbeat_at=now_iso(),
+                start_at_ms=None,  # an instant of its own is given again if needed
             )
+            verdict[:] = [ClaimDecision("run")]
+            return None
 
         def open_barrier(s: Doc) -> None:
             if s["clients"] == 1 and s.get("start_at_ms"):
@@ -387,48 +430,73 @@ class RunService:
             if s.get("first_claim_ms") is None:
                 s.update(first_claim_ms=now, deadline_ms=now + item.barrier_timeout_s * 1000)
 
-        self._update_item(item.run_id, item.item_id, take)
-        self._update_item(item.run_id, step["id"], open_barrier)
-        self._refresh(item.run_id)
-        return ClaimDecision("run")
+        after = self._update_item(item.run_id, item.item_id, take)
+        if verdict[0].action == "run":
+            self._update_item(item.run_id, step["id"], open_barrier)
+        if verdict[0].action == "run" or after["state"] in TERMINAL_ITEM_STATES:
+            self._refresh(item.run_id)
+        return verdict[0]
 
-    def ready(self, run_id: str, item_id: str, agent_id: str) -> BarrierDecision:
+    def ready(self, run_id: str, item_id: str, agent: AgentRef) -> BarrierDecision:
         """The agent has laid out its files and waits for the step's start instant.
 
         Readiness is recorded on the step document by compare-and-swap, and the client that
         completes the set also sets the start instant in the same write: no two concurrent
         readies can both miss the moment the step became complete.
         """
-        doc = self.store.get_item(run_id, item_id)
-        if doc.get("agent_id") != agent_id or doc["state"] not in ("claimed", "ready"):
-            return BarrierDecision("abort", reason=f"{agent_id} no longer holds {item_id}")
-        self._update_item(run_id, item_id, _set_if("claimed", state="ready", ready_at=now_iso()))
+        refused: list[bool] = []
+
+        def mark(d: Doc) -> bool | None:
+            refused[:] = [not holds(d, agent) or d["state"] not in ("claimed", "ready")]
+            if refused[0] or d["state"] == "ready":
+                return False  # refused, or a retry of a ready already recorded
+            d.update(state="ready", ready_at=now_iso())
+            return None
+
+        doc = self._update_item(run_id, item_id, mark)
+        if refused[0]:
+            if holds(doc, agent) and doc["state"] in TERMINAL_ITEM_STATES:
+                return _ended(doc)
+            raise refuse(doc, agent, "ready")
         now = self._now_ms()
 
         def join(s: Doc) -> None:
             if s.get("start_at_ms") is not None or s.get("failed_reason"):
                 return
             ready = dict(s.get("ready") or {})
-            ready[item_id] = agent_id
+            ready[item_id] = agent.id
             s["ready"] = ready
             if len(ready) == s["clients"] and len(set(ready.values())) == s["clients"]:
                 s["start_at_ms"] = now + self.lead_ms(s["clients"])
 
         self._update_item(run_id, step_id(run_id, doc["step"]), join)
-        return self.barrier(run_id, item_id, agent_id)
+        return self._barrier(run_id, doc, agent)
 
     def lead_ms(self, clients: int) -> int:
         """Time from "all ready" to the start, for every agent's next poll to hear it."""
         return self.barrier_lead_ms + 50 * clients
 
-    def barrier(self, run_id: str, item_id: str, agent_id: str) -> BarrierDecision:
-        """An agent's poll while it waits: one read of the step document, unless the
-        deadline has passed."""
-        step = self.store.get_item(run_id, step_id_of(item_id))
+    def barrier(self, run_id: str, item_id: str, agent: AgentRef) -> BarrierDecision:
+        """An agent's poll while it waits: a read of its item and of the step document,
+        unless the deadline has passed."""
+        doc = self.store.get_item(run_id, item_id)
+        if not holds(doc, agent) or doc["state"] == "queued":
+            raise refuse(doc, agent, "barrier")
+        return self._barrier(run_id, doc, agent)
+
+    def _barrier(self, run_id: str, doc: Doc, agent: AgentRef) -> BarrierDecision:
+        if doc["state"] in TERMINAL_ITEM_STATES:
+            return _ended(doc)
+        if doc.get("start_at_ms") is not None:  # an instant of its own (see _rebarrier)
+            return BarrierDecision("go", start_at_ms=int(doc["start_at_ms"]))
+        step = self.store.get_item(run_id, step_id_of(doc["id"]))
         if step.get("failed_reason"):
             return BarrierDecision("abort", reason=step["failed_reason"])
         if step.get("start_at_ms") is not None:
-            return BarrierDecision("go", start_at_ms=int(step["start_at_ms"]))
+            late_ms = self._now_ms() - int(step["start_at_ms"])
+            if late_ms <= self.rejoin_late_ms:
+                return BarrierDecision("go", start_at_ms=int(step["start_at_ms"]))
+            return self._rebarrier(run_id, doc["id"], step, agent, late_ms)
         deadline = step.get("deadline_ms")
         if deadline is None or self._now_ms() <= deadline:
             return BarrierDecision("wait")
@@ -451,69 +519,271 @@ class RunService:
         self._refresh(run_id)
         return BarrierDecision("abort", reason=step["failed_reason"])
 
-    def heartbeat(self, run_id: str, item_id: str, agent_id: str) -> dict[str, bool]:
-        """Tells the agent to stop when the run was cancelled or the item was taken over;
-        marks a ready item running once its step has started."""
-        run = self.store.get_run(run_id)
-        step = self.store.get_item(run_id, step_id_of(item_id))
-        started = step.get("start_at_ms") is not None and step["start_at_ms"] <= self._now_ms()
+    def _rebarrier(
+        self, run_id: str, item_id: str, step: Doc, agent: AgentRef, late_ms: int
+    ) -> BarrierDecision:
+        """This client hears "go" after its step's instant has passed: it was redelivered,
+        or could not reach the API while it waited (issue 11.9: after a 41 s outage a
+        client started 58,808 ms after the others). Told the old instant it would start at
+        once, as if together with clients that are done by now. It gets a start instant of
+        its own instead, recorded on its item with why; the step's common instant stays,
+        so the aggregation sees how far from it this client started. A client alone in its
+        step moves the step's instant with it."""
+        now = self._now_ms()
+        common = int(step["start_at_ms"])
+        fresh = now + self.lead_ms(1)
+        if step["clients"] == 1:
 
-        def beat(d: Doc) -> None:
+            def move(s: Doc) -> bool | None:
+                if s.get("start_at_ms") != common:
+                    return False  # a retry of this poll moved it already
+                s["start_at_ms"] = fresh
+                return None
+
+            fresh = int(self._update_item(run_id, step["id"], move)["start_at_ms"])
+        note = {"at_ms": now, "step_start_at_ms": common, "late_ms": late_ms, "start_at_ms": fresh}
+        given: list[bool] = []
+
+        def own(d: Doc) -> bool | None:
+            given[:] = [holds(d, agent) and d["state"] in HELD_ITEM_STATES]
+            if not given[0] or d.get("start_at_ms") is not None:
+                return False
+            d["start_at_ms"] = fresh if step["clients"] > 1 else None
+            d["rebarriered"] = note
+            return None
+
+        doc = self._update_item(run_id, item_id, own)
+        if not given[0]:
+            raise refuse(doc, agent, "barrier")
+        log.warning(
+            "item %s heard its step's start %d ms late: own instant %d", item_id, late_ms, fresh
+        )
+        return BarrierDecision("go", start_at_ms=int(doc.get("start_at_ms") or fresh))
+
+    def heartbeat(self, run_id: str, item_id: str, agent: AgentRef) -> dict[str, bool]:
+        """Tells the agent to stop when the run was cancelled; marks a ready item running
+        once its start instant has passed. An item its agent no longer holds (taken over,
+        failed, gone) is refused: the agent stops and writes nothing."""
+        run = self.store.get_run(run_id)
+        doc = self.store.get_item(run_id, item_id)
+        if not holds(doc, agent) or doc["state"] not in HELD_ITEM_STATES:
+            raise refuse(doc, agent, "heartbeat")
+        start = doc.get("start_at_ms")
+        if start is None:
+            start = self.store.get_item(run_id, step_id_of(item_id)).get("start_at_ms")
+        started = start is not None and start <= self._now_ms()
+        held: list[bool] = []
+
+        def beat(d: Doc) -> bool | None:
+            held[:] = [holds(d, agent) and d["state"] in HELD_ITEM_STATES]
+            if not held[0]:
+                return False
             d["heartbeat_at"] = now_iso()
-            if started and d["state"] == "ready" and d.get("agent_id") == agent_id:
+            if started and d["state"] == "ready":
                 d.update(state="running", started_at=now_iso())
+            return None
 
         doc = self._update_item(run_id, item_id, beat)
-        lost = doc.get("agent_id") != agent_id or doc["state"] in TERMINAL_ITEM_STATES
-        return {"cancel": bool(run.get("cancel_requested")) or lost}
+        if not held[0]:
+            raise refuse(doc, agent, "heartbeat")
+        return {"cancel": bool(run.get("cancel_requested"))}
 
-    def report_failure(self, run_id: str, item_id: str, agent_id: str, message: str) -> bool:
+    def report_failure(
+        self,
+        run_id: str,
+        item_id: str,
+        agent: AgentRef,
+        message: str,
+        *,
+        report_id: str | None = None,
+    ) -> bool:
         """A failed attempt. Returns True when it is final (the agent deletes the message):
-        a client of a multi-client step that already started cannot be redone on its own."""
+        a client of a multi-client step that already started cannot be redone on its own.
+
+        ``report_id`` keys the report: a retry of one already recorded returns the same
+        answer and records nothing twice."""
         doc = self.store.get_item(run_id, item_id)
         step = self.store.get_item(run_id, step_id(run_id, doc["step"]))
-        if doc.get("agent_id") not in (agent_id, None):
-            return False  # someone else holds it now; nothing of ours to record
         final = step["clients"] > 1 and step.get("start_at_ms") is not None
+        outcome: list[bool | None] = []  # [final], [None] when refused
+        replay: list[bool] = []
 
-        def fail(d: Doc) -> None:
-            errors = [
-                *list(d.get("errors", []))[-9:],
-                {"at": now_iso(), "agent_id": agent_id, "message": message[:2000]},
-            ]
-            d.update(errors=errors)
-            if d["state"] in TERMINAL_ITEM_STATES:
-                return
+        def fail(d: Doc) -> bool | None:
+            seen = next(
+                (
+                    e
+                    for e in d.get("errors", [])
+                    if report_id
+                    and e.get("report_id") == report_id
+                    and e.get("agent_id") == agent.id
+                ),
+                None,
+            )
+            replay[:] = [seen is not None]
+            if seen is not None:
+                outcome[:] = [bool(seen.get("final"))]
+                return False
+            if not holds(d, agent) or d["state"] not in HELD_ITEM_STATES:
+                outcome[:] = [None]
+                return False
+            outcome[:] = [final]
+            error: Doc = {"at": now_iso(), "agent_id": agent.id, "message": message[:2000]}
+            if report_id:
+                error.update(report_id=report_id, final=final)
+            d["errors"] = [*list(d.get("errors", []))[-9:], error]
             if final:
                 d.update(state="failed", reason=message[:2000], ended_at=now_iso())
             else:
-                d.update(state="queued", agent_id=None)
+                d.update(state="queued", agent_id=None, principal=None, start_at_ms=None)
+            return None
 
-        self._update_item(run_id, item_id, fail)
+        doc = self._update_item(run_id, item_id, fail)
+        if outcome[0] is None:
+            raise refuse(doc, agent, "failure report")
+        if replay[0]:
+            return outcome[0]
         if not final:
             self._update_item(run_id, step["id"], _unready(item_id))
         self._refresh(run_id)
         return final
 
-    def report_cancelled(self, run_id: str, item_id: str, agent_id: str) -> None:
-        self._update_item(run_id, item_id, _set_state("cancelled", f"stopped by {agent_id}"))
+    def report_cancelled(self, run_id: str, item_id: str, agent: AgentRef) -> None:
+        """The agent stopped its item because the run was cancelled."""
+        run = self.store.get_run(run_id)
+        accepted: list[bool] = []
+
+        def stop(d: Doc) -> bool | None:
+            if holds(d, agent) and d["state"] == "cancelled":
+                accepted[:] = [True]  # a retry of a report already recorded
+                return False
+            accepted[:] = [
+                holds(d, agent)
+                and d["state"] in HELD_ITEM_STATES
+                and bool(run.get("cancel_requested"))
+            ]
+            if not accepted[0]:
+                return False
+            d.update(state="cancelled", reason=f"stopped by {agent.id}", ended_at=now_iso())
+            return None
+
+        doc = self._update_item(run_id, item_id, stop)
+        if not accepted[0]:
+            raise refuse(doc, agent, "cancelled report")
         self._refresh(run_id)
 
-    def store_result(self, body: Any) -> bool:
-        """Store one client's result once. Returns False when it was already stored."""
+    def put_artifact(
+        self, run_id: str, item_id: str, name: str, data: bytes, agent: AgentRef
+    ) -> int:
+        """Keep one of an item's large outputs (gzip bytes) in Blob Storage, before its
+        result names it, from the agent holding the item after its start (an upload again
+        writes the same blob). Returns the stored size."""
+        if name not in ARTIFACT_NAMES:
+            raise ValidationFailed(
+                [FieldError("name", f"must be one of {', '.join(ARTIFACT_NAMES)}")]
+            )
+        doc = self.store.get_item(run_id, item_id)  # NotFound -> 404
+        if not holds(doc, agent) or doc["state"] not in ("ready", "running"):
+            raise refuse(doc, agent, "artifact")
+        self.artifacts.put(run_id, item_id, name, data)
+        return len(data)
+
+    def store_result(self, body: Any, agent: AgentRef) -> bool:
+        """Store one client's result once, from the agent holding the item after its
+        start. Returns False when it was already stored (a retry).
+
+        Every artifact the result names must already be in Blob Storage at the size it
+        says: a result never points at a file that is not there."""
         result = validate("result", body, Result)
+        errors = []
         if result.id != result.item_id:
-            raise ValidationFailed([FieldError("id", "must equal item_id")])
+            errors.append(FieldError("id", "must equal item_id"))
+        if result.agent_id != agent.id:
+            errors.append(FieldError("agent_id", f"must be the reporting agent, {agent.id}"))
         doc = self.store.get_item(result.run_id, result.item_id)  # NotFound -> 404
+        for name in ("step", "client"):
+            if getattr(result, name) != doc[name]:
+                errors.append(FieldError(name, f"must be the item's {name}, {doc[name]}"))
+        if errors:
+            raise ValidationFailed(errors)
+        # Checked on a fresh read before the result is written (a forged result is never
+        # stored); the item's state then changes by compare-and-swap. The result is written
+        # first so that a completed item always has its result when the timer aggregates.
+        if not holds(doc, agent) or doc["state"] not in ("ready", "running", "completed"):
+            raise refuse(doc, agent, "result")
+        for name, artifact in result.artifacts.items():
+            try:
+                size = self.artifacts.size(result.run_id, result.item_id, name)
+            except NotFound:
+                size = -1
+            if size != artifact.bytes:
+                raise ValidationFailed(
+                    [
+                        FieldError(
+                            f"artifacts.{name}",
+                            f"not uploaded (or not at {artifact.bytes} bytes): "
+                            f"PUT /api/agent/artifacts/{result.item_id}/{name} first",
+                        )
+                    ]
+                )
         created = self.store.create_result(result.model_dump(mode="json"))
-        if doc["state"] != "completed":
+        flipped: list[bool] = []
 
-            def done(d: Doc) -> None:
-                d.update(state="completed", ended_at=now_iso(), agent_id=result.agent_id)
+        def done(d: Doc) -> bool | None:
+            flipped[:] = [holds(d, agent) and d["state"] in ("ready", "running")]
+            if not flipped[0]:
+                return False
+            d.update(state="completed", ended_at=now_iso())
+            return None
 
-            self._update_item(result.run_id, result.item_id, done)
+        self._update_item(result.run_id, result.item_id, done)
+        if flipped[0]:
             self._refresh(result.run_id)
         return created
+
+    def full_result(self, run_id: str, item_id: str) -> Doc:
+        """A client's result with its per-second series and the engine's own output, read
+        back from Blob Storage."""
+        doc = {k: v for k, v in self.store.get_result(run_id, item_id).items() if k[0] != "_"}
+        names = doc.get("artifacts") or {}
+        timeline = self._timeline(run_id, item_id) if "timeline" in names else None
+        doc["series"] = (
+            {
+                d: per_second([timeline], d, (timeline.start_ms, timeline.end_ms))
+                for d in ("read", "write")
+                if timeline.direction(d) is not None
+            }
+            if timeline
+            else {}
+        )
+        doc["raw"] = (
+            unpack_json(self.artifacts.get(run_id, item_id, "raw")) if "raw" in names else None
+        )
+        return doc
+
+    def _timeline(self, run_id: str, item_id: str) -> ClientTimeline | None:
+        try:
+            return unpack_timeline(self.artifacts.get(run_id, item_id, "timeline"))
+        except NotFound:
+            log.warning("timeline of %s is missing from Blob Storage", item_id)
+            return None
+
+    def _timelines(self, run_id: str, results: list[Doc]) -> dict[str, ClientTimeline]:
+        out = {}
+        for r in results:
+            if "timeline" in (r.get("artifacts") or {}):
+                t = self._timeline(run_id, r["item_id"])
+                if t is not None:
+                    out[r["item_id"]] = t
+        return out
+
+    def _store_aggregate(self, agg: Doc) -> None:
+        """The per-second series can outgrow a document: it goes to Blob Storage."""
+        series = agg.pop("series", None)
+        if series:
+            packed = pack_json(series)
+            self.artifacts.put(agg["run_id"], agg["id"], "series", packed)
+            agg["series_artifact"] = {"bytes": len(packed), "sha256": sha256_hex(packed)}
+        self.store.create_aggregate(agg)
 
     # ---- timer ------------------------------------------------------------------------
 
@@ -533,9 +803,9 @@ class RunService:
             if not refreshed.get("finished"):
                 continue
             results = self.store.list_results(run["id"])
-            aggregates = build_aggregates(run, docs, results)
+            aggregates = build_aggregates(run, docs, results, self._timelines(run["id"], results))
             for agg in aggregates:
-                self.store.create_aggregate(agg)
+                self._store_aggregate(agg)
             if self.monitor is not None:
                 # Before the run is marked finalized: a crash here is retried next tick,
                 # and every write below is idempotent.
@@ -581,7 +851,14 @@ class RunService:
                 self._update_item(run_id, sdoc["id"], _fail_step(reason))
                 return
             base = Workload.model_validate(run["workload"])
-            resolved = resolve_dynamic(sdoc, base, ref).model_dump(mode="json")
+            resolved = resolve_dynamic(
+                sdoc,
+                base,
+                ref,
+                engine=run["engine"],
+                mounts=len(run["targets"]),
+                files_per_target=int(run.get("files_per_target", 1)),
+            ).model_dump(mode="json")
             sdoc = self._update_item(run_id, sdoc["id"], lambda s: s.update(workload=resolved))
         items = plan_items(run_id, run, sdoc, Workload.model_validate(sdoc["workload"]))
         for it in items:
@@ -593,7 +870,7 @@ class RunService:
     def _step_aggregate(self, run: Doc, step: int) -> Doc | None:
         docs = [d for d in self.store.list_items(run["id"]) if d.get("step") == step]
         results = [r for r in self.store.list_results(run["id"]) if r["step"] == step]
-        aggs = build_aggregates(run, docs, results)
+        aggs = build_aggregates(run, docs, results, self._timelines(run["id"], results))
         return aggs[0] if aggs else None
 
     def _end_item(self, item: WorkItem, state: str, reason: str) -> None:
@@ -604,12 +881,16 @@ class RunService:
         self,
         read: Callable[[], Doc],
         write: Callable[[Doc], Doc],
-        change: Callable[[Doc], None],
+        change: Callable[[Doc], bool | None],
         what: str,
     ) -> Doc:
+        """Read, change, write if unchanged since the read; again on a conflict. ``change``
+        decides on the document as read for this write; returning False means "nothing to
+        write" (the document is returned as read)."""
         for attempt in range(CAS_ATTEMPTS):
             doc = read()
-            change(doc)
+            if change(doc) is False:
+                return doc
             try:
                 return write(doc)
             except Conflict:
@@ -626,7 +907,7 @@ class RunService:
             lambda: self.store.get_run(run_id), self.store.replace_run, stamped, f"run {run_id}"
         )
 
-    def _update_item(self, run_id: str, doc_id: str, change: Callable[[Doc], None]) -> Doc:
+    def _update_item(self, run_id: str, doc_id: str, change: Callable[[Doc], bool | None]) -> Doc:
         return self._cas(
             lambda: self.store.get_item(run_id, doc_id),
             self.store.replace_item,
@@ -680,75 +961,6 @@ class RunService:
         return updated
 
 
-def build_aggregates(run: Doc, docs: list[Doc], results: list[Doc]) -> list[Doc]:
-    """One aggregate per step that produced results; scaling efficiency against the run's
-    1-client step when it has one."""
-    by_item = {r["item_id"]: r for r in results}
-    items = [d for d in docs if _is_item(d)]
-    steps = sorted((d for d in docs if _is_step(d)), key=lambda s: s["step"])
-    per_step: list[tuple[Doc, list[ClientSample], list[FailedClient]]] = []
-    for s in steps:
-        members = [i for i in items if i["step"] == s["step"]]
-        samples = [sample_from_result(by_item[i["id"]]) for i in members if i["id"] in by_item]
-        if not samples:
-            continue  # a step that never ran (barrier failed) has no aggregate
-        failed = [
-            FailedClient(i["client"], i.get("agent_id"), i.get("reason") or i["state"])
-            for i in members
-            if i["id"] not in by_item
-        ]
-        per_step.append((s, samples, failed))
-    single = None
-    for s, samples, failed in per_step:
-        if s["clients"] == 1 and not failed:
-            one = aggregate(samples)
-            single = sum(one[d]["iops"] for d in ("read", "write") if d in one)
-    out = []
-    for s, samples, failed in per_step:
-        agg = aggregate(
-            samples, failed=failed, expected_clients=s["clients"], single_client_iops=single
-        )
-        workload = s.get("workload") or run.get("workload") or {}
-        out.append(
-            {
-                "id": step_id(run["id"], s["step"]),
-                "run_id": run["id"],
-                "step": s["step"],
-                "target": run["target"],
-                "created_at": now_iso(),
-                **{k: s.get(k) for k in ("mode", "point", "repetition", "discarded")},
-                "workload": workload,
-                # What makes this step's figures comparable with another run's (issue: series).
-                "comparison_key": comparison_key(
-                    run.get("engine", "fio"), workload, run["targets"], s["clients"]
-                ),
-                **agg,
-            }
-        )
-    return out
-
-
-def sample_from_result(doc: Doc) -> ClientSample:
-    r = Result.model_validate({k: v for k, v in doc.items() if not k.startswith("_")})
-    w = r.workload
-    async_engine = w.ioengine in ("libaio", "io_uring", "posixaio")
-    in_flight = len(r.targets) * w.numjobs * (w.iodepth if async_engine else 1)
-    dirs: dict[Direction, DirectionResult] = {}
-    if r.read is not None:
-        dirs["read"] = r.read
-    if r.write is not None:
-        dirs["write"] = r.write
-    return ClientSample(
-        has_bins=r.engine == "fio",  # DiskSpd exports percentiles, not a histogram
-        client=r.client,
-        dirs=dirs,
-        series=r.series,
-        agent_id=r.agent_id,
-        outstanding_ios=in_flight,
-        start_skew_ms=r.start.skew_ms if r.start else None,
-    )
-
-
 def _item_doc(item: WorkItem) -> Doc:
     return {
         "id": item.item_id,
@@ -774,6 +986,20 @@ def _set_state(state: str, reason: str) -> Callable[[Doc], None]:
             d.update(state=state, reason=reason, ended_at=now_iso())
 
     return apply
+
+
+def _held_by_another(d: Doc, agent: AgentRef, message_id: str, dequeue_count: int) -> bool:
+    """Whether another agent holds the item and this delivery may not take it over. Only a
+    later delivery of the holder's own message may: the queue gave it out again because the
+    holder's lease ran out (a higher dequeue count than the holder's claim)."""
+    if d["state"] not in HELD_ITEM_STATES or holds(d, agent):
+        return False
+    redelivered = d.get("message_id") == message_id and dequeue_count > int(d.get("attempts") or 0)
+    return not redelivered
+
+
+def _ended(doc: Doc) -> BarrierDecision:
+    return BarrierDecision("abort", reason=doc.get("reason") or f"item {doc['state']}")
 
 
 def _start_at(instant_ms: int) -> Callable[[Doc], None]:
@@ -873,6 +1099,8 @@ def _public_item(doc: Doc, result: Doc | None) -> Doc:
         "reason",
         "started_at",
         "ended_at",
+        "start_at_ms",  # an instant of its own, when it heard its step's too late
+        "rebarriered",
     )
     out = {k: doc.get(k) for k in keys}
     out["result"] = result_summary(result) if result else None

@@ -22,11 +22,13 @@ from starlette.middleware.base import RequestResponseEndpoint
 from core.catalogue import PROFILES, get_profile
 from core.errors import BenchError, FieldError, NotFound, ValidationFailed
 from core.guardrails import LOCAL_CALLER, Caller, Forbidden
+from core.holder import AgentRef
 from core.models import (
     ITEM_ID_PATTERN,
     RUN_ID_PATTERN,
     TAG_KEY_PATTERN,
     Alias,
+    ArtifactName,
     RunRequest,
     WorkItem,
 )
@@ -37,7 +39,7 @@ from core.service import BarrierDecision, RunService
 from functions import apidocs as d
 from functions import apidocs_monitoring as m
 from functions import bot, context, errors, openapi, timers
-from functions.auth import Unauthorized, resolve_caller
+from functions.auth import Unauthorized, agent_ref, resolve_caller
 from functions.inputs import parse_json
 from functions.openapi import LOCATION, PUBLIC_PATHS, doc
 
@@ -45,8 +47,10 @@ log = logging.getLogger(__name__)
 RunId = Annotated[str, Path(pattern=RUN_ID_PATTERN)]
 ItemId = Annotated[str, Path(pattern=ITEM_ID_PATTERN)]
 ScheduleId = Annotated[str, Path(pattern=r"^sch-[0-9a-f]{16}$")]
-SeriesKey = Annotated[str, Path(pattern=r"^[0-9a-f]{16}$")]
-RegressionId = Annotated[str, Path(pattern=r"^[0-9a-f]{16}\.[a-z0-9._-]{1,64}\.r-[0-9a-f]{32}$")]
+# Series keys are 16 hex digits and regression ids <key>.<metric>.<method>.<run> today;
+# the patterns hold what a Cosmos DB id may be (no / \ ? #, at most 255 characters).
+SeriesKey = Annotated[str, Path(pattern=r"^[A-Za-z0-9._-]{1,128}$")]
+RegressionId = Annotated[str, Path(pattern=r"^[A-Za-z0-9._-]{1,255}$")]
 ProfileName = Annotated[str, Path(pattern=r"^[a-z0-9-]{1,64}$")]
 # Read by the auth middleware; declared on POST /api/runs for the document.
 DoorHeader = Annotated[
@@ -54,7 +58,9 @@ DoorHeader = Annotated[
     Header(description="api (default), pipeline or cli: recorded as requested_by.door"),
 ]
 STORE = (503,)  # answers that read or write Cosmos DB can fail with
-AGENT = (400, 409, 503)  # 409: an agent reporting for an item it does not hold
+# Each report is accepted only from the agent holding the item, in a state where it may
+# send it: anything else is 409 and changes nothing (core.holder).
+AGENT = (400, 404, 409, 503)
 
 
 def _svc() -> RunService:
@@ -90,6 +96,13 @@ class ItemRef(_AgentBody):
 
 class FailureBody(ItemRef):
     message: str = Field(max_length=8000)
+    # Keys the report, so that a retried report is recorded once (a uuid per report).
+    report_id: str | None = Field(None, min_length=1, max_length=64)
+
+
+def _agent(request: Request, agent_id: str) -> AgentRef:
+    """The reporting agent, as its credential proves it (403 naming agent_id otherwise)."""
+    return agent_ref(_caller(request), agent_id)
 
 
 def _parse(model: type[BaseModel], body: Any) -> Any:
@@ -148,7 +161,7 @@ def create_app() -> FastAPI:
         try:
             caller = resolve_caller(request.headers, context.settings())
         except Unauthorized as e:
-            return errors.error_response(401, [FieldError("(auth)", str(e))])
+            return errors.error_response(e.status, [FieldError(e.field, str(e))])
         if path.startswith("/api/agent/") and not caller.is_agent:
             return errors.error_response(403, [FieldError("(caller)", "agents only")])
         request.state.caller = caller
@@ -272,16 +285,19 @@ def create_app() -> FastAPI:
         **doc(m.ScheduleView, body=m.SchedulePatchBody, errors=(400, 403, 404, 409, *STORE)),
     )
     async def patch_schedule(schedule_id: ScheduleId, request: Request) -> dict[str, Any]:
-        _must_manage(request)
+        """Engineers and admins change any schedule; runners enable, disable or rename
+        their own (``owner``): 403 naming the field otherwise."""
         body = await _json(request)
-        return await asyncio.to_thread(context.scheduler().patch, schedule_id, body)
+        return await asyncio.to_thread(
+            context.scheduler().patch, schedule_id, body, _caller(request)
+        )
 
     @app.delete(
         "/api/schedules/{schedule_id}", **doc(None, status=204, errors=(400, 403, 404, *STORE))
     )
     async def delete_schedule(schedule_id: ScheduleId, request: Request) -> Response:
-        _must_manage(request)
-        await asyncio.to_thread(context.scheduler().delete, schedule_id)
+        """Engineers and admins delete any schedule; runners their own (``owner``)."""
+        await asyncio.to_thread(context.scheduler().delete, schedule_id, _caller(request))
         return Response(status_code=204)
 
     @app.get("/api/series", **doc(m.SeriesList, errors=STORE))
@@ -306,10 +322,13 @@ def create_app() -> FastAPI:
         **doc(m.Regression, body=m.TriageBody, errors=(400, 403, 404, 409, *STORE)),
     )
     async def triage(key: SeriesKey, regression_id: RegressionId, request: Request) -> Any:
-        _must_manage(request)
+        """Engineers and admins triage any regression; runners those first seen on their
+        own runs (403 naming ``first_run_id`` otherwise)."""
         body = await _json(request)
         state = body.get("state") if isinstance(body, dict) else None
-        return await asyncio.to_thread(context.monitor().triage, key, regression_id, str(state))
+        return await asyncio.to_thread(
+            context.monitor().triage, key, regression_id, str(state), _caller(request)
+        )
 
     @app.get("/api/profiles", **doc(m.ProfileList))
     async def profiles() -> dict[str, Any]:
@@ -326,18 +345,19 @@ def create_app() -> FastAPI:
         "/api/runs/{run_id}", **doc(d.RunSummary, status=202, errors=(400, 403, 404, *STORE))
     )
     async def cancel_run(run_id: RunId, request: Request) -> dict[str, Any]:
+        """Runners cancel their own runs, engineers and admins any (403 naming
+        ``requested_by.name`` otherwise)."""
         caller = _caller(request)
         if caller.limits.max_clients == 0:
             raise Forbidden([FieldError("(caller)", f"role {caller.role} may not cancel runs")])
-        return await asyncio.to_thread(_svc().cancel, run_id)
+        return await asyncio.to_thread(_svc().cancel, run_id, caller)
 
-    @app.get("/api/runs/{run_id}/results/{item_id}", **doc(WorkResult, errors=(400, 404, *STORE)))
+    @app.get("/api/runs/{run_id}/results/{item_id}", **doc(d.FullResult, errors=(400, 404, *STORE)))
     async def get_result(run_id: RunId, item_id: ItemId) -> dict[str, Any]:
-        stored = await asyncio.to_thread(context.store().get_result, run_id, item_id)
-        return {k: v for k, v in stored.items() if not k.startswith("_")}
+        """One client's result with its per-second series and the engine's own output."""
+        return await asyncio.to_thread(_svc().full_result, run_id, item_id)
 
     # ---- agent protocol (agents hold no database rights; the API writes for them) ----
-    # 409: an agent reporting for an item it does not hold.
 
     @app.post("/api/agent/claim", **doc(d.ClaimReply, body=ClaimBody, errors=AGENT))
     async def claim(request: Request) -> dict[str, str]:
@@ -345,7 +365,7 @@ def create_app() -> FastAPI:
         decision = await asyncio.to_thread(
             _svc().claim,
             b.work_item,
-            agent_id=b.agent_id,
+            agent=_agent(request, b.agent_id),
             dequeue_count=b.dequeue_count,
             message_id=b.message_id,
         )
@@ -354,34 +374,57 @@ def create_app() -> FastAPI:
     def _barrier(x: BarrierDecision) -> dict[str, Any]:
         return {"status": x.status, "start_at_ms": x.start_at_ms, "reason": x.reason}
 
-    @app.post("/api/agent/ready", **doc(d.BarrierReply, body=ItemRef, errors=(404, *AGENT)))
+    @app.post("/api/agent/ready", **doc(d.BarrierReply, body=ItemRef, errors=AGENT))
     async def ready(request: Request) -> dict[str, Any]:
         b: ItemRef = _parse(ItemRef, await _json(request))
-        return _barrier(await asyncio.to_thread(_svc().ready, b.run_id, b.item_id, b.agent_id))
+        agent = _agent(request, b.agent_id)
+        return _barrier(await asyncio.to_thread(_svc().ready, b.run_id, b.item_id, agent))
 
-    @app.post("/api/agent/barrier", **doc(d.BarrierReply, body=ItemRef, errors=(404, *AGENT)))
+    @app.post("/api/agent/barrier", **doc(d.BarrierReply, body=ItemRef, errors=AGENT))
     async def barrier(request: Request) -> dict[str, Any]:
         b: ItemRef = _parse(ItemRef, await _json(request))
-        return _barrier(await asyncio.to_thread(_svc().barrier, b.run_id, b.item_id, b.agent_id))
+        agent = _agent(request, b.agent_id)
+        return _barrier(await asyncio.to_thread(_svc().barrier, b.run_id, b.item_id, agent))
 
-    @app.post("/api/agent/heartbeat", **doc(d.HeartbeatReply, body=ItemRef, errors=(404, *AGENT)))
+    @app.post("/api/agent/heartbeat", **doc(d.HeartbeatReply, body=ItemRef, errors=AGENT))
     async def heartbeat(request: Request) -> dict[str, bool]:
         b: ItemRef = _parse(ItemRef, await _json(request))
-        return await asyncio.to_thread(_svc().heartbeat, b.run_id, b.item_id, b.agent_id)
+        agent = _agent(request, b.agent_id)
+        return await asyncio.to_thread(_svc().heartbeat, b.run_id, b.item_id, agent)
 
-    @app.post("/api/agent/failure", **doc(d.FailureReply, body=FailureBody, errors=(404, *AGENT)))
+    @app.post("/api/agent/failure", **doc(d.FailureReply, body=FailureBody, errors=AGENT))
     async def failure(request: Request) -> dict[str, Any]:
         b: FailureBody = _parse(FailureBody, await _json(request))
+        agent = _agent(request, b.agent_id)
         final = await asyncio.to_thread(
-            _svc().report_failure, b.run_id, b.item_id, b.agent_id, b.message
+            _svc().report_failure, b.run_id, b.item_id, agent, b.message, report_id=b.report_id
         )
         return {"status": "recorded", "final": final}
 
-    @app.post("/api/agent/cancelled", **doc(d.CancelledReply, body=ItemRef, errors=(404, *AGENT)))
+    @app.post("/api/agent/cancelled", **doc(d.CancelledReply, body=ItemRef, errors=AGENT))
     async def cancelled(request: Request) -> dict[str, str]:
         b: ItemRef = _parse(ItemRef, await _json(request))
-        await asyncio.to_thread(_svc().report_cancelled, b.run_id, b.item_id, b.agent_id)
+        agent = _agent(request, b.agent_id)
+        await asyncio.to_thread(_svc().report_cancelled, b.run_id, b.item_id, agent)
         return {"status": "recorded"}
+
+    @app.put(
+        "/api/agent/artifacts/{item_id}/{name}",
+        **doc(d.ArtifactStored, status=201, binary="application/gzip", errors=(*AGENT, 413)),
+    )
+    async def put_artifact(
+        item_id: ItemId,
+        name: ArtifactName,
+        request: Request,
+        agent_id: Annotated[str, Query(min_length=1, max_length=128)],
+    ) -> JSONResponse:
+        """A large output of an item (gzip): its timeline, the engine's output, its logs;
+        from the agent holding the item (``agent_id``), 409 otherwise."""
+        run_id = item_id.rsplit(".", 2)[0]
+        data = await request.body()
+        agent = _agent(request, agent_id)
+        size = await asyncio.to_thread(_svc().put_artifact, run_id, item_id, name, data, agent)
+        return JSONResponse({"stored": True, "bytes": size}, status_code=201)
 
     @app.put(
         "/api/agent/results/{item_id}",
@@ -390,7 +433,7 @@ def create_app() -> FastAPI:
             status=201,
             also={200: d.StoredReply},
             body=WorkResult,
-            errors=(404, *AGENT),
+            errors=(*AGENT, 413),
         ),
     )
     async def put_result(item_id: ItemId, request: Request) -> JSONResponse:
@@ -398,7 +441,11 @@ def create_app() -> FastAPI:
         body = await _json(request)
         if not isinstance(body, dict) or body.get("item_id") != item_id:
             raise ValidationFailed([FieldError("item_id", "must match the URL")])
-        created = await asyncio.to_thread(_svc().store_result, body)
+        claimed = body.get("agent_id")
+        if not isinstance(claimed, str) or not claimed:
+            raise ValidationFailed([FieldError("agent_id", "required")])
+        agent = _agent(request, claimed)
+        created = await asyncio.to_thread(_svc().store_result, body, agent)
         return JSONResponse(
             {"stored": True, "duplicate": not created}, status_code=201 if created else 200
         )

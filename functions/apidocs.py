@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.guardrails import DOORS
-from core.models import RUN_ID_PATTERN, Engine, RunRequest, Workload
+from core.models import RUN_ID_PATTERN, Direction, Engine, Result, RunRequest, Workload
 from core.runstate import RunState
 
 Door = Literal[DOORS]  # type: ignore[valid-type]
@@ -158,7 +158,7 @@ class Aggregate(OpenDoc):
     partial: bool
     failed_clients: list[dict[str, Any]]
     basis: Literal["common-window", "whole-run"]
-    window: dict[str, int] | None = Field(description="start_ms, end_ms, seconds")
+    window: dict[str, float] | None = Field(description="start_ms, end_ms, seconds")
     read: AggregateDirection | None = None
     write: AggregateDirection | None = None
     per_client: list[dict[str, Any]]
@@ -244,6 +244,26 @@ class FailureReply(BaseModel):
 
 class CancelledReply(BaseModel):
     status: Literal["recorded"]
+
+
+class SecondRow(OpenDoc):
+    t_ms: float = Field(description="end of the 1 s interval, Unix ms")
+    iops: float
+    bw_bytes: float
+
+
+class FullResult(Result):
+    """A stored result with what Blob Storage keeps beside it."""
+
+    series: dict[Direction, list[SecondRow]] = Field(
+        description="per second over the measured period (from the timeline artifact)"
+    )
+    raw: dict[str, Any] | None = Field(description="the engine's own output, if uploaded")
+
+
+class ArtifactStored(BaseModel):
+    stored: Literal[True]
+    bytes: int = Field(description="size stored")
 
 
 class StoredReply(BaseModel):

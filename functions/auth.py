@@ -15,17 +15,31 @@ import json
 from typing import Any
 
 from adapters.config import Settings
-from core.errors import BenchError
-from core.guardrails import AGENT_ROLE, DOORS, LOCAL_CALLER, Caller, best_role
+from core.errors import BenchError, FieldError
+from core.guardrails import AGENT_ROLE, DOORS, LOCAL_CALLER, Caller, Forbidden, best_role
+from core.holder import AgentRef
 
 # Doors a REST caller may name itself; "schedule" and the bots are set by the service.
 SELF_DECLARED_DOORS = ("api", "pipeline", "cli")
 OBJECT_ID_CLAIM = "http://schemas.microsoft.com/identity/claims/objectidentifier"
+# An agent signed in with its managed identity is named after the identity's object id.
+# (A key's name cannot contain ":", so the two never clash.)
+MANAGED_IDENTITY_PREFIX = "agent:"
 assert set(SELF_DECLARED_DOORS) <= set(DOORS)
 
 
 class Unauthorized(BenchError):
     """HTTP 401."""
+
+    status = 401
+    field = "(auth)"
+
+
+class NoAppRole(Unauthorized):
+    """HTTP 403: signed in, but no Bench.* app role and no default role configured."""
+
+    status = 403
+    field = "(caller)"
 
 
 def _door(headers: Any) -> str:
@@ -59,8 +73,12 @@ def resolve_caller(headers: Any, settings: Settings) -> Caller:
             )
             name = headers.get("x-ms-client-principal-name") or oid or "unknown"
             if oid and oid in settings.agent_principals:
-                return Caller(name=f"agent:{oid}", role=AGENT_ROLE, door="api", is_agent=True)
-            return Caller(name=name, role=best_role(roles, settings.default_role), door=door)
+                agent = MANAGED_IDENTITY_PREFIX + oid
+                return Caller(name=agent, role=AGENT_ROLE, door="api", is_agent=True)
+            role = best_role(roles, settings.default_role or "")
+            if not role:  # no role means no access (BENCH_DEFAULT_ROLE unset)
+                raise NoAppRole(f"{name} has no Bench.* app role for this API")
+            return Caller(name=name, role=role, door=door)
     if settings.api_keys:
         given = str(headers.get("x-api-key", ""))
         for name, role, key in settings.api_keys:
@@ -70,3 +88,29 @@ def resolve_caller(headers: Any, settings: Settings) -> Caller:
     if settings.trust_easyauth:
         raise Unauthorized("not signed in")
     return Caller(name=LOCAL_CALLER.name, role=LOCAL_CALLER.role, door=door, is_agent=True)
+
+
+def agent_ref(caller: Caller, agent_id: str) -> AgentRef:
+    """Which agent is reporting: proved by its credential where it has one.
+
+    - A per-agent API key names the agent: the ``agent_id`` it gives must be that name.
+    - A managed identity may be shared by every agent of a pool, so it proves the pool's
+      agent, not which one: its object id is recorded with the item and must match, and the
+      ``agent_id`` given keeps the agents of the pool apart (see README, security).
+    - Open local mode has no credential: the ``agent_id`` given is all there is.
+    """
+    if caller.role != AGENT_ROLE:
+        return AgentRef(agent_id)
+    if caller.name.startswith(MANAGED_IDENTITY_PREFIX):
+        return AgentRef(agent_id, principal=caller.name)
+    if agent_id != caller.name:
+        raise Forbidden(
+            [
+                FieldError(
+                    "agent_id",
+                    f"this API key belongs to agent {caller.name}, not {agent_id!r} "
+                    f"(start the agent with --agent-id {caller.name})",
+                )
+            ]
+        )
+    return AgentRef(agent_id, principal=caller.name)

@@ -19,6 +19,7 @@ from core.errors import (
     FieldError,
     NotFound,
     StoreUnavailable,
+    TooLarge,
     ValidationFailed,
 )
 from core.guardrails import Forbidden
@@ -81,6 +82,10 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(Conflict)
     async def _conflict(_: Request, e: Conflict) -> JSONResponse:
         return error_response(409, [FieldError("(request)", str(e))])
+
+    @app.exception_handler(TooLarge)
+    async def _too_large(_: Request, e: TooLarge) -> JSONResponse:
+        return error_response(413, [FieldError("(body)", str(e))])
 
     @app.exception_handler(StoreUnavailable)
     async def _down(_: Request, e: StoreUnavailable) -> JSONResponse:

@@ -28,12 +28,15 @@ ERRORS: dict[int, str] = {
     400: "Invalid input: every problem, by field (body path, query, header or path name)",
     401: "Not signed in: no or unknown X-Api-Key, no Entra ID token; for the chat doors a "
     "bad, stale or missing signature",
-    403: "Signed in, but the role may not do this (or crosses a limit: the field says which); "
-    "/api/agent/* is for agents only",
+    403: "Signed in, but with no Bench.* role, or the role may not do this (a limit crossed, "
+    "someone else's run, schedule or regression: the field says which); /api/agent/* is for "
+    "agents only, each reporting as itself",
     404: "No such run, item, schedule, series, regression or profile",
     409: "Conflicts with the current state (busy target with on_busy refuse, Idempotency-Key "
     "reused with another body, an agent reporting for an item it does not hold, a concurrent "
     "change, a replayed chat request)",
+    413: "Over a limit a backing service holds (a 2 MB Cosmos DB document, an artifact's "
+    "size): nothing written",
     503: "A backing service (Cosmos DB, the queue) failed after retries, or a chat door is "
     "not configured: retry later",
 }
@@ -127,10 +130,12 @@ def doc(
     body: type[BaseModel] | None = None,
     also: Mapping[int, type[BaseModel]] | None = None,
     headers: Mapping[str, Any] | None = None,
+    binary: str | None = None,
 ) -> dict[str, Any]:
     """Route arguments documenting an operation: its answer ``ok`` with ``status`` (no
     content when ``ok`` is None), other successful answers ``also``, the error statuses it
-    can answer, and its JSON request ``body``. Responses are described, never filtered."""
+    can answer, and its JSON request ``body`` (or raw bytes of media type ``binary``).
+    Responses are described, never filtered."""
     responses: dict[int | str, Any] = {}
     for code, model in {**({status: ok} if ok else {}), **(also or {})}.items():
         responses[code] = _json(_mark(model, "serialization"))
@@ -141,6 +146,9 @@ def doc(
     extra: dict[str, Any] = {}
     if body is not None:
         extra["requestBody"] = {"required": True, **_json(_mark(body, "validation"))}
+    if binary is not None:
+        content = {binary: {"schema": {"type": "string", "format": "binary"}}}
+        extra["requestBody"] = {"required": True, "content": content}
     return {
         "status_code": status,
         "response_model": None,
@@ -193,7 +201,8 @@ def build(app: FastAPI) -> dict[str, Any]:
             operation["security"] = _security(path)
             if operation["security"]:
                 answers.setdefault("401", {"description": ERRORS[401], **error})
-            if path.startswith("/api/agent/"):
+            if operation["security"] and not path.startswith("/api/bot/"):
+                # Signed in without a Bench.* role, or not an agent on /api/agent/*.
                 answers.setdefault("403", {"description": ERRORS[403], **error})
     return document
 

@@ -22,7 +22,7 @@ from benchctl.localstack import Stack
 from core.guardrails import Caller, TargetInfo, check_run
 from core.models import RunRequest, Workload
 from core.plan import plan_steps
-from functions.auth import Unauthorized, resolve_caller
+from functions.auth import NoAppRole, Unauthorized, resolve_caller
 from tests.conftest import TEST_TARGETS, AgentFactory, run_body
 
 KEYS = {
@@ -157,8 +157,9 @@ def test_benchctl_config_file_markdown_and_compare(
         md = r.stdout
         assert md.startswith("### ✅ Benchmark on `scratch`: completed")
         assert "requested by ci via pipeline" in md and "`commit=abc123`" in md
-        assert "| step | clients | dir | IOPS | MiB/s | p50 ms | p99 ms | p99.9 ms |" in md
-        assert "| 0 | 1 | read |" in md
+        header = "| step | point | clients | dir | IOPS | MiB/s | p50 ms | p99 ms | p99.9 ms |"
+        assert header + " percentiles |" in md and "| common window |" in md
+        assert "| 0 | - | 1 | read |" in md
         ids.append(md.split("Run `")[1].split("`")[0])
 
     r = benchctl("--config", str(cfg), "compare", *ids, "--format", "json")
@@ -201,7 +202,12 @@ def principal(claims: list[tuple[str, str]]) -> str:
 
 def settings(**env: str) -> Settings:
     return Settings.from_env(
-        {"BENCH_QUEUE_URI": "https://q", "BENCH_COSMOS_ENDPOINT": "https://c", **env}
+        {
+            "BENCH_QUEUE_URI": "https://q",
+            "BENCH_BLOB_URI": "https://b",
+            "BENCH_COSMOS_ENDPOINT": "https://c",
+            **env,
+        }
     )
 
 
@@ -228,6 +234,79 @@ def test_easyauth_principal_gives_role_name_and_agents() -> None:
         resolve_caller({"x-ms-client-principal": "not base64 json"}, s)
     # Locally, with nothing configured, the API is open.
     assert resolve_caller({}, settings()).role == "admin"
+
+
+def test_a_signed_in_caller_without_an_app_role_has_no_access_by_default() -> None:
+    s = settings(BENCH_TRUST_EASYAUTH="1", BENCH_AGENT_PRINCIPALS="oid-agent")
+    assert s.default_role is None
+    anyone = {"x-ms-client-principal": principal([]), "x-ms-client-principal-id": "oid-eve"}
+    with pytest.raises(NoAppRole, match=r"no Bench\.\* app role") as e:
+        resolve_caller(anyone, s)
+    assert (e.value.status, e.value.field) == (403, "(caller)")
+    # An app role other than Bench.* (or a role unknown to the API) is no role either.
+    other = {**anyone, "x-ms-client-principal": principal([("roles", "Bench.Agent")])}
+    with pytest.raises(NoAppRole):
+        resolve_caller(other, s)
+    reader = {**anyone, "x-ms-client-principal": principal([("roles", "Bench.Reader")])}
+    assert resolve_caller(reader, s).role == "reader"
+    agent = {"x-ms-client-principal": principal([]), "x-ms-client-principal-id": "oid-agent"}
+    assert resolve_caller(agent, s).is_agent
+    # Still configurable: "none" and "" also mean no role; a role name is given to everyone.
+    for none in ("none", ""):
+        assert settings(BENCH_TRUST_EASYAUTH="1", BENCH_DEFAULT_ROLE=none).default_role is None
+    runner = settings(BENCH_TRUST_EASYAUTH="1", BENCH_DEFAULT_ROLE="runner")
+    assert resolve_caller(anyone, runner).role == "runner"
+    with pytest.raises(ConfigError, match="BENCH_DEFAULT_ROLE"):
+        settings(BENCH_DEFAULT_ROLE="root")
+
+
+@pytest.fixture(scope="module")
+def easyauth(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """A second API process trusting X-MS-CLIENT-PRINCIPAL, as behind App Service
+    Authentication in Azure, with the default BENCH_DEFAULT_ROLE (none)."""
+    st = dataclasses.replace(
+        stack,
+        dir=str(tmp_path_factory.mktemp("easyauth")),
+        api_port=localstack.free_port(),
+        procs=[],
+    )
+    env = {"BENCH_TRUST_EASYAUTH": "1", "BENCH_TARGETS": json.dumps(TEST_TARGETS)}
+    p = localstack.start_api(st, timer_seconds=0, extra_env=env)
+    yield st
+    localstack.stop_proc(p, timeout=5)
+
+
+def test_no_app_role_gets_403_on_everything_but_health(easyauth: Stack, pool: str) -> None:
+    def as_(roles: list[str]) -> dict[str, str]:
+        return {
+            "X-MS-CLIENT-PRINCIPAL": principal([("roles", r) for r in roles]),
+            "X-MS-CLIENT-PRINCIPAL-ID": "oid-someone",
+            "X-MS-CLIENT-PRINCIPAL-NAME": "someone@contoso.com",
+        }
+
+    with httpx.Client(base_url=easyauth.api_url, timeout=30) as c:
+        assert c.get("/api/health").status_code == 200
+        assert c.get("/api/runs").status_code == 401  # no principal: not signed in
+        routes = [
+            ("GET", "/api/runs", None),
+            ("POST", "/api/runs", run_body(pool)),
+            ("GET", "/api/targets", None),
+            ("GET", "/api/schedules", None),
+            ("POST", "/api/agent/claim", {}),
+        ]
+        for method, path, body in routes:
+            r = c.request(method, path, json=body, headers=as_([]))
+            assert r.status_code == 403, (path, r.text)
+            assert r.json()["errors"] == [
+                {
+                    "field": "(caller)",
+                    "message": "someone@contoso.com has no Bench.* app role for this API",
+                }
+            ]
+        # With an app role the same caller reads, and the role's limits apply.
+        assert c.get("/api/runs", headers=as_(["Bench.Reader"])).status_code == 200
+        r = c.post("/api/runs", json=run_body(pool), headers=as_(["Bench.Reader"]))
+        assert r.status_code == 403 and "reader may not start runs" in r.text
 
 
 def test_an_unresolved_key_vault_reference_is_no_secret() -> None:
@@ -283,3 +362,25 @@ def test_limits_count_every_step_and_repetition() -> None:
     assert limits_errors({"targets": ["u", "t"], "workload": {"rw": "write"}}, "admin", ro)[
         0
     ].startswith("targets.1: target t is read-only")
+
+
+def test_an_agents_identity_comes_from_its_credential() -> None:
+    from core.guardrails import Forbidden
+    from core.holder import AgentRef
+    from functions.auth import agent_ref
+
+    s = settings(
+        BENCH_API_KEYS="vm1:agent:agent-key-0123456789abcd",
+        BENCH_TRUST_EASYAUTH="1",
+        BENCH_AGENT_PRINCIPALS="oid-pool",
+    )
+    keyed = resolve_caller({"x-api-key": "agent-key-0123456789abcd"}, s)
+    assert agent_ref(keyed, "vm1") == AgentRef("vm1", principal="vm1")
+    with pytest.raises(Forbidden) as posing:
+        agent_ref(keyed, "vm2")  # a key names its agent
+    assert posing.value.errors[0].field == "agent_id"
+    # A managed identity proves the pool's agent: recorded, with the agent id it gives.
+    mi = {"x-ms-client-principal": principal([]), "x-ms-client-principal-id": "oid-pool"}
+    assert agent_ref(resolve_caller(mi, s), "vm7") == AgentRef("vm7", principal="agent:oid-pool")
+    # Open local mode: no credential, the agent id given is all there is.
+    assert agent_ref(resolve_caller({}, settings()), "vm3") == AgentRef("vm3")

@@ -11,9 +11,15 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import os
 import re
+import stat
+import subprocess
+import sys
+import threading
 from collections.abc import Iterator
 from functools import cache
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +27,10 @@ import pytest
 import yaml
 from pycep import BicepParser
 
-from adapters.config import SETTING_NAMES
+from adapters.config import SETTING_NAMES, Settings
 from adapters.cosmos import CONTAINERS
 from agent.config import AgentConfig
+from core.guardrails import ROLE_ORDER, best_role
 
 ROOT = Path(__file__).resolve().parent.parent
 BICEP = ROOT / "bicep"
@@ -66,15 +73,24 @@ def walk(node: Node) -> Iterator[Node]:
 # ---- a small evaluator for the Bicep expressions the tests need ---------------------------
 # pycep keeps an identifier (a parameter, variable or loop variable) as a bare string, the
 # same as a string literal; a string naming a known identifier is taken as a reference.
+# String literals keep Bicep's escapes (\n, \\, \', \$, \u{...}) and their interpolations
+# as text: both are resolved here; an interpolation may be a name with .property and [index]
+# accessors (the templates keep function calls out of interpolations for that reason).
 
-INTERPOLATION = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_.]*)\}")
+ACCESSOR = r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*|\[[A-Za-z0-9_.]+\])*"
+IN_STRING = re.compile(r"\\(u\{[0-9A-Fa-f]+\}|.)|\$\{(" + ACCESSOR + r")\}")
+ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", "'": "'", "$": "$"}
+FORMAT_ITEM = re.compile(r"\{(\d+)\}")
 
 
-def _lookup(dotted: str, env: dict[str, Any]) -> Any:
-    first, *rest = dotted.split(".")
-    value = env[first]
-    for key in rest:
-        value = value[key]
+def _lookup(expr: str, env: dict[str, Any]) -> Any:
+    steps = re.findall(r"\.?([A-Za-z_][A-Za-z0-9_]*)|\[([A-Za-z0-9_.]+)\]", expr)
+    value = env[steps[0][0]]
+    for name, index in steps[1:]:
+        if name:
+            value = value[name]
+        else:
+            value = value[int(index) if index.isdigit() else _lookup(index, env)]
     return value
 
 
@@ -84,13 +100,21 @@ def _to_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
 
 
+def _string(literal: str, env: dict[str, Any]) -> str:
+    def one(m: re.Match[str]) -> str:
+        escape = m.group(1)
+        if escape is None:
+            return _to_text(_lookup(m.group(2), env))
+        return chr(int(escape[2:-1], 16)) if escape.startswith("u{") else ESCAPES[escape]
+
+    return IN_STRING.sub(one, literal)
+
+
 def evaluate(node: Node, env: dict[str, Any], base: Path) -> Any:
     if node is None or isinstance(node, bool | int | float):
         return node
     if isinstance(node, str):
-        if node in env:
-            return env[node]
-        return INTERPOLATION.sub(lambda m: _to_text(_lookup(m.group(1), env)), node)
+        return env[node] if node in env else _string(node, env)
     if isinstance(node, list):
         return [evaluate(v, env, base) for v in node]
     if "loop_type" in node:
@@ -132,7 +156,11 @@ def evaluate(node: Node, env: dict[str, Any], base: Path) -> Any:
                 merged.update(v)
             return merged
         if fn == "concat":
+            if all(isinstance(v, str) for v in values):
+                return "".join(values)
             return [x for v in values for x in v]
+        if fn == "format":
+            return FORMAT_ITEM.sub(lambda m: _to_text(values[1 + int(m.group(1))]), values[0])
         if fn == "base64":
             return base64.b64encode(values[0].encode()).decode()
         raise NotImplementedError(fn)
@@ -308,12 +336,42 @@ def test_cosmos_containers_match_the_code() -> None:
     assert tree["parameters"]["activityTtlSeconds"]["default"] == 86400
 
 
-def test_key_vaults_use_rbac() -> None:
+def main_module_params(name: str) -> dict[str, Node]:
+    params: dict[str, Node] = body(parse(BICEP / "main.bicep")["modules"][name])["params"]
+    return params
+
+
+def test_key_vaults_use_rbac_soft_delete_and_purge_protection_by_parameter() -> None:
     props = the(module("keyvault"), "Microsoft.KeyVault/vaults")["properties"]
     assert props["enableRbacAuthorization"] is True
     assert props["enableSoftDelete"] is True
-    assert props["enablePurgeProtection"] is True
     assert "accessPolicies" not in props
+    # true or null: Key Vault refuses false, and turning it on cannot be undone.
+    assert props["enablePurgeProtection"] == {
+        "operator": {
+            "type": "conditional",
+            "operands": {"condition": "purgeProtection", "true_value": True, "false_value": None},
+        }
+    }
+    main = parse(BICEP / "main.bicep")["parameters"]
+    assert main["keyVaultPurgeProtection"] == {
+        "decorators": main["keyVaultPurgeProtection"]["decorators"],
+        "type": "bool",
+        "default": True,
+    }
+    for vault in ("appVault", "agentVault"):
+        assert main_module_params(vault)["purgeProtection"] == "keyVaultPurgeProtection"
+
+
+def test_the_app_vault_stays_reachable_for_key_vault_references_on_flex() -> None:
+    """Flex Consumption does not resolve Key Vault references from a network-restricted
+    vault, even with VNet integration: the app vault cannot be made private by a parameter."""
+    assert main_module_params("appVault")["publicNetworkAccess"] == "Enabled"
+    agent = main_module_params("agentVault")["publicNetworkAccess"]
+    assert agent == "agentKeyVaultPublicNetworkAccess"
+    main = parse(BICEP / "main.bicep")["parameters"]
+    assert "keyVaultPublicNetworkAccess" not in main
+    assert main["agentKeyVaultPublicNetworkAccess"]["default"] == "Enabled"
 
 
 def test_app_insights_takes_entra_id_only() -> None:
@@ -360,6 +418,81 @@ def test_app_service_authentication_guards_all_but_the_bot_and_health_routes() -
     aad = auth["properties"]["identityProviders"]["azureActiveDirectory"]
     assert aad["enabled"] is True
     assert aad["registration"]["clientId"] == "apiClientId"
+
+
+AZURE_CLI = "04b07795-8ddb-461a-bbee-02f9e1bf7b46"  # azure-identity DEVELOPER_SIGN_ON_CLIENT_ID
+AZURE_POWERSHELL = "1950a258-227b-4e31-a9cf-717495945fc2"  # Az.Accounts PowerShellClientId
+
+
+def test_easy_auth_admits_only_the_agents_and_the_listed_client_applications() -> None:
+    auth = body(module("functionapp")["resources"]["auth"])
+    validation = auth["properties"]["identityProviders"]["azureActiveDirectory"]["validation"]
+    assert validation["defaultAuthorizationPolicy"] == {
+        "allowedApplications": "allowedClientApplications"
+    }
+    # main: the agents' identity, then the people's tools and pipelines listed.
+    allowed = main_module_params("functionApp")["allowedClientApplications"]
+    first, rest = allowed["function"]["parameters"].values()
+    assert allowed["function"]["type"] == "concat"
+    (agent,) = first
+    assert agent["operator"]["operands"]["operand_1"] == "identities"
+    assert agent["operator"]["operands"]["operand_2"]["operator"]["operands"] == {
+        "operand_1": "outputs",
+        "operand_2": "agentClientId",
+    }
+    assert rest == "apiClientApplications"
+    main = parse(BICEP / "main.bicep")["parameters"]
+    assert main["apiClientApplications"]["default"] == [AZURE_CLI, AZURE_POWERSHELL]
+
+
+def entra(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((BICEP / "entra" / name).read_text())
+    return data
+
+
+def test_the_app_registration_exposes_a_scope_preauthorized_for_the_allowed_clients() -> None:
+    """What docs/deploy.md PATCHes onto the API's app registration: a delegated scope, so
+    people get tokens through `az login` (no AADSTS65001), for exactly the client apps Easy
+    Auth admits by default."""
+    app, pre = entra("api-app.json"), entra("api-preauthorize.json")
+    (scope,) = app["api"]["oauth2PermissionScopes"]
+    assert scope["value"] == "user_impersonation" and scope["isEnabled"] is True
+    assert app["api"]["requestedAccessTokenVersion"] == 2
+    # The second PATCH repeats the first's api object, plus the pre-authorizations.
+    assert {k: v for k, v in pre["api"].items() if k != "preAuthorizedApplications"} == app["api"]
+    pre_authorized = pre["api"]["preAuthorizedApplications"]
+    assert all(p["delegatedPermissionIds"] == [scope["id"]] for p in pre_authorized)
+    default = parse(BICEP / "main.bicep")["parameters"]["apiClientApplications"]["default"]
+    assert [p["appId"] for p in pre_authorized] == default
+
+
+def test_the_app_roles_are_the_services_roles_and_agent_gives_none() -> None:
+    roles = {r["value"]: r for r in entra("api-app.json")["appRoles"]}
+    assert set(roles) == {f"Bench.{r.title()}" for r in ROLE_ORDER} | {"Bench.Agent"}
+    for name in ROLE_ORDER:
+        assert best_role([f"Bench.{name.title()}"], "") == name
+        assert roles[f"Bench.{name.title()}"]["allowedMemberTypes"] == ["User", "Application"]
+    # Bench.Agent only lets the agents' identity get a token (assignment is required); the
+    # API knows agents by principal id and gives the role itself nothing.
+    assert best_role(["Bench.Agent"], "") == ""
+    assert roles["Bench.Agent"]["allowedMemberTypes"] == ["Application"]
+    assert len({r["id"] for r in roles.values()}) == len(roles)
+
+
+def test_a_caller_without_an_app_role_gets_no_role_by_default() -> None:
+    main = parse(BICEP / "main.bicep")["parameters"]["defaultRole"]
+    assert main["default"] == "none"
+    (allowed,) = [d["argument"] for d in main["decorators"] if d["type"] == "allowed"]
+    assert main_module_params("functionApp")["defaultRole"] == "defaultRole"
+    assert app_settings()["BENCH_DEFAULT_ROLE"] == "defaultRole"
+    # Every value the template allows is one the code accepts; "none" means no role.
+    env = {
+        "BENCH_QUEUE_URI": "https://q",
+        "BENCH_BLOB_URI": "https://b",
+        "BENCH_COSMOS_ENDPOINT": "https://c",
+    }
+    roles = {v: Settings.from_env({**env, "BENCH_DEFAULT_ROLE": v}).default_role for v in allowed}
+    assert roles == {v: (None if v == "none" else v) for v in allowed}
 
 
 # ---- d. least-privilege role assignments ------------------------------------------------
@@ -518,14 +651,13 @@ def test_service_settings_values() -> None:
     main = parse(BICEP / "main.bicep")["parameters"]
     assert main["cosmosDatabaseName"]["default"] == "bench"
     assert main["gatePct"]["default"] == "10"
-    assert main["defaultRole"]["default"] == "runner"
     assert main["botRole"]["default"] == "runner"
     assert params["targets"]["type"] == "array"
 
 
 # ---- f. the Linux agent's cloud-init ----------------------------------------------------
 
-SAMPLE_MOUNTS = [
+SAMPLE_MOUNTS: list[dict[str, Any]] = [
     {
         "alias": "vol1",
         "kind": "nfs",
@@ -541,6 +673,7 @@ SAMPLE_MOUNTS = [
         "source": "//benchfiles.file.core.windows.net/share1",
         "smb_secret_name": "smb-share1",
     },
+    {"alias": "anf-v41", "kind": "nfs", "source": "10.0.0.5:/vol2", "nfs_version": "4.1"},
 ]
 SAMPLE_PARAMS: dict[str, Any] = {
     "poolName": "anf",
@@ -553,6 +686,7 @@ SAMPLE_PARAMS: dict[str, Any] = {
     "mounts": SAMPLE_MOUNTS,
 }
 TOKEN = re.compile(r"@@[A-Z0-9_]+@@")
+SMB_CREDENTIALS_UNIT = "benchsvc-smb-credentials.service"
 
 
 def replaced_tokens(node: Node) -> set[str]:
@@ -563,12 +697,16 @@ def replaced_tokens(node: Node) -> set[str]:
     }
 
 
-@cache
-def rendered_cloud_init() -> str:
+def render_cloud_init(mounts: list[dict[str, Any]]) -> str:
     tree = module("agentpool-linux")
-    env = evaluate_variables(tree, SAMPLE_PARAMS, MODULES)
+    env = evaluate_variables(tree, {**SAMPLE_PARAMS, "mounts": mounts}, MODULES)
     text: str = env["cloudInit"]
     return text
+
+
+@cache
+def rendered_cloud_init() -> str:
+    return render_cloud_init(SAMPLE_MOUNTS)
 
 
 def cloud_init() -> dict[str, Any]:
@@ -580,6 +718,30 @@ def write_file(path: str) -> str:
     (entry,) = [f for f in cloud_init()["write_files"] if f["path"] == path]
     content: str = entry["content"]
     return content
+
+
+def unit_file_name(mount_path: str) -> str:
+    """The mount unit's name as systemd itself derives it from the path (systemd.mount(5))."""
+    out = subprocess.run(
+        ["systemd-escape", "--path", "--suffix=mount", mount_path],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.strip()
+
+
+def unit_settings(text: str) -> dict[str, list[str]]:
+    """`Section.Key` -> values, in order (systemd unit files may repeat a key)."""
+    found: dict[str, list[str]] = {}
+    section = ""
+    for line in text.splitlines():
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1]
+        elif "=" in line and not line.startswith("#"):
+            key, value = line.split("=", 1)
+            found.setdefault(f"{section}.{key}", []).append(value)
+    return found
 
 
 def test_every_placeholder_is_replaced_and_only_placeholders() -> None:
@@ -601,7 +763,12 @@ def test_the_agent_is_pip_installed_from_the_package_url_into_opt_benchsvc() -> 
     assert ["python3", "-m", "venv", "/opt/benchsvc"] in runcmd
     (pip,) = [c for c in runcmd if c[0] == "/opt/benchsvc/bin/pip"]
     assert pip[1] == "install" and pip[-1] == SAMPLE_PARAMS["agentPackageUrl"]
-    assert runcmd.index(pip) < runcmd.index(["systemctl", "enable", "--now", "benchsvc-agent"])
+    assert runcmd.index(pip) < runcmd.index(
+        ["systemctl", "enable", "--now", "--no-block", "benchsvc-agent"]
+    )
+
+
+AGENT_MOUNT_KEYS = {"path", "fstype", "source"}  # agent/config.py: a mount as an object
 
 
 def test_agent_json_has_exactly_the_agent_config_fields() -> None:
@@ -618,56 +785,206 @@ def test_agent_json_has_exactly_the_agent_config_fields() -> None:
         "imds",
         "work_dir",
     }
-    assert config["mounts"] == {"vol1": "/mnt/bench/vol1", "share1": "/mnt/bench/share1"}
     assert config["imds"] is True
     assert config["api_scope"] == SAMPLE_PARAMS["apiScope"]
     assert config["managed_identity_client_id"] == SAMPLE_PARAMS["agentIdentityClientId"]
     assert config["pool"] == "anf"
 
 
-def test_mounts_are_fstab_entries_under_mnt_bench() -> None:
-    mounts = cloud_init()["mounts"]
-    nfs, smb = mounts
-    assert nfs[:3] == ["10.0.0.4:/vol1", "/mnt/bench/vol1", "nfs"]
-    options = nfs[3].split(",")
-    for opt in (
+def test_agent_json_names_each_mounts_filesystem_and_source_as_mountinfo_shows_them() -> None:
+    mounts = json.loads(write_file("/etc/benchsvc/agent.json"))["mounts"]
+    # NFSv3 shows as nfs, NFSv4.x as nfs4 and SMB as cifs in /proc/self/mountinfo; the
+    # source as given (an SMB share as //server/share).
+    assert mounts == {
+        "vol1": {"path": "/mnt/bench/vol1", "fstype": "nfs", "source": "10.0.0.4:/vol1"},
+        "share1": {
+            "path": "/mnt/bench/share1",
+            "fstype": "cifs",
+            "source": "//benchfiles.file.core.windows.net/share1",
+        },
+        "anf-v41": {"path": "/mnt/bench/anf-v41", "fstype": "nfs4", "source": "10.0.0.5:/vol2"},
+    }
+    assert all(set(m) == AGENT_MOUNT_KEYS for m in mounts.values())
+
+
+def test_an_unknown_nfs_version_fails_the_rendering() -> None:
+    with pytest.raises(KeyError, match="v5"):
+        render_cloud_init([{**SAMPLE_MOUNTS[0], "nfs_version": "5"}])
+
+
+def test_volumes_are_mounted_by_explicit_systemd_mount_units_not_cloud_inits_mounts() -> None:
+    ci = cloud_init()
+    # cloud-init's mounts module dropped //server/share sources: it is not used at all.
+    assert "mounts" not in ci
+    files = {f["path"]: f for f in ci["write_files"]}
+    units = {}
+    for m in SAMPLE_MOUNTS:
+        path = "/etc/systemd/system/" + unit_file_name(f"/mnt/bench/{m['alias']}")
+        assert files[path]["permissions"] == "0644", path
+        units[m["alias"]] = unit_settings(files[path]["content"])
+    assert "/etc/systemd/system/mnt-bench-anf\\x2dv41.mount" in files  # "-" escaped
+
+    nfs = units["vol1"]
+    assert nfs["Mount.What"] == ["10.0.0.4:/vol1"]
+    assert nfs["Mount.Where"] == ["/mnt/bench/vol1"]
+    assert nfs["Mount.Type"] == ["nfs"]
+    (options,) = nfs["Mount.Options"]
+    assert options.split(",") == [
         "vers=3",
         "nconnect=8",
         "rsize=262144",
         "wsize=262144",
         "hard",
+        "proto=tcp",
+        "noatime",
         "_netdev",
-        "nofail",
-    ):
-        assert opt in options
-    assert smb[:3] == ["//benchfiles.file.core.windows.net/share1", "/mnt/bench/share1", "cifs"]
-    assert "credentials=/etc/benchsvc/smb-share1.cred" in smb[3].split(",")
-    assert not any("password=" in o or "username=" in o for o in smb[3].split(","))
-    mkdir = cloud_init()["runcmd"][0]
-    assert mkdir == ["mkdir", "-p", "/mnt/bench", "/mnt/bench/vol1", "/mnt/bench/share1"]
+    ]
+    assert SMB_CREDENTIALS_UNIT not in " ".join(v for vs in nfs.values() for v in vs)
+    assert units["anf-v41"]["Mount.Options"][0].startswith("vers=4.1,nconnect=8,")
+
+    smb = units["share1"]
+    assert smb["Mount.What"] == ["//benchfiles.file.core.windows.net/share1"]
+    assert smb["Mount.Where"] == ["/mnt/bench/share1"]
+    assert smb["Mount.Type"] == ["cifs"]
+    smb_options = smb["Mount.Options"][0].split(",")
+    assert "credentials=/etc/benchsvc/smb-share1.cred" in smb_options
+    assert "vers=3.1.1" in smb_options
+    assert not any(o.startswith(("password=", "username=")) for o in smb_options)
+    # The credentials are fetched before the share is mounted, at every boot.
+    assert smb["Unit.Requires"] == [SMB_CREDENTIALS_UNIT]
+    assert SMB_CREDENTIALS_UNIT in smb["Unit.After"]
+    for unit in units.values():
+        # A volume that does not mount must not be skipped quietly.
+        assert "nofail" not in unit["Mount.Options"][0].split(",")
+
+
+def test_systemd_accepts_the_rendered_units(tmp_path: Path) -> None:
+    """systemd-analyze verify: the mount units' names match their Where=, every setting is
+    known, the credentials service's command exists."""
+    names = []
+    for f in cloud_init()["write_files"]:
+        if f["path"].startswith("/etc/systemd/system/") and f["path"] != (
+            "/etc/systemd/system/benchsvc-agent.service"  # its binary is pip-installed later
+        ):
+            name = f["path"].rsplit("/", 1)[1]
+            (tmp_path / name).write_text(f["content"])
+            names.append(name)
+    assert len(names) == len(SAMPLE_MOUNTS) + 1
+    out = subprocess.run(
+        ["systemd-analyze", "verify", *(str(tmp_path / n) for n in names)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SYSTEMD_UNIT_PATH": f"{tmp_path}:"},
+    )
+    assert out.returncode == 0, out.stderr
+
+
+def test_the_agent_requires_every_mount_and_starts_after_the_units_are_loaded() -> None:
+    unit = unit_settings(write_file("/etc/systemd/system/benchsvc-agent.service"))
+    assert unit["Service.ExecStart"] == [
+        "/opt/benchsvc/bin/benchagent --config /etc/benchsvc/agent.json"
+    ]
+    assert unit["Unit.RequiresMountsFor"] == [
+        "/mnt/bench/vol1 /mnt/bench/share1 /mnt/bench/anf-v41"
+    ]
     runcmd = cloud_init()["runcmd"]
-    fetch = ["python3", "/usr/local/lib/benchsvc/fetch-smb-credentials.py"]
-    assert runcmd.index(fetch) < runcmd.index(["mount", "-a"])
+    enable = runcmd.index(["systemctl", "enable", "--now", "--no-block", "benchsvc-agent"])
+    assert runcmd.index(["systemctl", "daemon-reload"]) < enable
+    # Nothing mounts or fetches outside systemd: no `mount -a`, no one-off credentials fetch.
+    assert not any("mount" in c or any("fetch-smb" in a for a in c) for c in runcmd)
 
 
-def test_smb_credentials_come_from_the_agent_vault_by_identity() -> None:
+def test_a_pool_without_mounts_renders_valid_cloud_init() -> None:
+    data = yaml.safe_load(render_cloud_init([]))
+    files = {f["path"]: f["content"] for f in data["write_files"]}
+    assert json.loads(files["/etc/benchsvc/agent.json"])["mounts"] == {}
+    assert not [p for p in files if p.endswith(".mount")]
+
+
+def test_smb_credentials_come_from_the_agent_vault_at_every_boot() -> None:
     smb = json.loads(write_file("/etc/benchsvc/smb.json"))
     assert smb["vault_uri"] == SAMPLE_PARAMS["agentKeyVaultUri"]
     assert smb["client_id"] == SAMPLE_PARAMS["agentIdentityClientId"]
-    assert {m["alias"]: m["secret"] for m in smb["mounts"] if m["kind"] == "smb"} == {
-        "share1": "smb-share1"
-    }
-    compile(write_file("/usr/local/lib/benchsvc/fetch-smb-credentials.py"), "fetch", "exec")
-
-
-def test_the_service_runs_benchagent_with_the_config_and_is_enabled() -> None:
-    unit = write_file("/etc/systemd/system/benchsvc-agent.service")
-    exec_start = [line for line in unit.splitlines() if line.startswith("ExecStart=")]
-    assert exec_start == [
-        "ExecStart=/opt/benchsvc/bin/benchagent --config /etc/benchsvc/agent.json"
+    wanted = {m["alias"]: (m["secret"], m["credentials"]) for m in smb["mounts"]}
+    assert wanted["share1"] == ("smb-share1", "/etc/benchsvc/smb-share1.cred")
+    assert [m["alias"] for m in smb["mounts"] if m["kind"] == "smb"] == ["share1"]
+    service = unit_settings(write_file(f"/etc/systemd/system/{SMB_CREDENTIALS_UNIT}"))
+    assert service["Service.Type"] == ["oneshot"]
+    assert service["Service.ExecStart"] == [
+        "/usr/bin/python3 /usr/local/lib/benchsvc/fetch-smb-credentials.py /etc/benchsvc/smb.json"
     ]
-    assert "RequiresMountsFor=/mnt/bench/vol1 /mnt/bench/share1" in unit.splitlines()
-    assert ["systemctl", "enable", "--now", "benchsvc-agent"] in cloud_init()["runcmd"]
+    modes = {f["path"]: f["permissions"] for f in cloud_init()["write_files"]}
+    assert modes["/etc/benchsvc/smb.json"] == "0600"
+    assert modes["/usr/local/lib/benchsvc/fetch-smb-credentials.py"] == "0700"
+    assert modes["/etc/benchsvc/agent.json"] == "0644"
+
+
+class _VaultStandIn(BaseHTTPRequestHandler):
+    """Answers as the instance metadata endpoint (a token) and Key Vault (a secret) do."""
+
+    secrets: dict[str, str] = {}
+    seen: list[tuple[str, str]] = []
+
+    def do_GET(self) -> None:
+        if self.path.startswith("/metadata/identity/oauth2/token"):
+            self.seen.append(("imds", self.headers.get("Metadata", "")))
+            body = {"access_token": "tok", "token_type": "Bearer"}
+        else:
+            name = self.path.split("/secrets/", 1)[1].split("?", 1)[0]
+            self.seen.append(("vault", self.headers.get("Authorization", "")))
+            if name not in self.secrets:
+                self.send_response(404)
+                self.end_headers()
+                return
+            body = {"value": self.secrets[name]}
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_the_credentials_file_is_written_mode_0600_whatever_the_umask(tmp_path: Path) -> None:
+    """Runs the fetch script cloud-init writes, against a local stand-in for the metadata
+    endpoint and Key Vault, with the usual umask 022 and a stale world-readable file."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _VaultStandIn)
+    _VaultStandIn.secrets = {"smb-share1": "username=benchfiles\npassword=not-a-real-key\n"}
+    _VaultStandIn.seen = []
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        config = json.loads(write_file("/etc/benchsvc/smb.json"))
+        cred = tmp_path / "smb-share1.cred"
+        cred.write_text("stale\n")
+        cred.chmod(0o644)
+        config["vault_uri"] = base + "/"
+        config["identity_endpoint"] = base + "/metadata/identity/oauth2/token"
+        for m in config["mounts"]:
+            m["credentials"] = str(tmp_path / f"smb-{m['alias']}.cred")
+        (tmp_path / "smb.json").write_text(json.dumps(config))
+        script = tmp_path / "fetch.py"
+        script.write_text(write_file("/usr/local/lib/benchsvc/fetch-smb-credentials.py"))
+        out = subprocess.run(
+            ["sh", "-c", f"umask 022 && {sys.executable} {script} {tmp_path / 'smb.json'}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        server.shutdown()
+    assert out.returncode == 0, out.stderr + out.stdout
+    assert stat.S_IMODE(cred.stat().st_mode) == 0o600
+    assert cred.read_text() == "username=benchfiles\npassword=not-a-real-key\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "fetch.py",
+        "smb-share1.cred",
+        "smb.json",
+    ]  # only the SMB mount's file, no temporary left behind
+    assert ("imds", "true") in _VaultStandIn.seen and ("vault", "Bearer tok") in _VaultStandIn.seen
 
 
 def test_linux_agents_log_in_with_ssh_keys_only() -> None:

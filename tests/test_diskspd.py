@@ -7,6 +7,8 @@ block sizes agree:
 - with-latency-and-iops.xml: -b4K -t2 -o8 -r -w30 -d10 -L -D1000, one target, 2 threads;
 - no-latency.xml: -b64K -t2 -o4 -si -w0 -d20, two targets (4 threads), neither -L nor -D;
 - latency-no-iops.xml: -b8K -t1 -o16 -r -w100 -d15 -L, without -D.
+
+The real capture from PerfKitBenchmarker is tested in tests/test_diskspd_capture.py.
 """
 
 from __future__ import annotations
@@ -17,13 +19,8 @@ from pathlib import Path
 import pytest
 
 from core.aggregate import aggregate
-from core.diskspd import (
-    _per_second,
-    command_line,
-    parse_xml,
-    sample_from_xml,
-    target_files,
-)
+from core.diskspd import command_line, layout_command_line, target_files
+from core.diskspdxml import _per_second, parse_xml, sample_from_xml
 from core.fioparse import percentile_key
 from core.models import Workload
 
@@ -138,6 +135,27 @@ def test_sequential_mix_on_unc_and_drive_directory_without_direct() -> None:
         "C:\\bench\\benchsvc0.dat",
         "C:\\bench\\benchsvc1.dat",
     ]
+
+
+def test_layout_line_creates_the_files_the_measured_line_opens() -> None:
+    """The published line split in two: DiskSpd's usage example (-c<size> -d1) lays the
+    files out before the barrier; the measured line carries no -c, so DiskSpd opens the
+    files as they are instead of recreating them (CREATE_ALWAYS) after the start."""
+    w = Workload(
+        rw="randwrite", bs="4k", numjobs=8, iodepth=8, runtime=60, ramp_time=300, size="2g"
+    )
+    files = [f"Z:\\benchsvc{i}.dat" for i in range(10)]
+    layout = layout_command_line(w, targets=["Z:\\"], files_per_target=10)
+    assert layout == [
+        "diskspd.exe",
+        *"-W0 -C0 -d1 -w0 -b4K -t1 -o1 -Sh -c2G".split(),
+        *files,
+    ]
+    measured = command_line(w, targets=["Z:\\"], files_per_target=10, cooldown_s=5, create=False)
+    standalone = command_line(w, targets=["Z:\\"], files_per_target=10, cooldown_s=5)
+    assert measured == [a for a in standalone if a != "-c2G"]
+    assert not [a for a in measured if a.startswith("-c")]
+    assert measured[-10:] == files and "-C5" in measured
 
 
 @pytest.mark.parametrize(

@@ -107,8 +107,16 @@ def test_registered_functions(app_functions: dict[str, Any], pool: str) -> None:
     run_id = json.loads(created.get_body())["id"]
     assert created.headers["Location"] == f"/api/runs/{run_id}"
 
-    # Store a result for the run's item, built from real fio output, through the function.
+    # Store a result for the run's item, built from real fio output, through the function,
+    # as the agent holding the item (claimed and ready first).
     item = WorkItem.model_validate(context.store().get_item(run_id, f"{run_id}.s0.c0")["work_item"])
+    ref = {"run_id": run_id, "item_id": item.item_id, "agent_id": "fn-test"}
+    claim = {**ref, "work_item": item.model_dump(mode="json"), "dequeue_count": 1}
+    del claim["run_id"], claim["item_id"]
+    claimed = call_http(fns, "POST", "/api/agent/claim", claim)
+    assert json.loads(claimed.get_body())["action"] == "run"
+    ready = call_http(fns, "POST", "/api/agent/ready", ref)
+    assert json.loads(ready.get_body())["status"] == "go"
     doc = json.loads((DATA / "fio.json").read_text())
     result = result_from_capture(item, "fn-test")
     stored = call_http(fns, "PUT", f"/api/agent/results/{item.item_id}", result)

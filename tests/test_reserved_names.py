@@ -90,6 +90,7 @@ def test_target_registry_refuses_a_reserved_alias(alias: str) -> None:
             {
                 "BENCH_QUEUE_URI": "https://acct.queue.core.windows.net",
                 "BENCH_COSMOS_ENDPOINT": "https://acct.documents.azure.com",
+                "BENCH_BLOB_URI": "https://acct.blob.core.windows.net",
                 "BENCH_TARGETS": f'[{{"alias": "{alias}"}}]',
             }
         )

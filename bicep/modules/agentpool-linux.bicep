@@ -1,6 +1,7 @@
 // One Linux agent pool: a VM scale set of Debian 12 clients that mount the volumes under
-// /mnt/bench/<alias> and run the agent (benchagent) as a systemd service. cloud-init does
-// the set-up; this file only fills the template's @@...@@ placeholders.
+// /mnt/bench/<alias> (systemd mount units) and run the agent (benchagent) as a systemd
+// service. cloud-init does the set-up; this file only fills the template's @@...@@
+// placeholders.
 
 param location string
 param tags object
@@ -21,15 +22,17 @@ param queueUri string
 param apiScope string
 @description('URL of the benchsvc wheel or sdist that pip installs into /opt/benchsvc.')
 param agentPackageUrl string
-@description('Vault holding SMB share credentials, read at boot with the agent identity.')
+@description('Vault holding SMB share credentials, read at every boot with the agent identity.')
 param agentKeyVaultUri string
 @description('[{alias, kind: nfs|smb, source, nfs_version, nconnect, rsize, wsize, smb_secret_name}]')
 param mounts array
 @description('Encryption at host (needs the EncryptionAtHost feature on the subscription).')
 param encryptionAtHost bool = true
 
-var nfsOptions = 'hard,proto=tcp,noatime,_netdev,nofail'
-var smbOptions = 'vers=3.1.1,serverino,nosharesock,actimeo=30,mfsymlinks,_netdev,nofail'
+// Mount options. nofail is gone: a volume that does not mount must stop the agent (its unit
+// requires the mount units), never leave it measuring the VM's own disk.
+var nfsOptions = 'hard,proto=tcp,noatime,_netdev'
+var smbOptions = 'vers=3.1.1,serverino,nosharesock,actimeo=30,mfsymlinks,_netdev'
 
 // Keys a mount may leave out (nfs_* for SMB shares, smb_secret_name for NFS volumes).
 var mountDefaults = {
@@ -41,32 +44,97 @@ var mountDefaults = {
 }
 var fullMounts = [for m in mounts: union(mountDefaults, m)]
 
-// Per mount, its fstab type and options by kind; an unknown kind fails the deployment.
+// Per mount, by kind: the type systemd mounts with, the type /proc/self/mountinfo then shows
+// (what the agent checks: NFSv3 is nfs, NFSv4.x nfs4, SMB cifs) and the options. An unknown
+// kind or NFS version fails the deployment here.
 var fsTypes = {
   nfs: 'nfs'
   smb: 'cifs'
 }
-var mountOptions = [
-  for m in fullMounts: {
-    nfs: 'vers=${m.nfs_version},nconnect=${m.nconnect},rsize=${m.rsize},wsize=${m.wsize},${nfsOptions}'
-    smb: 'credentials=/etc/benchsvc/smb-${m.alias}.cred,${smbOptions}'
+var nfsMountinfoTypes = {
+  v3: 'nfs'
+  v4: 'nfs4'
+  v4_0: 'nfs4'
+  v4_1: 'nfs4'
+  v4_2: 'nfs4'
+}
+var nfsVersionKeys = [for m in fullMounts: replace(m.nfs_version, '.', '_')]
+var mountinfoTypes = [
+  for (m, i) in fullMounts: {
+    nfs: nfsMountinfoTypes['v${nfsVersionKeys[i]}']
+    smb: 'cifs'
   }
 ]
-// cloud-init fstab entries; tests/test_bicep.py evaluates these expressions.
-var mountEntries = [
-  for (m, i) in fullMounts: [
-    m.source
-    '/mnt/bench/${m.alias}'
-    fsTypes[m.kind]
-    mountOptions[i][m.kind]
-    '0'
-    '0'
-  ]
+var credentialFiles = [for m in fullMounts: '/etc/benchsvc/smb-${m.alias}.cred']
+var mountOptions = [
+  for (m, i) in fullMounts: {
+    nfs: 'vers=${m.nfs_version},nconnect=${m.nconnect},rsize=${m.rsize},wsize=${m.wsize},${nfsOptions}'
+    smb: 'credentials=${credentialFiles[i]},${smbOptions}'
+  }
 ]
 var mountDirs = [for m in fullMounts: '/mnt/bench/${m.alias}']
-// alias -> mount path as a JSON object (aliases match ^[a-z][a-z0-9-]*$: nothing to escape).
-var mountPairs = [for m in fullMounts: '"${m.alias}":"/mnt/bench/${m.alias}"']
-var mountSecrets = [for m in fullMounts: { alias: m.alias, kind: m.kind, secret: m.smb_secret_name }]
+
+// One systemd mount unit per volume (systemd.mount(5)). Its file name must be the escaped
+// mount path (systemd-escape --path --suffix=mount): aliases match ^[a-z][a-z0-9-]*$, so only
+// "-" needs escaping, as \x2d. SMB units first fetch their credentials (every boot).
+var escapedAliases = [for m in fullMounts: replace(m.alias, '-', '\\x2d')]
+var unitNames = [for (m, i) in fullMounts: 'mnt-bench-${escapedAliases[i]}.mount']
+var unitDependencies = {
+  nfs: []
+  smb: [
+    'Requires=benchsvc-smb-credentials.service'
+    'After=benchsvc-smb-credentials.service'
+  ]
+}
+var unitHeads = [
+  for m in fullMounts: [
+    '[Unit]'
+    'Description=Benchmark volume ${m.alias} (${m.kind})'
+    'Wants=network-online.target'
+    'After=network-online.target'
+  ]
+]
+var unitMounts = [
+  for (m, i) in fullMounts: [
+    ''
+    '[Mount]'
+    'What=${m.source}'
+    'Where=${mountDirs[i]}'
+    'Type=${fsTypes[m.kind]}'
+    'Options=${mountOptions[i][m.kind]}'
+    'TimeoutSec=120'
+    ''
+  ]
+]
+var mountUnits = [
+  for (m, i) in fullMounts: {
+    path: '/etc/systemd/system/${unitNames[i]}'
+    permissions: '0644'
+    content: join(concat(unitHeads[i], unitDependencies[m.kind], unitMounts[i]), '\n')
+  }
+]
+// Each unit as one write_files item (a JSON flow mapping) on a line of its own.
+var mountUnitItems = [for u in mountUnits: format('  - {0}', string(u))]
+
+// alias -> {path, fstype, source} as a JSON object (aliases need no escaping): the agent
+// refuses to measure unless /proc/self/mountinfo shows that path mounted so.
+var agentMounts = [
+  for (m, i) in fullMounts: {
+    path: mountDirs[i]
+    fstype: mountinfoTypes[i][m.kind]
+    source: m.source
+  }
+]
+var agentMountsJson = [for a in agentMounts: string(a)]
+var mountPairs = [for (m, i) in fullMounts: '"${m.alias}":${agentMountsJson[i]}']
+var mountSecrets = [
+  for (m, i) in fullMounts: {
+    alias: m.alias
+    kind: m.kind
+    secret: m.smb_secret_name
+    credentials: credentialFiles[i]
+  }
+]
 
 var mountsJson = join(mountPairs, ',')
 
@@ -87,8 +155,8 @@ var smbConfig = {
   mounts: mountSecrets
 }
 
-// Placeholders: agent config, SMB config, fstab entries, mount points, package URL, unit mounts.
-var cloudInit = replace(replace(replace(replace(replace(replace(loadTextContent('../cloud-init/linux-agent.yaml'), '@@AGENT_CONFIG_JSON@@', string(agentConfig)), '@@SMB_CONFIG_JSON@@', string(smbConfig)), '@@MOUNTS_JSON@@', string(mountEntries)), '@@MKDIR_JSON@@', string(concat(['mkdir', '-p', '/mnt/bench'], mountDirs))), '@@AGENT_PACKAGE_URL@@', agentPackageUrl), '@@MOUNT_PATHS@@', join(mountDirs, ' '))
+// Placeholders: agent config, SMB config, mount units, package URL, the agent's mounts.
+var cloudInit = replace(replace(replace(replace(replace(loadTextContent('../cloud-init/linux-agent.yaml'), '@@AGENT_CONFIG_JSON@@', string(agentConfig)), '@@SMB_CONFIG_JSON@@', string(smbConfig)), '@@MOUNT_UNIT_FILES@@', join(mountUnitItems, '\n')), '@@AGENT_PACKAGE_URL@@', agentPackageUrl), '@@MOUNT_PATHS@@', join(mountDirs, ' '))
 
 resource vmss 'Microsoft.Compute/virtualMachineScaleSets@2024-07-01' = {
   // checkov:skip=CKV_AZURE_95: automatic OS image upgrades reimage instances at any time, which would kill benchmarks mid-measurement; redeploy (image version latest) between campaigns instead

@@ -10,6 +10,7 @@ param agentPrincipalIds array
 param storageAccountName string
 param deploymentContainerUrl string
 param queueEndpoint string
+param blobEndpoint string
 param cosmosEndpoint string
 param cosmosDatabaseName string
 param appInsightsConnectionString string
@@ -24,6 +25,8 @@ param defaultRole string
 param botRole string
 @description('Client id of the Entra app registration that represents the API.')
 param apiClientId string
+@description('Client ids whose tokens Easy Auth admits: the agents\' identity, people\'s tools, pipelines.')
+param allowedClientApplications array
 param maximumInstanceCount int = 40
 param instanceMemoryMB int = 2048
 
@@ -107,6 +110,7 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
         { name: 'APPLICATIONINSIGHTS_AUTHENTICATION_STRING', value: 'Authorization=AAD;ClientId=${appIdentityClientId}' }
         // ---- the service's own settings: adapters/config.py SETTING_NAMES
         { name: 'BENCH_QUEUE_URI', value: queueEndpoint }
+        { name: 'BENCH_BLOB_URI', value: blobEndpoint }
         { name: 'BENCH_COSMOS_ENDPOINT', value: cosmosEndpoint }
         { name: 'BENCH_COSMOS_DATABASE', value: cosmosDatabaseName }
         { name: 'BENCH_MAX_DELIVERIES', value: '5' }
@@ -134,6 +138,12 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
 
 // App Service Authentication (Easy Auth): Entra ID tokens for the API registration.
 // The bot routes verify their own HMAC signatures and health must answer probes.
+// Without defaultAuthorizationPolicy Easy Auth lets in any token the tenant issues for the API;
+// with allowedApplications only tokens obtained through those clients (their appid/azp claim)
+// pass, others get 403 (Microsoft Learn, App Service: Configure Microsoft Entra
+// authentication, Use a built-in authorization policy). Who may get a token at all is the app
+// registration's business: assignment required and app roles (docs/deploy.md). The app
+// itself answers 403 to a caller with no Bench.* role (BENCH_DEFAULT_ROLE=none).
 resource auth 'Microsoft.Web/sites/config@2024-04-01' = {
   // The checks below read web-config or v1 authsettings properties; this is authsettingsV2.
   // checkov:skip=CKV_AZURE_13: false positive: authentication is on (platform.enabled, requireAuthentication); the check reads the v1 authsettings schema
@@ -171,6 +181,10 @@ resource auth 'Microsoft.Web/sites/config@2024-04-01' = {
             apiClientId
             'api://${apiClientId}'
           ]
+          // Only tokens obtained through these clients pass (see above).
+          defaultAuthorizationPolicy: {
+            allowedApplications: allowedClientApplications
+          }
         }
       }
     }

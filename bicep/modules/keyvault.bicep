@@ -1,4 +1,4 @@
-// Key Vault with Azure RBAC (no access policies), soft delete and purge protection.
+// Key Vault with Azure RBAC (no access policies), soft delete and, by choice, purge protection.
 // The template creates no secrets: their values are set out of band (docs/deploy.md).
 
 param location string
@@ -9,10 +9,14 @@ param name string
   'Disabled'
 ])
 param publicNetworkAccess string
+@description('Purge protection (see main.bicep keyVaultPurgeProtection).')
+param purgeProtection bool
 
 resource vault 'Microsoft.KeyVault/vaults@2023-07-01' = {
-  // checkov:skip=CKV_AZURE_109: firewall follows the publicNetworkAccess parameter (Deny when Disabled); Key Vault references from a Flex app without VNet integration need the public endpoint
-  // checkov:skip=CKV_AZURE_189: public access is a parameter (keyVaultPublicNetworkAccess), Enabled by default for the same reason; RBAC decides who reads
+  // checkov:skip=CKV_AZURE_109: firewall follows the publicNetworkAccess parameter (Deny when Disabled); the app vault must stay public because Flex Consumption cannot resolve Key Vault references from a network-restricted vault
+  // checkov:skip=CKV_AZURE_189: public access is Enabled for the app vault for that reason and a parameter (agentKeyVaultPublicNetworkAccess) for the agent vault; RBAC decides who reads
+  // checkov:skip=CKV_AZURE_110: purge protection is the keyVaultPurgeProtection parameter, true by default; false is for throw-away environments that azd down --purge must free at once
+  // checkov:skip=CKV_AZURE_42: soft delete is always on (90 days); purge protection is the keyVaultPurgeProtection parameter, true by default
   name: name
   location: location
   tags: tags
@@ -25,7 +29,9 @@ resource vault 'Microsoft.KeyVault/vaults@2023-07-01' = {
     enableRbacAuthorization: true
     enableSoftDelete: true
     softDeleteRetentionInDays: 90
-    enablePurgeProtection: true
+    // Key Vault accepts true or null here, never false (Microsoft.KeyVault/vaults reference:
+    // "enabling this functionality is irreversible - the property does not accept false").
+    enablePurgeProtection: purgeProtection ? true : null
     publicNetworkAccess: publicNetworkAccess
     networkAcls: {
       defaultAction: publicNetworkAccess == 'Enabled' ? 'Allow' : 'Deny'

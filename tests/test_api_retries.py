@@ -1,0 +1,123 @@
+"""The agent's API client against a loopback HTTP server that answers what each test says:
+transient failures are retried with backoff, refusals are not, a lost lease stops the
+retries at once and nothing more is sent."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from agent.api_client import ApiClient, ApiError
+from core.errors import StoreUnavailable
+from core.models import WorkItem, Workload
+
+ITEM = WorkItem(
+    run_id="r-" + "a" * 32,
+    item_id="r-" + "a" * 32 + ".s0.c0",
+    step=0,
+    client=0,
+    clients=1,
+    pool="default",
+    targets=["scratch"],
+    engine="fio",
+    workload=Workload(),
+)
+
+
+class Scripted:
+    """Answers each request with the next status of ``statuses`` (the last one repeats)."""
+
+    def __init__(self, statuses: list[int]) -> None:
+        self.statuses = statuses
+        self.seen: list[tuple[float, dict[str, Any]]] = []
+        seen, script = self.seen, self.statuses
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                seen.append((time.monotonic(), {**body, "key": self.headers.get("X-Api-Key")}))
+                status = script[min(len(seen), len(script)) - 1]
+                reply = json.dumps({"status": "go", "start_at_ms": 1, "final": True}).encode()
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            do_PUT = do_POST
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+@pytest.fixture
+def scripted() -> Iterator[Any]:
+    servers: list[Scripted] = []
+
+    def make(statuses: list[int]) -> Scripted:
+        servers.append(Scripted(statuses))
+        return servers[-1]
+
+    yield make
+    for s in servers:
+        s.server.shutdown()
+
+
+def test_transient_answers_are_retried_with_growing_waits(scripted: Any) -> None:
+    server = scripted([503, 500, 429, 200])
+    client = ApiClient(server.url, api_key="k" * 20)
+    assert client.ready(ITEM, "vm1")["status"] == "go"
+    assert len(server.seen) == 4
+    assert all(body["key"] == "k" * 20 for _, body in server.seen)  # the agent's key, each time
+
+
+def test_a_retried_failure_report_carries_one_report_id(scripted: Any) -> None:
+    server = scripted([502, 200])
+    assert ApiClient(server.url).failure(ITEM, "vm1", "disk on fire") is True
+    ids = {body["report_id"] for _, body in server.seen}
+    assert len(server.seen) == 2 and len(ids) == 1  # the server counts it once
+
+
+def test_refusals_are_answers_not_retried(scripted: Any) -> None:
+    server = scripted([409])
+    with pytest.raises(ApiError) as refused:
+        ApiClient(server.url).put_result({"item_id": ITEM.item_id, "agent_id": "vm1"})
+    assert refused.value.status == 409 and len(server.seen) == 1
+
+
+def test_retries_stop_at_once_when_the_lease_is_lost(scripted: Any) -> None:
+    server = scripted([503])
+    client = ApiClient(server.url)
+    lost = threading.Event()
+    threading.Timer(1.0, lost.set).start()
+    started = time.monotonic()
+    with client.retry_until(lost), pytest.raises(StoreUnavailable):
+        client.put_result({"item_id": ITEM.item_id, "agent_id": "vm1"})
+    assert time.monotonic() - started < 1.5  # not the rest of a backoff of up to 8 s
+    assert all(at < started + 1.0 for at, _ in server.seen)  # nothing sent once lost
+
+
+def test_retries_last_the_budget_then_give_up(scripted: Any) -> None:
+    server = scripted([503])
+    client = ApiClient(server.url, retry_budget_s=3)
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailable):
+        client.barrier(ITEM, "vm1")
+    assert 3 <= time.monotonic() - started < 3 + 8.5  # the budget, plus at most one wait
+    assert len(server.seen) >= 2
+
+
+def test_heartbeats_are_not_retried(scripted: Any) -> None:
+    server = scripted([503])
+    with pytest.raises(StoreUnavailable):
+        ApiClient(server.url).heartbeat(ITEM, "vm1")
+    assert len(server.seen) == 1
