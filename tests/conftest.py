@@ -28,7 +28,7 @@ from core.models import HostFacts, MountFacts, WorkItem
 from core.results import build_result
 
 BOT_POOL = "bot"  # where the chat tests' target "chat" lives
-TEST_POOLS = ["default", *(f"t{i}" for i in range(1, 41)), BOT_POOL]
+TEST_POOLS = ["default", *(f"t{i}" for i in range(1, 121)), BOT_POOL]
 _pool_names = iter(TEST_POOLS[1:-1])
 _agent_ids = itertools.count(1)
 
