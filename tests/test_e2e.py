@@ -89,15 +89,34 @@ def test_run_flows_to_a_stored_result(
     assert agg["clients"] == 1 and agg["read"]["percentiles_exact"] is True
 
 
+def processes_of(agent_id: str) -> list[int]:
+    """Every live process whose command line names this agent's work directory: its fio,
+    and any process fio forked (a forked child keeps its parent's command line)."""
+    marker = f"benchagent-{agent_id}/".encode()
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if marker in cmdline.read_bytes() and alive(int(cmdline.parent.name)):
+                found.append(int(cmdline.parent.name))
+        except OSError:
+            continue
+    return found
+
+
 def test_sigkill_mid_fio_redelivers_and_writes_one_result(
     api: httpx.Client, store: CosmosStore, agents: AgentFactory, pool: str
 ) -> None:
     first = agents()
-    run_id = api.post("/api/runs", json=run_body(pool, runtime=6)).json()["id"]
+    # numjobs 2: fio would fork a process per job, out of reach of the kernel's
+    # parent-death signal; every fio process of the item must end with the agent.
+    run_id = api.post("/api/runs", json=run_body(pool, runtime=6, numjobs=2)).json()["id"]
     wait_until(lambda: item_of(api, run_id)["state"] == "running", 30, what="running")
-    fio = wait_until(lambda: children(first.pid), 10, what="fio to start")
+    wait_until(lambda: children(first.pid), 10, what="fio to start")
+    fio = wait_until(lambda: processes_of(first.name), 10, what="fio's processes")
     os.kill(first.pid, signal.SIGKILL)
-    wait_until(lambda: not any(alive(p) for p in fio), 10, what="orphaned fio to die")
+    killed = time.monotonic()
+    wait_until(lambda: not processes_of(first.name), 2, 0.05, what="every fio of the item to end")
+    assert time.monotonic() - killed < 2 and not any(alive(p) for p in fio)
 
     second = agents()
     run = wait_state(api, run_id, ("completed", "failed"), timeout=60)
