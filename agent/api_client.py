@@ -72,9 +72,13 @@ class ApiClient:
         )
         return bool(r.get("cancel"))
 
-    def failure(self, item: WorkItem, agent_id: str, message: str) -> bool:
-        """Reports a failed attempt; True when it is final (delete the message)."""
-        body = {**self._ref(item, agent_id), "message": message}
+    def failure(
+        self, item: WorkItem, agent_id: str, message: str, *, permanent: bool = False
+    ) -> bool:
+        """Reports a failed attempt; True when it is final (delete the message). A
+        ``permanent`` failure (no retry can succeed: no space, no such mount, no engine)
+        is final at once."""
+        body = {**self._ref(item, agent_id), "message": message, "permanent": permanent}
         return bool(self._call("POST", "/api/agent/failure", body).get("final"))
 
     def cancelled(self, item: WorkItem, agent_id: str) -> None:

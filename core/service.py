@@ -467,14 +467,17 @@ class RunService:
         lost = doc.get("agent_id") != agent_id or doc["state"] in TERMINAL_ITEM_STATES
         return {"cancel": bool(run.get("cancel_requested")) or lost}
 
-    def report_failure(self, run_id: str, item_id: str, agent_id: str, message: str) -> bool:
+    def report_failure(
+        self, run_id: str, item_id: str, agent_id: str, message: str, permanent: bool = False
+    ) -> bool:
         """A failed attempt. Returns True when it is final (the agent deletes the message):
-        a client of a multi-client step that already started cannot be redone on its own."""
+        a ``permanent`` failure (the agent says no retry can succeed), or a client of a
+        multi-client step that already started (it cannot be redone on its own)."""
         doc = self.store.get_item(run_id, item_id)
         step = self.store.get_item(run_id, step_id(run_id, doc["step"]))
         if doc.get("agent_id") not in (agent_id, None):
             return False  # someone else holds it now; nothing of ours to record
-        final = step["clients"] > 1 and step.get("start_at_ms") is not None
+        final = permanent or (step["clients"] > 1 and step.get("start_at_ms") is not None)
 
         def fail(d: Doc) -> None:
             errors = [

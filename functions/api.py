@@ -78,6 +78,9 @@ class ItemRef(_AgentBody):
 
 class FailureBody(ItemRef):
     message: str = Field(max_length=8000)
+    permanent: bool = Field(
+        False, description="no retry can succeed: the item fails at once, not redelivered"
+    )
 
 
 def _parse(model: type[BaseModel], body: Any) -> Any:
@@ -378,7 +381,7 @@ def create_app() -> FastAPI:
     async def failure(request: Request) -> dict[str, Any]:
         b: FailureBody = _parse(FailureBody, await _json(request))
         final = await asyncio.to_thread(
-            _svc().report_failure, b.run_id, b.item_id, b.agent_id, b.message
+            _svc().report_failure, b.run_id, b.item_id, b.agent_id, b.message, b.permanent
         )
         return {"status": "recorded", "final": final}
 
