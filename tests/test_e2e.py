@@ -152,11 +152,13 @@ def test_item_failing_every_delivery_lands_in_poison_queue(
     scratch: Path,
     stack: Stack,
 ) -> None:
-    agents(targets={"other": str(scratch)})  # has no mount called scratch
+    # A failure that a retry might get past (here fio itself fails, every time), unlike
+    # a missing mount or a full volume, which fail at once (tests/test_agent_honesty.py).
+    agents(extra=["--fio", "/bin/false"])
     run_id = api.post("/api/runs", json=run_body(pool)).json()["id"]
     run = wait_state(api, run_id, ("failed", "completed"), timeout=90)
     assert run["state"] == "failed"
-    assert "poison queue" in run["error"] and "no mount 'scratch'" in run["error"]
+    assert "poison queue" in run["error"] and "fio file layout exited 1" in run["error"]
     item = run["items"][0]
     assert len(item["errors"]) == stack.max_deliveries
     raw = queues.peek_raw(poison_queue_name(pool))

@@ -95,9 +95,7 @@ def test_zero_latency_is_not_a_measurement() -> None:
 
 
 def test_no_jobs() -> None:
-    assert measurement_problems({"fio version": "fio-3.33"}, Workload()) == [
-        "fio reported no jobs"
-    ]
+    assert measurement_problems({"fio version": "fio-3.33"}, Workload()) == ["fio reported no jobs"]
 
 
 def test_only_fio_lines_are_its_messages() -> None:
