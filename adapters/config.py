@@ -21,6 +21,7 @@ LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 # Every setting the code reads, for the Bicep/app-settings cross-check.
 SETTING_NAMES = (
     "BENCH_QUEUE_URI",
+    "BENCH_BLOB_URI",
     "BENCH_COSMOS_ENDPOINT",
     "BENCH_COSMOS_DATABASE",
     "BENCH_MAX_DELIVERIES",
@@ -55,6 +56,7 @@ class ConfigError(BenchError):
 class Settings:
     queue_uri: str
     cosmos_endpoint: str
+    blob_uri: str = ""  # the artifacts container's account (Blob Storage endpoint)
     cosmos_database: str = "bench"
     max_deliveries: int = 5
     pools: tuple[str, ...] = ("default",)  # agent pools that have queues (Bicep creates them)
@@ -84,11 +86,13 @@ class Settings:
             k: ("" if v.startswith(UNRESOLVED_KEY_VAULT_REFERENCE) else v)
             for k, v in (os.environ if env is None else env).items()
         }
-        missing = [k for k in ("BENCH_QUEUE_URI", "BENCH_COSMOS_ENDPOINT") if not e.get(k)]
+        required = ("BENCH_QUEUE_URI", "BENCH_BLOB_URI", "BENCH_COSMOS_ENDPOINT")
+        missing = [k for k in required if not e.get(k)]
         if missing:
             raise ConfigError(f"missing settings: {', '.join(missing)}")
         settings = cls(
             queue_uri=e["BENCH_QUEUE_URI"].rstrip("/"),
+            blob_uri=e["BENCH_BLOB_URI"].rstrip("/"),
             cosmos_endpoint=e["BENCH_COSMOS_ENDPOINT"],
             cosmos_database=e.get("BENCH_COSMOS_DATABASE", "bench"),
             max_deliveries=int(e.get("BENCH_MAX_DELIVERIES", "5")),
@@ -113,7 +117,7 @@ class Settings:
             targets=tuple(_targets(e.get("BENCH_TARGETS", ""))),
         )
         if settings.local_emulators:
-            for uri in (settings.queue_uri, settings.cosmos_endpoint):
+            for uri in (settings.queue_uri, settings.blob_uri, settings.cosmos_endpoint):
                 if urlparse(uri).hostname not in LOOPBACK_HOSTS:
                     raise ConfigError(f"local emulator mode only talks to loopback, not {uri}")
         return settings

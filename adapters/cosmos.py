@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import warnings
 from typing import Any
@@ -32,10 +33,24 @@ from urllib3.util.retry import Retry
 
 from adapters.config import Settings, azure_credential
 from adapters.local import COSMOS_EMULATOR_KEY
-from core.errors import Conflict, NotFound, StoreUnavailable
+from core.errors import Conflict, NotFound, StoreUnavailable, TooLarge
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
+# Azure Cosmos DB's maximum item size (service quotas: "Maximum size of an item: 2 MB",
+# measured on the item's JSON). The local server has no such limit; the adapter holds
+# it so tests see what Azure would refuse.
+MAX_DOCUMENT_BYTES = 2 * 1024 * 1024
+
+
+def _check_size(container: str, doc: Doc) -> None:
+    size = len(json.dumps(doc, separators=(",", ":")).encode())
+    if size > MAX_DOCUMENT_BYTES:
+        raise TooLarge(
+            f"{container}/{doc.get('id')} is {size:,} bytes; Cosmos DB takes at most "
+            f"{MAX_DOCUMENT_BYTES:,}"
+        )
+
 
 CONTAINERS: dict[str, str] = {
     "runs": "/id",
@@ -126,6 +141,7 @@ class CosmosStore:
     # ---- generic ----------------------------------------------------------------------
 
     def _create(self, container: str, doc: Doc) -> Doc:
+        _check_size(container, doc)
         try:
             return _clean(self._c[container].create_item(doc))
         except (cx.CosmosHttpResponseError, AzureError) as e:
@@ -147,6 +163,7 @@ class CosmosStore:
         return rows[0]
 
     def _replace(self, container: str, doc: Doc) -> Doc:
+        _check_size(container, doc)
         try:
             return _clean(
                 self._c[container].replace_item(

@@ -15,3 +15,7 @@ COSMOS_EMULATOR_KEY = (
 
 def azurite_queue_uri(port: int, host: str = "127.0.0.1") -> str:
     return f"http://{host}:{port}/{AZURITE_ACCOUNT}"
+
+
+def azurite_blob_uri(port: int, host: str = "127.0.0.1") -> str:
+    return f"http://{host}:{port}/{AZURITE_ACCOUNT}"

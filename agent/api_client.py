@@ -88,6 +88,20 @@ class ApiClient:
             {"run_id": item.run_id, "item_id": item.item_id, "agent_id": agent_id},
         )
 
+    def put_artifact(self, item: WorkItem, name: str, data: bytes) -> None:
+        try:
+            r = self._http.put(
+                f"/api/agent/artifacts/{item.item_id}/{name}",
+                content=data,
+                headers={**self._headers(), "Content-Type": "application/gzip"},
+            )
+        except httpx.HTTPError as e:
+            raise StoreUnavailable(f"API unreachable: {e}") from e
+        if r.status_code >= 500:
+            raise StoreUnavailable(f"API answered {r.status_code}: {r.text[:300]}")
+        if r.status_code >= 400:
+            raise ApiError(r.status_code, r.text)
+
     def put_result(self, result: dict[str, Any]) -> dict[str, Any]:
         return self._call("PUT", f"/api/agent/results/{result['item_id']}", result)
 

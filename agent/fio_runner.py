@@ -4,12 +4,14 @@ collects its JSON output and per-second logs."""
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import logging
 import os
 import re
 import shutil
 import subprocess
+import tarfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -46,6 +48,7 @@ class FioOutcome:
     doc: dict[str, Any] | None
     iops_logs: list[str]
     bw_logs: list[str]
+    hist_logs: list[str]
     stderr: str
     notes: str = ""  # what fio wrote to --output before the JSON (its error lines)
 
@@ -260,5 +263,16 @@ class FioProcess:
                     doc = None
         iops = [p.read_text() for p in sorted(self.work_dir.glob("bench_iops.*log"))]
         bw = [p.read_text() for p in sorted(self.work_dir.glob("bench_bw.*log"))]
+        hist = [p.read_text() for p in sorted(self.work_dir.glob("bench_clat_hist.*log"))]
         stderr = self._err.read_text(errors="replace") if self._err.exists() else ""
-        return FioOutcome(rc, doc, iops, bw, stderr, notes)
+        return FioOutcome(rc, doc, iops, bw, hist, stderr, notes)
+
+    def logs_archive(self) -> bytes:
+        """The job file and every log fio wrote, as a gzip'd tar: the raw evidence kept
+        beside the result."""
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+            for path in sorted([self.work_dir / "run.fio", *self.work_dir.glob("bench_*.log")]):
+                if path.exists():
+                    tar.add(path, arcname=path.name)
+        return buffer.getvalue()

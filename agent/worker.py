@@ -28,9 +28,11 @@ from agent.hostfacts import host_facts, mount_facts
 from agent.layout import ItemFailed, lay_out
 from agent.lease import Lease, sleep_until
 from agent.mounts import MountWatch, mount_problem, read_mountinfo, same_mount
+from core.artifacts import pack_json, pack_timeline, ref
 from core.errors import StoreUnavailable
 from core.fiocheck import fio_messages, measurement_problems, rejection
-from core.models import MountFacts, Result, WorkItem
+from core.fiologs import timeline_from_logs
+from core.models import ArtifactName, ArtifactRef, MountFacts, Result, WorkItem
 from core.results import build_diskspd_result, build_result
 
 log = logging.getLogger(__name__)
@@ -181,11 +183,17 @@ class Worker:
             problems.insert(0, f"fio exited {outcome.returncode}")
         if problems:
             return self._failed(item, lease, rejection(problems, said))
+        timeline = timeline_from_logs(outcome.iops_logs, outcome.bw_logs, outcome.hist_logs)
+        artifacts: dict[ArtifactName, bytes] = {
+            "raw": pack_json(outcome.doc),
+            "logs": fio.logs_archive(),
+        }
+        if timeline is not None:
+            artifacts["timeline"] = pack_timeline(timeline)
         result = build_result(
             item,
             fio_json=outcome.doc,
-            iops_logs=outcome.iops_logs,
-            bw_logs=outcome.bw_logs,
+            timeline=timeline,
             agent_id=agent,
             host=self._host,
             scheduled_ms=scheduled,
@@ -193,6 +201,7 @@ class Worker:
             fill=fill,
             mounts=[self.mounts.facts(t) for t in item.targets],
         )
+        result = result.model_copy(update={"artifacts": self._upload(item, artifacts)})
         return self._store(result, lease, work_dir)
 
     def _refusal(self, item: WorkItem) -> str:
@@ -229,6 +238,14 @@ class Worker:
                     + (f"; {problem}" if problem else "")
                 )
         return ""
+
+    def _upload(
+        self, item: WorkItem, packed: dict[ArtifactName, bytes]
+    ) -> dict[ArtifactName, ArtifactRef]:
+        """Large outputs go to Blob Storage through the API before the result names them."""
+        for name, data in packed.items():
+            self.api.put_artifact(item, name, data)
+        return {name: ref(name, data) for name, data in packed.items()}
 
     def _await_start(self, item: WorkItem, lease: Lease) -> int | str:
         """The start barrier: report ready, wait until every client of the step is, and
@@ -277,7 +294,7 @@ class Worker:
             return stop
         out = proc.collect()
         try:
-            result = build_diskspd_result(
+            result, timeline = build_diskspd_result(
                 item,
                 xml=out.xml,
                 launched_s=out.launched_s,
@@ -290,6 +307,10 @@ class Worker:
             return self._failed(
                 item, lease, f"DiskSpd exited {out.returncode}: {e}; {out.stderr.strip()[-1000:]}"
             )
+        artifacts: dict[ArtifactName, bytes] = {"raw": pack_json({"diskspd_xml": out.xml})}
+        if timeline is not None:
+            artifacts["timeline"] = pack_timeline(timeline)
+        result = result.model_copy(update={"artifacts": self._upload(item, artifacts)})
         return self._store(result, lease, work_dir)
 
     def _wait_for(self, proc: FioProcess | DiskSpdProcess, lease: Lease, item: WorkItem) -> str:

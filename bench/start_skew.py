@@ -32,7 +32,7 @@ import httpx
 
 from benchctl import localstack
 from core.fiojob import job_file
-from core.fioparse import parse_log
+from core.fiologs import parse_log
 from core.models import Workload
 
 WORKLOAD = Workload(rw="randread", bs="4k", iodepth=1, size="4m", runtime=3)
@@ -108,7 +108,7 @@ def fio_client_server(n: int, repeat: int, root: Path) -> list[dict[str, float]]
             firsts = []
             for prefix in prefixes:
                 logs = list(prefix.parent.glob(prefix.name + "_iops.*"))
-                stamps = [t for log in logs for t, _, _ in parse_log(log.read_text())]
+                stamps = [line.t_ms for log in logs for line in parse_log(log.read_text())]
                 firsts.append(min(stamps))
             figures.append({"io_start_spread_ms": float(max(firsts) - min(firsts))})
     finally:

@@ -40,10 +40,11 @@ from benchctl.render import (
 )
 from core.catalogue import PROFILES
 from core.changepoint import detect_csv
+from core.concurrency import shape_for
 from core.errors import ValidationFailed
 from core.models import RunRequest, Workload
-from core.offline import InputError, aggregate_files
-from core.plan import outstanding_for, split_outstanding
+from core.offline import ClientLogs, InputError, aggregate_files
+from core.plan import outstanding_for
 from core.validation import validate
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_REGRESSION, EXIT_TIMEOUT = 0, 1, 2, 3, 4
@@ -271,18 +272,28 @@ def cmd_profiles(a: argparse.Namespace) -> int:
 
 def cmd_plan(a: argparse.Namespace) -> int:
     """Little's law sizing: outstanding I/Os = IOPS x latency, split over clients."""
-    if a.latency_ms <= 0 or a.iops <= 0 or a.clients < 1:
+    if a.latency_ms <= 0 or a.iops <= 0 or min(a.clients, a.mounts, a.files_per_target) < 1:
         raise CliError(
-            "--latency-ms and --iops must be positive, --clients at least 1", EXIT_BAD_INPUT
+            "--latency-ms and --iops must be positive; --clients, --mounts and "
+            "--files-per-target at least 1",
+            EXIT_BAD_INPUT,
         )
     outstanding = outstanding_for(a.iops, a.latency_ms / 1000)
-    shape = split_outstanding(outstanding, a.clients, a.ioengine)
+    shape = shape_for(
+        outstanding,
+        a.clients,
+        engine=a.engine,
+        ioengine=a.ioengine,
+        mounts=a.mounts,
+        files_per_target=a.files_per_target,
+    )
     result = {
         "latency_ms": a.latency_ms,
         "iops": a.iops,
         "outstanding_exact": a.iops * a.latency_ms / 1000,
         "outstanding": outstanding,
         "clients": a.clients,
+        "mounts": a.mounts,
         "per_client": shape,
     }
     if a.format == "json":
@@ -292,9 +303,12 @@ def cmd_plan(a: argparse.Namespace) -> int:
             f"{a.latency_ms} ms x {a.iops:g} IOPS = {result['outstanding_exact']:.2f} I/Os in "
             f"flight -> {outstanding} outstanding"
         )
+        where = f"per mount ({a.mounts})" if a.mounts > 1 else "per client"
+        if a.engine == "diskspd":
+            where = f"per file ({a.files_per_target} on each of {a.mounts} mount(s))"
         print(
-            f"per client ({a.clients}): numjobs={shape['numjobs']} x iodepth={shape['iodepth']}"
-            f" ({a.ioengine})"
+            f"{where}, on each of {a.clients} client(s): numjobs={shape['numjobs']} x "
+            f"iodepth={shape['iodepth']} ({a.engine if a.engine == 'diskspd' else a.ioengine})"
         )
     return EXIT_OK
 
@@ -330,7 +344,8 @@ def cmd_aggregate(a: argparse.Namespace) -> int:
         if a.logs:  # one directory per client: its fio JSON beside its 1 s logs
             iops = [p.read_text() for p in sorted(path.parent.glob("*_iops.*log"))]
             bw = [p.read_text() for p in sorted(path.parent.glob("*_bw.*log"))]
-            logs = (iops, bw) if iops or bw else None
+            hist = [p.read_text() for p in sorted(path.parent.glob("*_clat_hist.*log"))]
+            logs = ClientLogs(iops, bw, hist) if iops or bw else None
         inputs.append((name, text, logs))
     try:
         agg = aggregate_files(inputs)
@@ -526,6 +541,9 @@ def parser() -> argparse.ArgumentParser:
     pl.add_argument("--latency-ms", type=float, required=True, help="1-thread latency, ms")
     pl.add_argument("--iops", type=float, required=True, help="the IOPS to reach")
     pl.add_argument("--clients", type=int, default=1)
+    pl.add_argument("--mounts", type=int, default=1, help="mounts each client loads")
+    pl.add_argument("--engine", choices=["fio", "diskspd"], default="fio")
+    pl.add_argument("--files-per-target", type=int, default=1, help="DiskSpd files per mount")
     pl.add_argument("--ioengine", default="libaio")
     pl.add_argument("--format", choices=["table", "json"], default="table")
     pl.set_defaults(func=cmd_plan)

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import httpx
 
+from adapters.blob import BlobArtifacts
 from adapters.config import Settings
 from adapters.cosmos import CosmosStore
-from adapters.local import azurite_queue_uri
+from adapters.local import azurite_blob_uri, azurite_queue_uri
 from adapters.queue import WorkQueues
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,6 +77,7 @@ class Stack:
     queue_port: int
     cosmos_port: int
     api_port: int
+    blob_port: int = 0
     pools: list[str] = field(default_factory=lambda: ["default"])
     targets: dict[str, str] = field(default_factory=dict)
     procs: list[Proc] = field(default_factory=list)
@@ -85,6 +87,10 @@ class Stack:
     @property
     def queue_uri(self) -> str:
         return azurite_queue_uri(self.queue_port)
+
+    @property
+    def blob_uri(self) -> str:
+        return azurite_blob_uri(self.blob_port)
 
     @property
     def cosmos_endpoint(self) -> str:
@@ -97,6 +103,7 @@ class Stack:
     def env(self) -> dict[str, str]:
         return {
             "BENCH_QUEUE_URI": self.queue_uri,
+            "BENCH_BLOB_URI": self.blob_uri,
             "BENCH_COSMOS_ENDPOINT": self.cosmos_endpoint,
             "BENCH_COSMOS_DATABASE": "bench",
             "BENCH_LOCAL_EMULATORS": "1",
@@ -196,6 +203,23 @@ def start_emulators(stack: Stack) -> None:
         ],
         port=stack.queue_port,
     )
+    b = _spawn(
+        stack,
+        "azurite-blob",
+        [
+            str(BIN / "azurite-blob"),
+            "--blobHost",
+            "127.0.0.1",
+            "--blobPort",
+            str(stack.blob_port),
+            "--inMemoryPersistence",
+            "--disableTelemetry",
+            "--skipApiVersionCheck",
+            "--loose",
+            "--silent",
+        ],
+        port=stack.blob_port,
+    )
     c = _spawn(
         stack,
         "cosmosdb",
@@ -203,12 +227,14 @@ def start_emulators(stack: Stack) -> None:
         port=stack.cosmos_port,
     )
     _wait("Azurite", lambda: _port_open(stack.queue_port), q)
+    _wait("Azurite blob service", lambda: _port_open(stack.blob_port), b)
     _wait("Cosmos DB server", lambda: _port_open(stack.cosmos_port), c)
     settings = stack.settings()
     CosmosStore.from_settings(settings).ensure_containers()
     queues = WorkQueues.from_settings(settings)
     for pool in stack.pools:
         queues.ensure_pool(pool)
+    BlobArtifacts.connect(settings.blob_uri, local_emulators=True).ensure_container()
 
 
 def start_api(
@@ -281,6 +307,7 @@ def up(
         queue_port=free_port(),
         cosmos_port=free_port(),
         api_port=free_port(),
+        blob_port=free_port(),
         targets=targets,
         visibility_timeout=visibility_timeout,
         max_deliveries=max_deliveries,
@@ -320,7 +347,7 @@ def down(directory: Path | None = None) -> list[str]:
     order = (
         stack.agents()
         + [p for p in stack.procs if p.name == "api"]
-        + [p for p in stack.procs if p.name in ("azurite", "cosmosdb")]
+        + [p for p in stack.procs if p.name in ("azurite", "azurite-blob", "cosmosdb")]
     )
     for p in order:
         if p.alive():

@@ -49,8 +49,8 @@ def run_table(run: dict[str, Any]) -> Table:
             if agg.get(d):
                 t.add_row(
                     "all",
-                    f"{agg['clients']} clients",
-                    agg.get("basis", ""),
+                    clients_text(agg["clients"]),
+                    BASIS_TEXT.get(agg.get("basis", ""), agg.get("basis", "")),
                     d,
                     *_dir_cells(agg[d]),
                     style="bold",
@@ -64,24 +64,41 @@ def print_run(run: dict[str, Any], console: Console | None = None) -> None:
     steps = run.get("steps", [])
     for s in steps:
         if s.get("failed_reason"):
-            console.print(
-                f"[red]step {s['step']} ({s['clients']} clients): {s['failed_reason']}[/red]"
-            )
+            console.print(f"[red]{step_heading(s)}: {s['failed_reason']}[/red]")
         elif s.get("aggregate"):
-            console.print(aggregate_table(s["aggregate"], f"step {s['step']}"))
+            console.print(aggregate_table(s["aggregate"], step_heading(s)))
             print_aggregate_notes(s["aggregate"], console)
     for item in run.get("items", []):
         if item.get("reason") and item["state"] == "failed":
             console.print(f"[red]client {item['client']}: {item['reason']}[/red]")
 
 
+def clients_text(n: int) -> str:
+    return f"{n} client" if n == 1 else f"{n} clients"
+
+
+def step_heading(step: dict[str, Any]) -> str:
+    """``step 2 (iodepth=16, 4 clients)``: the swept value names the step."""
+    parts = [p for p in (step.get("point"), clients_text(int(step["clients"]))) if p]
+    return f"step {step['step']} ({', '.join(parts)})"
+
+
+BASIS_TEXT = {"common-window": "common window", "whole-run": "whole run"}
+
+
+def percentiles_note(d: dict[str, Any]) -> str:
+    """Which I/Os the percentiles describe, and whether they are exact."""
+    basis = str(d.get("percentiles_basis", "?"))
+    return BASIS_TEXT.get(basis, basis) + ("" if d.get("percentiles_exact", True) else ", approx.")
+
+
 def aggregate_table(agg: dict[str, Any], title: str = "aggregate") -> Table:
-    basis = agg.get("basis", "")
+    basis = BASIS_TEXT.get(agg.get("basis", ""), agg.get("basis", ""))
     window = agg.get("window")
     if window:
-        basis += f", {window['seconds']} s window"
+        basis += f", {window['seconds']:.3f} s window"
     t = Table(
-        title=f"{title}: {agg['clients']} client(s), {basis}"
+        title=f"{title}: {clients_text(agg['clients'])}, {basis}"
         + (" [PARTIAL]" if agg.get("partial") else "")
     )
     for col in ("client", "source", "IOPS", "MiB/s", "share", "skew ms"):
@@ -99,11 +116,11 @@ def aggregate_table(agg: dict[str, Any], title: str = "aggregate") -> Table:
     for d in ("read", "write"):
         if agg.get(d):
             a = agg[d]
-            exact = "" if a.get("percentiles_exact") else " (approx.)"
             t.add_row(
                 "all",
                 f"{d}: p50/p99/p99.9 {_ms(a['clat_ns']['p50'])}/"
-                f"{_ms(a['clat_ns']['p99'])}/{_ms(a['clat_ns']['p99.9'])} ms{exact}",
+                f"{_ms(a['clat_ns']['p99'])}/{_ms(a['clat_ns']['p99.9'])} ms "
+                f"({percentiles_note(a)})",
                 f"{a['iops']:,.0f}",
                 f"{a['bw_bytes'] / MIB:,.1f}",
                 "",
@@ -121,9 +138,17 @@ def print_aggregate_notes(agg: dict[str, Any], console: Console) -> None:
             f"IOPS, CV {spread['cv']:.1%}"
         )
     if agg.get("scaling_efficiency") is not None:
-        console.print(f"scaling efficiency vs 1 client: {agg['scaling_efficiency']:.1%}")
+        console.print(
+            f"scaling efficiency vs 1 client of the same workload: {agg['scaling_efficiency']:.1%}"
+        )
     little = agg.get("littles_law")
-    if little and little["flagged"]:
+    if little and little.get("mode") == "rate-cap":
+        style = "yellow" if little["flagged"] else "default"
+        console.print(
+            f"[{style}]rate cap: {little['achieved_iops']:,.0f} of {little['cap_iops']:,.0f} "
+            f"IOPS ({little['ratio']:.1%})[/{style}]"
+        )
+    elif little and little["flagged"]:
         console.print(
             f"[yellow]Little's law: IOPS x latency implies {little['implied_ios']:.1f} "
             f"I/Os in flight, clients kept {little['outstanding_ios']:.0f}[/yellow]"
@@ -156,12 +181,13 @@ def latency_table(curves: dict[str, Any]) -> Table:
 
 
 def scaleout_table(curves: dict[str, Any]) -> Table:
-    t = Table(title="scale-out (linear = smallest client count scaled)")
-    for col in ("clients", "IOPS", "MiB/s", "linear IOPS", "efficiency"):
-        t.add_column(col, justify="right")
+    t = Table(title="scale-out (linear = the same workload's smallest client count scaled)")
+    for col in ("workload", "clients", "IOPS", "MiB/s", "linear IOPS", "efficiency"):
+        t.add_column(col, justify="left" if col == "workload" else "right")
     for p in curves["scaleout"]:
         eff = "-" if p["efficiency"] is None else f"{p['efficiency']:.0%}"
         t.add_row(
+            p.get("point") or "-",
             str(p["clients"]),
             f"{p['iops']:,.0f}",
             f"{p['bw_bytes'] / MIB:,.1f}",
@@ -223,9 +249,19 @@ def run_markdown(run: dict[str, Any], regressions: list[dict[str, Any]] | None =
             continue
         for d in ("read", "write"):
             if agg.get(d):
-                rows.append([str(s["step"]), str(agg["clients"]), d, *_dir_cells(agg[d])])
+                rows.append(
+                    [
+                        str(s["step"]),
+                        s.get("point") or "-",
+                        str(agg["clients"]),
+                        d,
+                        *_dir_cells(agg[d]),
+                        percentiles_note(agg[d]),
+                    ]
+                )
     if rows:
-        header = ["step", "clients", "dir", "IOPS", "MiB/s", "p50 ms", "p99 ms", "p99.9 ms"]
+        header = ["step", "point", "clients", "dir", "IOPS", "MiB/s", "p50 ms", "p99 ms"]
+        header += ["p99.9 ms", "percentiles"]
         lines += _md_table(header, rows)
     if run.get("error"):
         lines += ["", f"**Error:** {run['error']}"]

@@ -193,6 +193,7 @@ module functionApp 'modules/functionapp.bicep' = {
     storageAccountName: storage.outputs.name
     deploymentContainerUrl: storage.outputs.deploymentContainerUrl
     queueEndpoint: storage.outputs.queueEndpoint
+    blobEndpoint: storage.outputs.blobEndpoint
     cosmosEndpoint: cosmos.outputs.endpoint
     cosmosDatabaseName: cosmos.outputs.databaseName
     appInsightsConnectionString: monitoring.outputs.connectionString

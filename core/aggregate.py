@@ -1,29 +1,45 @@
 """Scale-out aggregation of many clients' results against one target (pure).
 
 Rules, and why:
-- The common window runs from the latest client start to the earliest client end. Only in
-  that window were all N clients loading the target, so only there is the sum an N-client
-  figure. Summing whole-run averages over different periods overstates it.
-- Aggregate IOPS and bandwidth are the mean over the window of the per-second sums of the
-  clients' series.
-- Latency percentiles come from the clients' fio histograms summed bucket by bucket and
-  read the way fio reads its own (see core.fioparse); averaging p99s has no meaning. The
-  histograms cover each client's whole measured period (fio keeps no per-second bins).
-  Sources without bins give approximate percentiles (the largest client value), and say so.
+- The common window runs, in milliseconds, from the latest client start to the earliest
+  client end. Only in that window were all N clients loading the target, so only there is
+  the sum an N-client figure. Summing whole-run averages over different periods overstates
+  it.
+- Aggregate IOPS and bandwidth are the I/Os and bytes the clients completed inside the
+  window divided by its length, counted by interval overlap on each client's timeline
+  (core.timeline): never by nearest-second keys.
+- Latency percentiles come from the clients' histogram rows inside the window, summed
+  bucket by bucket and read the way fio reads its own (core.fioparse): averaging p99s has
+  no meaning. Where a client has no histogram rows, the clients' whole-run json+ bins are
+  summed instead, and ``percentiles_basis`` says ``whole-run``; sources without bins give
+  approximate percentiles (the largest client value) and say ``percentiles_exact: false``.
+- A client whose measured start is more than ``max_start_skew_ms`` from the step's common
+  instant did not run with the others: it is left out, named, and the step is partial.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from core.fioparse import DIRECTIONS, percentile_from_bins, percentile_key, sum_bins
-from core.models import Direction, DirectionResult, SeriesPoint
+from core.models import Direction, DirectionResult
+from core.timeline import (
+    ClientTimeline,
+    Window,
+    common_window,
+    has_histograms,
+    histogram_in,
+    per_second,
+    totals_in,
+)
 
 SUMMARY_PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p99.9": 99.9, "p99.99": 99.99}
 LITTLE_TOLERANCE = 0.20
+RATE_CAP_TOLERANCE = 0.10  # a capped client below 90 % of its cap did not get its load
+MAX_START_SKEW_MS = 1000
 
 
 @dataclass(frozen=True)
@@ -31,11 +47,12 @@ class ClientSample:
     """One client's measured figures, from a stored Result or an offline fio output."""
 
     client: int
-    dirs: Mapping[Direction, DirectionResult]
-    series: Mapping[Direction, Sequence[SeriesPoint]] = field(default_factory=dict)
+    dirs: Mapping[Direction, DirectionResult]  # whole-run figures, fio's own
+    timeline: ClientTimeline | None = None
     agent_id: str | None = None
-    outstanding_ios: int | None = None  # threads x queue depth this client kept in flight
-    start_skew_ms: float | None = None
+    outstanding_ios: int | None = None  # from core.concurrency.outstanding_ios
+    rate_cap_iops: float | None = None  # this client's IOPS cap (fio rate_iops), if any
+    start_skew_ms: float | None = None  # measured I/O start minus the step's instant
     has_bins: bool = True
 
 
@@ -46,10 +63,13 @@ class FailedClient:
     error: str
 
 
-def _percentiles(dirs: Sequence[DirectionResult], exact: bool) -> dict[str, float]:
+def _summary(hist: Mapping[int, float] | Mapping[str, int]) -> dict[str, float]:
+    return {name: percentile_from_bins(hist, p) for name, p in SUMMARY_PERCENTILES.items()}
+
+
+def _whole_run_percentiles(dirs: Sequence[DirectionResult], exact: bool) -> dict[str, float]:
     if exact:
-        bins = sum_bins(d.clat_bins_ns for d in dirs)
-        return {name: percentile_from_bins(bins, p) for name, p in SUMMARY_PERCENTILES.items()}
+        return _summary(sum_bins(d.clat_bins_ns for d in dirs))
     # No histogram: the worst client's percentile is an upper bound, not the merged value.
     return {
         name: max(d.clat_percentiles_ns.get(percentile_key(p), 0.0) for d in dirs)
@@ -57,45 +77,29 @@ def _percentiles(dirs: Sequence[DirectionResult], exact: bool) -> dict[str, floa
     }
 
 
-def common_window(samples: Sequence[ClientSample]) -> tuple[int, int] | None:
-    """(first, last) Unix second that every client's series covers, or None."""
-    firsts, lasts = [], []
+def _window_histogram(samples: Sequence[ClientSample], d: Direction, w: Window) -> dict[int, float]:
+    merged: dict[int, float] = {}
     for s in samples:
-        stamps = [p.t for points in s.series.values() for p in points]
-        if not stamps:
-            return None
-        firsts.append(min(stamps))
-        lasts.append(max(stamps))
-    if not firsts:
-        return None
-    start, end = max(firsts), min(lasts)
-    return (start, end) if start <= end else None
+        assert s.timeline is not None
+        for k, v in histogram_in(s.timeline, d, w).items():
+            merged[k] = merged.get(k, 0.0) + v
+    return merged
 
 
-def _window_sums(
-    samples: Sequence[ClientSample], window: tuple[int, int]
-) -> tuple[
-    dict[Direction, list[dict[str, float]]], dict[int, dict[Direction, tuple[float, float]]]
-]:
-    """Per-second aggregate series and each client's mean (iops, bw) inside the window.
-    A second a client did not log counts as zero for it: it did no measured I/O then."""
-    seconds = list(range(window[0], window[1] + 1))
-    totals: dict[Direction, list[dict[str, float]]] = {}
-    per_client: dict[int, dict[Direction, tuple[float, float]]] = {s.client: {} for s in samples}
-    for d in DIRECTIONS:
-        if not any(d in s.series for s in samples):
-            continue
-        rows = {t: {"t": float(t), "iops": 0.0, "bw_bytes": 0.0} for t in seconds}
-        for s in samples:
-            by_t = {p.t: p for p in s.series.get(d, [])}
-            iops = [by_t[t].iops if t in by_t else 0.0 for t in seconds]
-            bw = [by_t[t].bw_bytes if t in by_t else 0.0 for t in seconds]
-            for t, i, b in zip(seconds, iops, bw, strict=True):
-                rows[t]["iops"] += i
-                rows[t]["bw_bytes"] += b
-            per_client[s.client][d] = (sum(iops) / len(seconds), sum(bw) / len(seconds))
-        totals[d] = [rows[t] for t in seconds]
-    return totals, per_client
+def _skewed(
+    samples: Sequence[ClientSample], bound_ms: float
+) -> tuple[list[ClientSample], list[FailedClient]]:
+    kept, dropped = [], []
+    for s in samples:
+        if s.start_skew_ms is not None and abs(s.start_skew_ms) > bound_ms:
+            reason = (
+                f"started {s.start_skew_ms:,.0f} ms from the step's common instant "
+                f"(bound {bound_ms:,.0f} ms): not measured with the other clients"
+            )
+            dropped.append(FailedClient(s.client, s.agent_id, reason))
+        else:
+            kept.append(s)
+    return kept, dropped
 
 
 def aggregate(
@@ -104,12 +108,15 @@ def aggregate(
     failed: Sequence[FailedClient] = (),
     expected_clients: int | None = None,
     single_client_iops: float | None = None,
+    max_start_skew_ms: float = MAX_START_SKEW_MS,
 ) -> dict[str, Any]:
-    """The aggregate of one step. ``single_client_iops`` (the 1-client step of the same run)
-    enables the scaling efficiency figure."""
-    samples = sorted(samples, key=lambda s: s.client)
+    """The aggregate of one step. ``single_client_iops`` (the 1-client step of the same
+    workload) enables the scaling efficiency figure."""
+    samples, late = _skewed(sorted(samples, key=lambda s: s.client), max_start_skew_ms)
+    failed = [*failed, *late]
     expected = expected_clients if expected_clients is not None else len(samples) + len(failed)
-    window = common_window(samples)
+    timelines = [s.timeline for s in samples if s.timeline is not None]
+    window = common_window(timelines) if samples and len(timelines) == len(samples) else None
     out: dict[str, Any] = {
         "clients": len(samples),
         "clients_expected": expected,
@@ -118,20 +125,18 @@ def aggregate(
             {"client": f.client, "agent_id": f.agent_id, "error": f.error} for f in failed
         ],
     }
-    client_means: dict[int, dict[Direction, tuple[float, float]]] = {}
     if window is not None:
-        series, client_means = _window_sums(samples, window)
         out["basis"] = "common-window"
         out["window"] = {
-            "start_ms": (window[0] - 1) * 1000,
-            "end_ms": window[1] * 1000,
-            "seconds": window[1] - window[0] + 1,
+            "start_ms": window[0],
+            "end_ms": window[1],
+            "seconds": (window[1] - window[0]) / 1000,
         }
-        out["series"] = series
+        out["series"] = {}
     else:
         out["basis"] = "whole-run"
         out["window"] = None
-        out["note"] = "no per-second series common to all clients: whole-run figures are summed"
+        out["note"] = "no per-second timeline common to all clients: whole-run figures are summed"
 
     total_iops = 0.0
     weighted_latency_s = 0.0
@@ -140,66 +145,82 @@ def aggregate(
         if not dirs:
             continue
         exact = all(s.has_bins and s.dirs[d].clat_bins_ns for s in samples if d in s.dirs)
-        if window is not None and d in out["series"]:
-            rows = out["series"][d]
-            iops = sum(r["iops"] for r in rows) / len(rows)
-            bw = sum(r["bw_bytes"] for r in rows) / len(rows)
-        else:
-            iops = sum(x.iops for x in dirs)
-            bw = sum(x.bw_bytes for x in dirs)
         ios = sum(x.total_ios for x in dirs)
         lat_mean = sum(x.lat_ns.mean * x.total_ios for x in dirs) / ios if ios else 0.0
-        out[d] = {
-            "iops": iops,
-            "bw_bytes": bw,
-            "total_ios": ios,
-            "lat_mean_ns": lat_mean,
-            "clat_ns": _percentiles(dirs, exact),
-            "percentiles_exact": exact,
-        }
-        total_iops += iops
-        weighted_latency_s += iops * lat_mean / 1e9
+        entry: dict[str, Any]
+        if window is not None:
+            seconds = (window[1] - window[0]) / 1000
+            in_window = [totals_in(t, d, window) for t in timelines]
+            window_ios = sum(i for i, _ in in_window)
+            entry = {
+                "iops": window_ios / seconds,
+                "bw_bytes": sum(b for _, b in in_window) / seconds,
+                "window_ios": window_ios,
+            }
+            out["series"][d] = per_second(timelines, d, window)
+        else:
+            entry = {"iops": sum(x.iops for x in dirs), "bw_bytes": sum(x.bw_bytes for x in dirs)}
+        if window is not None and all(has_histograms(t, d) for t in timelines):
+            entry["clat_ns"] = _summary(_window_histogram(samples, d, window))
+            entry["percentiles_basis"] = "common-window"
+            exact = True
+        else:
+            entry["clat_ns"] = _whole_run_percentiles(dirs, exact)
+            entry["percentiles_basis"] = "whole-run"
+        entry.update(total_ios=ios, lat_mean_ns=lat_mean, percentiles_exact=exact)
+        out[d] = entry
+        total_iops += entry["iops"]
+        weighted_latency_s += entry["iops"] * lat_mean / 1e9
 
-    out["per_client"] = _per_client(samples, client_means, total_iops)
+    out["per_client"] = _per_client(samples, window, total_iops)
     out["spread"] = _spread([c["iops"] for c in out["per_client"]])
     out["scaling_efficiency"] = (
-        total_iops / (len(samples) * single_client_iops) if single_client_iops and samples else None
+        total_iops / (len(samples) * single_client_iops)
+        if single_client_iops and samples and len(samples) > 1
+        else None
     )
-    out["littles_law"] = _littles_law(samples, weighted_latency_s)
+    out["littles_law"] = _littles_law(samples, total_iops, weighted_latency_s)
     skews = [s.start_skew_ms for s in samples if s.start_skew_ms is not None]
     out["start_skew_ms"] = {"max": max(skews), "min": min(skews)} if skews else None
     return out
 
 
+def _client_latency(s: ClientSample, d: Direction, window: Window | None) -> dict[str, float]:
+    if window is not None and s.timeline is not None and has_histograms(s.timeline, d):
+        hist = histogram_in(s.timeline, d, window)
+        return {"p50": percentile_from_bins(hist, 50.0), "p99": percentile_from_bins(hist, 99.0)}
+    r = s.dirs[d]
+    if r.clat_bins_ns:
+        bins = r.clat_bins_ns
+        return {"p50": percentile_from_bins(bins, 50.0), "p99": percentile_from_bins(bins, 99.0)}
+    return {
+        "p50": r.clat_percentiles_ns.get(percentile_key(50.0), 0.0),
+        "p99": r.clat_percentiles_ns.get(percentile_key(99.0), 0.0),
+    }
+
+
 def _per_client(
-    samples: Sequence[ClientSample],
-    means: Mapping[int, Mapping[Direction, tuple[float, float]]],
-    total_iops: float,
+    samples: Sequence[ClientSample], window: Window | None, total_iops: float
 ) -> list[dict[str, Any]]:
     rows = []
     for s in samples:
         iops = bw = 0.0
-        lat: dict[str, dict[str, float]] = {}
         for d, r in s.dirs.items():
-            mean = means.get(s.client, {}).get(d)
-            iops += mean[0] if mean else r.iops
-            bw += mean[1] if mean else r.bw_bytes
-            bins = r.clat_bins_ns
-            lat[d] = (
-                {"p50": percentile_from_bins(bins, 50.0), "p99": percentile_from_bins(bins, 99.0)}
-                if bins
-                else {
-                    "p50": r.clat_percentiles_ns.get(percentile_key(50.0), 0.0),
-                    "p99": r.clat_percentiles_ns.get(percentile_key(99.0), 0.0),
-                }
-            )
+            if window is not None and s.timeline is not None:
+                ios, nbytes = totals_in(s.timeline, d, window)
+                seconds = (window[1] - window[0]) / 1000
+                iops += ios / seconds
+                bw += nbytes / seconds
+            else:
+                iops += r.iops
+                bw += r.bw_bytes
         rows.append(
             {
                 "client": s.client,
                 "agent_id": s.agent_id,
                 "iops": iops,
                 "bw_bytes": bw,
-                "clat_ns": lat,
+                "clat_ns": {d: _client_latency(s, d, window) for d in s.dirs},
                 "share": iops / total_iops if total_iops else 0.0,
                 "start_skew_ms": s.start_skew_ms,
             }
@@ -215,16 +236,35 @@ def _spread(values: Sequence[float]) -> dict[str, float] | None:
     return {"min": min(values), "max": max(values), "cv": sd / mean if mean else 0.0}
 
 
-def _littles_law(samples: Sequence[ClientSample], implied: float) -> dict[str, Any] | None:
+def _littles_law(
+    samples: Sequence[ClientSample], total_iops: float, implied: float
+) -> dict[str, Any] | None:
     """Little's law: I/Os in flight = throughput x time in system. When the measured
     IOPS x mean latency is far from what the clients kept outstanding, the clients were not
-    the bottleneck they were configured to be (CPU, network, throttling) or a figure is off."""
+    the bottleneck they were configured to be (CPU, network, throttling) or a figure is off.
+
+    A rate-capped client keeps fewer I/Os in flight than it could, by design: there the
+    check is whether the clients got the load they were capped at."""
+    if not samples:
+        return None
+    caps = [s.rate_cap_iops for s in samples]
+    if any(c is not None for c in caps):
+        cap = float(sum(c for c in caps if c is not None))
+        ratio = total_iops / cap if cap else 0.0
+        return {
+            "mode": "rate-cap",
+            "cap_iops": cap,
+            "achieved_iops": total_iops,
+            "ratio": ratio,
+            "flagged": ratio < 1.0 - RATE_CAP_TOLERANCE,
+        }
     outstanding = [s.outstanding_ios for s in samples]
-    if not samples or any(o is None for o in outstanding):
+    if any(o is None for o in outstanding):
         return None
     configured = float(sum(o for o in outstanding if o is not None))
     ratio = implied / configured if configured else 0.0
     return {
+        "mode": "outstanding",
         "outstanding_ios": configured,
         "implied_ios": implied,
         "ratio": ratio,

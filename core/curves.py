@@ -33,30 +33,35 @@ def latency_curve(aggregates: Sequence[Mapping[str, Any]]) -> list[dict[str, Any
 
 
 def scaleout_curve(aggregates: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One point per client count (the mean of its kept steps), with linear scaling from
-    the smallest count as the reference line."""
-    by_clients: dict[int, list[Mapping[str, Any]]] = {}
+    """For each workload (``like_key``: same resolved workload, or the same point of a
+    sweep), one point per client count (the mean of its kept steps), with linear scaling
+    from that workload's smallest count as the reference line. Workloads are never mixed:
+    an iodepth sweep's points are separate curves, labelled by the swept value."""
+    by_workload: dict[str, dict[int, list[Mapping[str, Any]]]] = {}
+    labels: dict[str, str] = {}
     for a in _kept(aggregates):
-        by_clients.setdefault(int(a["clients"]), []).append(a)
-    if not by_clients:
-        return []
-    base_n = min(by_clients)
-    base = sum(total_iops(a) for a in by_clients[base_n]) / len(by_clients[base_n])
+        key = str(a.get("like_key") or a.get("point") or "")
+        labels.setdefault(key, str(a.get("point") or ""))
+        by_workload.setdefault(key, {}).setdefault(int(a["clients"]), []).append(a)
     out = []
-    for n in sorted(by_clients):
-        group = by_clients[n]
-        iops = sum(total_iops(a) for a in group) / len(group)
-        bw = sum(sum(a[d]["bw_bytes"] for d in ("read", "write") if a.get(d)) for a in group)
-        linear = base * n / base_n
-        out.append(
-            {
-                "clients": n,
-                "iops": iops,
-                "bw_bytes": bw / len(group),
-                "linear_iops": linear,
-                "efficiency": iops / linear if linear else None,
-            }
-        )
+    for key, by_clients in by_workload.items():
+        base_n = min(by_clients)
+        base = sum(total_iops(a) for a in by_clients[base_n]) / len(by_clients[base_n])
+        for n in sorted(by_clients):
+            group = by_clients[n]
+            iops = sum(total_iops(a) for a in group) / len(group)
+            bw = sum(sum(a[d]["bw_bytes"] for d in ("read", "write") if a.get(d)) for a in group)
+            linear = base * n / base_n
+            out.append(
+                {
+                    "point": labels[key],
+                    "clients": n,
+                    "iops": iops,
+                    "bw_bytes": bw / len(group),
+                    "linear_iops": linear,
+                    "efficiency": iops / linear if linear else None,
+                }
+            )
     return out
 
 

@@ -57,6 +57,7 @@ from typing import Final
 from core.aggregate import ClientSample
 from core.fioparse import DIRECTIONS, percentile_key
 from core.models import Direction, DirectionResult, LatencyStats, SeriesPoint, Workload
+from core.timeline import timeline_from_seconds
 from core.units import format_size
 
 DISKSPD_EXE: Final = "diskspd.exe"
@@ -487,10 +488,11 @@ def sample_from_xml(
     inexact. Without ``start_unix_s`` series seconds are relative (1, 2, 3 ...), so several
     clients line up only if they started measuring together."""
     r = parse_xml(text, start_unix_s=start_unix_s)
+    start_ms = (start_unix_s or 0) * 1000
     return ClientSample(
         client=client,
         dirs=r.dirs,
-        series=r.series,
+        timeline=timeline_from_seconds(start_ms, start_ms + round(r.test_time_s * 1000), r.series),
         agent_id=label,
         outstanding_ios=r.outstanding_ios,
         has_bins=False,

@@ -34,3 +34,8 @@ class Conflict(BenchError):
 
 class StoreUnavailable(BenchError):
     """A backing service (queue, database) failed after the SDK's own retries."""
+
+
+class TooLarge(BenchError):
+    """Over a limit the backing service enforces (a 2 MB document, an artifact's size):
+    HTTP 413, nothing written."""

@@ -54,12 +54,15 @@ def job_file(
     gate: str | None = None,
 ) -> str:
     """A fio job: time-based, one job section per mount (named by its alias, ``numjobs``
-    files each, under that mount's directory), 1 s IOPS/bandwidth logs.
+    files each, under that mount's directory), 1 s IOPS/bandwidth and histogram logs.
 
     ``log_unix_epoch`` stamps log lines with Unix ms so clients on different machines can be
-    lined up second by second (fio HOWTO, "log_unix_epoch"); ``log_avg_msec=1000`` averages
-    each line over one second instead of logging every I/O. ``group_reporting`` sums all
-    sections into one result per direction. Jobs run as threads (see ``JOBS_AS_THREADS``).
+    lined up to the millisecond (fio HOWTO, "log_unix_epoch"); ``log_avg_msec=1000``
+    averages each line over one second instead of logging every I/O. The histogram log
+    (``write_hist_log``, ``log_hist_msec=1000``, full resolution: coarseness 0) gives each
+    second's completion-latency buckets, so percentiles can be taken over exactly the
+    seconds every client was running. ``group_reporting`` sums all sections into one
+    result per direction. Jobs run as threads (see ``JOBS_AS_THREADS``).
     """
     w = workload
     opts: list[tuple[str, str | int]] = [
@@ -79,6 +82,9 @@ def job_file(
         ("log_unix_epoch", 1),
         ("write_iops_log", check_path(log_prefix)),
         ("write_bw_log", check_path(log_prefix)),
+        ("write_hist_log", check_path(log_prefix)),
+        ("log_hist_msec", 1000),
+        ("log_hist_coarseness", 0),
     ]
     if w.rw in ("rw", "randrw"):
         opts.append(("rwmixread", w.rwmixread))

@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from core.models import Direction, DirectionResult, LatencyStats, SeriesPoint
+from core.models import Direction, DirectionResult, LatencyStats
 
 DIRECTIONS: tuple[Direction, ...] = ("read", "write")
 PERCENTILES = (
@@ -43,15 +43,19 @@ def percentile_key(p: float) -> str:
     return f"{p:.6f}"
 
 
-def percentile_from_bins(bins: Mapping[str, int] | Mapping[int, int], p: float) -> float:
-    """The p-th percentile as fio computes it: the first bucket whose cumulative count
-    reaches p% of all samples. Returns 0.0 for an empty histogram."""
-    items = sorted((int(k), int(v)) for k, v in bins.items())
+def percentile_from_bins(
+    bins: Mapping[str, float] | Mapping[int, float] | Mapping[str, int] | Mapping[int, int],
+    p: float,
+) -> float:
+    """The p-th percentile as fio computes it (stat.c ``calc_clat_percentiles``): the first
+    bucket whose cumulative count reaches p% of all samples. Counts may be fractional (a
+    log interval spread over two windows). Returns 0.0 for an empty histogram."""
+    items = sorted((int(k), float(v)) for k, v in bins.items() if float(v) > 0)
     total = sum(v for _, v in items)
-    if total == 0:
+    if total <= 0:
         return 0.0
     threshold = p / 100.0 * total
-    cumulative = 0
+    cumulative = 0.0
     for value, count in items:
         cumulative += count
         if cumulative >= threshold:
@@ -105,7 +109,8 @@ def merge_direction(dirs: list[Mapping[str, Any]]) -> DirectionResult | None:
     live = [d for d in dirs if int(d.get("total_ios", 0)) > 0]
     if not live:
         return None
-    bins = sum_bins(d["clat_ns"].get("bins", {}) for d in live)
+    all_bins = all(d["clat_ns"].get("bins") for d in live)
+    bins = sum_bins(d["clat_ns"]["bins"] for d in live) if all_bins else {}
     counts = [int(d["total_ios"]) for d in live]
     return DirectionResult(
         io_bytes=sum(int(d["io_bytes"]) for d in live),
@@ -116,11 +121,29 @@ def merge_direction(dirs: list[Mapping[str, Any]]) -> DirectionResult | None:
         lat_ns=_merge_stats([(d["lat_ns"], n) for d, n in zip(live, counts, strict=True)]),
         clat_ns=_merge_stats([(d["clat_ns"], n) for d, n in zip(live, counts, strict=True)]),
         clat_percentiles_ns=(
-            percentiles_from_bins(bins)
-            if bins
-            else {k: float(v) for k, v in live[0]["clat_ns"]["percentile"].items()}
+            percentiles_from_bins(bins) if all_bins else _upper_bound_percentiles(live)
         ),
         clat_bins_ns=bins,
+    )
+
+
+def _upper_bound_percentiles(dirs: list[Mapping[str, Any]]) -> dict[str, float]:
+    """Without json+ bins, jobs' percentiles cannot be merged: the largest job's value at
+    each percentile is an upper bound of the merged one (callers mark it approximate)."""
+    keys = {k for d in dirs for k in d["clat_ns"].get("percentile", {})}
+    return {
+        k: max(float(d["clat_ns"].get("percentile", {}).get(k, 0.0)) for d in dirs)
+        for k in sorted(keys, key=float)
+    }
+
+
+def has_bins(entries: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether every direction that did I/O in these fio job entries carries json+ bins."""
+    return all(
+        bool(e[d]["clat_ns"].get("bins"))
+        for e in entries
+        for d in DIRECTIONS
+        if d in e and int(e[d].get("total_ios", 0)) > 0
     )
 
 
@@ -143,57 +166,3 @@ def directions_from_fio(doc: Mapping[str, Any]) -> dict[Direction, DirectionResu
 
 def fio_version(doc: Mapping[str, Any]) -> str:
     return str(doc.get("fio version", "unknown"))
-
-
-def parse_log(text: str) -> list[tuple[int, float, int]]:
-    """fio log lines ``time, value, direction, bs, offset[, prio]`` -> (time ms, value, dir)."""
-    rows = []
-    for line in text.splitlines():
-        parts = [p.strip() for p in line.split(",")]
-        if len(parts) < 3 or not parts[0]:
-            continue
-        rows.append((int(parts[0]), float(parts[1]), int(parts[2])))
-    return rows
-
-
-def series_from_logs(
-    iops_logs: Iterable[str], bw_logs: Iterable[str]
-) -> dict[Direction, list[SeriesPoint]]:
-    """Sum per-job 1 s logs into one series per direction, keyed by Unix second.
-
-    Each sample is placed in the nearest whole second of its timestamp: fio writes one
-    averaged sample per ``log_avg_msec`` per job, so samples of one job are ~1000 ms apart
-    and land in distinct seconds. Bandwidth logs are in KiB/s (fio HOWTO, "write_bw_log").
-    """
-    iops: dict[int, dict[int, float]] = defaultdict(lambda: defaultdict(float))
-    bw: dict[int, dict[int, float]] = defaultdict(lambda: defaultdict(float))
-    for text in iops_logs:
-        for t, v, d in parse_log(text):
-            iops[d][round(t / 1000)] += v
-    for text in bw_logs:
-        for t, v, d in parse_log(text):
-            bw[d][round(t / 1000)] += v * 1024
-    out: dict[Direction, list[SeriesPoint]] = {}
-    for index, direction in enumerate(DIRECTIONS):
-        seconds = sorted(set(iops[index]) | set(bw[index]))
-        if seconds:
-            out[direction] = [
-                SeriesPoint(t=s, iops=iops[index][s], bw_bytes=bw[index][s]) for s in seconds
-            ]
-    return out
-
-
-def measured_window_ms(
-    iops_logs: Iterable[str], doc: Mapping[str, Any], runtime_s: int
-) -> tuple[int, int]:
-    """(start, end) of the measured period in Unix ms, to the millisecond.
-
-    From the logs when present: each line closes a ``log_avg_msec`` (1 s) interval, so the
-    earliest job began a second before its first stamp. Else from fio's end timestamp
-    minus the runtime.
-    """
-    stamps = [t for text in iops_logs for t, _, _ in parse_log(text)]
-    if stamps:
-        return min(stamps) - 1000, max(stamps)
-    end = int(doc.get("timestamp_ms", int(doc.get("timestamp", 0)) * 1000))
-    return end - runtime_s * 1000, end

@@ -22,6 +22,7 @@ TAG_KEY_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
 MIN_BS, MAX_BS = 512, 16 << 20
 MIN_FILE_SIZE, MAX_FILE_SIZE = 1 << 20, 16 << 40
 MAX_CLIENTS = 64
+MAX_NUMJOBS, MAX_IODEPTH = 256, 1024
 MAX_TARGETS = 16
 MAX_STEPS = 16
 
@@ -84,8 +85,8 @@ class Workload(_Strict):
     bs: str = Field(
         "4k", pattern=SIZE_PATTERN, description="a block size such as 4k, 64k or 1m (512 B to 16m)"
     )
-    iodepth: int = Field(1, ge=1, le=1024)
-    numjobs: int = Field(1, ge=1, le=256, description="Threads (fio jobs) per client")
+    iodepth: int = Field(1, ge=1, le=MAX_IODEPTH)
+    numjobs: int = Field(1, ge=1, le=MAX_NUMJOBS, description="Threads (fio jobs) per client")
     rwmixread: int = Field(50, ge=0, le=100, description="Read share of rw/randrw, percent")
     size: str = Field(
         "64m",
@@ -304,8 +305,26 @@ class StartInfo(_Strict):
     )
 
 
+ARTIFACT_NAMES = ("timeline", "raw", "logs")
+ArtifactName = Literal["timeline", "raw", "logs"]
+
+
+class ArtifactRef(_Strict):
+    """A large output kept in Blob Storage beside the result (a Cosmos DB document is at
+    most 2 MB): the per-second timeline with histogram rows, the engine's own output, the
+    raw logs. Stored gzip-compressed."""
+
+    name: ArtifactName
+    bytes: int = Field(ge=0, description="compressed size")
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
 class Result(_Strict):
-    """What an agent stores for one work item; id equals the item id, so a retry writes once."""
+    """What an agent stores for one work item; id equals the item id, so a retry writes once.
+
+    Figures of the whole measured period are here; the per-second timeline (I/Os, bytes
+    and latency histogram per second), the engine's own output and its logs are artifacts
+    in Blob Storage, named in ``artifacts``."""
 
     id: str
     run_id: str
@@ -321,13 +340,14 @@ class Result(_Strict):
     ended_at_ms: int
     read: DirectionResult | None = None
     write: DirectionResult | None = None
-    series: dict[Direction, list[SeriesPoint]] = Field(default_factory=dict)
     start: StartInfo | None = None
     fill: FillInfo | None = None
     steadystate: dict[str, Any] | None = Field(None, description="fio's steady-state verdict")
     host: HostFacts
     mounts: list[MountFacts]
-    raw: dict[str, Any] = Field(description="fio's own JSON output")
+    artifacts: dict[ArtifactName, ArtifactRef] = Field(
+        default_factory=dict, description="artifacts in Blob Storage, by name"
+    )
 
 
 SCHEMA_MODELS: dict[str, type[BaseModel]] = {

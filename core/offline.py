@@ -3,19 +3,32 @@
 Accepts, per file: a DiskSpd XML output (``-Rxml``; one client), a single fio run's JSON
 (all its jobs are one client), or one fio client/server JSON (``client_stats``: one client
 per host:port, fio's own "All clients" entry ignored, since it carries no histogram).
-Per-second logs, when given, allow the common window; without them whole-run figures are
-summed and the result says so.
+Per-second logs, when given (``benchctl aggregate --logs``: the ``*_iops.*.log``,
+``*_bw.*.log`` and ``*_clat_hist.*.log`` files beside each output), give each client a
+timeline, hence the common window and its percentiles, exactly as the service computes
+them; without them whole-run figures are summed and the result says so.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from core.aggregate import ClientSample, aggregate
 from core.diskspd import sample_from_xml
-from core.fioparse import ALL_CLIENTS, directions_from_fio, series_from_logs
+from core.fiologs import LogError, timeline_from_logs
+from core.fioparse import ALL_CLIENTS, directions_from_fio, has_bins
+
+
+@dataclass(frozen=True)
+class ClientLogs:
+    """The texts of one client's fio logs, one per job."""
+
+    iops: Sequence[str]
+    bw: Sequence[str]
+    hist: Sequence[str] = ()
 
 
 class InputError(ValueError):
@@ -41,7 +54,7 @@ def samples_from_doc(
     *,
     label: str,
     first_client: int = 0,
-    logs: tuple[Sequence[str], Sequence[str]] | None = None,
+    logs: ClientLogs | None = None,
 ) -> list[ClientSample]:
     if "client_stats" in doc:
         groups: dict[str, list[Mapping[str, Any]]] = {}
@@ -55,32 +68,29 @@ def samples_from_doc(
                 client=first_client + i,
                 dirs=directions_from_fio({"jobs": entries}),
                 agent_id=host,
-                has_bins=_has_bins(entries),
+                has_bins=has_bins(entries),
             )
             for i, (host, entries) in enumerate(sorted(groups.items()))
         ]
-    series = series_from_logs(*logs) if logs else {}
+    try:
+        timeline = timeline_from_logs(logs.iops, logs.bw, logs.hist) if logs else None
+    except LogError as e:
+        raise InputError(f"{label}: {e}") from None
     return [
         ClientSample(
             client=first_client,
             dirs=directions_from_fio(doc),
-            series=series,
+            timeline=timeline,
             agent_id=label,
-            has_bins=_has_bins(doc.get("jobs", [])),
+            has_bins=has_bins(doc.get("jobs", [])),
         )
     ]
 
 
-def _has_bins(entries: Sequence[Mapping[str, Any]]) -> bool:
-    return all(
-        "bins" in e[d]["clat_ns"] for e in entries for d in ("read", "write") if e[d]["total_ios"]
-    )
-
-
 def aggregate_files(
-    inputs: Sequence[tuple[str, str, tuple[Sequence[str], Sequence[str]] | None]],
+    inputs: Sequence[tuple[str, str, ClientLogs | None]],
 ) -> dict[str, Any]:
-    """``inputs``: (name, file text, optional (iops logs, bw logs)) per file."""
+    """``inputs``: (name, file text, optional logs) per file."""
     samples: list[ClientSample] = []
     for name, text, logs in inputs:
         if text.lstrip().startswith("<"):  # DiskSpd -Rxml: no histogram, approximate pcts

@@ -19,11 +19,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from core.concurrency import shape_for
 from core.errors import FieldError, ValidationFailed
-from core.models import FieldSweep, RateSweep, RunRequest, WorkItem, Workload
+from core.models import Engine, FieldSweep, RateSweep, RunRequest, WorkItem, Workload
 
 MAX_TOTAL_STEPS = 64
-ASYNC_ENGINES = ("libaio", "io_uring", "posixaio")
 
 
 def new_run_id() -> str:
@@ -138,27 +138,31 @@ def outstanding_for(target_iops: float, latency_s: float) -> int:
     return max(1, math.ceil(target_iops * latency_s - 1e-9))
 
 
-def split_outstanding(outstanding: int, clients: int, ioengine: str) -> dict[str, int]:
-    """Per-client threads x depth for ``outstanding`` I/Os over ``clients`` clients: one
-    thread deep queue with an async engine, else one I/O per thread."""
-    per_client = max(1, math.ceil(outstanding / clients))
-    if ioengine in ASYNC_ENGINES:
-        threads = math.ceil(per_client / 32)  # keep each queue at most 32 deep
-        return {"numjobs": threads, "iodepth": math.ceil(per_client / threads)}
-    return {"numjobs": per_client, "iodepth": 1}
-
-
 def resolve_dynamic(
-    spec: Mapping[str, Any], base: Workload, ref_aggregate: Mapping[str, Any]
+    spec: Mapping[str, Any],
+    base: Workload,
+    ref_aggregate: Mapping[str, Any],
+    *,
+    engine: Engine = "fio",
+    mounts: int = 1,
+    files_per_target: int = 1,
 ) -> Workload:
-    """The workload of a rate-curve or target_iops step, from its reference step."""
+    """The workload of a rate-curve or target_iops step, from its reference step. A sized
+    step's outstanding I/Os are spread over every client, mount and file it loads."""
     clients = int(spec["clients"])
     if spec["mode"] == "rate":
         per_client = total_iops(ref_aggregate) * spec["rate_pct"] / 100 / clients
         return base.model_copy(update={"rate_iops": max(1, round(per_client))})
     if spec["mode"] == "sized":
         lat = mean_latency_s(ref_aggregate)
-        shape = split_outstanding(outstanding_for(spec["target_iops"], lat), clients, base.ioengine)
+        shape = shape_for(
+            outstanding_for(spec["target_iops"], lat),
+            clients,
+            engine=engine,
+            ioengine=base.ioengine,
+            mounts=mounts,
+            files_per_target=files_per_target,
+        )
         return base.model_copy(update=shape)
     raise ValueError(f"step mode {spec['mode']!r} is not resolved dynamically")
 

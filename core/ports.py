@@ -52,6 +52,15 @@ class Store(Protocol):
     def list_schedules(self) -> list[Doc]: ...
 
 
+class Artifacts(Protocol):
+    """Large outputs in Blob Storage, addressed by run, owner (an item or a step) and name.
+    Contents are stored exactly as given (the caller compresses)."""
+
+    def put(self, run_id: str, owner: str, name: str, data: bytes) -> None: ...
+    def get(self, run_id: str, owner: str, name: str) -> bytes: ...  # raises NotFound
+    def size(self, run_id: str, owner: str, name: str) -> int: ...  # raises NotFound
+
+
 class Queue(Protocol):
     def send(self, item: WorkItem) -> None: ...
     def send_poison(self, pool: str, body: str) -> None: ...

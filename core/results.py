@@ -6,16 +6,34 @@ from collections.abc import Mapping
 from typing import Any
 
 from core.diskspd import parse_xml
-from core.fioparse import directions_from_fio, fio_version, measured_window_ms, series_from_logs
-from core.models import FillInfo, HostFacts, MountFacts, Result, StartInfo, WorkItem
+from core.fioparse import directions_from_fio, fio_version
+from core.models import (
+    FillInfo,
+    HostFacts,
+    MountFacts,
+    Result,
+    StartInfo,
+    WorkItem,
+)
+from core.timeline import ClientTimeline, timeline_from_seconds
+
+
+def measured_period_ms(
+    timeline: ClientTimeline | None, fio_json: Mapping[str, Any], runtime_s: int
+) -> tuple[int, int]:
+    """(start, end) of the measured period in Unix ms: the timeline's, else fio's end
+    timestamp minus the runtime."""
+    if timeline is not None:
+        return timeline.start_ms, timeline.end_ms
+    end = int(fio_json.get("timestamp_ms", int(fio_json.get("timestamp", 0)) * 1000))
+    return end - runtime_s * 1000, end
 
 
 def build_result(
     item: WorkItem,
     *,
     fio_json: Mapping[str, Any],
-    iops_logs: list[str],
-    bw_logs: list[str],
+    timeline: ClientTimeline | None,
     agent_id: str,
     host: HostFacts,
     mounts: list[MountFacts],
@@ -23,9 +41,8 @@ def build_result(
     released_ms: float | None = None,
     fill: FillInfo | None = None,
 ) -> Result:
-    series = series_from_logs(iops_logs, bw_logs)
     dirs = directions_from_fio(fio_json)
-    begin, end = measured_window_ms(iops_logs, fio_json, item.workload.runtime)
+    begin, end = measured_period_ms(timeline, fio_json, item.workload.runtime)
     start = None
     if scheduled_ms is not None and released_ms is not None:
         # fio's own clock says when I/O began; ramp time is not logged, so subtract it.
@@ -48,13 +65,11 @@ def build_result(
         ended_at_ms=end,
         read=dirs.get("read"),
         write=dirs.get("write"),
-        series=series,
         start=start,
         fill=fill,
         steadystate=_steadystate(fio_json),
         host=host,
         mounts=mounts,
-        raw=dict(fio_json),
     )
 
 
@@ -75,13 +90,14 @@ def build_diskspd_result(
     host: HostFacts,
     mounts: list[MountFacts],
     scheduled_ms: int | None = None,
-) -> Result:
+) -> tuple[Result, ClientTimeline | None]:
     """DiskSpd's -D buckets count from the end of warm-up; the launch instant plus the
     warm-up places them on the Unix clock so clients line up with each other."""
     start_s = launched_s + item.workload.ramp_time
     parsed = parse_xml(xml, start_unix_s=int(start_s))
     begin = int(start_s * 1000)
     end = begin + int(parsed.test_time_s * 1000)
+    timeline = timeline_from_seconds(begin, end, parsed.series)
     start = None
     if scheduled_ms is not None:
         start = StartInfo(
@@ -89,7 +105,7 @@ def build_diskspd_result(
             released_ms=launched_s * 1000,
             skew_ms=launched_s * 1000 - scheduled_ms,
         )
-    return Result(
+    result = Result(
         id=item.item_id,
         run_id=item.run_id,
         item_id=item.item_id,
@@ -104,9 +120,8 @@ def build_diskspd_result(
         ended_at_ms=end,
         read=parsed.dirs.get("read"),
         write=parsed.dirs.get("write"),
-        series=parsed.series,
         start=start,
         host=host,
         mounts=mounts,
-        raw={"diskspd_xml": xml},
     )
+    return result, timeline

@@ -22,12 +22,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from core.admission import Admission, lock_keys, run_keys
-from core.aggregate import ClientSample, FailedClient, aggregate
+from core.artifacts import pack_json, sha256_hex, unpack_json, unpack_timeline
 from core.catalogue import get_profile, resolve
 from core.curves import latency_curve, repetition_spread, scaleout_curve
 from core.errors import BenchError, Conflict, FieldError, NotFound, ValidationFailed
 from core.guardrails import LOCAL_CALLER, Caller, TargetInfo, check_run, unknown_targets
-from core.models import Direction, DirectionResult, Result, RunRequest, WorkItem, Workload
+from core.models import ARTIFACT_NAMES, Result, RunRequest, WorkItem, Workload
 from core.monitor import Monitor
 from core.plan import (
     body_hash,
@@ -39,12 +39,14 @@ from core.plan import (
     run_id_for_key,
     step_id,
 )
-from core.ports import Doc, Queue, Store
+from core.ports import Artifacts, Doc, Queue, Store
 from core.runstate import (
     HELD_ITEM_STATES,
     TERMINAL_ITEM_STATES,
     derive_run_state,
 )
+from core.stepaggregates import build_aggregates
+from core.timeline import ClientTimeline, per_second
 from core.validation import validate
 
 log = logging.getLogger(__name__)
@@ -90,6 +92,7 @@ class RunService:
         self,
         store: Store,
         queue: Queue,
+        artifacts: Artifacts,
         *,
         max_deliveries: int = 5,
         pools: tuple[str, ...] = ("default",),
@@ -101,6 +104,7 @@ class RunService:
     ) -> None:
         self.on_finished = on_finished  # told once per run, when it is finalized
         self.store = store
+        self.artifacts = artifacts
         self.targets = targets or []  # empty: any target alias an agent mounts
         self.admission = Admission(store, clock)
         self.queue = queue
@@ -502,12 +506,41 @@ class RunService:
         self._update_item(run_id, item_id, _set_state("cancelled", f"stopped by {agent_id}"))
         self._refresh(run_id)
 
+    def put_artifact(self, run_id: str, item_id: str, name: str, data: bytes) -> int:
+        """Keep one of an item's large outputs (gzip bytes) in Blob Storage, before its
+        result names it. Returns the stored size."""
+        if name not in ARTIFACT_NAMES:
+            raise ValidationFailed(
+                [FieldError("name", f"must be one of {', '.join(ARTIFACT_NAMES)}")]
+            )
+        self.store.get_item(run_id, item_id)  # NotFound -> 404
+        self.artifacts.put(run_id, item_id, name, data)
+        return len(data)
+
     def store_result(self, body: Any) -> bool:
-        """Store one client's result once. Returns False when it was already stored."""
+        """Store one client's result once. Returns False when it was already stored.
+
+        Every artifact the result names must already be in Blob Storage at the size it
+        says: a result never points at a file that is not there."""
         result = validate("result", body, Result)
         if result.id != result.item_id:
             raise ValidationFailed([FieldError("id", "must equal item_id")])
         doc = self.store.get_item(result.run_id, result.item_id)  # NotFound -> 404
+        for name, artifact in result.artifacts.items():
+            try:
+                size = self.artifacts.size(result.run_id, result.item_id, name)
+            except NotFound:
+                size = -1
+            if size != artifact.bytes:
+                raise ValidationFailed(
+                    [
+                        FieldError(
+                            f"artifacts.{name}",
+                            f"not uploaded (or not at {artifact.bytes} bytes): "
+                            f"PUT /api/agent/artifacts/{result.item_id}/{name} first",
+                        )
+                    ]
+                )
         created = self.store.create_result(result.model_dump(mode="json"))
         if doc["state"] != "completed":
 
@@ -517,6 +550,51 @@ class RunService:
             self._update_item(result.run_id, result.item_id, done)
             self._refresh(result.run_id)
         return created
+
+    def full_result(self, run_id: str, item_id: str) -> Doc:
+        """A client's result with its per-second series and the engine's own output, read
+        back from Blob Storage."""
+        doc = {k: v for k, v in self.store.get_result(run_id, item_id).items() if k[0] != "_"}
+        names = doc.get("artifacts") or {}
+        timeline = self._timeline(run_id, item_id) if "timeline" in names else None
+        doc["series"] = (
+            {
+                d: per_second([timeline], d, (timeline.start_ms, timeline.end_ms))
+                for d in ("read", "write")
+                if timeline.direction(d) is not None
+            }
+            if timeline
+            else {}
+        )
+        doc["raw"] = (
+            unpack_json(self.artifacts.get(run_id, item_id, "raw")) if "raw" in names else None
+        )
+        return doc
+
+    def _timeline(self, run_id: str, item_id: str) -> ClientTimeline | None:
+        try:
+            return unpack_timeline(self.artifacts.get(run_id, item_id, "timeline"))
+        except NotFound:
+            log.warning("timeline of %s is missing from Blob Storage", item_id)
+            return None
+
+    def _timelines(self, run_id: str, results: list[Doc]) -> dict[str, ClientTimeline]:
+        out = {}
+        for r in results:
+            if "timeline" in (r.get("artifacts") or {}):
+                t = self._timeline(run_id, r["item_id"])
+                if t is not None:
+                    out[r["item_id"]] = t
+        return out
+
+    def _store_aggregate(self, agg: Doc) -> None:
+        """The per-second series can outgrow a document: it goes to Blob Storage."""
+        series = agg.pop("series", None)
+        if series:
+            packed = pack_json(series)
+            self.artifacts.put(agg["run_id"], agg["id"], "series", packed)
+            agg["series_artifact"] = {"bytes": len(packed), "sha256": sha256_hex(packed)}
+        self.store.create_aggregate(agg)
 
     # ---- timer ------------------------------------------------------------------------
 
@@ -536,9 +614,9 @@ class RunService:
             if not refreshed.get("finished"):
                 continue
             results = self.store.list_results(run["id"])
-            aggregates = build_aggregates(run, docs, results)
+            aggregates = build_aggregates(run, docs, results, self._timelines(run["id"], results))
             for agg in aggregates:
-                self.store.create_aggregate(agg)
+                self._store_aggregate(agg)
             if self.monitor is not None:
                 # Before the run is marked finalized: a crash here is retried next tick,
                 # and every write below is idempotent.
@@ -584,7 +662,14 @@ class RunService:
                 self._update_item(run_id, sdoc["id"], _fail_step(reason))
                 return
             base = Workload.model_validate(run["workload"])
-            resolved = resolve_dynamic(sdoc, base, ref).model_dump(mode="json")
+            resolved = resolve_dynamic(
+                sdoc,
+                base,
+                ref,
+                engine=run["engine"],
+                mounts=len(run["targets"]),
+                files_per_target=int(run.get("files_per_target", 1)),
+            ).model_dump(mode="json")
             sdoc = self._update_item(run_id, sdoc["id"], lambda s: s.update(workload=resolved))
         items = plan_items(run_id, run, sdoc, Workload.model_validate(sdoc["workload"]))
         for it in items:
@@ -596,7 +681,7 @@ class RunService:
     def _step_aggregate(self, run: Doc, step: int) -> Doc | None:
         docs = [d for d in self.store.list_items(run["id"]) if d.get("step") == step]
         results = [r for r in self.store.list_results(run["id"]) if r["step"] == step]
-        aggs = build_aggregates(run, docs, results)
+        aggs = build_aggregates(run, docs, results, self._timelines(run["id"], results))
         return aggs[0] if aggs else None
 
     def _end_item(self, item: WorkItem, state: str, reason: str) -> None:
@@ -681,75 +766,6 @@ class RunService:
         if finished and admitted and not was_finished:
             self.dispatch_waiting()  # its targets are free: start who waits, now
         return updated
-
-
-def build_aggregates(run: Doc, docs: list[Doc], results: list[Doc]) -> list[Doc]:
-    """One aggregate per step that produced results; scaling efficiency against the run's
-    1-client step when it has one."""
-    by_item = {r["item_id"]: r for r in results}
-    items = [d for d in docs if _is_item(d)]
-    steps = sorted((d for d in docs if _is_step(d)), key=lambda s: s["step"])
-    per_step: list[tuple[Doc, list[ClientSample], list[FailedClient]]] = []
-    for s in steps:
-        members = [i for i in items if i["step"] == s["step"]]
-        samples = [sample_from_result(by_item[i["id"]]) for i in members if i["id"] in by_item]
-        if not samples:
-            continue  # a step that never ran (barrier failed) has no aggregate
-        failed = [
-            FailedClient(i["client"], i.get("agent_id"), i.get("reason") or i["state"])
-            for i in members
-            if i["id"] not in by_item
-        ]
-        per_step.append((s, samples, failed))
-    single = None
-    for s, samples, failed in per_step:
-        if s["clients"] == 1 and not failed:
-            one = aggregate(samples)
-            single = sum(one[d]["iops"] for d in ("read", "write") if d in one)
-    out = []
-    for s, samples, failed in per_step:
-        agg = aggregate(
-            samples, failed=failed, expected_clients=s["clients"], single_client_iops=single
-        )
-        workload = s.get("workload") or run.get("workload") or {}
-        out.append(
-            {
-                "id": step_id(run["id"], s["step"]),
-                "run_id": run["id"],
-                "step": s["step"],
-                "target": run["target"],
-                "created_at": now_iso(),
-                **{k: s.get(k) for k in ("mode", "point", "repetition", "discarded")},
-                "workload": workload,
-                # What makes this step's figures comparable with another run's (issue: series).
-                "comparison_key": comparison_key(
-                    run.get("engine", "fio"), workload, run["targets"], s["clients"]
-                ),
-                **agg,
-            }
-        )
-    return out
-
-
-def sample_from_result(doc: Doc) -> ClientSample:
-    r = Result.model_validate({k: v for k, v in doc.items() if not k.startswith("_")})
-    w = r.workload
-    async_engine = w.ioengine in ("libaio", "io_uring", "posixaio")
-    in_flight = len(r.targets) * w.numjobs * (w.iodepth if async_engine else 1)
-    dirs: dict[Direction, DirectionResult] = {}
-    if r.read is not None:
-        dirs["read"] = r.read
-    if r.write is not None:
-        dirs["write"] = r.write
-    return ClientSample(
-        has_bins=r.engine == "fio",  # DiskSpd exports percentiles, not a histogram
-        client=r.client,
-        dirs=dirs,
-        series=r.series,
-        agent_id=r.agent_id,
-        outstanding_ios=in_flight,
-        start_skew_ms=r.start.skew_ms if r.start else None,
-    )
 
 
 def _item_doc(item: WorkItem) -> Doc:

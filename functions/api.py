@@ -27,6 +27,7 @@ from core.errors import (
     FieldError,
     NotFound,
     StoreUnavailable,
+    TooLarge,
     ValidationFailed,
 )
 from core.guardrails import LOCAL_CALLER, Caller, Forbidden
@@ -162,6 +163,10 @@ def create_app() -> FastAPI:
     @app.exception_handler(Conflict)
     async def _conflict(_: Request, e: Conflict) -> JSONResponse:
         return _errors(409, [{"field": "(request)", "message": str(e)}])
+
+    @app.exception_handler(TooLarge)
+    async def _too_large(_: Request, e: TooLarge) -> JSONResponse:
+        return _errors(413, [{"field": "(body)", "message": str(e)}])
 
     @app.exception_handler(StoreUnavailable)
     async def _down(_: Request, e: StoreUnavailable) -> JSONResponse:
@@ -342,8 +347,8 @@ def create_app() -> FastAPI:
 
     @app.get("/api/runs/{run_id}/results/{item_id}")
     async def get_result(run_id: str, item_id: str) -> dict[str, Any]:
-        doc = await asyncio.to_thread(context.store().get_result, run_id, item_id)
-        return {k: v for k, v in doc.items() if not k.startswith("_")}
+        """One client's result with its per-second series and the engine's own output."""
+        return await asyncio.to_thread(_svc().full_result, run_id, item_id)
 
     # ---- agent protocol (agents hold no database rights; the API writes for them) ----
 
@@ -390,6 +395,14 @@ def create_app() -> FastAPI:
         b: ItemRef = _parse(ItemRef, await _json(request))
         await asyncio.to_thread(_svc().report_cancelled, b.run_id, b.item_id, b.agent_id)
         return {"status": "recorded"}
+
+    @app.put("/api/agent/artifacts/{item_id}/{name}")
+    async def put_artifact(item_id: str, name: str, request: Request) -> JSONResponse:
+        """A large output of an item (gzip): its timeline, the engine's output, its logs."""
+        run_id = item_id.rsplit(".", 2)[0]
+        data = await request.body()
+        size = await asyncio.to_thread(_svc().put_artifact, run_id, item_id, name, data)
+        return JSONResponse({"stored": True, "bytes": size}, status_code=201)
 
     @app.put("/api/agent/results/{item_id}")
     async def put_result(item_id: str, request: Request) -> JSONResponse:

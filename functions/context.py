@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from functools import cache
 
+from adapters.blob import BlobArtifacts
 from adapters.config import Settings
 from adapters.cosmos import CosmosStore
 from adapters.notifier import WebhookNotifier
@@ -32,6 +33,14 @@ def queues() -> WorkQueues:
 
 
 @cache
+def artifacts() -> BlobArtifacts:
+    s = settings()
+    return BlobArtifacts.connect(
+        s.blob_uri, local_emulators=s.local_emulators, client_id=s.managed_identity_client_id
+    )
+
+
+@cache
 def monitor() -> Monitor:
     return Monitor(store(), notifier(), gate_pct=settings().gate_pct)
 
@@ -47,6 +56,7 @@ def service() -> RunService:
     return RunService(
         store(),
         queues(),
+        artifacts(),
         max_deliveries=s.max_deliveries,
         pools=s.pools,
         monitor=monitor(),

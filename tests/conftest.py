@@ -18,10 +18,12 @@ from typing import Any
 import httpx
 import pytest
 
+from adapters.blob import BlobArtifacts
 from adapters.cosmos import CosmosStore
 from adapters.queue import WorkQueues
 from benchctl import localstack
 from benchctl.localstack import Proc, Stack
+from core.fiologs import timeline_from_logs
 from core.models import HostFacts, MountFacts, WorkItem
 from core.results import build_result
 
@@ -91,6 +93,7 @@ def stack(
         queue_port=localstack.free_port(),
         cosmos_port=localstack.free_port(),
         api_port=localstack.free_port(),
+        blob_port=localstack.free_port(),
         pools=TEST_POOLS,
         visibility_timeout=6,
         max_deliveries=3,
@@ -137,6 +140,11 @@ def store(stack: Stack) -> CosmosStore:
 @pytest.fixture
 def queues(stack: Stack) -> WorkQueues:
     return WorkQueues.from_settings(stack.settings())
+
+
+@pytest.fixture
+def artifacts(stack: Stack) -> BlobArtifacts:
+    return BlobArtifacts.connect(stack.blob_uri, local_emulators=True)
 
 
 @pytest.fixture
@@ -223,8 +231,7 @@ def result_from_capture(item: WorkItem, agent_id: str) -> dict[str, Any]:
     result = build_result(
         item,
         fio_json=doc,
-        iops_logs=iops,
-        bw_logs=bw,
+        timeline=timeline_from_logs(iops, bw),
         agent_id=agent_id,
         host=HostFacts(hostname="h", kernel="k", os="o", cpu_count=2),
         mounts=[mount],

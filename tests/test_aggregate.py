@@ -11,8 +11,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from core.aggregate import ClientSample, FailedClient, aggregate, common_window
+from core.aggregate import ClientSample, FailedClient, aggregate
 from core.models import DirectionResult, LatencyStats, SeriesPoint
+from core.timeline import common_window, timeline_from_seconds
 
 DATA = Path(__file__).parent / "data"
 
@@ -84,12 +85,15 @@ def direction(iops: float, bins: dict[str, int] | None = None) -> DirectionResul
 def client(
     i: int, per_second: list[tuple[int, float]], outstanding_ios: int | None = None
 ) -> ClientSample:
+    """A client whose rate over the second ending at Unix second t is v, for each (t, v)."""
     whole_run = sum(v for _, v in per_second) / len(per_second)
     series = [SeriesPoint(t=t, iops=v, bw_bytes=v * 4096) for t, v in per_second]
+    first, last = per_second[0][0], per_second[-1][0]
+    timeline = timeline_from_seconds((first - 1) * 1000, last * 1000, {"read": series})
     return ClientSample(
         client=i,
         dirs={"read": direction(whole_run)},
-        series={"read": series},
+        timeline=timeline,
         outstanding_ios=outstanding_ios,
     )
 
@@ -101,11 +105,13 @@ def test_common_window_excludes_a_late_client_and_the_naive_sum_differs() -> Non
     early = [(t0 + s, 1200.0 if s < 3 else 900.0) for s in range(10)]
     late = [(t0 + s, 900.0 if s < 10 else 1200.0) for s in range(3, 13)]
     samples = [client(0, early), client(1, early), client(2, early), client(3, late)]
-    assert common_window(samples) == (t0 + 3, t0 + 9)
+    timelines = [s.timeline for s in samples if s.timeline is not None]
+    # The seconds ending at t0+3 ... t0+9, in ms: from (t0+2) s to (t0+9) s.
+    assert common_window(timelines) == ((t0 + 2) * 1000, (t0 + 9) * 1000)
     agg = aggregate(samples)
     assert agg["basis"] == "common-window" and agg["window"]["seconds"] == 7
     assert agg["read"]["iops"] == pytest.approx(3600.0)
-    assert [row["t"] for row in agg["series"]["read"]] == list(range(t0 + 3, t0 + 10))
+    assert [row["t_ms"] for row in agg["series"]["read"]] == [(t0 + s) * 1000 for s in range(3, 10)]
     naive = sum(s.dirs["read"].iops for s in samples)  # the spreadsheet's sum of averages
     assert naive == pytest.approx(3960.0) and naive != pytest.approx(agg["read"]["iops"])
     shares = [c["share"] for c in agg["per_client"]]
@@ -145,7 +151,9 @@ def test_sources_without_bins_say_percentiles_are_approximate() -> None:
     s = ClientSample(
         client=0,
         dirs={"read": direction(100.0, bins={})},
-        series={"read": [SeriesPoint(t=t0, iops=100, bw_bytes=1)]},
+        timeline=timeline_from_seconds(
+            (t0 - 1) * 1000, t0 * 1000, {"read": [SeriesPoint(t=t0, iops=100, bw_bytes=1)]}
+        ),
         has_bins=False,
     )
     agg = aggregate([s])

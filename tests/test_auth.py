@@ -157,8 +157,9 @@ def test_benchctl_config_file_markdown_and_compare(
         md = r.stdout
         assert md.startswith("### ✅ Benchmark on `scratch`: completed")
         assert "requested by ci via pipeline" in md and "`commit=abc123`" in md
-        assert "| step | clients | dir | IOPS | MiB/s | p50 ms | p99 ms | p99.9 ms |" in md
-        assert "| 0 | 1 | read |" in md
+        header = "| step | point | clients | dir | IOPS | MiB/s | p50 ms | p99 ms | p99.9 ms |"
+        assert header + " percentiles |" in md and "| common window |" in md
+        assert "| 0 | - | 1 | read |" in md
         ids.append(md.split("Run `")[1].split("`")[0])
 
     r = benchctl("--config", str(cfg), "compare", *ids, "--format", "json")
@@ -201,7 +202,12 @@ def principal(claims: list[tuple[str, str]]) -> str:
 
 def settings(**env: str) -> Settings:
     return Settings.from_env(
-        {"BENCH_QUEUE_URI": "https://q", "BENCH_COSMOS_ENDPOINT": "https://c", **env}
+        {
+            "BENCH_QUEUE_URI": "https://q",
+            "BENCH_BLOB_URI": "https://b",
+            "BENCH_COSMOS_ENDPOINT": "https://c",
+            **env,
+        }
     )
 
 

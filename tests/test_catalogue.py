@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from core.catalogue import PROFILES, get_profile, resolve
+from core.concurrency import shape_for
 from core.errors import ValidationFailed
 from core.fiojob import fill_job_file, job_file
 from core.models import RunRequest, Workload
@@ -19,7 +20,6 @@ from core.plan import (
     outstanding_for,
     plan_steps,
     resolve_dynamic,
-    split_outstanding,
 )
 from core.validation import validate
 
@@ -146,8 +146,14 @@ def test_rate_curve_steps_follow_the_unthrottled_step() -> None:
 
 def test_littles_law_sizing() -> None:
     assert outstanding_for(3500, 0.0013) == 5  # the METHODOLOGY example: 4.55 -> 5 threads
-    assert split_outstanding(5, 2, "psync") == {"numjobs": 3, "iodepth": 1}
-    assert split_outstanding(100, 1, "libaio") == {"numjobs": 4, "iodepth": 25}
+    assert shape_for(5, 2, engine="fio", ioengine="psync", mounts=1) == {
+        "numjobs": 3,
+        "iodepth": 1,
+    }
+    assert shape_for(100, 1, engine="fio", ioengine="libaio", mounts=1) == {
+        "numjobs": 4,
+        "iodepth": 25,
+    }
     steps = plan_steps(request(target_iops=3500), Workload(numjobs=8, iodepth=8))
     assert steps[0]["mode"] == "probe" and steps[0]["workload"]["numjobs"] == 1
     assert steps[0]["workload"]["iodepth"] == 1

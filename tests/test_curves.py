@@ -50,3 +50,20 @@ def test_repetition_spread_keeps_only_kept_repetitions() -> None:
     assert spread["repetitions"] == 3 and spread["mean_iops"] == pytest.approx(1000)
     assert (spread["min_iops"], spread["max_iops"]) == (900, 1100)
     assert spread["cv"] == pytest.approx((20000 / 3) ** 0.5 / 1000)
+
+
+def test_scaleout_curve_never_mixes_workloads() -> None:
+    """An iodepth sweep over 1 and 2 clients: one curve per iodepth, each scaled from its
+    own 1-client point (the old curve averaged iodepth 1 with iodepth 64 into one row)."""
+    aggs = [
+        agg(0, 1, 1000, 1, point="iodepth=1", like_key="d1"),
+        agg(1, 1, 8000, 1, point="iodepth=64", like_key="d64"),
+        agg(2, 2, 1900, 1, point="iodepth=1", like_key="d1"),
+        agg(3, 2, 12000, 1, point="iodepth=64", like_key="d64"),
+    ]
+    curve = scaleout_curve(aggs)
+    rows = {(p["point"], p["clients"]): p for p in curve}
+    assert set(rows) == {("iodepth=1", 1), ("iodepth=1", 2), ("iodepth=64", 1), ("iodepth=64", 2)}
+    assert rows[("iodepth=1", 2)]["linear_iops"] == 2000
+    assert rows[("iodepth=64", 2)]["linear_iops"] == 16000
+    assert rows[("iodepth=64", 2)]["efficiency"] == pytest.approx(0.75)

@@ -4,9 +4,11 @@ the real Cosmos DB server."""
 from __future__ import annotations
 
 import base64
+import io
 import json
 import os
 import signal
+import tarfile
 import time
 from pathlib import Path
 from typing import Any
@@ -14,9 +16,11 @@ from typing import Any
 import httpx
 import pytest
 
+from adapters.blob import BlobArtifacts
 from adapters.cosmos import CosmosStore
 from adapters.queue import WorkQueues, poison_queue_name, work_queue_name
 from benchctl.localstack import Stack
+from core.artifacts import unpack_json, unpack_timeline
 from core.models import WorkItem
 from tests.conftest import AgentFactory, run_body, wait_state, wait_until
 
@@ -58,7 +62,12 @@ def item_of(api: httpx.Client, run_id: str) -> dict[str, Any]:
 
 
 def test_run_flows_to_a_stored_result(
-    api: httpx.Client, store: CosmosStore, agents: AgentFactory, pool: str, scratch: Path
+    api: httpx.Client,
+    store: CosmosStore,
+    artifacts: BlobArtifacts,
+    agents: AgentFactory,
+    pool: str,
+    scratch: Path,
 ) -> None:
     agents()
     run_id = api.post("/api/runs", json=run_body(pool, runtime=3, ramp_time=1)).json()["id"]
@@ -71,22 +80,33 @@ def test_run_flows_to_a_stored_result(
 
     doc = store.get_result(run_id, item["id"])  # the document in Cosmos DB itself
     assert doc["id"] == item["id"] and doc["engine"] == "fio"
-    assert doc["raw"]["fio version"].startswith("fio-")
-    assert doc["read"]["total_ios"] == doc["raw"]["jobs"][0]["read"]["total_ios"]
+    assert set(doc["artifacts"]) == {"timeline", "raw", "logs"}
+    # fio's own output, its logs and the timeline are in Blob Storage beside the result.
+    raw = unpack_json(artifacts.get(run_id, item["id"], "raw"))
+    assert raw["fio version"].startswith("fio-")
+    assert doc["read"]["total_ios"] == raw["jobs"][0]["read"]["total_ios"]
+    with tarfile.open(fileobj=io.BytesIO(artifacts.get(run_id, item["id"], "logs"))) as tar:
+        names = tar.getnames()
+    assert "run.fio" in names and any("clat_hist" in n for n in names)
+    timeline = unpack_timeline(artifacts.get(run_id, item["id"], "timeline"))
+    assert timeline.read is not None and timeline.read.hist is not None
     # 3 measured seconds (ramp is not logged); fio may drop the last partial second.
-    points = len(doc["series"]["read"])
+    points = len(timeline.bins())
     assert 2 <= points <= 3
-    # The window spans one log interval per point. fio stamps each interval near its
-    # nominal second, a little off on a busy machine (2 points once measured 1,999 ms).
+    # The measured period is the timeline's, to the millisecond: one log interval per
+    # point, each stamped near its nominal second (a little off on a busy machine).
+    assert (doc["started_at_ms"], doc["ended_at_ms"]) == (timeline.start_ms, timeline.end_ms)
     assert abs(doc["ended_at_ms"] - doc["started_at_ms"] - points * 1000) <= 100
     assert doc["mounts"][0]["path"] == str(scratch) and doc["mounts"][0]["fstype"] != "unknown"
     assert doc["host"]["cpu_count"] >= 1 and doc["workload"]["bs"] == "4k"
     assert list((scratch / ".benchsvc").iterdir()), "fio wrote under the configured mount"
 
     full = api.get(f"/api/runs/{run_id}/results/{item['id']}").json()
-    assert full["raw"] == doc["raw"]
+    assert full["raw"] == raw
+    assert len(full["series"]["read"]) == points  # one point a second, for people
     agg = run["aggregate"]
     assert agg["clients"] == 1 and agg["read"]["percentiles_exact"] is True
+    assert agg["read"]["percentiles_basis"] == "common-window"
 
 
 def processes_of(agent_id: str) -> list[int]:

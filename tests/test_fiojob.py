@@ -74,6 +74,9 @@ def test_job_holds_only_known_options(tmp_path: Path) -> None:
         "log_unix_epoch",
         "write_iops_log",
         "write_bw_log",
+        "write_hist_log",
+        "log_hist_msec",
+        "log_hist_coarseness",
         "rwmixread",
     }
     with pytest.raises(ValueError):

@@ -7,12 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from core.fiologs import timeline_from_logs
 from core.fioparse import (
     directions_from_fio,
-    parse_log,
     percentile_from_bins,
     percentile_key,
-    series_from_logs,
     sum_bins,
 )
 
@@ -46,16 +45,20 @@ def test_directions_keep_fio_totals(doc: dict) -> None:  # type: ignore[type-arg
         )
 
 
-def test_series_sums_jobs_per_second() -> None:
+def test_timeline_holds_fios_own_io_count(doc: dict) -> None:  # type: ignore[type-arg]
+    """Each line is the average rate over the interval that ends at its stamp; summed over
+    the client's period, rate x interval is the I/O count fio itself reports."""
     iops = [p.read_text() for p in sorted(DATA.glob("bench_iops.*.log"))]
     bw = [p.read_text() for p in sorted(DATA.glob("bench_bw.*.log"))]
-    series = series_from_logs(iops, bw)
-    assert set(series) == {"read", "write"}
-    rows = [r for text in iops for r in parse_log(text) if r[2] == 0]
-    assert sum(p.iops for p in series["read"]) == pytest.approx(sum(v for _, v, _ in rows))
-    seconds = [p.t for p in series["read"]]
-    assert seconds == list(range(seconds[0], seconds[0] + len(seconds)))  # one point a second
-    assert len(seconds) == 3  # runtime=3 after a 1 s ramp, which fio does not log
+    timeline = timeline_from_logs(iops, bw)
+    assert timeline is not None and timeline.read and timeline.write
+    job = doc["jobs"][0]  # group_reporting: fio's sum over the two jobs
+    for d, dt in (("read", timeline.read), ("write", timeline.write)):
+        assert sum(dt.ios) == pytest.approx(job[d]["total_ios"], rel=0.005)
+        assert sum(dt.bytes) == pytest.approx(job[d]["io_bytes"], rel=0.005)
+    # runtime=3 after a 1 s ramp, which fio does not log: three bins of a second, the last
+    # cut where the earlier-ending job stopped logging (2,999 ms after the later start).
+    assert [b - a for a, b in timeline.bins()] == [1000, 1000, 999]
 
 
 def test_sum_bins_and_empty_histogram() -> None:

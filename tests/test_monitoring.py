@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 import httpx
 
+from adapters.blob import BlobArtifacts
 from adapters.cosmos import CosmosStore
 from adapters.queue import WorkQueues
 from benchctl.localstack import Stack
@@ -32,10 +33,14 @@ class Clock:
 
 
 def test_schedule_fires_once_under_concurrency_and_once_after_a_gap(
-    stack: Stack, store: CosmosStore, queues: WorkQueues, pool: str
+    stack: Stack,
+    store: CosmosStore,
+    queues: WorkQueues,
+    artifacts: BlobArtifacts,
+    pool: str,
 ) -> None:
     clock = Clock("2031-03-04T10:00:10+00:00")
-    service = RunService(store, queues, pools=tuple(stack.pools), clock=clock)
+    service = RunService(store, queues, artifacts, pools=tuple(stack.pools), clock=clock)
     scheduler = Scheduler(store, service, clock=clock)
     sched = scheduler.create({"cron": "* * * * *", "owner": "ci", "request": run_body(pool)})
 

@@ -9,14 +9,19 @@ from pathlib import Path
 import httpx
 import pytest
 
+from adapters.blob import BlobArtifacts
 from adapters.cosmos import CosmosStore
-from core.aggregate import ClientSample, common_window
-from core.service import sample_from_result
+from core.artifacts import unpack_timeline
+from core.timeline import common_window, totals_in
 from tests.conftest import AgentFactory, run_body, wait_state
 
 
 def test_four_agents_as_four_clients(
-    api: httpx.Client, store: CosmosStore, agents: AgentFactory, pool: str
+    api: httpx.Client,
+    store: CosmosStore,
+    artifacts: BlobArtifacts,
+    agents: AgentFactory,
+    pool: str,
 ) -> None:
     for _ in range(4):
         agents()
@@ -40,13 +45,18 @@ def test_four_agents_as_four_clients(
     agg = run["aggregate"]
     assert agg["clients"] == 4 and agg["basis"] == "common-window" and not agg["partial"]
     assert agg["start_skew_ms"]["max"] == pytest.approx(max(skews))
-    # Recompute from the stored per-second series: the sum of every client's IOPS over the
-    # seconds they all covered, averaged over the window.
-    samples: list[ClientSample] = [sample_from_result(r) for r in results]
-    first, last = common_window(samples)  # type: ignore[misc]
-    assert agg["window"]["seconds"] == last - first + 1
-    total = sum(p.iops for s in samples for p in s.series["read"] if first <= p.t <= last)
-    assert agg["read"]["iops"] == pytest.approx(total / (last - first + 1))
+    # Recompute from the stored timelines: every client's I/Os inside the time they all
+    # ran, over the window's length.
+    timelines = [unpack_timeline(artifacts.get(run_id, r["id"], "timeline")) for r in results]
+    window = common_window(timelines)
+    assert window is not None
+    assert agg["window"] == {
+        "start_ms": window[0],
+        "end_ms": window[1],
+        "seconds": (window[1] - window[0]) / 1000,
+    }
+    total = sum(totals_in(t, "read", window)[0] for t in timelines)
+    assert agg["read"]["iops"] == pytest.approx(total / agg["window"]["seconds"])
     assert sum(c["share"] for c in agg["per_client"]) == pytest.approx(1.0)
 
 

@@ -140,7 +140,9 @@ def test_diskspd_item_runs_through_the_agent(
     assert run["state"] == "completed", run["error"]
     (result,) = store.list_results(run_id)
     assert result["engine"] == "diskspd" and result["engine_version"]
-    assert result["read"]["clat_bins_ns"] == {} and result["series"]["read"]
+    full = api.get(f"/api/runs/{run_id}/results/{result['id']}").json()
+    assert result["read"]["clat_bins_ns"] == {} and full["series"]["read"]
+    assert "<Results" in full["raw"]["diskspd_xml"]
     agg = run["aggregate"]
     assert agg["read"]["percentiles_exact"] is False  # DiskSpd exports no histogram
     assert agg["read"]["clat_ns"]["p99"] > 0

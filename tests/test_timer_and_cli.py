@@ -10,6 +10,7 @@ from pathlib import Path
 
 import httpx
 
+from adapters.blob import BlobArtifacts
 from adapters.cosmos import CosmosStore
 from adapters.queue import WorkQueues
 from benchctl.localstack import Stack
@@ -21,9 +22,13 @@ DATA = Path(__file__).parent / "data" / "fio-randrw"
 
 
 def test_two_timers_at_once_store_one_aggregate(
-    stack: Stack, store: CosmosStore, queues: WorkQueues, pool: str
+    stack: Stack,
+    store: CosmosStore,
+    queues: WorkQueues,
+    artifacts: BlobArtifacts,
+    pool: str,
 ) -> None:
-    service = RunService(store, queues, pools=tuple(stack.pools))
+    service = RunService(store, queues, artifacts, pools=tuple(stack.pools))
     run, _ = service.submit(run_body(pool))
     item = WorkItem.model_validate(store.get_item(run["id"], f"{run['id']}.s0.c0")["work_item"])
     result = result_from_capture(item, "timer-test")
@@ -81,7 +86,7 @@ def test_cli_runs_two_clients_and_prints_the_aggregate(
     assert wait_state(api, run["id"], ("completed",))["tags"] == {"ci": "yes"}
 
     table = benchctl(stack, "status", run["id"])
-    assert table.returncode == 0 and "common-window" in table.stdout and "share" in table.stdout
+    assert table.returncode == 0 and "common window" in table.stdout and "share" in table.stdout
 
 
 def test_cli_bad_input_exits_2_naming_the_field(stack: Stack, pool: str) -> None:

@@ -10,6 +10,7 @@ param agentPrincipalIds array
 param storageAccountName string
 param deploymentContainerUrl string
 param queueEndpoint string
+param blobEndpoint string
 param cosmosEndpoint string
 param cosmosDatabaseName string
 param appInsightsConnectionString string
@@ -107,6 +108,7 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
         { name: 'APPLICATIONINSIGHTS_AUTHENTICATION_STRING', value: 'Authorization=AAD;ClientId=${appIdentityClientId}' }
         // ---- the service's own settings: adapters/config.py SETTING_NAMES
         { name: 'BENCH_QUEUE_URI', value: queueEndpoint }
+        { name: 'BENCH_BLOB_URI', value: blobEndpoint }
         { name: 'BENCH_COSMOS_ENDPOINT', value: cosmosEndpoint }
         { name: 'BENCH_COSMOS_DATABASE', value: cosmosDatabaseName }
         { name: 'BENCH_MAX_DELIVERIES', value: '5' }

@@ -71,6 +71,16 @@ resource deploymentContainer 'Microsoft.Storage/storageAccounts/blobServices/con
   }
 }
 
+// Large results (per-second timelines with latency histograms, fio's and DiskSpd's own
+// outputs, logs): a Cosmos DB document is at most 2 MB. Read and written by the app only.
+resource artifactsContainer 'Microsoft.Storage/storageAccounts/blobServices/containers@2023-05-01' = {
+  parent: blobService
+  name: 'artifacts'
+  properties: {
+    publicAccess: 'None'
+  }
+}
+
 resource queueService 'Microsoft.Storage/storageAccounts/queueServices@2023-05-01' = {
   parent: account
   name: 'default'

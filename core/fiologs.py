@@ -1,0 +1,198 @@
+"""fio's per-interval logs, read as fio means them, into a client's timeline (pure).
+
+IOPS and bandwidth logs (``write_iops_log``/``write_bw_log`` with ``log_avg_msec=1000``):
+each line is ``time, value, direction, bs, offset[, prio]``, and its value is the average
+rate over the averaging interval that *ends* at its stamp (fio's stat.c ``add_log_sample``
+closes a window every ``log_avg_msec`` and stamps it with the time it closed; with
+``log_unix_epoch=1`` the stamp is Unix ms). IOPS are I/Os per second, bandwidth KiB/s
+(fio HOWTO, "Log File Formats"). A direction that did no I/O in an interval writes no line
+for it (``__add_samples`` skips a zero delta), so a missing line is zero I/O. A line closer
+than one interval to the previous one (a last, partial window) covers only the time since.
+
+Histogram logs (``write_hist_log`` with ``log_hist_msec=1000``): each line is
+``time, direction, bs, count[0], ..., count[N-1]``: the completions of that direction since
+the job's previous line, in fio's latency buckets (``iolog.c`` writes the difference of two
+snapshots of the job's histogram). Bucket ``i`` stands for ``plat_idx_to_val(i)`` ns, the
+same value that keys json+'s ``bins``, so percentiles are read the way fio reads its own
+(``core.fioparse.percentile_from_bins``). fio's ``tools/hist/fiologparser_hist.py`` reads
+the same rows (tests check our reading against it).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from core.models import Direction
+from core.timeline import (
+    BIN_MS,
+    DIRECTIONS,
+    ClientTimeline,
+    DirectionTimeline,
+    rebin,
+    rebin_histograms,
+)
+
+LOG_INTERVAL_MS = 1000  # log_avg_msec and log_hist_msec in the jobs the agent writes
+FIO_IO_U_PLAT_BITS = 6  # fio's stat.h: 64 buckets per power-of-two group
+FIO_IO_U_PLAT_VAL = 1 << FIO_IO_U_PLAT_BITS
+
+
+class LogError(ValueError):
+    """A fio log that is not in the format fio writes."""
+
+
+@dataclass(frozen=True)
+class LogLine:
+    t_ms: int
+    value: float
+    direction: int  # 0 read, 1 write, 2 trim
+
+
+def parse_log(text: str) -> list[LogLine]:
+    """fio log lines ``time, value, direction, bs, offset[, prio]``."""
+    rows = []
+    for n, line in enumerate(text.splitlines(), 1):
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) < 3 or not parts[0]:
+            continue
+        try:
+            rows.append(LogLine(int(parts[0]), float(parts[1]), int(parts[2])))
+        except ValueError:
+            raise LogError(f"line {n} is not a fio log line: {line[:80]!r}") from None
+    return rows
+
+
+def plat_idx_to_val(idx: int) -> int:
+    """fio's stat.c ``plat_idx_to_val``: the value (ns) that bucket ``idx`` stands for,
+    the middle of its range, as an integer the way fio computes it."""
+    if idx < (FIO_IO_U_PLAT_VAL << 1):
+        return idx
+    error_bits = (idx >> FIO_IO_U_PLAT_BITS) - 1
+    base = 1 << (error_bits + FIO_IO_U_PLAT_BITS)
+    k = idx % FIO_IO_U_PLAT_VAL
+    return base + int((k + 0.5) * (1 << error_bits))
+
+
+@dataclass(frozen=True)
+class HistRow:
+    t_ms: int
+    direction: int
+    counts: dict[int, int]  # bucket value (ns) -> completions, non-zero only
+
+
+def parse_hist_log(text: str) -> list[HistRow]:
+    rows = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            fields = [int(x) for x in line.replace(" ", "").split(",") if x != ""]
+        except ValueError:
+            raise LogError(f"line {n} is not a fio histogram log line") from None
+        buckets = fields[3:]
+        if len(fields) < 4 or len(buckets) % FIO_IO_U_PLAT_VAL:
+            # log_hist_coarseness > 0 merges buckets; the agent never sets it.
+            raise LogError(f"line {n} has {len(buckets)} buckets: not fio's full histogram")
+        counts = {plat_idx_to_val(i): c for i, c in enumerate(buckets) if c}
+        rows.append(HistRow(fields[0], fields[1], counts))
+    return rows
+
+
+def _intervals(
+    stamps: Sequence[int], interval_ms: int, *, since_previous: bool = False
+) -> list[tuple[int, int]]:
+    """[start, end) of each line: the interval that ends at its stamp.
+
+    fio measures each rate over the time since its previous sample, so consecutive lines of
+    a job tile time: a line covers the time since the previous one (a few ms more or less
+    than ``interval_ms`` as stamps drift; less for a last, partial window, which fio's
+    ``finalize_logs`` writes at exit). After a gap longer than one interval (no I/O, so no
+    line), or for a job's first line, it covers one interval. A histogram line
+    (``since_previous``) holds every completion since the previous line, however long ago."""
+    out = []
+    prev: int | None = None
+    for t in stamps:
+        if prev is None:
+            start = t - interval_ms
+        elif since_previous:
+            start = prev
+        else:
+            start = max(prev, t - interval_ms)
+        out.append((start, t))
+        prev = t
+    return out
+
+
+def _by_direction(lines: Iterable[LogLine]) -> dict[int, list[LogLine]]:
+    out: dict[int, list[LogLine]] = defaultdict(list)
+    for line in lines:
+        out[line.direction].append(line)
+    for rows in out.values():
+        rows.sort(key=lambda r: r.t_ms)
+    return out
+
+
+def timeline_from_logs(
+    iops_logs: Sequence[str],
+    bw_logs: Sequence[str],
+    hist_logs: Sequence[str] = (),
+    *,
+    interval_ms: int = LOG_INTERVAL_MS,
+) -> ClientTimeline | None:
+    """One client's timeline from its jobs' logs (one text per job and log kind).
+
+    The client's measured period runs from the latest job start to the earliest job end
+    (one interval before a job's first line to its last line): there every job was logging.
+    None when the logs hold no line at all.
+    """
+    jobs = [_by_direction(parse_log(text)) for text in iops_logs]
+    spans = []
+    for job in jobs:
+        stamps = [line.t_ms for rows in job.values() for line in rows]
+        if stamps:
+            spans.append((min(stamps) - interval_ms, max(stamps)))
+    if not spans:
+        return None
+    start, end = max(s for s, _ in spans), min(e for _, e in spans)
+    if end <= start:
+        return None
+    bw_jobs = [_by_direction(parse_log(text)) for text in bw_logs]
+    hists = [parse_hist_log(text) for text in hist_logs]
+    dirs: dict[Direction, DirectionTimeline] = {}
+    for index, d in enumerate(DIRECTIONS):
+        ios = _rate_intervals(jobs, index, interval_ms, scale=1.0)
+        nbytes = _rate_intervals(bw_jobs, index, interval_ms, scale=1024.0)  # KiB/s
+        if not ios and not nbytes:
+            continue
+        dirs[d] = DirectionTimeline(
+            ios=rebin(ios, start, end),
+            bytes=rebin(nbytes, start, end),
+            hist=_hist_bins(hists, index, start, end, interval_ms) if hists else None,
+        )
+    return ClientTimeline(start_ms=start, end_ms=end, bin_ms=BIN_MS, **dirs)
+
+
+def _rate_intervals(
+    jobs: Sequence[Mapping[int, Sequence[LogLine]]], direction: int, interval_ms: int, scale: float
+) -> list[tuple[int, int, float]]:
+    """(start, end, amount) per line: rate x interval length."""
+    out = []
+    for job in jobs:
+        rows = job.get(direction, [])
+        for (a, b), row in zip(_intervals([r.t_ms for r in rows], interval_ms), rows, strict=True):
+            out.append((a, b, row.value * scale * (b - a) / 1000))
+    return out
+
+
+def _hist_bins(
+    hists: Sequence[Sequence[HistRow]], direction: int, start: int, end: int, interval_ms: int
+) -> list[dict[str, float]]:
+    intervals: list[tuple[int, int, Mapping[int, float]]] = []
+    for rows in hists:
+        mine = sorted((r for r in rows if r.direction == direction), key=lambda r: r.t_ms)
+        spans = _intervals([r.t_ms for r in mine], interval_ms, since_previous=True)
+        for (a, b), row in zip(spans, mine, strict=True):
+            intervals.append((a, b, {k: float(v) for k, v in row.counts.items()}))
+    return rebin_histograms(intervals, start, end)

@@ -1,0 +1,147 @@
+"""A run's per-step aggregates from its stored items, results and timelines (pure).
+
+Each step is aggregated over its own clients (core.aggregate). Scaling efficiency compares
+a step only with the 1-client step of the same workload: same resolved workload (bs,
+iodepth, numjobs, rate, ...) on the same mounts, or for the steps a rate curve or a
+``target_iops`` plan resolves per client count, the same point of the sweep. Where no such
+step exists there is no efficiency.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from core.aggregate import ClientSample, FailedClient, aggregate
+from core.concurrency import outstanding_ios
+from core.models import Direction, DirectionResult, Result
+from core.plan import body_hash, comparison_key, step_id, total_iops
+from core.ports import Doc
+from core.timeline import ClientTimeline
+
+# Steps resolved per client count: their workload differs with the count by design.
+DYNAMIC_MODES = ("rate", "sized")
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def like_key(step: Mapping[str, Any], run_workload: Mapping[str, Any]) -> str:
+    """Steps with the same key ran the same workload, whatever their client count."""
+    if step.get("mode") in DYNAMIC_MODES:
+        return body_hash({"mode": step.get("mode"), "point": step.get("point")})
+    return body_hash({"workload": step.get("workload") or run_workload})
+
+
+def _is_item(d: Doc) -> bool:
+    return bool(d.get("kind", "item") == "item")
+
+
+def _is_step(d: Doc) -> bool:
+    return bool(d.get("kind") == "step")
+
+
+def sample_from_result(
+    doc: Doc,
+    *,
+    files_per_target: int = 1,
+    timeline: ClientTimeline | None = None,
+    step_start_ms: int | None = None,
+) -> ClientSample:
+    """One client of a step. Its start skew is measured against the step's common instant
+    when given (a client re-run later with a fresh instant of its own shows its true
+    distance from the others), else against the instant it was given."""
+    r = Result.model_validate({k: v for k, v in doc.items() if not k.startswith("_")})
+    w = r.workload
+    dirs: dict[Direction, DirectionResult] = {}
+    if r.read is not None:
+        dirs["read"] = r.read
+    if r.write is not None:
+        dirs["write"] = r.write
+    skew = r.start.skew_ms if r.start else None
+    if step_start_ms is not None and r.start is not None:
+        io_start = r.started_at_ms - w.ramp_time * 1000
+        skew = io_start - step_start_ms
+    return ClientSample(
+        has_bins=r.engine == "fio",  # DiskSpd exports percentiles, not a histogram
+        client=r.client,
+        dirs=dirs,
+        timeline=timeline,
+        agent_id=r.agent_id,
+        outstanding_ios=outstanding_ios(r.engine, w, len(r.targets), files_per_target),
+        rate_cap_iops=float(w.rate_iops) if w.rate_iops is not None else None,
+        start_skew_ms=skew,
+    )
+
+
+def build_aggregates(
+    run: Doc,
+    docs: Sequence[Doc],
+    results: Sequence[Doc],
+    timelines: Mapping[str, ClientTimeline] | None = None,
+) -> list[Doc]:
+    """One aggregate per step that produced results. ``timelines`` by item id."""
+    timelines = timelines or {}
+    by_item = {r["item_id"]: r for r in results}
+    items = [d for d in docs if _is_item(d)]
+    steps = sorted((d for d in docs if _is_step(d)), key=lambda s: s["step"])
+    files = int(run.get("files_per_target", 1))
+    per_step: list[tuple[Doc, list[ClientSample], list[FailedClient]]] = []
+    for s in steps:
+        members = [i for i in items if i["step"] == s["step"]]
+        samples = [
+            sample_from_result(
+                by_item[i["id"]],
+                files_per_target=files,
+                timeline=timelines.get(i["id"]),
+                step_start_ms=s.get("start_at_ms"),
+            )
+            for i in members
+            if i["id"] in by_item
+        ]
+        if not samples:
+            continue  # a step that never ran (barrier failed) has no aggregate
+        failed = [
+            FailedClient(i["client"], i.get("agent_id"), i.get("reason") or i["state"])
+            for i in members
+            if i["id"] not in by_item
+        ]
+        per_step.append((s, samples, failed))
+
+    # The 1-client reference of each workload: the mean of its complete, kept steps.
+    singles: dict[str, list[float]] = {}
+    for s, samples, failed in per_step:
+        if s["clients"] == 1 and not failed and not s.get("discarded"):
+            one = aggregate(samples)
+            singles.setdefault(like_key(s, run["workload"]), []).append(total_iops(one))
+
+    out = []
+    for s, samples, failed in per_step:
+        refs = singles.get(like_key(s, run["workload"]))
+        agg = aggregate(
+            samples,
+            failed=failed,
+            expected_clients=s["clients"],
+            single_client_iops=sum(refs) / len(refs) if refs else None,
+        )
+        workload = s.get("workload") or run.get("workload") or {}
+        out.append(
+            {
+                "id": step_id(run["id"], s["step"]),
+                "run_id": run["id"],
+                "step": s["step"],
+                "target": run["target"],
+                "created_at": _now_iso(),
+                **{k: s.get(k) for k in ("mode", "point", "repetition", "discarded")},
+                "workload": workload,
+                "like_key": like_key(s, run["workload"]),
+                # What makes this step's figures comparable with another run's (issue: series).
+                "comparison_key": comparison_key(
+                    run.get("engine", "fio"), workload, run["targets"], s["clients"]
+                ),
+                **agg,
+            }
+        )
+    return out
