@@ -81,7 +81,14 @@ def test_fill_dies_with_its_agent(tmp_path: Path, throttled: Path) -> None:
         assert list((tmp_path / "data").glob("scratch.*")), "the fill is writing"
         os.kill(child, signal.SIGKILL)
         killed = time.monotonic()
-        wait_until(lambda: not fio_processes(str(work / "fill.fio")), 2, 0.05, what="fill to end")
-        assert time.monotonic() - killed < 2 and not any(alive(p) for p in fio)
+        # An exiting process loses its command line before it is gone (it may still wait
+        # for its in-flight I/O): wait for both.
+        wait_until(
+            lambda: not fio_processes(str(work / "fill.fio")) and not any(alive(p) for p in fio),
+            2,
+            0.05,
+            what="fill to end",
+        )
+        assert time.monotonic() - killed < 2
     finally:
         os.waitpid(child, 0)
