@@ -26,7 +26,10 @@ Goals (issue 17): at 8,000 points the planted changes and nothing else, in under
 200 MiB.
 
 Usage: .venv/bin/python -m bench.detect_scale [--sizes 200,1000,...] [--seeds 10]
-       [--ours-from DIR] [--out detect_scale.json] [--skip-otava]
+       [--ours-from DIR --ours-label TEXT] [--out detect_scale.json] [--skip-otava]
+Before/after: bench/out/detect_scale_before.json is the whole-series search of commit
+8f84b56 (``git archive 8f84b56 core | tar -x -C DIR``), measured with --ours-from DIR
+--skip-otava --seeds 1 --sizes 200,1000,2000,4000,8000 (10,000 points would need 7 GiB).
 Writes bench/out/detect_scale.json (or --out) and prints a markdown table.
 """
 
@@ -201,6 +204,7 @@ def main() -> None:
     parser.add_argument("--pvalue", type=float, default=0.001)
     parser.add_argument("--min-magnitude", type=float, default=DEFAULT_MIN_MAGNITUDE_PCT)
     parser.add_argument("--ours-from", type=Path, help="checkout whose core package to measure")
+    parser.add_argument("--ours-label", help="what --ours-from holds, for the report")
     parser.add_argument("--otava-venv", type=Path, default=Path("/tmp/otava-venv"))
     parser.add_argument("--skip-otava", action="store_true")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per size")
@@ -228,7 +232,7 @@ def main() -> None:
         "steps": [{"at": w, "factor": f} for w, f in STEPS],
         "noise": NOISE,
         "tolerance": TOLERANCE,
-        "ours_from": str(args.ours_from) if args.ours_from else "this checkout",
+        "ours_from": args.ours_label or str(args.ours_from or "this checkout"),
         "otava": None if args.skip_otava else f"{OTAVA_SPEC}, window_len=50",
         "machine": {
             "python": platform.python_version(),
