@@ -6,6 +6,7 @@ reached only when BENCH_LOCAL_EMULATORS=1, and then only on loopback.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from urllib.parse import urlparse
@@ -13,6 +14,7 @@ from urllib.parse import urlparse
 from azure.core.credentials import TokenCredential
 from azure.identity import DefaultAzureCredential
 
+from core.changepoint import DEFAULT_MIN_MAGNITUDE_PCT
 from core.errors import BenchError
 from core.guardrails import AGENT_ROLE, ROLES, TargetInfo, parse_targets
 
@@ -31,6 +33,7 @@ SETTING_NAMES = (
     "AZURE_CLIENT_ID",
     "BENCH_PUBLIC_URL",
     "BENCH_GATE_PCT",
+    "BENCH_MIN_MAGNITUDE_PCT",
     "BENCH_TEAMS_WEBHOOK_URL",
     "BENCH_WEBHOOK_URL",
     "BENCH_WEBHOOK_SECRET",
@@ -65,6 +68,7 @@ class Settings:
     managed_identity_client_id: str | None = None
     public_url: str = "http://127.0.0.1:7071"  # for links in notifications
     gate_pct: float = 10.0  # a single run this much worse than its segment is a regression
+    min_magnitude_pct: float = DEFAULT_MIN_MAGNITUDE_PCT  # smaller change points go unreported
     teams_webhook_url: str | None = None  # from Key Vault in Azure
     webhook_url: str | None = None
     webhook_secret: str | None = None  # from Key Vault in Azure
@@ -103,6 +107,11 @@ class Settings:
             managed_identity_client_id=e.get("AZURE_CLIENT_ID") or None,
             public_url=e.get("BENCH_PUBLIC_URL", "http://127.0.0.1:7071").rstrip("/"),
             gate_pct=float(e.get("BENCH_GATE_PCT", "10")),
+            min_magnitude_pct=_percent(
+                "BENCH_MIN_MAGNITUDE_PCT",
+                e.get("BENCH_MIN_MAGNITUDE_PCT", ""),
+                DEFAULT_MIN_MAGNITUDE_PCT,
+            ),
             teams_webhook_url=e.get("BENCH_TEAMS_WEBHOOK_URL") or None,
             webhook_url=e.get("BENCH_WEBHOOK_URL") or None,
             webhook_secret=e.get("BENCH_WEBHOOK_SECRET") or None,
@@ -122,6 +131,18 @@ class Settings:
                 if urlparse(uri).hostname not in LOOPBACK_HOSTS:
                     raise ConfigError(f"local emulator mode only talks to loopback, not {uri}")
         return settings
+
+
+def _percent(setting: str, value: str, default: float) -> float:
+    if not value.strip():
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not (math.isfinite(number) and number >= 0.0):
+        raise ConfigError(f"{setting}: {value!r} is not a percentage >= 0")
+    return number
 
 
 def _role(setting: str, value: str) -> str:

@@ -12,7 +12,8 @@ from types import FrameType
 from adapters.config import azure_credential
 from adapters.queue import WorkQueues
 from agent.api_client import ApiClient
-from agent.config import AgentConfig
+from agent.config import AgentConfig, MountSpec
+from agent.mounts import MountWatch
 from agent.worker import Worker
 
 
@@ -31,8 +32,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--mount",
         action="append",
         default=[],
-        metavar="ALIAS=PATH",
-        help="a mount alias and its directory (repeatable)",
+        metavar="ALIAS=PATH[,fstype=TYPE][,source=SOURCE]",
+        help="a mount alias and its directory (repeatable); with fstype (and source), items "
+        "run on it only while PATH is a mount point of that type (from that source)",
     )
     p.add_argument("--visibility-timeout", type=int)
     p.add_argument("--retry-delay", type=int, dest="retry_delay_s")
@@ -45,6 +47,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="read the VM size from Azure's instance metadata",
     )
     p.add_argument("--diskspd", dest="diskspd_binary", help="DiskSpd binary (Windows agents)")
+    p.add_argument("--fio", dest="fio_binary", help="fio binary (default: fio on the PATH)")
     p.add_argument("--once", action="store_true", help="poll once and exit")
     p.add_argument("--max-items", type=int)
     p.add_argument("--log-level", default="INFO")
@@ -61,13 +64,14 @@ def main(argv: list[str] | None = None) -> int:
     # The SDK logs every HTTP exchange at INFO; one poll a second would drown the agent's log.
     logging.getLogger("azure").setLevel(logging.WARNING)
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    mounts = {}
-    for spec in a.mount:
-        alias, sep, path = spec.partition("=")
-        if not sep:
-            print(f"benchagent: --mount {spec!r}: expected ALIAS=PATH", file=sys.stderr)
+    mounts: dict[str, MountSpec] = {}
+    for text in a.mount:
+        try:
+            alias, spec = MountSpec.from_flag(text)
+        except ValueError as e:
+            print(f"benchagent: {e}", file=sys.stderr)
             return 2
-        mounts[alias] = path
+        mounts[alias] = spec
     overrides = {
         "api_url": a.api_url,
         "queue_uri": a.queue_uri,
@@ -80,12 +84,20 @@ def main(argv: list[str] | None = None) -> int:
         "local_emulators": a.local_emulators,
         "imds": a.imds,
         "diskspd_binary": a.diskspd_binary,
+        "fio_binary": a.fio_binary,
         "mounts": mounts or None,
     }
     try:
         config = AgentConfig.load(a.config, overrides)
     except (TypeError, ValueError, OSError) as e:
         print(f"benchagent: bad configuration: {e}", file=sys.stderr)
+        return 2
+    problems = MountWatch(config.mounts).check()
+    if not any(p is None for p in problems.values()):
+        # Nothing to serve: taking items would only fail them. (With some usable mounts
+        # the agent runs, logs the others and re-checks them before every poll.)
+        why = "; ".join(p for p in problems.values() if p) or "no mount is configured"
+        print(f"benchagent: no usable mount: {why}", file=sys.stderr)
         return 2
     token = None
     if config.api_scope:
@@ -111,7 +123,10 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     logging.getLogger("agent").info(
-        "agent %s polling pool %s with mounts %s", config.agent_id, config.pool, config.mounts
+        "agent %s polling pool %s with mounts %s",
+        config.agent_id,
+        config.pool,
+        {alias: spec.model_dump(exclude_none=True) for alias, spec in config.mounts.items()},
     )
     worker.work(once=a.once, max_items=a.max_items)
     return 0

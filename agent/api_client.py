@@ -172,9 +172,18 @@ class ApiClient:
         r = self._send("POST", "/api/agent/heartbeat", body, timeout=HEARTBEAT_TIMEOUT_S)
         return bool(r.get("cancel"))
 
-    def failure(self, item: WorkItem, agent_id: str, message: str) -> bool:
-        """Reports a failed attempt; True when it is final (delete the message)."""
-        body = {**self._ref(item, agent_id), "message": message, "report_id": uuid.uuid4().hex}
+    def failure(
+        self, item: WorkItem, agent_id: str, message: str, *, permanent: bool = False
+    ) -> bool:
+        """Reports a failed attempt; True when it is final (delete the message). A
+        ``permanent`` failure (no retry can succeed: no space, no such mount, no engine)
+        is final at once. The report id makes a retried report count once."""
+        body = {
+            **self._ref(item, agent_id),
+            "message": message,
+            "permanent": permanent,
+            "report_id": uuid.uuid4().hex,
+        }
         return bool(self._call("POST", "/api/agent/failure", body).get("final"))
 
     def cancelled(self, item: WorkItem, agent_id: str) -> None:

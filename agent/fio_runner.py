@@ -27,7 +27,13 @@ log = logging.getLogger(__name__)
 def _die_with_agent() -> list[str]:
     """A prefix that makes the kernel kill fio when the agent dies, even by SIGKILL, so a
     crashed agent leaves no load running against the target. util-linux's setpriv sets
-    PR_SET_PDEATHSIG and execs; preexec_fn would do the same but is unsafe with threads."""
+    PR_SET_PDEATHSIG and execs; preexec_fn would do the same but is unsafe with threads.
+
+    The signal reaches fio's own process only: its jobs run as threads of it (the job
+    file's ``thread=1``, core.fiojob), never as forked processes that would be orphaned.
+    It fires when the *thread* that started fio ends (prctl(2), PR_SET_PDEATHSIG), so fio
+    is started only from the thread that runs the item (the worker loop), never from a
+    helper thread that may end first."""
     setpriv = shutil.which("setpriv")
     return [setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []
 
@@ -44,6 +50,7 @@ class FioOutcome:
     bw_logs: list[str]
     hist_logs: list[str]
     stderr: str
+    notes: str = ""  # what fio wrote to --output before the JSON (its error lines)
 
 
 def stop_process(proc: subprocess.Popen[bytes] | None, grace_s: float = 5.0) -> None:
@@ -61,6 +68,17 @@ def stop_process(proc: subprocess.Popen[bytes] | None, grace_s: float = 5.0) -> 
 
 class FillFailed(RuntimeError):
     pass
+
+
+def _notes(output: Path) -> str:
+    """The lines fio wrote to its --output file before the JSON: with --output, some of
+    its error messages go there rather than to stderr (e.g. "ENOSPC on laying out file")."""
+    try:
+        text = output.read_text(errors="replace")
+    except OSError:
+        return ""
+    start = text.find("{")
+    return text[:start] if start >= 0 else text
 
 
 def _marker_valid(marker: Path, size: int) -> bool:
@@ -92,7 +110,9 @@ class FioProcess:
         self._binary = fio_binary
         self._workload = workload
         self._proc: subprocess.Popen[bytes] | None = None
-        self._gate = work_dir / "gate"
+        # A dot keeps it from ever matching a job (alias) name: fio takes a non-regular
+        # file in its cwd named like the job as the job's file (fio's init.c, add_job).
+        self._gate = work_dir / "gate.fifo"
         self._gate_fd: int | None = None
 
     def fill(self) -> FillInfo:
@@ -126,7 +146,8 @@ class FioProcess:
                 argv, cwd=self.work_dir, stdin=subprocess.DEVNULL, capture_output=True, text=True
             )
             if done.returncode != 0:
-                raise FillFailed(f"fio fill exited {done.returncode}: {done.stderr[-1500:]}")
+                said = _notes(self.work_dir / "fill.json") + done.stderr
+                raise FillFailed(f"fio fill exited {done.returncode}: {said[-1500:]}")
             for _, files, marker in todo.values():
                 record = {
                     f: {"inode": os.stat(f).st_ino, "size": os.stat(f).st_size} for f in files
@@ -169,7 +190,7 @@ class FioProcess:
         )
         for log in self.work_dir.glob("bench_*.log"):
             log.unlink()  # the setup pass logs nothing worth keeping
-        return done.returncode, done.stderr
+        return done.returncode, _notes(self.work_dir / "prepare.json") + done.stderr
 
     def start(self) -> None:
         """Launch the measured run, held at its start gate until ``release``.
@@ -229,11 +250,12 @@ class FioProcess:
         assert self._proc is not None
         rc = self._proc.wait()
         self._close_gate()
-        doc = None
+        doc, notes = None, ""
         if self._out.exists():
-            text = self._out.read_text()
+            text = self._out.read_text(errors="replace")
             # fio may print notes before the JSON object; parse from the first brace.
             start = text.find("{")
+            notes = text[:start] if start >= 0 else text
             if start >= 0:
                 try:
                     doc = json.loads(text[start:])
@@ -243,7 +265,7 @@ class FioProcess:
         bw = [p.read_text() for p in sorted(self.work_dir.glob("bench_bw.*log"))]
         hist = [p.read_text() for p in sorted(self.work_dir.glob("bench_clat_hist.*log"))]
         stderr = self._err.read_text(errors="replace") if self._err.exists() else ""
-        return FioOutcome(rc, doc, iops, bw, hist, stderr)
+        return FioOutcome(rc, doc, iops, bw, hist, stderr, notes)
 
     def logs_archive(self) -> bytes:
         """The job file and every log fio wrote, as a gzip'd tar: the raw evidence kept

@@ -76,7 +76,8 @@ def mount_facts(alias: str, path: str, mountinfo: str | None = None) -> MountFac
             continue
         point = _unescape(fields[4])
         inside = real == point or real.startswith(point.rstrip("/") + "/")
-        if inside and (best is None or len(point) > len(best.mount_point)):
+        # Later lines are mounted on top: at equal length the last one is what the path sees.
+        if inside and (best is None or len(point) >= len(best.mount_point)):
             options = fields[5] + "," + tail[2]
             best = MountFacts(
                 alias=alias,

@@ -15,7 +15,6 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -24,117 +23,36 @@ from adapters.queue import LeaseLost, Message, WorkQueues
 from agent.api_client import ApiClient, ApiError
 from agent.config import AgentConfig
 from agent.diskspd_runner import DiskSpdProcess
-from agent.fio_runner import FillFailed, FioProcess, safe_name
+from agent.fio_runner import FioProcess, safe_name
 from agent.hostfacts import host_facts, mount_facts
+from agent.layout import ItemFailed, lay_out
+from agent.lease import Lease, sleep_until
+from agent.mounts import MountWatch, mount_problem, read_mountinfo, same_mount
 from core.artifacts import pack_json, pack_timeline, ref
-from core.errors import BenchError, StoreUnavailable
+from core.errors import StoreUnavailable
+from core.fiocheck import fio_messages, measurement_problems, rejection
 from core.fiologs import timeline_from_logs
-from core.models import ArtifactName, ArtifactRef, Result, WorkItem
+from core.models import ArtifactName, ArtifactRef, MountFacts, Result, WorkItem
 from core.results import build_diskspd_result, build_result
 
 log = logging.getLogger(__name__)
 BARRIER_POLL_S = 0.25
 
 
-def sleep_until(instant_s: float) -> None:
-    """Sleep to an absolute wall-clock instant: long sleeps first, then short ones, so the
-    wake-up lands within about a millisecond without spinning for long."""
-    while True:
-        remaining = instant_s - time.time()
-        if remaining <= 0:
-            return
-        time.sleep(remaining - 0.002 if remaining > 0.004 else remaining / 2)
-
-
-class Lease:
-    """Keeps a received message invisible while the item runs, and relays cancellation."""
-
-    def __init__(
-        self,
-        queues: WorkQueues,
-        pool: str,
-        message: Message,
-        timeout_s: int,
-        heartbeat: Callable[[], bool],
-        heartbeat_every_s: float = 2.0,
-    ) -> None:
-        self._queues, self._pool, self._timeout = queues, pool, timeout_s
-        self._message = message
-        self._heartbeat = heartbeat
-        self._beat_every = min(heartbeat_every_s, timeout_s / 2)
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self.lost = threading.Event()
-        self.cancelled = threading.Event()
-        self._renewed_at = time.monotonic()
-        self._thread = threading.Thread(target=self._run, name="lease", daemon=True)
-        self.heartbeats = False
-
-    @property
-    def message(self) -> Message:
-        with self._lock:
-            return self._message
-
-    def start(self, *, heartbeats: bool = False) -> None:
-        self.heartbeats = heartbeats
-        if not self._thread.is_alive():
-            self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive() and threading.current_thread() is not self._thread:
-            self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.wait(min(self._beat_every, self._timeout / 2)):
-            now = time.monotonic()
-            if now - self._renewed_at >= self._timeout / 2:
-                self._renew(now)
-            if self.heartbeats and not self.lost.is_set():
-                try:
-                    if self._heartbeat():
-                        self.cancelled.set()
-                except ApiError as e:
-                    if e.status not in (404, 409):
-                        log.warning("heartbeat refused: %s", e)
-                        continue
-                    # The run or item is gone, or the item is no longer ours: stop fio and
-                    # write nothing, as when the lease is lost.
-                    log.error("heartbeat: %s; stopping", e)
-                    self.lost.set()
-                    self._stop.set()
-                except BenchError as e:
-                    log.warning("heartbeat failed: %s", e)
-
-    def _renew(self, now: float) -> None:
-        try:
-            renewed = self._queues.renew(self._pool, self.message, self._timeout)
-        except LeaseLost as e:
-            log.error("%s", e)
-            self.lost.set()
-            self._stop.set()
-            return
-        except StoreUnavailable as e:
-            # Transient: retry on the next beat, but once the visibility has run out the
-            # message may be someone else's.
-            if now - self._renewed_at >= self._timeout:
-                log.error("could not renew before the visibility timeout ran out: %s", e)
-                self.lost.set()
-                self._stop.set()
-            return
-        with self._lock:
-            self._message = renewed
-        self._renewed_at = now
-
-
 class Worker:
     def __init__(
-        self, config: AgentConfig, queues: WorkQueues, api: ApiClient, *, fio_binary: str = "fio"
+        self,
+        config: AgentConfig,
+        queues: WorkQueues,
+        api: ApiClient,
+        *,
+        fio_binary: str | None = None,
     ) -> None:
         self.config = config
         self.queues = queues
         self.api = api
-        self.fio_binary = fio_binary
+        self.fio_binary = fio_binary or config.fio_binary
+        self.mounts = MountWatch(config.mounts)
         self.stop_after_current = threading.Event()
         self.stop_now = threading.Event()
         self._host = host_facts(use_imds=config.imds)
@@ -154,11 +72,13 @@ class Worker:
         handled = 0
         idle = self.config.idle_min_s
         while not self.stop_after_current.is_set():
+            msg = None
             try:
-                msg = self.queues.receive(self.config.pool, self.config.visibility_timeout)
+                # With no usable mount, take no item: another agent may serve it.
+                if self.mounts.usable():
+                    msg = self.queues.receive(self.config.pool, self.config.visibility_timeout)
             except StoreUnavailable as e:
                 log.warning("queue unavailable: %s", e)
-                msg = None
             if msg is None:
                 if once:
                     break
@@ -221,32 +141,27 @@ class Worker:
             log.info("handing back %s: %s", item.item_id, decision.get("reason"))
             self._release(lease, self.config.retry_delay_s)
             return "released"
-        missing = [t for t in item.targets if t not in self.config.mounts]
-        if missing:
-            have = ", ".join(sorted(self.config.mounts)) or "none"
-            names = ", ".join(repr(t) for t in missing)
-            return self._failed(item, lease, f"agent {agent} has no mount {names} (it has: {have})")
+        refused = self._refusal(item)
+        if refused:
+            return self._failed(item, lease, refused, permanent=True)
         if item.engine == "diskspd":
             return self._run_diskspd(item, lease)
         lease.start(heartbeats=True)
         work_dir = self._work_root / safe_name(item.item_id)
         shutil.rmtree(work_dir, ignore_errors=True)
         data_dirs = {
-            t: Path(self.config.mounts[t]) / ".benchsvc" / safe_name(agent) for t in item.targets
+            t: Path(self.config.path(t)) / ".benchsvc" / safe_name(agent) for t in item.targets
         }
         fio = FioProcess(
             item.workload, data_dirs=data_dirs, work_dir=work_dir, fio_binary=self.fio_binary
         )
-        fill = None
-        if item.fill:
-            try:
-                fill = fio.fill()
-            except FillFailed as e:
-                return self._failed(item, lease, str(e))
+        before = {t: self.mounts.facts(t) for t in item.targets}
+        try:
+            fill = lay_out(fio, item.workload, fill=item.fill)
+        except ItemFailed as e:
+            return self._failed(item, lease, str(e), permanent=e.permanent)
+        if fill is not None:
             log.info("fill of %s: %s", item.item_id, "ran" if fill.ran else "marker valid")
-        rc, err = fio.prepare()
-        if rc != 0:
-            return self._failed(item, lease, f"fio file layout exited {rc}: {err.strip()[-1500:]}")
 
         scheduled = self._await_start(item, lease)
         if isinstance(scheduled, str):
@@ -258,9 +173,18 @@ class Worker:
         if stop:
             return stop
         outcome = fio.collect()
-        if outcome.returncode != 0 or outcome.doc is None:
-            err = outcome.stderr.strip()[-1500:] or "no output"
+        moved = self._mount_changes(item, before)
+        if moved:
+            return self._failed(item, lease, moved)
+        said = fio_messages(outcome.notes, outcome.stderr)
+        if outcome.doc is None:
+            err = " | ".join(said) or outcome.stderr.strip()[-1500:] or "no output"
             return self._failed(item, lease, f"fio exited {outcome.returncode}: {err}")
+        problems = measurement_problems(outcome.doc, item.workload)
+        if outcome.returncode != 0:
+            problems.insert(0, f"fio exited {outcome.returncode}")
+        if problems:
+            return self._failed(item, lease, rejection(problems, said))
         timeline = timeline_from_logs(outcome.iops_logs, outcome.bw_logs, outcome.hist_logs)
         artifacts: dict[ArtifactName, bytes] = {
             "raw": pack_json(outcome.doc),
@@ -277,10 +201,45 @@ class Worker:
             scheduled_ms=scheduled,
             released_ms=released,
             fill=fill,
-            mounts=[mount_facts(t, self.config.mounts[t]) for t in item.targets],
+            mounts=[self.mounts.facts(t) for t in item.targets],
         )
         result = result.model_copy(update={"artifacts": self._upload(item, artifacts)})
         return self._store(result, lease, work_dir)
+
+    def _refusal(self, item: WorkItem) -> str:
+        """Why this agent can never run ``item`` as it stands: a mount it lacks or that is
+        not what its configuration declares, or an engine it cannot start."""
+        agent = self.config.agent_id
+        missing = [t for t in item.targets if t not in self.config.mounts]
+        if missing:
+            have = ", ".join(sorted(self.config.mounts)) or "none"
+            names = ", ".join(repr(t) for t in missing)
+            return f"agent {agent} has no mount {names} (it has: {have})"
+        problems = self.mounts.check()
+        unusable = [problems[t] for t in item.targets if problems[t]]
+        if unusable:
+            return f"agent {agent} cannot use its mount: {'; '.join(p for p in unusable if p)}"
+        if item.engine == "fio" and shutil.which(self.fio_binary) is None:
+            return f"agent {agent} cannot run fio ({self.fio_binary} not found)"
+        return ""
+
+    def _mount_changes(self, item: WorkItem, before: dict[str, MountFacts]) -> str:
+        """Whether each mount is still the one measured (an unmount during the run leaves
+        fio on a detached filesystem, or the path on another one): why not, or ''."""
+        info = read_mountinfo()
+        for t in item.targets:
+            spec = self.config.mounts[t]
+            after = self.mounts.facts(t)
+            problem = mount_problem(t, spec, info)
+            if problem or not same_mount(before[t], after):
+                b = before[t]
+                return (
+                    f"mount {t} changed during the run (it was {b.fstype} {b.source} at "
+                    f"{b.mount_point}, it is now {after.fstype} {after.source} at "
+                    f"{after.mount_point}): the measurement is discarded"
+                    + (f"; {problem}" if problem else "")
+                )
+        return ""
 
     def _upload(
         self, item: WorkItem, packed: dict[ArtifactName, bytes]
@@ -311,11 +270,13 @@ class Worker:
         agent = self.config.agent_id
         binary = self.config.diskspd_binary
         if shutil.which(binary) is None:
-            return self._failed(item, lease, f"agent {agent} cannot run DiskSpd ({binary})")
+            return self._failed(
+                item, lease, f"agent {agent} cannot run DiskSpd ({binary})", permanent=True
+            )
         lease.start(heartbeats=True)
         work_dir = self._work_root / safe_name(item.item_id)
         shutil.rmtree(work_dir, ignore_errors=True)
-        dirs = [Path(self.config.mounts[t]) / "benchsvc" / safe_name(agent) for t in item.targets]
+        dirs = [Path(self.config.path(t)) / "benchsvc" / safe_name(agent) for t in item.targets]
         for d in dirs:
             d.mkdir(parents=True, exist_ok=True)
         proc = DiskSpdProcess(
@@ -348,7 +309,7 @@ class Worker:
                 written_s=out.written_s,
                 agent_id=agent,
                 host=self._host,
-                mounts=[mount_facts(t, self.config.mounts[t]) for t in item.targets],
+                mounts=[mount_facts(t, self.config.path(t)) for t in item.targets],
                 scheduled_ms=scheduled,
             )
         except ValueError as e:
@@ -399,8 +360,11 @@ class Worker:
             return "interrupted"
         return ""
 
-    def _failed(self, item: WorkItem, lease: Lease, message: str) -> str:
-        final = self.api.failure(item, self.config.agent_id, message)
+    def _failed(
+        self, item: WorkItem, lease: Lease, message: str, *, permanent: bool = False
+    ) -> str:
+        """Report a failed attempt; a permanent one (no retry can succeed) is final at once."""
+        final = self.api.failure(item, self.config.agent_id, message, permanent=permanent)
         if final:
             self._delete(lease.message)
         else:

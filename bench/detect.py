@@ -6,10 +6,13 @@ log-uniformly in 1e3..1e5 with relative Gaussian noise of 1.5..4%, and one of
 - one step (40%): from a uniform index in 20..points-20 on, the level moves by -5..-20%;
 - two steps (20%): a -5..-20% step, then 30 or more points later another of 5..20% either way.
 
-Both detectors run at p <= 0.001 on every series, one process each, on one core:
-- ours: ``core.changepoint.detect(values, pvalue=...)``, timed per call in this process;
-- Otava: ``otava.analysis.compute_change_points(values, max_pvalue=...)`` with its defaults
-  (window_len=50, min_magnitude=0), the entry point its own CLI's analysis uses. It runs in a
+Both detectors run at p <= 0.001 on every series with the same floor on the size of a
+change (--min-magnitude, percent; ours' default), one process each, on one core:
+- ours: ``core.changepoint.detect(values, pvalue=..., min_magnitude_pct=...)``, timed per
+  call in this process;
+- Otava: ``otava.analysis.compute_change_points(values, max_pvalue=..., min_magnitude=...)``
+  with the floor as a fraction (its ``change_magnitude`` is our ``magnitude_pct`` / 100) and
+  its default window_len=50, the entry point its own CLI's analysis uses. It runs in a
   separate venv (--otava-venv, created with ``pip install apache-otava==0.8.0`` when missing,
   as its pins may clash with the project's) in one subprocess fed the series as JSON on
   stdin; each call is timed inside it, so start-up and imports are not counted.
@@ -40,25 +43,26 @@ from typing import Any
 
 import numpy as np
 
-from core.changepoint import detect
+from core.changepoint import DEFAULT_MIN_MAGNITUDE_PCT, detect
 
 OUT = Path(__file__).parent / "out"
 OTAVA_SPEC = "apache-otava==0.8.0"
 TOLERANCE = 2  # indices within +-2 count as the same change point
 KINDS = ("noise", "one step", "two steps")
 
-# Runs inside the Otava venv: reads {"series": [...], "pvalue": p} on stdin.
+# Runs inside the Otava venv: reads {"series": [...], "pvalue": p, "floor": f} on stdin.
 OTAVA_WORKER = r"""
 import json, sys, time
 from importlib.metadata import version
 from otava.analysis import compute_change_points
 
 job = json.load(sys.stdin)
-compute_change_points(job["series"][0], max_pvalue=job["pvalue"])  # warm-up
+options = {"max_pvalue": job["pvalue"], "min_magnitude": job["floor"]}
+compute_change_points(job["series"][0], **options)  # warm-up
 found, seconds = [], []
 for values in job["series"]:
     start = time.perf_counter()
-    points, _weak = compute_change_points(values, max_pvalue=job["pvalue"])
+    points, _weak = compute_change_points(values, **options)
     seconds.append(time.perf_counter() - start)
     found.append([int(p.index) for p in points])
 json.dump({"version": version("apache-otava"), "found": found, "seconds": seconds}, sys.stdout)
@@ -88,12 +92,12 @@ def generate(count: int, points: int, seed: int) -> list[dict[str, Any]]:
     return cases
 
 
-def run_ours(cases: list[dict[str, Any]], pvalue: float) -> dict[str, Any]:
-    detect(cases[0]["values"], pvalue=pvalue)  # warm-up
+def run_ours(cases: list[dict[str, Any]], pvalue: float, floor_pct: float) -> dict[str, Any]:
+    detect(cases[0]["values"], pvalue=pvalue, min_magnitude_pct=floor_pct)  # warm-up
     found, seconds = [], []
     for case in cases:
         start = time.perf_counter()
-        points = detect(case["values"], pvalue=pvalue)
+        points = detect(case["values"], pvalue=pvalue, min_magnitude_pct=floor_pct)
         seconds.append(time.perf_counter() - start)
         found.append([cp.index for cp in points])
     return {"found": found, "seconds": seconds}
@@ -130,10 +134,11 @@ def otava_entry_points(python: Path) -> list[str]:
 
 
 def run_otava(
-    cases: list[dict[str, Any]], pvalue: float, venv: Path, timeout: float
+    cases: list[dict[str, Any]], pvalue: float, floor_pct: float, venv: Path, timeout: float
 ) -> dict[str, Any]:
     python = ensure_otava(venv)
-    job = json.dumps({"series": [case["values"] for case in cases], "pvalue": pvalue})
+    series = [case["values"] for case in cases]
+    job = json.dumps({"series": series, "pvalue": pvalue, "floor": floor_pct / 100.0})
     # One thread, like ours: numpy's BLAS would otherwise take the second core.
     env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
     start = time.perf_counter()
@@ -250,6 +255,9 @@ def main() -> None:
     parser.add_argument("--points", type=int, default=200)
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--pvalue", type=float, default=0.001)
+    parser.add_argument(
+        "--min-magnitude", type=float, default=DEFAULT_MIN_MAGNITUDE_PCT, help="percent"
+    )
     parser.add_argument("--otava-venv", type=Path, default=Path("/tmp/otava-venv"))
     parser.add_argument("--otava-timeout", type=float, default=1200.0, help="seconds")
     parser.add_argument("--skip-otava", action="store_true")
@@ -262,6 +270,7 @@ def main() -> None:
         "points": args.points,
         "seed": args.seed,
         "pvalue": args.pvalue,
+        "min_magnitude_pct": args.min_magnitude,
         "tolerance": TOLERANCE,
         "machine": {
             "python": platform.python_version(),
@@ -271,19 +280,22 @@ def main() -> None:
         },
         "kinds": {k: sum(c["kind"] == k for c in cases) for k in KINDS},
     }
-    ours = run_ours(cases, args.pvalue)
+    ours = run_ours(cases, args.pvalue, args.min_magnitude)
     report["ours"] = {"timing": timing(ours["seconds"]), "accuracy": accuracy(cases, ours["found"])}
     print(f"ours: {report['ours']['timing']['total_s']:.2f} s", flush=True)
 
     if not args.skip_otava:
         try:
-            otava = run_otava(cases, args.pvalue, args.otava_venv, args.otava_timeout)
+            otava = run_otava(
+                cases, args.pvalue, args.min_magnitude, args.otava_venv, args.otava_timeout
+            )
         except (subprocess.SubprocessError, OSError) as exc:
             otava = {"error": f"{type(exc).__name__}: {exc}"}
         if "found" in otava:
             report["otava"] = {
                 "version": otava["version"],
                 "entry_point": "otava.analysis.compute_change_points (window_len=50)",
+                "min_magnitude": args.min_magnitude / 100.0,
                 "wall_seconds_with_startup": otava["wall_seconds"],
                 "timing": timing(otava["seconds"]),
                 "accuracy": accuracy(cases, otava["found"]),

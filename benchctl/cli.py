@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -40,7 +41,7 @@ from benchctl.render import (
     scaleout_table,
 )
 from core.catalogue import PROFILES
-from core.changepoint import detect_csv
+from core.changepoint import DEFAULT_MIN_MAGNITUDE_PCT, detect_csv
 from core.concurrency import shape_for
 from core.errors import ValidationFailed
 from core.models import RunRequest, Workload
@@ -391,13 +392,18 @@ def cmd_aggregate(a: argparse.Namespace) -> int:
 
 def cmd_detect(a: argparse.Namespace) -> int:
     """Change points in one series (CSV: timestamp,value), E-divisive means."""
+    if not (math.isfinite(a.min_magnitude) and a.min_magnitude >= 0):
+        message = f"--min-magnitude: {a.min_magnitude:g} is not a percentage >= 0"
+        raise CliError(message, EXIT_BAD_INPUT)
     try:
         text = Path(a.file).read_text()
     except OSError as e:
         raise CliError(f"{a.file}: {e.strerror}", EXIT_BAD_INPUT) from None
     higher = True if a.higher_is_better else False if a.lower_is_better else None
     try:
-        found = detect_csv(text, higher_is_better=higher, pvalue=a.pvalue)
+        found = detect_csv(
+            text, higher_is_better=higher, pvalue=a.pvalue, min_magnitude_pct=a.min_magnitude
+        )
     except ValueError as e:
         raise CliError(f"{a.file}: {e}", EXIT_BAD_INPUT) from None
     if a.format == "json":
@@ -623,6 +629,13 @@ def parser() -> argparse.ArgumentParser:
     direction.add_argument("--higher-is-better", action="store_true", help="IOPS, bandwidth")
     direction.add_argument("--lower-is-better", action="store_true", help="latency")
     de.add_argument("--pvalue", type=float, default=0.001)
+    de.add_argument(
+        "--min-magnitude",
+        type=float,
+        default=DEFAULT_MIN_MAGNITUDE_PCT,
+        metavar="PCT",
+        help=f"smallest change worth reporting, percent (default {DEFAULT_MIN_MAGNITUDE_PCT:g})",
+    )
     de.add_argument("--format", choices=["table", "json"], default="table")
     de.set_defaults(func=cmd_detect)
 

@@ -22,6 +22,9 @@ param cosmosDatabaseName string = 'bench'
 @description('A single run this many percent worse than its segment is a regression.')
 param gatePct string = '10'
 
+@description('Change points smaller than this many percent of the level are not reported.')
+param minMagnitudePct string = '2'
+
 @allowed([
   'none'
   'reader'
@@ -227,6 +230,7 @@ module functionApp 'modules/functionapp.bicep' = {
     pools: allPools
     targets: targets
     gatePct: gatePct
+    minMagnitudePct: minMagnitudePct
     webhookUrl: webhookUrl
     defaultRole: defaultRole
     botRole: botRole

@@ -25,6 +25,13 @@ def check_path(path: str) -> str:
     return str(p)
 
 
+# fio forks one process per job unless ``thread`` is set (fio HOWTO, "thread": jobs are
+# created with pthread_create instead). As threads, every job lives in the one fio process
+# the agent starts, so the kernel's PR_SET_PDEATHSIG on that process (setpriv --pdeathsig)
+# ends all of them with the agent; forked job processes would be orphaned and keep loading
+# the target.
+JOBS_AS_THREADS: tuple[str, int] = ("thread", 1)
+
 GATE_PATH = re.compile(r"^/[A-Za-z0-9._/-]+$")
 
 
@@ -55,7 +62,7 @@ def job_file(
     (``write_hist_log``, ``log_hist_msec=1000``, full resolution: coarseness 0) gives each
     second's completion-latency buckets, so percentiles can be taken over exactly the
     seconds every client was running. ``group_reporting`` sums all sections into one
-    result per direction.
+    result per direction. Jobs run as threads (see ``JOBS_AS_THREADS``).
     """
     w = workload
     opts: list[tuple[str, str | int]] = [
@@ -70,6 +77,7 @@ def job_file(
         ("ramp_time", w.ramp_time),
         ("time_based", 1),
         ("group_reporting", 1),
+        JOBS_AS_THREADS,
         ("log_avg_msec", 1000),
         ("log_unix_epoch", 1),
         ("write_iops_log", check_path(log_prefix)),
@@ -131,6 +139,7 @@ def fill_job_file(workload: Workload, *, directories: Mapping[str, str]) -> str:
         ("numjobs", workload.numjobs),
         ("size", workload.size_bytes),
         ("group_reporting", 1),
+        JOBS_AS_THREADS,
     ]
     return _job_text(opts, directories)
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from core.changepoint import DEFAULT_MIN_MAGNITUDE_PCT
 from core.compare import NOISE_SIGMAS, compare_aggregates, noise_pct, summary
 from core.errors import FieldError, NotFound, ValidationFailed
 from core.guardrails import LOCAL_CALLER, Caller
@@ -41,11 +42,17 @@ def _now_iso() -> str:
 
 class Monitor:
     def __init__(
-        self, store: Store, notifier: Notifier | None = None, *, gate_pct: float = 10.0
+        self,
+        store: Store,
+        notifier: Notifier | None = None,
+        *,
+        gate_pct: float = 10.0,
+        min_magnitude_pct: float = DEFAULT_MIN_MAGNITUDE_PCT,
     ) -> None:
         self.store = store
         self.notifier = notifier or NoNotifier()
         self.gate_pct = gate_pct
+        self.min_magnitude_pct = min_magnitude_pct  # change points smaller than this are noise
 
     def record(self, run: Doc, aggregates: Sequence[Doc], results: Sequence[Doc]) -> list[Doc]:
         """Add the run's steps to their series, run detection, store and announce new
@@ -79,7 +86,9 @@ class Monitor:
             point["gate"] = self._gate(point, baseline)
             self.store.create_series_point(point)
             points = [p for p in history if p["id"] != point["id"]] + [point]
-            changes = find_changes(points) + _gate_changes(point, baseline)
+            changes = find_changes(
+                points, min_magnitude_pct=self.min_magnitude_pct
+            ) + _gate_changes(point, baseline)
             created += self._store_changes(key, run["target"], changes)
         return created
 

@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from core.changepoint import ChangePoint, detect
+from core.changepoint import DEFAULT_MIN_MAGNITUDE_PCT, ChangePoint, detect
 
 # metric -> True when higher is better
 METRICS: dict[str, bool] = {
@@ -104,10 +104,14 @@ def segments(points: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]
 
 
 def find_changes(
-    points: Sequence[Mapping[str, Any]], *, pvalue: float = 0.001
+    points: Sequence[Mapping[str, Any]],
+    *,
+    pvalue: float = 0.001,
+    min_magnitude_pct: float = DEFAULT_MIN_MAGNITUDE_PCT,
 ) -> list[dict[str, Any]]:
     """Change points of every metric within the latest infrastructure segment, with the
-    evidence a person needs: before/after, change, p-value, first run after, runs around."""
+    evidence a person needs: before/after, change, p-value, first run after, runs around.
+    Changes smaller than ``min_magnitude_pct`` percent are not reported."""
     segs = segments(points)
     if not segs:
         return []
@@ -117,7 +121,8 @@ def find_changes(
         rows = [p for p in latest if metric in p["metrics"]]
         if len(rows) < MIN_POINTS:
             continue
-        for cp in detect([p["metrics"][metric] for p in rows], pvalue=pvalue):
+        values = [p["metrics"][metric] for p in rows]
+        for cp in detect(values, pvalue=pvalue, min_magnitude_pct=min_magnitude_pct):
             out.append(_evidence(metric, higher_is_better, cp, rows))
     return out
 

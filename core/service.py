@@ -596,15 +596,17 @@ class RunService:
         message: str,
         *,
         report_id: str | None = None,
+        permanent: bool = False,
     ) -> bool:
         """A failed attempt. Returns True when it is final (the agent deletes the message):
-        a client of a multi-client step that already started cannot be redone on its own.
+        a ``permanent`` failure (the agent says no retry can succeed), or a client of a
+        multi-client step that already started (it cannot be redone on its own).
 
         ``report_id`` keys the report: a retry of one already recorded returns the same
         answer and records nothing twice."""
         doc = self.store.get_item(run_id, item_id)
         step = self.store.get_item(run_id, step_id(run_id, doc["step"]))
-        final = step["clients"] > 1 and step.get("start_at_ms") is not None
+        final = permanent or (step["clients"] > 1 and step.get("start_at_ms") is not None)
         outcome: list[bool | None] = []  # [final], [None] when refused
         replay: list[bool] = []
 

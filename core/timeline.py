@@ -125,17 +125,25 @@ def has_histograms(timeline: ClientTimeline, d: Direction) -> bool:
     return dt is not None and dt.hist is not None
 
 
+def seconds_of(window: Window) -> list[Window]:
+    """The window cut into 1 s intervals from its start, as shown to people: a remainder of
+    half a second or more is a point of its own, a shorter one joins the last second (a
+    few ms of stamp drift must not become a point of its own)."""
+    start, end = window
+    cuts = list(range(start, end, BIN_MS))
+    if len(cuts) > 1 and end - cuts[-1] < BIN_MS // 2:
+        cuts.pop()
+    return [(a, b) for a, b in zip(cuts, [*cuts[1:], end], strict=True)]
+
+
 def per_second(
     timelines: Iterable[ClientTimeline], d: Direction, window: Window
 ) -> list[dict[str, float]]:
-    """The window cut into 1 s intervals from its start (the last one may be shorter):
-    the clients' summed IOPS and bytes per second in each, as shown to users."""
+    """The clients' summed IOPS and bytes per second in each second of the window
+    (``seconds_of``), stamped with the second's end."""
     rows = []
-    start, end = window
-    t = start
     tls = list(timelines)
-    while t < end:
-        part = (t, min(t + BIN_MS, end))
+    for part in seconds_of(window):
         seconds = (part[1] - part[0]) / 1000
         ios = nbytes = 0.0
         for tl in tls:
@@ -143,7 +151,6 @@ def per_second(
             ios += i
             nbytes += b
         rows.append({"t_ms": float(part[1]), "iops": ios / seconds, "bw_bytes": nbytes / seconds})
-        t = part[1]
     return rows
 
 

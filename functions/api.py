@@ -98,6 +98,9 @@ class FailureBody(ItemRef):
     message: str = Field(max_length=8000)
     # Keys the report, so that a retried report is recorded once (a uuid per report).
     report_id: str | None = Field(None, min_length=1, max_length=64)
+    permanent: bool = Field(
+        False, description="no retry can succeed: the item fails at once, not redelivered"
+    )
 
 
 def _agent(request: Request, agent_id: str) -> AgentRef:
@@ -397,7 +400,13 @@ def create_app() -> FastAPI:
         b: FailureBody = _parse(FailureBody, await _json(request))
         agent = _agent(request, b.agent_id)
         final = await asyncio.to_thread(
-            _svc().report_failure, b.run_id, b.item_id, agent, b.message, report_id=b.report_id
+            _svc().report_failure,
+            b.run_id,
+            b.item_id,
+            agent,
+            b.message,
+            report_id=b.report_id,
+            permanent=b.permanent,
         )
         return {"status": "recorded", "final": final}
 

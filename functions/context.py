@@ -42,7 +42,8 @@ def artifacts() -> BlobArtifacts:
 
 @cache
 def monitor() -> Monitor:
-    return Monitor(store(), notifier(), gate_pct=settings().gate_pct)
+    s = settings()
+    return Monitor(store(), notifier(), gate_pct=s.gate_pct, min_magnitude_pct=s.min_magnitude_pct)
 
 
 @cache

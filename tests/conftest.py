@@ -31,7 +31,7 @@ BOT_POOL = "bot"  # where the chat tests' target "chat" lives
 # Schemathesis' generated runs go to a pool and target no other test uses; no agent listens
 # on it, so whatever it accepts stays queued and no fio runs.
 FUZZ_POOL = FUZZ_TARGET = "fuzz"
-TEST_POOLS = ["default", *(f"t{i}" for i in range(1, 41)), BOT_POOL, FUZZ_POOL]
+TEST_POOLS = ["default", *(f"t{i}" for i in range(1, 121)), BOT_POOL, FUZZ_POOL]
 _pool_names = iter(TEST_POOLS[1:-2])
 _agent_ids = itertools.count(1)
 
@@ -244,3 +244,27 @@ def result_from_capture(item: WorkItem, agent_id: str) -> dict[str, Any]:
         mounts=[mount],
     )
     return result.model_dump(mode="json")
+
+
+TmpfsFactory = Callable[..., Path]
+
+
+@pytest.fixture
+def tmpfs() -> Iterator[TmpfsFactory]:
+    """Mounts a real tmpfs (the tests run as root); every mount is undone at teardown, a
+    lazy unmount so files still open cannot keep it."""
+    import subprocess
+
+    mounted: list[Path] = []
+
+    def mount(path: Path, size: str = "16m", source: str = "tmpfs") -> Path:
+        path.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", source, str(path)], check=True
+        )
+        mounted.append(path)
+        return path
+
+    yield mount
+    for path in reversed(mounted):
+        subprocess.run(["umount", "-l", str(path)], check=False, capture_output=True)

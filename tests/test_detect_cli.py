@@ -62,3 +62,24 @@ def test_bad_csv_exits_2(tmp_path: Path) -> None:
         [sys.executable, "-m", "benchctl", "detect", str(bad)], capture_output=True, text=True
     )
     assert r.returncode == 2 and "bad.csv" in r.stderr
+
+
+def test_min_magnitude_flag_sets_the_floor(tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    iops = np.r_[np.full(60, 50_000.0), np.full(60, 48_500.0)]  # -3 %
+    path = series_csv(tmp_path, iops * (1 + rng.normal(0, 0.002, iops.size)), "small.csv")
+    (cp,) = detect(path)  # above the default floor of 2 %
+    assert abs(int(cp["index"]) - 60) <= 2  # type: ignore[call-overload]
+    assert detect(path, "--min-magnitude", "5") == []
+    assert len(detect(path, "--min-magnitude", "0")) == 1
+
+
+@pytest.mark.parametrize("value", ["-1", "nan"])
+def test_bad_min_magnitude_exits_2(tmp_path: Path, value: str) -> None:
+    path = series_csv(tmp_path, np.full(30, 1.0), "flat.csv")
+    r = subprocess.run(
+        [sys.executable, "-m", "benchctl", "detect", "--min-magnitude", value, str(path)],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 2 and "--min-magnitude" in r.stderr

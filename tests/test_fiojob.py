@@ -68,6 +68,7 @@ def test_job_holds_only_known_options(tmp_path: Path) -> None:
         "ramp_time",
         "time_based",
         "group_reporting",
+        "thread",
         "directory",
         "log_avg_msec",
         "log_unix_epoch",

@@ -25,3 +25,9 @@ def test_escaped_mount_point_and_root_fallback() -> None:
 def test_host_facts_never_ask_imds_off_azure() -> None:
     facts = host_facts(use_imds=True)  # this machine is not an Azure VM: no metadata call
     assert facts.vm_size is None and facts.cpu_count > 0 and facts.kernel
+
+
+def test_a_mount_on_top_of_another_wins() -> None:
+    stacked = MOUNTINFO + "120 98 0:60 / /mnt/vdb1 rw - tmpfs over rw,size=1024k\n"
+    m = mount_facts("vdb1", "/mnt/vdb1", stacked)
+    assert (m.fstype, m.source) == ("tmpfs", "over")

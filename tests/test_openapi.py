@@ -285,8 +285,12 @@ def test_real_answers_of_every_operation_match_the_document(
 
     # Whatever else the session's tests left: every run, its curves, every series.
     for listed_run in check(api.get("/api/runs", params={"limit": 200}), "/api/runs")["runs"]:
-        check(api.get(f"/api/runs/{listed_run['id']}"), "/api/runs/{run_id}")
-        check(api.get(f"/api/runs/{listed_run['id']}/curves"), "/api/runs/{run_id}/curves")
+        url = f"/api/runs/{listed_run['id']}"
+        for one_item in check(api.get(url), "/api/runs/{run_id}")["items"]:
+            if one_item["result"]:
+                got = api.get(f"{url}/results/{one_item['id']}")
+                check(got, "/api/runs/{run_id}/results/{item_id}")
+        check(api.get(f"{url}/curves"), "/api/runs/{run_id}/curves")
     for one in check(api.get("/api/series"), "/api/series")["series"]:
         check(api.get(f"/api/series/{one['series_key']}"), "/api/series/{key}")
 

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from adapters.config import ConfigError, Settings
-from agent.config import AgentConfig
+from agent.config import AgentConfig, MountSpec
 from core.fiojob import job_file
 from core.guardrails import parse_targets
 from core.models import Workload, check_alias
@@ -61,7 +61,8 @@ def test_job_file_refuses_reserved_aliases(alias: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("alias", RESERVED)
 def test_agent_refuses_a_reserved_mount_alias(alias: str, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="reserved"):
-        AgentConfig(api_url="http://x", queue_uri="http://y", mounts={alias: str(tmp_path)})
+        mounts = {alias: MountSpec(path=str(tmp_path))}
+        AgentConfig(api_url="http://x", queue_uri="http://y", mounts=mounts)
     nowhere = "http://127.0.0.1:9"
     argv = [
         "--api-url",

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
+from adapters.config import ConfigError, Settings
+from core.changepoint import DEFAULT_MIN_MAGNITUDE_PCT
 from core.series import find_changes, gate, infra_facts, infra_fingerprint, segments, series_key
 
 NFS = {"alias": "vol1", "fstype": "nfs", "source": "10.0.0.4:/vol1"}
@@ -101,3 +104,24 @@ def test_series_key_ignores_a_plain_runs_rate_cap_not_the_workload() -> None:
         point="rate=10%",
     )
     assert base == capped and base != other and curve != base
+
+
+def test_changes_below_the_magnitude_floor_are_not_reported() -> None:
+    rng = np.random.default_rng(4)
+    values = [
+        float(v)
+        for v in np.r_[np.full(30, 50_000), np.full(30, 48_500)] * (1 + rng.normal(0, 0.002, 60))
+    ]
+    pts = points(values, ["a"] * 60)
+    (change,) = find_changes(pts)  # -3 %: above the default floor of 2 %
+    assert abs(int(change["first_run_id"][1:]) - 30) <= 2
+    assert find_changes(pts, min_magnitude_pct=5.0) == []
+
+
+def test_magnitude_floor_setting() -> None:
+    env = {"BENCH_QUEUE_URI": "https://q", "BENCH_COSMOS_ENDPOINT": "https://c"}
+    assert Settings.from_env(env).min_magnitude_pct == DEFAULT_MIN_MAGNITUDE_PCT
+    assert Settings.from_env({**env, "BENCH_MIN_MAGNITUDE_PCT": "5"}).min_magnitude_pct == 5.0
+    for bad in ("-1", "five", "inf"):
+        with pytest.raises(ConfigError, match="BENCH_MIN_MAGNITUDE_PCT"):
+            Settings.from_env({**env, "BENCH_MIN_MAGNITUDE_PCT": bad})

@@ -20,6 +20,7 @@ param keyVaultSecrets array
 param pools array
 param targets array
 param gatePct string
+param minMagnitudePct string
 param webhookUrl string
 param defaultRole string
 param botRole string
@@ -120,6 +121,7 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
         { name: 'AZURE_CLIENT_ID', value: appIdentityClientId }
         { name: 'BENCH_PUBLIC_URL', value: 'https://${appName}.azurewebsites.net' } // the default host name (no unique-hostname opt-in)
         { name: 'BENCH_GATE_PCT', value: gatePct }
+        { name: 'BENCH_MIN_MAGNITUDE_PCT', value: minMagnitudePct }
         { name: 'BENCH_TEAMS_WEBHOOK_URL', value: kvRefs.teamsWebhookUrl }
         { name: 'BENCH_WEBHOOK_URL', value: webhookUrl }
         { name: 'BENCH_WEBHOOK_SECRET', value: kvRefs.webhookSecret }

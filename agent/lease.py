@@ -1,0 +1,107 @@
+"""The message lease: keeps a received message invisible while its item runs (renewing
+its visibility at half the timeout, always with the newest pop receipt), sends the item's
+heartbeats and relays cancellation."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from adapters.queue import LeaseLost, Message, WorkQueues
+from agent.api_client import ApiError
+from core.errors import BenchError, StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+
+def sleep_until(instant_s: float) -> None:
+    """Sleep to an absolute wall-clock instant: long sleeps first, then short ones, so the
+    wake-up lands within about a millisecond without spinning for long."""
+    while True:
+        remaining = instant_s - time.time()
+        if remaining <= 0:
+            return
+        time.sleep(remaining - 0.002 if remaining > 0.004 else remaining / 2)
+
+
+class Lease:
+    """Keeps a received message invisible while the item runs, and relays cancellation."""
+
+    def __init__(
+        self,
+        queues: WorkQueues,
+        pool: str,
+        message: Message,
+        timeout_s: int,
+        heartbeat: Callable[[], bool],
+        heartbeat_every_s: float = 2.0,
+    ) -> None:
+        self._queues, self._pool, self._timeout = queues, pool, timeout_s
+        self._message = message
+        self._heartbeat = heartbeat
+        self._beat_every = min(heartbeat_every_s, timeout_s / 2)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.lost = threading.Event()
+        self.cancelled = threading.Event()
+        self._renewed_at = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name="lease", daemon=True)
+        self.heartbeats = False
+
+    @property
+    def message(self) -> Message:
+        with self._lock:
+            return self._message
+
+    def start(self, *, heartbeats: bool = False) -> None:
+        self.heartbeats = heartbeats
+        if not self._thread.is_alive():
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(min(self._beat_every, self._timeout / 2)):
+            now = time.monotonic()
+            if now - self._renewed_at >= self._timeout / 2:
+                self._renew(now)
+            if self.heartbeats and not self.lost.is_set():
+                try:
+                    if self._heartbeat():
+                        self.cancelled.set()
+                except ApiError as e:
+                    if e.status not in (404, 409):
+                        log.warning("heartbeat refused: %s", e)
+                        continue
+                    # The run or item is gone, or the item is no longer ours: stop fio and
+                    # write nothing, as when the lease is lost.
+                    log.error("heartbeat: %s; stopping", e)
+                    self.lost.set()
+                    self._stop.set()
+                except BenchError as e:
+                    log.warning("heartbeat failed: %s", e)
+
+    def _renew(self, now: float) -> None:
+        try:
+            renewed = self._queues.renew(self._pool, self.message, self._timeout)
+        except LeaseLost as e:
+            log.error("%s", e)
+            self.lost.set()
+            self._stop.set()
+            return
+        except StoreUnavailable as e:
+            # Transient: retry on the next beat, but once the visibility has run out the
+            # message may be someone else's.
+            if now - self._renewed_at >= self._timeout:
+                log.error("could not renew before the visibility timeout ran out: %s", e)
+                self.lost.set()
+                self._stop.set()
+            return
+        with self._lock:
+            self._message = renewed
+        self._renewed_at = now
