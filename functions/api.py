@@ -13,115 +13,47 @@ from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Any
 
-from fastapi import FastAPI, Header, Path, Query, Request
+from fastapi import FastAPI, Header, Query, Request
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic import ValidationError as PydanticError
 from starlette.middleware.base import RequestResponseEndpoint
 
 from core.catalogue import PROFILES, get_profile
-from core.errors import BenchError, FieldError, NotFound, ValidationFailed
-from core.guardrails import LOCAL_CALLER, Caller, Forbidden
-from core.holder import AgentRef
+from core.errors import BenchError, FieldError, NotFound
+from core.guardrails import Forbidden
 from core.models import (
-    ITEM_ID_PATTERN,
     RUN_ID_PATTERN,
     TAG_KEY_PATTERN,
     Alias,
-    ArtifactName,
     RunRequest,
-    WorkItem,
 )
-from core.models import Result as WorkResult
 from core.monitor import TriageState
 from core.runstate import RunState
-from core.service import BarrierDecision, RunService
+from functions import agent_api, bot, context, errors, openapi, timers
 from functions import apidocs as d
 from functions import apidocs_monitoring as m
-from functions import bot, context, errors, openapi, timers
-from functions.auth import Unauthorized, agent_ref, resolve_caller
-from functions.inputs import parse_json
+from functions.auth import Unauthorized, resolve_caller
 from functions.openapi import LOCATION, PUBLIC_PATHS, doc
+from functions.params import (
+    STORE,
+    DoorHeader,
+    ItemId,
+    ProfileName,
+    RegressionId,
+    RunId,
+    ScheduleId,
+    SeriesKey,
+    caller_of,
+    json_body,
+    svc,
+)
 
 log = logging.getLogger(__name__)
-RunId = Annotated[str, Path(pattern=RUN_ID_PATTERN)]
-ItemId = Annotated[str, Path(pattern=ITEM_ID_PATTERN)]
-ScheduleId = Annotated[str, Path(pattern=r"^sch-[0-9a-f]{16}$")]
-# Series keys are 16 hex digits and regression ids <key>.<metric>.<method>.<run> today;
-# the patterns hold what a Cosmos DB id may be (no / \ ? #, at most 255 characters).
-SeriesKey = Annotated[str, Path(pattern=r"^[A-Za-z0-9._-]{1,128}$")]
-RegressionId = Annotated[str, Path(pattern=r"^[A-Za-z0-9._-]{1,255}$")]
-ProfileName = Annotated[str, Path(pattern=r"^[a-z0-9-]{1,64}$")]
-# Read by the auth middleware; declared on POST /api/runs for the document.
-DoorHeader = Annotated[
-    str | None,
-    Header(description="api (default), pipeline or cli: recorded as requested_by.door"),
-]
-STORE = (503,)  # answers that read or write Cosmos DB can fail with
-# Each report is accepted only from the agent holding the item, in a state where it may
-# send it: anything else is 409 and changes nothing (core.holder).
-AGENT = (400, 404, 409, 503)
-
-
-def _svc() -> RunService:
-    return context.service()
-
-
-def _caller(request: Request) -> Caller:
-    caller: Caller = getattr(request.state, "caller", LOCAL_CALLER)
-    return caller
 
 
 def _must_manage(request: Request) -> None:
-    caller = _caller(request)
+    caller = caller_of(request)
     if not caller.limits.manage:
         raise Forbidden([FieldError("(caller)", f"role {caller.role} may not change this")])
-
-
-class _AgentBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    agent_id: str = Field(min_length=1, max_length=128)
-
-
-class ClaimBody(_AgentBody):
-    work_item: WorkItem
-    dequeue_count: int = Field(ge=1, le=2**31 - 1)  # the queue's DequeueCount is an int32
-    message_id: str = Field("", max_length=128)
-
-
-class ItemRef(_AgentBody):
-    run_id: str = Field(pattern=RUN_ID_PATTERN)
-    item_id: str = Field(pattern=ITEM_ID_PATTERN)
-
-
-class FailureBody(ItemRef):
-    message: str = Field(max_length=8000)
-    # Keys the report, so that a retried report is recorded once (a uuid per report).
-    report_id: str | None = Field(None, min_length=1, max_length=64)
-    permanent: bool = Field(
-        False, description="no retry can succeed: the item fails at once, not redelivered"
-    )
-
-
-def _agent(request: Request, agent_id: str) -> AgentRef:
-    """The reporting agent, as its credential proves it (403 naming agent_id otherwise)."""
-    return agent_ref(_caller(request), agent_id)
-
-
-def _parse(model: type[BaseModel], body: Any) -> Any:
-    try:
-        return model.model_validate(body)
-    except PydanticError as e:
-        raise ValidationFailed(
-            [
-                FieldError(".".join(str(p) for p in err["loc"]) or "(body)", str(err["msg"]))
-                for err in e.errors()
-            ]
-        ) from None
-
-
-async def _json(request: Request) -> Any:
-    return parse_json(await request.body())
 
 
 @contextlib.asynccontextmanager
@@ -203,9 +135,9 @@ def create_app() -> FastAPI:
         x_bench_door: DoorHeader = None,
     ) -> JSONResponse:
         """202 for a new run, 200 for a replay of the same Idempotency-Key and body."""
-        body = await _json(request)
+        body = await json_body(request)
         run, created = await asyncio.to_thread(
-            _svc().submit, body, idempotency_key, _caller(request)
+            svc().submit, body, idempotency_key, caller_of(request)
         )
         location = f"/api/runs/{run['id']}"
         out = {"id": run["id"], "state": run["state"], "location": location}
@@ -230,7 +162,7 @@ def create_app() -> FastAPI:
     ) -> dict[str, Any]:
         key, _, value = tag.partition("=") if tag is not None else ("", "", "")
         runs, token = await asyncio.to_thread(
-            _svc().list_runs,
+            svc().list_runs,
             target=target,
             state=state,
             tag=(key, value) if tag is not None else None,
@@ -241,12 +173,12 @@ def create_app() -> FastAPI:
 
     @app.get("/api/runs/{run_id}", **doc(d.RunView, errors=(400, 404, *STORE)))
     async def get_run(run_id: RunId) -> dict[str, Any]:
-        return await asyncio.to_thread(_svc().get_run, run_id)
+        return await asyncio.to_thread(svc().get_run, run_id)
 
     @app.get("/api/runs/{run_id}/curves", **doc(d.Curves, errors=(400, 404, *STORE)))
     async def curves(run_id: RunId) -> dict[str, Any]:
         """Latency vs IOPS, aggregate vs clients (with linear scaling), repetition spread."""
-        return await asyncio.to_thread(_svc().curves, run_id)
+        return await asyncio.to_thread(svc().curves, run_id)
 
     @app.get("/api/compare", **doc(m.Comparison, errors=(400, 404, *STORE)))
     async def compare(
@@ -256,7 +188,7 @@ def create_app() -> FastAPI:
         """Two runs' final aggregates side by side; each delta judged against the noise
         (coefficient of variation) of run A's series."""
         run_a, run_b = await asyncio.gather(
-            asyncio.to_thread(_svc().get_run, a), asyncio.to_thread(_svc().get_run, b)
+            asyncio.to_thread(svc().get_run, a), asyncio.to_thread(svc().get_run, b)
         )
         return await asyncio.to_thread(context.monitor().compare, run_a, run_b)
 
@@ -273,7 +205,7 @@ def create_app() -> FastAPI:
     async def create_schedule(request: Request) -> dict[str, Any]:
         """A cron expression (UTC), a run request template, enabled, owner."""
         _must_manage(request)
-        return await asyncio.to_thread(context.scheduler().create, await _json(request))
+        return await asyncio.to_thread(context.scheduler().create, await json_body(request))
 
     @app.get("/api/schedules", **doc(m.ScheduleList, errors=STORE))
     async def list_schedules() -> dict[str, Any]:
@@ -290,9 +222,9 @@ def create_app() -> FastAPI:
     async def patch_schedule(schedule_id: ScheduleId, request: Request) -> dict[str, Any]:
         """Engineers and admins change any schedule; runners enable, disable or rename
         their own (``owner``): 403 naming the field otherwise."""
-        body = await _json(request)
+        body = await json_body(request)
         return await asyncio.to_thread(
-            context.scheduler().patch, schedule_id, body, _caller(request)
+            context.scheduler().patch, schedule_id, body, caller_of(request)
         )
 
     @app.delete(
@@ -300,7 +232,7 @@ def create_app() -> FastAPI:
     )
     async def delete_schedule(schedule_id: ScheduleId, request: Request) -> Response:
         """Engineers and admins delete any schedule; runners their own (``owner``)."""
-        await asyncio.to_thread(context.scheduler().delete, schedule_id, _caller(request))
+        await asyncio.to_thread(context.scheduler().delete, schedule_id, caller_of(request))
         return Response(status_code=204)
 
     @app.get("/api/series", **doc(m.SeriesList, errors=STORE))
@@ -327,10 +259,10 @@ def create_app() -> FastAPI:
     async def triage(key: SeriesKey, regression_id: RegressionId, request: Request) -> Any:
         """Engineers and admins triage any regression; runners those first seen on their
         own runs (403 naming ``first_run_id`` otherwise)."""
-        body = await _json(request)
+        body = await json_body(request)
         state = body.get("state") if isinstance(body, dict) else None
         return await asyncio.to_thread(
-            context.monitor().triage, key, regression_id, str(state), _caller(request)
+            context.monitor().triage, key, regression_id, str(state), caller_of(request)
         )
 
     @app.get("/api/profiles", **doc(m.ProfileList))
@@ -350,114 +282,16 @@ def create_app() -> FastAPI:
     async def cancel_run(run_id: RunId, request: Request) -> dict[str, Any]:
         """Runners cancel their own runs, engineers and admins any (403 naming
         ``requested_by.name`` otherwise)."""
-        caller = _caller(request)
+        caller = caller_of(request)
         if caller.limits.max_clients == 0:
             raise Forbidden([FieldError("(caller)", f"role {caller.role} may not cancel runs")])
-        return await asyncio.to_thread(_svc().cancel, run_id, caller)
+        return await asyncio.to_thread(svc().cancel, run_id, caller)
 
     @app.get("/api/runs/{run_id}/results/{item_id}", **doc(d.FullResult, errors=(400, 404, *STORE)))
     async def get_result(run_id: RunId, item_id: ItemId) -> dict[str, Any]:
         """One client's result with its per-second series and the engine's own output."""
-        return await asyncio.to_thread(_svc().full_result, run_id, item_id)
+        return await asyncio.to_thread(svc().full_result, run_id, item_id)
 
-    # ---- agent protocol (agents hold no database rights; the API writes for them) ----
-
-    @app.post("/api/agent/claim", **doc(d.ClaimReply, body=ClaimBody, errors=AGENT))
-    async def claim(request: Request) -> dict[str, str]:
-        b: ClaimBody = _parse(ClaimBody, await _json(request))
-        decision = await asyncio.to_thread(
-            _svc().claim,
-            b.work_item,
-            agent=_agent(request, b.agent_id),
-            dequeue_count=b.dequeue_count,
-            message_id=b.message_id,
-        )
-        return {"action": decision.action, "reason": decision.reason}
-
-    def _barrier(x: BarrierDecision) -> dict[str, Any]:
-        return {"status": x.status, "start_at_ms": x.start_at_ms, "reason": x.reason}
-
-    @app.post("/api/agent/ready", **doc(d.BarrierReply, body=ItemRef, errors=AGENT))
-    async def ready(request: Request) -> dict[str, Any]:
-        b: ItemRef = _parse(ItemRef, await _json(request))
-        agent = _agent(request, b.agent_id)
-        return _barrier(await asyncio.to_thread(_svc().ready, b.run_id, b.item_id, agent))
-
-    @app.post("/api/agent/barrier", **doc(d.BarrierReply, body=ItemRef, errors=AGENT))
-    async def barrier(request: Request) -> dict[str, Any]:
-        b: ItemRef = _parse(ItemRef, await _json(request))
-        agent = _agent(request, b.agent_id)
-        return _barrier(await asyncio.to_thread(_svc().barrier, b.run_id, b.item_id, agent))
-
-    @app.post("/api/agent/heartbeat", **doc(d.HeartbeatReply, body=ItemRef, errors=AGENT))
-    async def heartbeat(request: Request) -> dict[str, bool]:
-        b: ItemRef = _parse(ItemRef, await _json(request))
-        agent = _agent(request, b.agent_id)
-        return await asyncio.to_thread(_svc().heartbeat, b.run_id, b.item_id, agent)
-
-    @app.post("/api/agent/failure", **doc(d.FailureReply, body=FailureBody, errors=AGENT))
-    async def failure(request: Request) -> dict[str, Any]:
-        b: FailureBody = _parse(FailureBody, await _json(request))
-        agent = _agent(request, b.agent_id)
-        final = await asyncio.to_thread(
-            _svc().report_failure,
-            b.run_id,
-            b.item_id,
-            agent,
-            b.message,
-            report_id=b.report_id,
-            permanent=b.permanent,
-        )
-        return {"status": "recorded", "final": final}
-
-    @app.post("/api/agent/cancelled", **doc(d.CancelledReply, body=ItemRef, errors=AGENT))
-    async def cancelled(request: Request) -> dict[str, str]:
-        b: ItemRef = _parse(ItemRef, await _json(request))
-        agent = _agent(request, b.agent_id)
-        await asyncio.to_thread(_svc().report_cancelled, b.run_id, b.item_id, agent)
-        return {"status": "recorded"}
-
-    @app.put(
-        "/api/agent/artifacts/{item_id}/{name}",
-        **doc(d.ArtifactStored, status=201, binary="application/gzip", errors=(*AGENT, 413)),
-    )
-    async def put_artifact(
-        item_id: ItemId,
-        name: ArtifactName,
-        request: Request,
-        agent_id: Annotated[str, Query(min_length=1, max_length=128)],
-    ) -> JSONResponse:
-        """A large output of an item (gzip): its timeline, the engine's output, its logs;
-        from the agent holding the item (``agent_id``), 409 otherwise."""
-        run_id = item_id.rsplit(".", 2)[0]
-        data = await request.body()
-        agent = _agent(request, agent_id)
-        size = await asyncio.to_thread(_svc().put_artifact, run_id, item_id, name, data, agent)
-        return JSONResponse({"stored": True, "bytes": size}, status_code=201)
-
-    @app.put(
-        "/api/agent/results/{item_id}",
-        **doc(
-            d.StoredReply,
-            status=201,
-            also={200: d.StoredReply},
-            body=WorkResult,
-            errors=(*AGENT, 413),
-        ),
-    )
-    async def put_result(item_id: ItemId, request: Request) -> JSONResponse:
-        """201 when stored, 200 when this item's result was stored before."""
-        body = await _json(request)
-        if not isinstance(body, dict) or body.get("item_id") != item_id:
-            raise ValidationFailed([FieldError("item_id", "must match the URL")])
-        claimed = body.get("agent_id")
-        if not isinstance(claimed, str) or not claimed:
-            raise ValidationFailed([FieldError("agent_id", "required")])
-        agent = _agent(request, claimed)
-        created = await asyncio.to_thread(_svc().store_result, body, agent)
-        return JSONResponse(
-            {"stored": True, "duplicate": not created}, status_code=201 if created else 200
-        )
-
+    app.include_router(agent_api.router)
     app.include_router(bot.router)
     return app

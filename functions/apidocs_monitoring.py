@@ -110,9 +110,11 @@ class SeriesList(BaseModel):
 
 
 class Regression(OpenDoc):
+    """A change found in a series, with its evidence (before/after, runs around it)."""
+
     id: str
     series_key: str
-    target: str
+    target: str | None = None
     state: TriageState
     metric: str
     kind: Literal["regression", "improvement"]
