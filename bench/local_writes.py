@@ -6,7 +6,8 @@ Cosmos DB server, Azurite with ``--location``), then times, through the project'
 adapters (``CosmosStore``, ``WorkQueues``):
 - 1,000 run document creates, then 1,000 compare-and-swap replaces (ETag), one at a time
   and from 16 threads (the API's writes during a scale-out step arrive concurrently);
-- 1,000 queue messages sent, then received and deleted one at a time.
+- 1,000 queue messages each sent, received and deleted (a short queue, as agents use it);
+  then 1,000 sent, then all received and deleted (a backlog), one at a time.
 
 Usage: .venv/bin/python bench/local_writes.py --mode memory|disk [--server PATH] [-n 1000]
 (``--server`` runs another copy of scripts/cosmosdb-server.js, e.g. an older checkout's).
@@ -70,7 +71,17 @@ def queue_figures(queues: WorkQueues, n: int) -> list[dict[str, Any]]:
         assert m is not None
         q.delete_message(m)
 
-    return [timed("queue send", n, send, 1), timed("queue receive+delete", n, take, 1)]
+    def round_trip(i: int) -> None:
+        send(i)
+        take(i)
+
+    return [
+        # How agents use it: a step's few messages are sent, taken and deleted.
+        timed("queue send+receive+delete, short queue", n, round_trip, 1),
+        # A backlog of n messages: each save rewrites Azurite's whole metadata database.
+        timed("queue send, growing backlog", n, send, 1),
+        timed("queue receive+delete, shrinking backlog", n, take, 1),
+    ]
 
 
 def main() -> None:

@@ -6,11 +6,13 @@
 // and LokiJS writes a save without fsync. A SIGKILL therefore lost up to 5 s of acknowledged
 // messages. Message and blob bytes are already fdatasync'ed by Azurite's FSExtentStore.
 // Two changes, both outside Azurite's own code:
-// - every async method of the metadata stores, once it has resolved, waits until a save that
-//   contains its change has completed (the handler awaits the store, so the response waits);
-// - LokiJS's file adapter writes the temporary file, fsyncs it, renames it over the database
-//   and fsyncs the directory, so a completed save is on disk.
-// LokiJS coalesces concurrent saves (throttledSaves): a burst of requests costs few saves.
+// - LokiJS's file adapter saves synchronously and durably: it writes a temporary file,
+//   fdatasyncs it, renames it over the database and fsyncs the directory;
+// - every async method of the metadata stores, once it has resolved, saves its database if
+//   it has changed. The handler awaits the store before it answers, so the answer follows
+//   the save; and as the save is synchronous, no other change can slip in between.
+// Each save rewrites the whole database (LokiJS has no incremental file format), so its cost
+// grows with the number of messages and blobs kept: see bench/local_writes.py.
 //
 // Usage: node scripts/azurite.js queue|blob [azurite-queue or azurite-blob options...]
 "use strict";
@@ -33,44 +35,48 @@ const EXTENT_STORE = "azurite/dist/src/common/persistence/LokiExtentMetadataStor
 const NOT_REQUESTS = new Set(["constructor", "init", "close", "clean"]);
 
 function fatal(what, err) {
-  // In-memory state is ahead of the disk now: stop rather than acknowledge anything more.
+  // Memory is ahead of the disk now: stop rather than acknowledge anything more.
   console.error(`azurite (durable): ${what}: ${err && err.message ? err.message : err}`);
   process.exit(1);
 }
 
-function fsyncDir(dir) {
-  const fd = fs.openSync(dir, "r");
+function writeDurably(file, text) {
+  const tmp = `${file}~`;
+  const fd = fs.openSync(tmp, "w");
   try {
-    fs.fsyncSync(fd);
+    fs.writeFileSync(fd, text);
+    fs.fdatasyncSync(fd);
   } finally {
     fs.closeSync(fd);
+  }
+  fs.renameSync(tmp, file);
+  const dir = fs.openSync(path.dirname(file), "r");
+  try {
+    fs.fsyncSync(dir);
+  } finally {
+    fs.closeSync(dir);
   }
 }
 
 Loki.LokiFsAdapter.prototype.saveDatabase = function saveDatabase(dbname, dbstring, callback) {
-  const tmp = `${dbname}~`;
-  fs.promises
-    .open(tmp, "w")
-    .then(async handle => {
-      try {
-        await handle.writeFile(dbstring);
-        await handle.datasync();
-      } finally {
-        await handle.close();
-      }
-      await fs.promises.rename(tmp, dbname);
-      fsyncDir(path.dirname(dbname));
-    })
-    .then(() => callback(), err => fatal(`cannot save ${dbname}`, err));
+  try {
+    writeDurably(dbname, dbstring);
+  } catch (err) {
+    fatal(`cannot save ${dbname}`, err);
+  }
+  callback();
 };
 
-function saved(db) {
-  // Dirty: a change that no save has taken yet. Pending: a save is running that may hold a
-  // change this request made (LokiJS clears the dirty flags when a save starts).
-  if (!db.autosaveDirty() && !db.throttledSavePending) {
-    return Promise.resolve();
-  }
-  return new Promise(resolve => db.saveDatabase(resolve));
+// Azurite clears expired messages on every receive and peek (coll.remove(found) in
+// LokiQueueMetadataStore.clearExpiredMessages), and LokiJS marks a collection changed even
+// when it removes nothing: every poll of an empty queue would rewrite the database.
+for (const name of ["removeBatch", "removeBatchByPositions"]) {
+  const remove = Loki.Collection.prototype[name];
+  Loki.Collection.prototype[name] = function removeSome(list) {
+    if (list.length > 0) {
+      remove.call(this, list);
+    }
+  };
 }
 
 function durableStore(modulePath) {
@@ -84,7 +90,9 @@ function durableStore(modulePath) {
       try {
         return await method.apply(this, args);
       } finally {
-        await saved(this.db);
+        if (this.db.autosaveDirty()) {
+          this.db.saveDatabase(); // synchronous with the adapter above
+        }
       }
     };
   }

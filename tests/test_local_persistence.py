@@ -24,7 +24,7 @@ from azure.storage.queue import QueueClient
 
 from adapters.cosmos import CONTAINERS, CosmosStore, Doc
 from adapters.local import AZURITE_ACCOUNT, AZURITE_KEY, COSMOS_EMULATOR_KEY
-from adapters.queue import WorkQueues, work_queue_name
+from adapters.queue import WorkQueues, poison_queue_name, work_queue_name
 from benchctl import localstack
 from benchctl.localstack import Stack
 from core.errors import Conflict
@@ -167,6 +167,15 @@ def test_sigkill_and_down_lose_no_acknowledged_data(emulators: Emulators) -> Non
     assert every_document(store) == documents
     assert queued(queues) == messages
     assert store.get_run("r-a") == run
+
+    # Agents poll empty queues all the time: that must not rewrite Azurite's database.
+    db = Path(st.dir) / "azurite" / "__azurite_db_queue__.json"
+    before = db.stat().st_ino
+    empty = queues.client(poison_queue_name("default"))
+    for _ in range(10):
+        assert empty.receive_message() is None
+        assert list(empty.peek_messages()) == []
+    assert db.stat().st_ino == before
 
 
 def test_writes_acknowledged_before_a_sigkill_under_load_are_all_kept(
