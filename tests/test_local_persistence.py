@@ -22,6 +22,7 @@ from azure.cosmos import CosmosClient
 from azure.storage.blob import BlobServiceClient
 from azure.storage.queue import QueueClient
 
+from adapters.blob import CONTAINER, BlobArtifacts
 from adapters.cosmos import CONTAINERS, CosmosStore, Doc
 from adapters.local import AZURITE_ACCOUNT, AZURITE_KEY, COSMOS_EMULATOR_KEY
 from adapters.queue import WorkQueues, poison_queue_name, work_queue_name
@@ -85,12 +86,12 @@ def emulators(tmp_path: Path) -> Iterator[Emulators]:
     e.stop_all()
 
 
-def clients(st: Stack) -> tuple[CosmosStore, WorkQueues, BlobServiceClient]:
+def clients(st: Stack) -> tuple[CosmosStore, WorkQueues, BlobArtifacts]:
     settings = st.settings()
     return (
         CosmosStore.from_settings(settings, pool_size=16),
         WorkQueues.from_settings(settings),
-        BlobServiceClient(st.blob_uri, credential=AZURITE_CREDENTIAL),
+        BlobArtifacts.connect(st.blob_uri, local_emulators=True),
     )
 
 
@@ -138,19 +139,18 @@ def write_a_bit_of_everything(store: CosmosStore, queues: WorkQueues, tag: str) 
 
 def test_sigkill_and_down_lose_no_acknowledged_data(emulators: Emulators) -> None:
     st = emulators.start()
-    store, queues, blobs = clients(st)
+    store, queues, artifacts = clients(st)
     first = write_a_bit_of_everything(store, queues, "a")
-    blobs.create_container("artifacts").upload_blob("r-a/fio.log", b"1, 2, 3\n" * 1000)
+    artifacts.put("r-a", "r-a.s0.c0", "fio.log", b"1, 2, 3\n" * 1000)
     documents, messages = every_document(store), queued(queues)
     assert messages[0] == 4 and len(messages[1]) == 3
     emulators.kill(st)  # right after the last acknowledged write
 
     st = emulators.start()
-    store, queues, blobs = clients(st)
+    store, queues, artifacts = clients(st)
     assert every_document(store) == documents
     assert queued(queues) == messages
-    blob = blobs.get_blob_client("artifacts", "r-a/fio.log")
-    assert blob.download_blob().readall() == b"1, 2, 3\n" * 1000
+    assert artifacts.get("r-a", "r-a.s0.c0", "fio.log") == b"1, 2, 3\n" * 1000
     # Compare-and-swap goes on from the ETags read before the crash...
     run = store.replace_run({**first["run"], "state": "completed"})
     store.replace_target_lock({**first["lock"], "run_id": "r-b"})
@@ -295,8 +295,9 @@ def test_benchctl_local_up_keeps_data_and_fresh_starts_empty(tmp_path: Path) -> 
         benchctl(local_dir, *up)
         st = Stack.load(local_dir)
         assert st is not None
-        store, queues, _ = clients(st)
+        store, queues, artifacts = clients(st)
         write_a_bit_of_everything(store, queues, "a")
+        artifacts.put("r-a", "r-a.s0.c0", "fio.log", b"log")
         status = benchctl(local_dir, "status")
         assert f"data: {local_dir / 'azurite'}, {local_dir / 'cosmosdb'}" in status
         assert "azurite-blob" in status
@@ -305,19 +306,21 @@ def test_benchctl_local_up_keeps_data_and_fresh_starts_empty(tmp_path: Path) -> 
         benchctl(local_dir, *up)  # without --fresh: what was there is still there
         st = Stack.load(local_dir)
         assert st is not None
-        store, queues, _ = clients(st)
+        store, queues, artifacts = clients(st)
         assert [r["id"] for r in store._query("runs", "SELECT * FROM c", [])] == ["r-a"]
         assert queued(queues)[0] == 4
+        assert artifacts.get("r-a", "r-a.s0.c0", "fio.log") == b"log"
         benchctl(local_dir, "down")
 
         out = benchctl(local_dir, *up, "--fresh")
         assert "started empty" in out
         st = Stack.load(local_dir)
         assert st is not None
-        store, queues, blobs = clients(st)
+        store, queues, _ = clients(st)
         assert every_document(store) == {name: [] for name in CONTAINERS}
         assert queued(queues) == (0, [])
-        assert [c.name for c in blobs.list_containers()] == []
+        blobs = BlobServiceClient(st.blob_uri, credential=AZURITE_CREDENTIAL)
+        assert [b.name for b in blobs.get_container_client(CONTAINER).list_blobs()] == []
     finally:
         benchctl(local_dir, "down")
 
