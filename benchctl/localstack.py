@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -223,9 +224,14 @@ def start_emulators(stack: Stack) -> None:
     _wait("Cosmos DB server", lambda: _port_open(stack.cosmos_port), c)
     settings = stack.settings()
     CosmosStore.from_settings(settings).ensure_containers()
-    queues = WorkQueues.from_settings(settings)
-    for pool in stack.pools:
-        queues.ensure_pool(pool)
+
+    def ensure_pool(pool: str) -> None:
+        WorkQueues.from_settings(settings).ensure_pool(pool)
+
+    # Azurite saves its database before it answers each queue created: 8 at a time, the
+    # tests' 242 queues took 0.9-1.5 s instead of 1.5-2.3 s one by one.
+    with ThreadPoolExecutor(8) as creators:
+        list(creators.map(ensure_pool, stack.pools))  # re-raises the first error
     BlobArtifacts.connect(settings.blob_uri, local_emulators=True).ensure_container()
 
 
