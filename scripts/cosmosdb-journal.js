@@ -256,13 +256,13 @@ class Journal {
         chunk.push(text);
         size += text.length;
         if (size >= WRITE_CHUNK) {
-          fs.writeSync(fd, `${chunk.join("\n")}\n`);
+          fs.writeFileSync(fd, `${chunk.join("\n")}\n`);
           chunk = [];
           size = 0;
         }
       }
       if (chunk.length) {
-        fs.writeSync(fd, `${chunk.join("\n")}\n`);
+        fs.writeFileSync(fd, `${chunk.join("\n")}\n`);
       }
       fs.fdatasyncSync(fd);
     } finally {

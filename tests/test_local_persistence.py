@@ -250,6 +250,10 @@ def test_the_journal_is_compacted_and_survives_torn_and_bad_records(
     for n in range(1, 301):  # ~600 KB of journal records for one document
         doc = store.replace_run({**doc, "n": n})
     store.create_run({"id": "r-cold", "state": "queued"})
+    runs = store._c["runs"]  # a user-defined function is kept too, and works after a restart
+    runs.scripts.create_user_defined_function(
+        {"id": "twice", "body": "function (x) { return 2 * x; }"}
+    )
     files = list(journal_dir.iterdir())
     assert len(files) == 1 and files[0].stat().st_size < 3 * 65536, files
     assert int(files[0].name.split("-")[1].split(".")[0]) > 2  # it was compacted while up
@@ -265,6 +269,9 @@ def test_the_journal_is_compacted_and_survives_torn_and_bad_records(
     store = CosmosStore.from_settings(st.settings())
     assert every_document(store) == documents
     assert store.replace_run({**doc, "state": "completed"})["n"] == 300
+    twice = "SELECT VALUE udf.twice(c.n) FROM c WHERE c.id = 'r-hot'"
+    rows: list[Any] = list(store._c["runs"].query_items(twice, enable_cross_partition_query=True))
+    assert rows == [600]
     emulators.kill(st)
 
     # A damaged record in the middle is not skipped: the server refuses to start.
