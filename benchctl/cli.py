@@ -451,12 +451,16 @@ def cmd_local(a: argparse.Namespace) -> int:
             raise CliError("give at least one --target NAME=DIR", EXIT_BAD_INPUT)
         localstack.ensure_installed()
         stack = localstack.up(
-            agents=a.agents, targets=targets, visibility_timeout=a.visibility_timeout
+            agents=a.agents,
+            targets=targets,
+            visibility_timeout=a.visibility_timeout,
+            fresh=a.fresh,
         )
         print(
             f"local stack up: API {stack.api_url}, {a.agents} agent(s), "
             f"targets {', '.join(f'{k}={v}' for k, v in stack.targets.items())}"
         )
+        print(_data_line(stack.dir, "started empty" if a.fresh else "kept from before"))
         return EXIT_OK
     if a.local_cmd == "down":
         stopped = localstack.down()
@@ -465,12 +469,19 @@ def cmd_local(a: argparse.Namespace) -> int:
     current = localstack.Stack.load()
     if current is None:
         print("local stack: not running")
+        print(_data_line(str(localstack.state_dir()), "kept for the next `up`"))
         return EXIT_OK
     print(f"local stack in {current.dir}: API {current.api_url}")
     for p in current.procs:
         port = f" port {p.port}" if p.port else ""
-        print(f"  {p.name:<10} pid {p.pid:<7} {'running' if p.alive() else 'stopped'}{port}")
+        print(f"  {p.name:<12} pid {p.pid:<7} {'running' if p.alive() else 'stopped'}{port}")
+    print(_data_line(current.dir, "kept across `down`/`up`; `up --fresh` starts empty"))
     return EXIT_OK
+
+
+def _data_line(directory: str, note: str) -> str:
+    dirs = ", ".join(str(Path(directory) / name) for name in localstack.DATA_DIRS)
+    return f"data: {dirs} ({note})"
 
 
 def parser() -> argparse.ArgumentParser:
@@ -645,6 +656,11 @@ def parser() -> argparse.ArgumentParser:
     lu.add_argument("--agents", type=int, default=2)
     lu.add_argument("--target", action="append", default=[], metavar="NAME=DIR")
     lu.add_argument("--visibility-timeout", type=int, default=30)
+    lu.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start empty: remove the runs, results, schedules, series and queued messages kept",
+    )
     losub.add_parser("down")
     losub.add_parser("status")
     lo.set_defaults(func=cmd_local)

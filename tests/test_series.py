@@ -119,7 +119,11 @@ def test_changes_below_the_magnitude_floor_are_not_reported() -> None:
 
 
 def test_magnitude_floor_setting() -> None:
-    env = {"BENCH_QUEUE_URI": "https://q", "BENCH_COSMOS_ENDPOINT": "https://c"}
+    env = {
+        "BENCH_QUEUE_URI": "https://q",
+        "BENCH_BLOB_URI": "https://b",
+        "BENCH_COSMOS_ENDPOINT": "https://c",
+    }
     assert Settings.from_env(env).min_magnitude_pct == DEFAULT_MIN_MAGNITUDE_PCT
     assert Settings.from_env({**env, "BENCH_MIN_MAGNITUDE_PCT": "5"}).min_magnitude_pct == 5.0
     for bad in ("-1", "five", "inf"):
