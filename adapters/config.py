@@ -14,9 +14,9 @@ from urllib.parse import urlparse
 from azure.core.credentials import TokenCredential
 from azure.identity import DefaultAzureCredential
 
-from core.changepoint import DEFAULT_MIN_MAGNITUDE_PCT
+from core.analysis.changepoint import DEFAULT_MIN_MAGNITUDE_PCT
 from core.errors import BenchError
-from core.guardrails import AGENT_ROLE, ROLES, TargetInfo, parse_targets
+from core.runs.guardrails import AGENT_ROLE, ROLES, TargetInfo, parse_targets
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from core.notify import sign, teams_card, webhook_body
+from core.monitoring.notify import sign, teams_card, webhook_body
 
 log = logging.getLogger(__name__)
 

@@ -19,8 +19,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticError
 
-from core.diskspd import target_files
-from core.fiojob import check_path
+from core.engines.diskspd_command import target_files
+from core.engines.fio_job import check_path
 from core.models import POOL_PATTERN, check_alias
 
 # mountinfo's fstype field: nfs, nfs4, cifs, ext4, xfs, tmpfs, fuse.blobfuse2, ...

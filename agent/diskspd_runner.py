@@ -1,6 +1,6 @@
 """Runs DiskSpd for one work item on a Windows agent: the typed workload becomes argv lists
-(core.diskspd), DiskSpd runs without a shell, its -Rxml output is parsed into the same
-result schema as fio's.
+(core.engines.diskspd_command), DiskSpd runs without a shell, its -Rxml output is parsed
+into the same result schema as fio's.
 
 Two invocations, as fio's ``create_only`` pass and measured run: ``layout`` lays out the
 files before the agent reports ready, ``start`` runs the measured load at the common start
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.fio_runner import stop_process
-from core.diskspd import command_line, layout_command_line
+from core.engines.diskspd_command import command_line, layout_command_line
 from core.models import Workload
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.fiojob import fill_files, fill_job_file, job_file
+from core.engines.fio_job import fill_files, fill_job_file, job_file
 from core.models import FillInfo, Workload
 
 log = logging.getLogger(__name__)
@@ -30,7 +30,7 @@ def _die_with_agent() -> list[str]:
     PR_SET_PDEATHSIG and execs; preexec_fn would do the same but is unsafe with threads.
 
     The signal reaches fio's own process only: its jobs run as threads of it (the job
-    file's ``thread=1``, core.fiojob), never as forked processes that would be orphaned.
+    file's ``thread=1``, core.engines.fio_job), never as forked processes that would be orphaned.
     It fires when the *thread* that started fio ends (prctl(2), PR_SET_PDEATHSIG), so fio
     is started only from the thread that runs the item (the worker loop), never from a
     helper thread that may end first."""

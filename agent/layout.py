@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.fio_runner import FillFailed, FioProcess
-from core.fiocheck import fio_messages, permanent_failure
-from core.fiojob import fill_files
+from core.engines.fio_check import fio_messages, permanent_failure
+from core.engines.fio_job import fill_files
 from core.models import FillInfo, Workload
 
 log = logging.getLogger(__name__)

@@ -29,11 +29,11 @@ from agent.layout import ItemFailed, lay_out
 from agent.lease import Lease, sleep_until
 from agent.mounts import MountWatch, mount_problem, read_mountinfo, same_mount
 from core.artifacts import pack_json, pack_timeline, ref
+from core.engines.fio_check import fio_messages, measurement_problems, rejection
+from core.engines.fio_logs import timeline_from_logs
+from core.engines.results import build_diskspd_result, build_result
 from core.errors import StoreUnavailable
-from core.fiocheck import fio_messages, measurement_problems, rejection
-from core.fiologs import timeline_from_logs
 from core.models import ArtifactName, ArtifactRef, MountFacts, Result, WorkItem
-from core.results import build_diskspd_result, build_result
 
 log = logging.getLogger(__name__)
 BARRIER_POLL_S = 0.25

@@ -1,4 +1,5 @@
-"""Change-point detection: core.changepoint.detect vs Apache Otava on the same synthetic series.
+"""Change-point detection: core.analysis.changepoint.detect vs Apache Otava on the same
+synthetic series.
 
 Series (reproducible from --seed): --points values each (200 by default), a level drawn
 log-uniformly in 1e3..1e5 with relative Gaussian noise of 1.5..4%, and one of
@@ -8,7 +9,7 @@ log-uniformly in 1e3..1e5 with relative Gaussian noise of 1.5..4%, and one of
 
 Both detectors run at p <= 0.001 on every series with the same floor on the size of a
 change (--min-magnitude, percent; ours' default), one process each, on one core:
-- ours: ``core.changepoint.detect(values, pvalue=..., min_magnitude_pct=...)``, timed per
+- ours: ``core.analysis.changepoint.detect(values, pvalue=..., min_magnitude_pct=...)``, timed per
   call in this process;
 - Otava: ``otava.analysis.compute_change_points(values, max_pvalue=..., min_magnitude=...)``
   with the floor as a fraction (its ``change_magnitude`` is our ``magnitude_pct`` / 100) and
@@ -43,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from core.changepoint import DEFAULT_MIN_MAGNITUDE_PCT, detect
+from core.analysis.changepoint import DEFAULT_MIN_MAGNITUDE_PCT, detect
 
 OUT = Path(__file__).parent / "out"
 OTAVA_SPEC = "apache-otava==0.8.0"
@@ -210,7 +211,7 @@ def agreement(cases: list[dict[str, Any]], ours: list[list[int]], theirs: list[l
 
 def table(report: dict[str, Any]) -> str:
     ours, otava = report["ours"], report.get("otava")
-    columns = [("ours (core.changepoint)", ours)]
+    columns = [("ours (core.analysis.changepoint)", ours)]
     if otava and "timing" in otava:
         columns.append((f"Otava {otava['version']}", otava))
     lines = ["| | " + " | ".join(name for name, _ in columns) + " |"]

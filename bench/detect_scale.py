@@ -1,4 +1,4 @@
-"""Change-point detection as series grow: core.changepoint.detect vs Apache Otava, time,
+"""Change-point detection as series grow: core.analysis.changepoint.detect vs Apache Otava, time,
 memory and which planted changes each finds, from 200 to 10,000 points.
 
 Series (reproducible from --seed): N points at a level of 20,000 with 2 % relative Gaussian
@@ -7,7 +7,7 @@ noise and four planted steps, at 1/5, 2/5, 3/5 and 4/5 of the length: -10 %, +12
 many of pure noise (no change), each with its own seed.
 
 Each detector runs each size in a fresh process, so memory is that size's alone:
-- ours: ``core.changepoint.detect(values, pvalue=..., min_magnitude_pct=...)`` in this
+- ours: ``core.analysis.changepoint.detect(values, pvalue=..., min_magnitude_pct=...)`` in this
   venv (or, with --ours-from DIR, the ``core`` package of another checkout, for before/after
   figures);
 - Otava: ``otava.analysis.compute_change_points(values, max_pvalue=...,
@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from bench.detect import OTAVA_SPEC, TOLERANCE, ensure_otava
-from core.changepoint import DEFAULT_MIN_MAGNITUDE_PCT
+from core.analysis.changepoint import DEFAULT_MIN_MAGNITUDE_PCT
 
 OUT = Path(__file__).parent / "out"
 SIZES = (200, 1000, 2000, 4000, 8000, 10_000)
@@ -62,7 +62,7 @@ import json, resource, statistics, sys, time, tracemalloc
 
 job = json.load(sys.stdin)
 if job["detector"] == "ours":
-    from core.changepoint import detect
+    from core.analysis.changepoint import detect
 
     def find(values):
         return [cp.index for cp in detect(values, **job["ours_kwargs"])]

@@ -31,8 +31,8 @@ from typing import Any
 import httpx
 
 from benchctl import localstack
-from core.fiojob import job_file
-from core.fiologs import parse_log
+from core.engines.fio_job import job_file
+from core.engines.fio_logs import parse_log
 from core.models import Workload
 
 WORKLOAD = Workload(rw="randread", bs="4k", iodepth=1, size="4m", runtime=3)

@@ -40,13 +40,13 @@ from benchctl.render import (
     run_markdown,
     scaleout_table,
 )
+from core.analysis.changepoint import DEFAULT_MIN_MAGNITUDE_PCT, detect_csv
+from core.analysis.concurrency import shape_for
+from core.analysis.offline import ClientLogs, InputError, aggregate_files
 from core.catalogue import PROFILES
-from core.changepoint import DEFAULT_MIN_MAGNITUDE_PCT, detect_csv
-from core.concurrency import shape_for
 from core.errors import ValidationFailed
 from core.models import RunRequest, Workload
-from core.offline import ClientLogs, InputError, aggregate_files
-from core.plan import outstanding_for
+from core.runs.plan import outstanding_for
 from core.validation import validate
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_REGRESSION, EXIT_TIMEOUT = 0, 1, 2, 3, 4

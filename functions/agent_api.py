@@ -2,7 +2,7 @@
 results. Agents hold no database rights; the API writes for them.
 
 Each report is accepted only from the agent holding the item, in a state where it may send
-it: anything else is 409 and changes nothing (core.holder).
+it: anything else is 409 and changes nothing (core.runs.holder).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticError
 
 from core.errors import FieldError, ValidationFailed
-from core.holder import AgentRef
 from core.models import ITEM_ID_PATTERN, RUN_ID_PATTERN, ArtifactName, WorkItem
 from core.models import Result as WorkResult
-from core.service import BarrierDecision
+from core.runs.holder import AgentRef
+from core.runs.service import BarrierDecision
 from functions import apidocs as d
 from functions.auth import agent_ref
 from functions.openapi import doc

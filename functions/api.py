@@ -19,15 +19,15 @@ from starlette.middleware.base import RequestResponseEndpoint
 
 from core.catalogue import PROFILES, get_profile
 from core.errors import BenchError, FieldError, NotFound
-from core.guardrails import Forbidden
 from core.models import (
     RUN_ID_PATTERN,
     TAG_KEY_PATTERN,
     Alias,
     RunRequest,
 )
-from core.monitor import TriageState
-from core.runstate import RunState
+from core.monitoring.monitor import TriageState
+from core.runs.guardrails import Forbidden
+from core.runs.state import RunState
 from functions import agent_api, bot, context, errors, openapi, timers
 from functions import apidocs as d
 from functions import apidocs_monitoring as m

@@ -12,9 +12,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.guardrails import DOORS
 from core.models import RUN_ID_PATTERN, Direction, Engine, Result, RunRequest, Workload
-from core.runstate import RunState
+from core.runs.guardrails import DOORS
+from core.runs.state import RunState
 
 Door = Literal[DOORS]  # type: ignore[valid-type]
 ItemState = Literal["queued", "claimed", "ready", "running", "completed", "failed", "cancelled"]

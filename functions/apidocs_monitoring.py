@@ -8,9 +8,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.models import Engine, RunRequest, Workload
-from core.monitor import TriageState
-from core.runstate import RunState
-from core.schedules import Schedule
+from core.monitoring.monitor import TriageState
+from core.monitoring.schedules import Schedule
+from core.runs.state import RunState
 from functions.apidocs import OpenDoc
 
 

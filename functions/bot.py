@@ -16,10 +16,10 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from core.bot import adaptive_card, json_reply, parse_command
+from core.chat.bot import adaptive_card, json_reply, parse_command
 from core.errors import ValidationFailed
-from core.guardrails import Caller
-from core.notify import SIGNATURE_HEADER, verify, verify_teams
+from core.monitoring.notify import SIGNATURE_HEADER, verify, verify_teams
+from core.runs.guardrails import Caller
 from functions import context
 from functions.apidocs import TeamsActivity, TeamsMessage, WebhookCommand, WebhookReply
 from functions.inputs import parse_json

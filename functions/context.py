@@ -10,11 +10,11 @@ from adapters.config import Settings
 from adapters.cosmos import CosmosStore
 from adapters.notifier import WebhookNotifier
 from adapters.queue import WorkQueues
-from core.bot import Bot, announce_result
-from core.monitor import Monitor
+from core.chat.bot import Bot, announce_result
+from core.monitoring.monitor import Monitor
+from core.monitoring.scheduler import Scheduler
 from core.ports import Notifier
-from core.scheduler import Scheduler
-from core.service import RunService
+from core.runs.service import RunService
 
 
 @cache

@@ -22,7 +22,7 @@ from core.errors import (
     TooLarge,
     ValidationFailed,
 )
-from core.guardrails import Forbidden
+from core.runs.guardrails import Forbidden
 from functions.inputs import shown
 
 log = logging.getLogger(__name__)

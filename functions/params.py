@@ -8,9 +8,9 @@ from typing import Annotated, Any
 
 from fastapi import Header, Path, Request
 
-from core.guardrails import LOCAL_CALLER, Caller
 from core.models import ITEM_ID_PATTERN, RUN_ID_PATTERN
-from core.service import RunService
+from core.runs.guardrails import LOCAL_CALLER, Caller
+from core.runs.service import RunService
 from functions import context
 from functions.inputs import parse_json
 

@@ -23,9 +23,9 @@ from adapters.cosmos import CosmosStore
 from adapters.queue import WorkQueues
 from benchctl import localstack
 from benchctl.localstack import Proc, Stack
-from core.fiologs import timeline_from_logs
+from core.engines.fio_logs import timeline_from_logs
+from core.engines.results import build_result
 from core.models import HostFacts, MountFacts, WorkItem
-from core.results import build_result
 
 BOT_POOL = "bot"  # where the chat tests' target "chat" lives
 # Schemathesis' generated runs go to a pool and target no other test uses; no agent listens

@@ -26,7 +26,7 @@ import schemathesis
 from schemathesis.core import NotSet
 
 from core.models import ALIAS_PATTERN, POOL_PATTERN, RESERVED_ALIAS_PATTERN
-from core.notify import sign, teams_signature
+from core.monitoring.notify import sign, teams_signature
 from tests.conftest import BOT_SECRET, FUZZ_POOL, FUZZ_TARGET, TEAMS_BOT_SECRET_B64
 
 VALID_CRON = "0 3 * * *"

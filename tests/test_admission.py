@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.admission import Admission, holder_done, lock_keys, run_keys
+from core.runs.admission import Admission, holder_done, lock_keys, run_keys
 
 
 def waiting(run_id: str, created_ms: int, *targets: str, pool: str = "p") -> dict[str, Any]:

@@ -24,7 +24,7 @@ from agent.layout import (
     to_allocate,
 )
 from agent.mounts import MountWatch, mount_problem, read_mountinfo, same_mount
-from core.fiocheck import fio_messages, permanent_failure
+from core.engines.fio_check import fio_messages, permanent_failure
 from core.models import Workload
 from tests.conftest import TmpfsFactory
 

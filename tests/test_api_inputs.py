@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from core.models import WorkItem, Workload
-from core.notify import sign, teams_signature
+from core.monitoring.notify import sign, teams_signature
 from tests.conftest import BOT_SECRET, FUZZ_POOL, TEAMS_BOT_SECRET_B64, result_from_capture
 
 RUN = "r-" + "0" * 32

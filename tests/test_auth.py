@@ -19,9 +19,9 @@ import pytest
 from adapters.config import ConfigError, Settings
 from benchctl import localstack
 from benchctl.localstack import Stack
-from core.guardrails import Caller, TargetInfo, check_run
 from core.models import RunRequest, Workload
-from core.plan import plan_steps
+from core.runs.guardrails import Caller, TargetInfo, check_run
+from core.runs.plan import plan_steps
 from functions.auth import NoAppRole, Unauthorized, resolve_caller
 from tests.conftest import TEST_TARGETS, AgentFactory, run_body
 
@@ -331,7 +331,7 @@ def test_settings_refuse_bad_keys_roles_and_targets() -> None:
 def limits_errors(
     body: dict[str, Any], role: str, targets: list[TargetInfo] | None = None
 ) -> list[str]:
-    from core.guardrails import Forbidden
+    from core.runs.guardrails import Forbidden
 
     req = RunRequest.model_validate(body)
     base = req.workload or Workload()
@@ -365,8 +365,8 @@ def test_limits_count_every_step_and_repetition() -> None:
 
 
 def test_an_agents_identity_comes_from_its_credential() -> None:
-    from core.guardrails import Forbidden
-    from core.holder import AgentRef
+    from core.runs.guardrails import Forbidden
+    from core.runs.holder import AgentRef
     from functions.auth import agent_ref
 
     s = settings(

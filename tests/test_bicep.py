@@ -30,7 +30,7 @@ from pycep import BicepParser
 from adapters.config import SETTING_NAMES, Settings
 from adapters.cosmos import CONTAINERS
 from agent.config import AgentConfig
-from core.guardrails import ROLE_ORDER, best_role
+from core.runs.guardrails import ROLE_ORDER, best_role
 
 ROOT = Path(__file__).resolve().parent.parent
 BICEP = ROOT / "bicep"

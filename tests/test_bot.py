@@ -19,7 +19,7 @@ import pytest
 from adapters.queue import WorkQueues, work_queue_name
 from benchctl import localstack
 from benchctl.localstack import Stack
-from core.notify import sign
+from core.monitoring.notify import sign
 from tests.conftest import (
     BOT_POOL,
     BOT_SECRET,

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from core.analysis.concurrency import shape_for
 from core.catalogue import PROFILES, get_profile, resolve
-from core.concurrency import shape_for
+from core.engines.fio_job import fill_job_file, job_file
 from core.errors import ValidationFailed
-from core.fiojob import fill_job_file, job_file
 from core.models import RunRequest, Workload
-from core.plan import (
+from core.runs.plan import (
     comparison_key,
     outstanding_for,
     plan_steps,
@@ -204,7 +204,7 @@ DISKSPD_LINES = {
 def test_diskspd_profiles_give_the_published_command_lines() -> None:
     """Azure Files: -W300 -C5 -r -w100 -b4k -t8 -o8 -Sh -d60 -L -c2G over 10 files; managed
     disks: -c50G -d300 -w20 -r -o4 with 16 threads, at 4, 8 and 64 KiB (METHODOLOGY.md)."""
-    from core.diskspd import command_line
+    from core.engines.diskspd_command import command_line
 
     lines = {
         p.name: " ".join(

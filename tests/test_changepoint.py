@@ -9,8 +9,8 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from core.changepoint import ChangePoint, classify, detect, detect_csv
-from core.student_t import student_t_two_sided
+from core.analysis.changepoint import ChangePoint, classify, detect, detect_csv
+from core.analysis.student_t import student_t_two_sided
 
 
 def series(

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.changepoint import ChangePoint, detect
-from core.edivisive import best_split, pair_prefix_sums, q_weights
-from core.student_t import SplitT
+from core.analysis.changepoint import ChangePoint, detect
+from core.analysis.edivisive import best_split, pair_prefix_sums, q_weights
+from core.analysis.student_t import SplitT
 from tests.test_changepoint import series
 
 

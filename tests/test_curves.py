@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.curves import latency_curve, repetition_spread, scaleout_curve
+from core.analysis.curves import latency_curve, repetition_spread, scaleout_curve
 
 
 def agg(step: int, clients: int, iops: float, p99: float, **kw: object) -> dict[str, object]:

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from core.aggregate import aggregate
-from core.diskspd import command_line, layout_command_line, target_files
-from core.diskspdxml import _per_second, parse_xml, sample_from_xml
-from core.fioparse import percentile_key
+from core.analysis.aggregate import aggregate
+from core.engines.diskspd_command import command_line, layout_command_line, target_files
+from core.engines.diskspd_xml import _per_second, parse_xml, sample_from_xml
+from core.engines.fio_output import percentile_key
 from core.models import Workload
 
 DATA = Path(__file__).parent / "data" / "diskspd"

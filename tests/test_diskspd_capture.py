@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from core.aggregate import aggregate
-from core.diskspdxml import parse_xml, sample_from_xml
+from core.analysis.aggregate import aggregate
+from core.engines.diskspd_xml import parse_xml, sample_from_xml
 
 PKB = Path(__file__).parent / "data" / "diskspd" / "pkb-diskspd_result.xml"
 

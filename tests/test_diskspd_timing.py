@@ -23,11 +23,11 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from adapters.cosmos import CosmosStore
-from core.diskspdtime import DiskSpdTiming, measured_start_s
-from core.diskspdxml import parse_xml
+from core.engines.diskspd_time import DiskSpdTiming, measured_start_s
+from core.engines.diskspd_xml import parse_xml
+from core.engines.results import build_diskspd_result
 from core.models import HostFacts, MountFacts, WorkItem, Workload
-from core.plan import plan_items
-from core.results import build_diskspd_result
+from core.runs.plan import plan_items
 from tests.conftest import AgentFactory, wait_state
 
 FIXTURE = Path(__file__).parent / "data" / "diskspd" / "with-latency-and-iops.xml"

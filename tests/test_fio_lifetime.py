@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from agent.fio_runner import FioProcess
-from core.fiojob import fill_job_file, job_file
+from core.engines.fio_job import fill_job_file, job_file
 from core.models import Workload
 from tests.conftest import wait_until
 from tests.test_e2e import alive

@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.fiocheck import (
+from core.engines.fio_check import (
     directions_asked,
     fio_messages,
     measurement_problems,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from core.fiojob import check_path, job_file
+from core.engines.fio_job import check_path, job_file
 from core.models import Workload
 
 
@@ -88,7 +88,7 @@ def test_rate_and_steady_state_run_in_real_fio(tmp_path: Path) -> None:
     the result keeps."""
     import json
 
-    from core.results import _steadystate
+    from core.engines.results import _steadystate
 
     w = Workload(
         rw="randrw",

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.aggregate import ClientSample, aggregate
-from core.fiologs import plat_idx_to_val, timeline_from_logs
+from core.analysis.aggregate import ClientSample, aggregate
+from core.analysis.timeline import ClientTimeline
+from core.engines.fio_logs import plat_idx_to_val, timeline_from_logs
 from core.models import DirectionResult, LatencyStats
-from core.timeline import ClientTimeline
 
 T0 = 1_800_000_000_000  # a Unix ms on a whole second
 BS = 4096

@@ -16,9 +16,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from core.aggregate import ClientSample, aggregate
-from core.fiologs import FIO_IO_U_PLAT_VAL, parse_hist_log, plat_idx_to_val, timeline_from_logs
-from core.fioparse import directions_from_fio, percentile_from_bins
+from core.analysis.aggregate import ClientSample, aggregate
+from core.engines.fio_logs import (
+    FIO_IO_U_PLAT_VAL,
+    parse_hist_log,
+    plat_idx_to_val,
+    timeline_from_logs,
+)
+from core.engines.fio_output import directions_from_fio, percentile_from_bins
 
 FIOLOGPARSER_HIST = Path("/usr/share/doc/fio/fiologparser_hist.py.gz")  # Debian's fio package
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from core.fiologs import timeline_from_logs
-from core.fioparse import (
+from core.engines.fio_logs import timeline_from_logs
+from core.engines.fio_output import (
     directions_from_fio,
     percentile_from_bins,
     percentile_key,

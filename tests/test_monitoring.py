@@ -15,9 +15,9 @@ from adapters.blob import BlobArtifacts
 from adapters.cosmos import CosmosStore
 from adapters.queue import WorkQueues
 from benchctl.localstack import Stack
-from core.notify import verify
-from core.scheduler import Scheduler
-from core.service import RunService
+from core.monitoring.notify import verify
+from core.monitoring.scheduler import Scheduler
+from core.runs.service import RunService
 from tests.conftest import WEBHOOK_SECRET, AgentFactory, Receiver, run_body, wait_state
 
 

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from adapters.webhook import Delivery, WebhookSender, redact_url
-from core.notify import sign, teams_card, verify, webhook_body
+from core.monitoring.notify import sign, teams_card, verify, webhook_body
 
 BASE_URL = "https://bench.example.test/"
 SECRET = b"s3cret-for-tests"

@@ -28,7 +28,7 @@ from jsonschema import Draft202012Validator
 from adapters.cosmos import CosmosStore
 from benchctl.localstack import Stack
 from core.models import WorkItem
-from core.notify import sign, teams_signature
+from core.monitoring.notify import sign, teams_signature
 from core.validation import schema_path
 from functions.api import create_app
 from tests.conftest import (

@@ -16,9 +16,9 @@ import pytest
 
 from adapters.config import ConfigError, Settings
 from agent.config import AgentConfig, MountSpec
-from core.fiojob import job_file
-from core.guardrails import parse_targets
+from core.engines.fio_job import job_file
 from core.models import Workload, check_alias
+from core.runs.guardrails import parse_targets
 from tests.conftest import run_body
 
 RESERVED = ["global", "global-vol", "globalx", "global0"]

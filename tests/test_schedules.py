@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from pydantic import ValidationError
 
-from core.schedules import (
+from core.monitoring.schedules import (
     Schedule,
     ScheduleError,
     SchedulePatch,

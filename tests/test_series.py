@@ -6,8 +6,15 @@ import numpy as np
 import pytest
 
 from adapters.config import ConfigError, Settings
-from core.changepoint import DEFAULT_MIN_MAGNITUDE_PCT
-from core.series import find_changes, gate, infra_facts, infra_fingerprint, segments, series_key
+from core.analysis.changepoint import DEFAULT_MIN_MAGNITUDE_PCT
+from core.analysis.series import (
+    find_changes,
+    gate,
+    infra_facts,
+    infra_fingerprint,
+    segments,
+    series_key,
+)
 
 NFS = {"alias": "vol1", "fstype": "nfs", "source": "10.0.0.4:/vol1"}
 

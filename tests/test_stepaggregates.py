@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from core.analysis.step_aggregates import build_aggregates
+from core.analysis.timeline import ClientTimeline, DirectionTimeline
 from core.models import DirectionResult, HostFacts, LatencyStats, Result, StartInfo, Workload
-from core.stepaggregates import build_aggregates
-from core.timeline import ClientTimeline, DirectionTimeline
 
 RUN = "r-" + "a" * 32
 T0 = 1_800_000_000_000

@@ -14,9 +14,9 @@ from adapters.blob import BlobArtifacts
 from adapters.cosmos import CosmosStore
 from adapters.queue import WorkQueues
 from benchctl.localstack import Stack
-from core.holder import AgentRef
 from core.models import WorkItem
-from core.service import RunService
+from core.runs.holder import AgentRef
+from core.runs.service import RunService
 from tests.conftest import AgentFactory, result_from_capture, run_body, wait_state
 
 DATA = Path(__file__).parent / "data" / "fio-randrw"

@@ -1,6 +1,6 @@
 """Re-captures the fio outputs in this directory (run as root from the repository root:
 ``.venv/bin/python tests/data/fio-checks/capture.py``). Each job is written by the agent's
-own ``core.fiojob.job_file`` and run the way the agent runs it (json+, jobs as threads)."""
+own ``core.engines.fio_job.job_file`` and run the way the agent runs it (json+, jobs as threads)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from core.fiojob import job_file
+from core.engines.fio_job import job_file
 from core.models import Workload
 
 HERE = Path(__file__).parent

@@ -14,7 +14,7 @@ Histogram logs (``write_hist_log`` with ``log_hist_msec=1000``): each line is
 the job's previous line, in fio's latency buckets (``iolog.c`` writes the difference of two
 snapshots of the job's histogram). Bucket ``i`` stands for ``plat_idx_to_val(i)`` ns, the
 same value that keys json+'s ``bins``, so percentiles are read the way fio reads its own
-(``core.fioparse.percentile_from_bins``). fio's ``tools/hist/fiologparser_hist.py`` reads
+(``core.engines.fio_output.percentile_from_bins``). fio's ``tools/hist/fiologparser_hist.py`` reads
 the same rows (tests check our reading against it).
 """
 
@@ -24,8 +24,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from core.models import Direction
-from core.timeline import (
+from core.analysis.timeline import (
     BIN_MS,
     DIRECTIONS,
     ClientTimeline,
@@ -33,6 +32,7 @@ from core.timeline import (
     rebin,
     rebin_histograms,
 )
+from core.models import Direction
 
 LOG_INTERVAL_MS = 1000  # log_avg_msec and log_hist_msec in the jobs the agent writes
 FIO_IO_U_PLAT_BITS = 6  # fio's stat.h: 64 buckets per power-of-two group

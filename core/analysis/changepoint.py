@@ -3,8 +3,8 @@
 Method: Apache Otava's split and merge (formerly Hunter: Fleming et al., 2023, "Hunter: Using
 Change Point Detection to Hunt for Performance Regressions", ICPE,
 doi:10.1145/3578244.3583719; ``split``, ``merge`` and ``compute_change_points`` in Otava's
-``otava/analysis.py``) around E-divisive means (Matteson & James, 2014; ``core.edivisive``)
-with Otava's t-test significance (``core.student_t``), in three steps:
+``otava/analysis.py``) around E-divisive means (Matteson & James, 2014; ``core.analysis.edivisive``)
+with Otava's t-test significance (``core.analysis.student_t``), in three steps:
 
 1. Split (Otava's ``split``): windows of ``window`` points, each starting half a window
    after the previous one or at the last split found, whichever is later. In each window
@@ -49,8 +49,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from core.edivisive import bisect
-from core.student_t import SplitT, ttest_pvalue
+from core.analysis.edivisive import bisect
+from core.analysis.student_t import SplitT, ttest_pvalue
 
 FloatArray = npt.NDArray[np.float64]
 

@@ -1,5 +1,5 @@
 """DiskSpd's XML output (``-Rxml``, pure) read into the service's result types (its timing:
-``core.diskspdtime``).
+``core.engines.diskspd_time``).
 
 Sources, all in the microsoft/diskspd repository:
 
@@ -52,11 +52,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
-from core.aggregate import ClientSample
-from core.diskspdtime import DiskSpdTiming, read_timing
-from core.fioparse import DIRECTIONS, percentile_key
+from core.analysis.aggregate import ClientSample
+from core.analysis.timeline import timeline_from_seconds
+from core.engines.diskspd_time import DiskSpdTiming, read_timing
+from core.engines.fio_output import DIRECTIONS, percentile_key
 from core.models import Direction, DirectionResult, LatencyStats, SeriesPoint
-from core.timeline import timeline_from_seconds
 
 _DIR_TAG: Final[dict[Direction, str]] = {"read": "Read", "write": "Write"}
 _ZERO = LatencyStats(min=0.0, max=0.0, mean=0.0, stddev=0.0)
@@ -302,7 +302,7 @@ def parse_xml(text: str, *, start_unix_s: float | None = None) -> DiskSpdResult:
     A direction without I/O is left out, as with fio. Without ``-L`` the latency figures
     are zero, the percentiles empty and ``has_latency`` false; without ``-D`` there is no
     series. ``start_unix_s``: the Unix instant measurement started (after warm-up), to
-    place the series in time (``DiskSpdResult.placed``; ``core.diskspdtime`` finds it).
+    place the series in time (``DiskSpdResult.placed``; ``core.engines.diskspd_time`` finds it).
     """
     root = _root(text)
     spans = root.findall("TimeSpan")
@@ -355,7 +355,7 @@ def parse_xml(text: str, *, start_unix_s: float | None = None) -> DiskSpdResult:
 def sample_from_xml(
     text: str, *, client: int, label: str, start_unix_s: float | None = None
 ) -> ClientSample:
-    """One client for offline aggregation (``core.aggregate.aggregate``). DiskSpd keeps no
+    """One client for offline aggregation (``core.analysis.aggregate.aggregate``). DiskSpd keeps no
     histogram, so ``has_bins=False``: aggregated percentiles are the worst client's, marked
     inexact. Without ``start_unix_s`` series seconds are relative (1, 2, 3 ...), so several
     clients line up only if they started measuring together."""

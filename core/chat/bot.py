@@ -21,12 +21,12 @@ from typing import Any
 
 from core.catalogue import PROFILES
 from core.errors import Conflict, FieldError, NotFound, ValidationFailed
-from core.guardrails import Caller, Forbidden, TargetInfo
 from core.models import MAX_CLIENTS
-from core.monitor import Monitor
+from core.monitoring.monitor import Monitor
+from core.monitoring.scheduler import Scheduler
 from core.ports import Doc, Notifier
-from core.scheduler import Scheduler
-from core.service import RunService
+from core.runs.guardrails import Caller, Forbidden, TargetInfo
+from core.runs.service import RunService
 
 HELP = [
     "run <profile> on <target> [with N clients] [for 60s] — start a benchmark",

@@ -13,13 +13,9 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from core.changepoint import DEFAULT_MIN_MAGNITUDE_PCT
-from core.compare import NOISE_SIGMAS, compare_aggregates, noise_pct, summary
-from core.errors import FieldError, NotFound, ValidationFailed
-from core.guardrails import LOCAL_CALLER, Caller
-from core.ownership import check_owner
-from core.ports import Doc, NoNotifier, Notifier, Store
-from core.series import (
+from core.analysis.changepoint import DEFAULT_MIN_MAGNITUDE_PCT
+from core.analysis.compare import NOISE_SIGMAS, compare_aggregates, noise_pct, summary
+from core.analysis.series import (
     METRICS,
     find_changes,
     gate,
@@ -29,6 +25,10 @@ from core.series import (
     segments,
     series_key,
 )
+from core.errors import FieldError, NotFound, ValidationFailed
+from core.ports import Doc, NoNotifier, Notifier, Store
+from core.runs.guardrails import LOCAL_CALLER, Caller
+from core.runs.ownership import check_owner
 
 log = logging.getLogger(__name__)
 TRIAGE_STATES = ("new", "acknowledged", "expected", "fixed")

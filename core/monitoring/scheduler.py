@@ -3,7 +3,7 @@
 Exactly once: the run a schedule starts for a fire time is submitted with the
 Idempotency-Key ``schedule:<id>:<fire time>`` and an identical body, so two overlapping
 timer instances create one run. After downtime only the latest missed fire time runs
-(``core.schedules.due_fire``): one catch-up, never a burst.
+(``core.monitoring.schedules.due_fire``): one catch-up, never a burst.
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from pydantic import BaseModel
 from pydantic import ValidationError as PydanticError
 
 from core.errors import Conflict, FieldError, ValidationFailed
-from core.guardrails import LOCAL_CALLER, Caller, Forbidden
 from core.models import RunRequest
-from core.ownership import check_owner
+from core.monitoring.schedules import Schedule, SchedulePatch, due_fire, fire_key, next_fire
 from core.ports import Doc, Store
-from core.schedules import Schedule, SchedulePatch, due_fire, fire_key, next_fire
-from core.service import RunService
+from core.runs.guardrails import LOCAL_CALLER, Caller, Forbidden
+from core.runs.ownership import check_owner
+from core.runs.service import RunService
 from core.validation import validate
 
 log = logging.getLogger(__name__)

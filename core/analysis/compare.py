@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from core.series import METRICS, metrics_of, segments
+from core.analysis.series import METRICS, metrics_of, segments
 
 NOISE_SIGMAS = 3.0
 MIN_NOISE_POINTS = 3

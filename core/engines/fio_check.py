@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from core.fioparse import DIRECTIONS, jobs_of, percentile_key
+from core.engines.fio_output import DIRECTIONS, jobs_of, percentile_key
 from core.models import Direction, Workload
 
 # fio's time_based runtime ends within a few ms of the asked one (measured here: 2,001 ms

@@ -7,7 +7,7 @@ seen on their own runs; engineers and admins act on anyone's; readers on nothing
 from __future__ import annotations
 
 from core.errors import FieldError
-from core.guardrails import Caller, Forbidden
+from core.runs.guardrails import Caller, Forbidden
 
 
 def may_act_on(caller: Caller, owner: str | None) -> bool:

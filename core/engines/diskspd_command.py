@@ -1,5 +1,5 @@
 """DiskSpd engine (pure): DiskSpd command lines from the typed workload. Its XML output is
-read by ``core.diskspdxml``.
+read by ``core.engines.diskspd_xml``.
 
 Sources, in the microsoft/diskspd repository and wiki:
 

@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from core.changepoint import DEFAULT_MIN_MAGNITUDE_PCT, ChangePoint, detect
+from core.analysis.changepoint import DEFAULT_MIN_MAGNITUDE_PCT, ChangePoint, detect
 
 # metric -> True when higher is better
 METRICS: dict[str, bool] = {

@@ -21,17 +21,20 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from core.admission import Admission, lock_keys, run_keys
+from core.analysis.curves import latency_curve, repetition_spread, scaleout_curve
+from core.analysis.step_aggregates import build_aggregates
+from core.analysis.timeline import ClientTimeline, per_second
 from core.artifacts import pack_json, sha256_hex, unpack_json, unpack_timeline
 from core.catalogue import get_profile, resolve
-from core.curves import latency_curve, repetition_spread, scaleout_curve
 from core.errors import BenchError, Conflict, FieldError, NotFound, ValidationFailed
-from core.guardrails import LOCAL_CALLER, Caller, TargetInfo, check_run, unknown_targets
-from core.holder import AgentRef, holds, refuse
 from core.models import ARTIFACT_NAMES, Result, RunRequest, WorkItem, Workload
-from core.monitor import Monitor
-from core.ownership import check_owner
-from core.plan import (
+from core.monitoring.monitor import Monitor
+from core.ports import Artifacts, Doc, Queue, Store
+from core.runs.admission import Admission, lock_keys, run_keys
+from core.runs.guardrails import LOCAL_CALLER, Caller, TargetInfo, check_run, unknown_targets
+from core.runs.holder import AgentRef, holds, refuse
+from core.runs.ownership import check_owner
+from core.runs.plan import (
     body_hash,
     comparison_key,
     new_run_id,
@@ -41,14 +44,11 @@ from core.plan import (
     run_id_for_key,
     step_id,
 )
-from core.ports import Artifacts, Doc, Queue, Store
-from core.runstate import (
+from core.runs.state import (
     HELD_ITEM_STATES,
     TERMINAL_ITEM_STATES,
     derive_run_state,
 )
-from core.stepaggregates import build_aggregates
-from core.timeline import ClientTimeline, per_second
 from core.validation import validate
 
 log = logging.getLogger(__name__)
@@ -339,7 +339,7 @@ class RunService:
 
     # ---- agent protocol ---------------------------------------------------------------
     #
-    # Every report is accepted only from the agent holding the item (core.holder), in a
+    # Every report is accepted only from the agent holding the item (core.runs.holder), in a
     # state where it makes sense, and each decision is taken inside the compare-and-swap on
     # the document as freshly read for the write: a racing or forged report changes nothing.
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from core.errors import Conflict, NotFound
 from core.ports import Doc, Store
-from core.runstate import HELD_ITEM_STATES
+from core.runs.state import HELD_ITEM_STATES
 
 # A lock taken for a run whose document is not written yet (the write follows at once).
 UNWRITTEN_HOLDER_GRACE_MS = 60_000

@@ -1,5 +1,5 @@
 """Student's two-sample t-test, closed form (pure, no scipy): the significance test of the
-change-point detection in ``core.changepoint``."""
+change-point detection in ``core.analysis.changepoint``."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """E-divisive means on one window of a series (pure, numpy only): the split step of
-``core.changepoint``.
+``core.analysis.changepoint``.
 
 Matteson & James (2014), "A Nonparametric Approach for Multiple Change Point Analysis of
 Multivariate Data", JASA 109(505), doi:10.1080/01621459.2013.849605, arXiv:1306.4933.
@@ -16,7 +16,7 @@ Multivariate Data", JASA 109(505), doi:10.1080/01621459.2013.849605, arXiv:1306.
   O(n^2) search (about 1000x the search), and it is random; the t-test is deterministic and
   closed-form. Its known weakness: it tests a split chosen to look different (selection
   bias), so the nominal p-value is optimistic on pure noise; the merge step and the
-  magnitude floor of ``core.changepoint`` answer that.
+  magnitude floor of ``core.analysis.changepoint`` answer that.
 - Which split is tested (our addition): the t-test compares the whole segment either side,
   at tau and, when kappa < e, at kappa; the more significant is kept. Testing tau alone
   misses a dip that recovers to a different level: Q rightly pairs tau with kappa at the
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from core.student_t import ttest_pvalue
+from core.analysis.student_t import ttest_pvalue
 
 FloatArray = npt.NDArray[np.float64]
 

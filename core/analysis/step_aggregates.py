@@ -1,6 +1,6 @@
 """A run's per-step aggregates from its stored items, results and timelines (pure).
 
-Each step is aggregated over its own clients (core.aggregate). Scaling efficiency compares
+Each step is aggregated over its own clients (core.analysis.aggregate). Scaling efficiency compares
 a step only with the 1-client step of the same workload: same resolved workload (bs,
 iodepth, numjobs, rate, ...) on the same mounts, or for the steps a rate curve or a
 ``target_iops`` plan resolves per client count, the same point of the sweep. Where no such
@@ -13,12 +13,12 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from core.aggregate import ClientSample, FailedClient, aggregate
-from core.concurrency import outstanding_ios
+from core.analysis.aggregate import ClientSample, FailedClient, aggregate
+from core.analysis.concurrency import outstanding_ios
+from core.analysis.timeline import ClientTimeline
 from core.models import Direction, DirectionResult, Result
-from core.plan import body_hash, comparison_key, step_id, total_iops
 from core.ports import Doc
-from core.timeline import ClientTimeline
+from core.runs.plan import body_hash, comparison_key, step_id, total_iops
 
 # Steps resolved per client count: their workload differs with the count by design.
 DYNAMIC_MODES = ("rate", "sized")

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from core.concurrency import shape_for
+from core.analysis.concurrency import shape_for
 from core.errors import FieldError, ValidationFailed
 from core.models import Engine, FieldSweep, RateSweep, RunRequest, WorkItem, Workload
 

@@ -16,10 +16,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from core.aggregate import ClientSample, aggregate
-from core.diskspdxml import sample_from_xml
-from core.fiologs import LogError, timeline_from_logs
-from core.fioparse import ALL_CLIENTS, directions_from_fio, has_bins
+from core.analysis.aggregate import ClientSample, aggregate
+from core.engines.diskspd_xml import sample_from_xml
+from core.engines.fio_logs import LogError, timeline_from_logs
+from core.engines.fio_output import ALL_CLIENTS, directions_from_fio, has_bins
 
 
 @dataclass(frozen=True)
