@@ -22,6 +22,7 @@ from pydantic import ValidationError as PydanticError
 from core.engines.diskspd_command import target_files
 from core.engines.fio_job import check_path
 from core.models import POOL_PATTERN, check_alias
+from core.validation import field_errors
 
 # mountinfo's fstype field: nfs, nfs4, cifs, ext4, xfs, tmpfs, fuse.blobfuse2, ...
 FSTYPE_PATTERN = r"^[a-z0-9][a-z0-9._+-]{0,31}$"
@@ -55,11 +56,8 @@ class MountSpec(BaseModel):
                 return cls(path=value)
             return cls.model_validate(value)
         except PydanticError as e:
-            where = ", ".join(
-                f"mounts.{alias}" + "".join(f".{p}" for p in err["loc"]) + f": {err['msg']}"
-                for err in e.errors()
-            )
-            raise ValueError(where) from None
+            errors = field_errors(e.errors(), prefix=f"mounts.{alias}.")
+            raise ValueError(", ".join(f"{f.field}: {f.message}" for f in errors)) from None
 
     @classmethod
     def from_flag(cls, text: str) -> tuple[str, MountSpec]:

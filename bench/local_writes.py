@@ -49,10 +49,10 @@ def cosmos_figures(store: CosmosStore, n: int, threads: int, tag: str) -> list[d
     docs: dict[int, dict[str, Any]] = {}
 
     def create(i: int) -> None:
-        docs[i] = store.create_run({"id": f"r-{tag}-{i}", **RUN_DOC})
+        docs[i] = store.runs.create({"id": f"r-{tag}-{i}", **RUN_DOC})
 
     def replace(i: int) -> None:
-        docs[i] = store.replace_run({**docs[i], "state": "completed"})
+        docs[i] = store.runs.replace({**docs[i], "state": "completed"})
 
     return [
         timed("cosmos create", n, create, threads),

@@ -8,6 +8,7 @@ errors; the pydantic pass adds the cross-field rules (bs <= size, bs a multiple 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
@@ -86,13 +87,24 @@ def _schema_errors(name: str, doc: Any) -> list[FieldError]:
     return out
 
 
-def _pydantic_errors(exc: PydanticError) -> list[FieldError]:
+def field_errors(errors: Iterable[Mapping[str, Any]], prefix: str = "") -> list[FieldError]:
+    """pydantic's (or FastAPI's) error list as field errors: the dotted path of each, and
+    its message without pydantic's "Value error, " prefix."""
     out = []
-    for e in exc.errors():
+    for e in errors:
         loc = [p for p in e["loc"] if p != "__root__"]
         msg = str(e["msg"]).removeprefix("Value error, ")
-        out.append(FieldError(_dotted(loc) or "(body)", msg))
+        name = _dotted(loc)
+        out.append(FieldError(prefix + name if name else prefix.rstrip(".") or "(body)", msg))
     return out
+
+
+def parse(model: type[M], data: Any) -> M:
+    """Build ``model`` from ``data``, or raise ValidationFailed naming every field."""
+    try:
+        return model.model_validate(data)
+    except PydanticError as e:
+        raise ValidationFailed(field_errors(e.errors())) from None
 
 
 def validate(name: str, doc: Any, model: type[M]) -> M:
@@ -107,7 +119,7 @@ def validate(name: str, doc: Any, model: type[M]) -> M:
         # Keep the model's own findings (cross-field rules) for fields the schema pass did
         # not already name, so one violation never hides another.
         named = {e.field for e in errors}
-        errors += [e for e in _pydantic_errors(exc) if not _overlaps(e.field, named)]
+        errors += [e for e in field_errors(exc.errors()) if not _overlaps(e.field, named)]
         raise ValidationFailed(_dedupe(errors)) from None
     if errors:
         raise ValidationFailed(_dedupe(errors))

@@ -13,13 +13,13 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
-from pydantic import ValidationError as PydanticError
 
 from core.errors import FieldError, ValidationFailed
 from core.models import ITEM_ID_PATTERN, RUN_ID_PATTERN, ArtifactName, WorkItem
 from core.models import Result as WorkResult
 from core.runs.holder import AgentRef
-from core.runs.service import BarrierDecision
+from core.runs.protocol import BarrierDecision
+from core.validation import parse
 from functions import apidocs as d
 from functions.auth import agent_ref
 from functions.openapi import doc
@@ -59,21 +59,9 @@ def _agent(request: Request, agent_id: str) -> AgentRef:
     return agent_ref(caller_of(request), agent_id)
 
 
-def _parse(model: type[BaseModel], body: Any) -> Any:
-    try:
-        return model.model_validate(body)
-    except PydanticError as e:
-        raise ValidationFailed(
-            [
-                FieldError(".".join(str(p) for p in err["loc"]) or "(body)", str(err["msg"]))
-                for err in e.errors()
-            ]
-        ) from None
-
-
 @router.post("/api/agent/claim", **doc(d.ClaimReply, body=ClaimBody, errors=AGENT))
 async def claim(request: Request) -> dict[str, str]:
-    b: ClaimBody = _parse(ClaimBody, await json_body(request))
+    b: ClaimBody = parse(ClaimBody, await json_body(request))
     decision = await asyncio.to_thread(
         svc().claim,
         b.work_item,
@@ -90,28 +78,28 @@ def _barrier(x: BarrierDecision) -> dict[str, Any]:
 
 @router.post("/api/agent/ready", **doc(d.BarrierReply, body=ItemRef, errors=AGENT))
 async def ready(request: Request) -> dict[str, Any]:
-    b: ItemRef = _parse(ItemRef, await json_body(request))
+    b: ItemRef = parse(ItemRef, await json_body(request))
     agent = _agent(request, b.agent_id)
     return _barrier(await asyncio.to_thread(svc().ready, b.run_id, b.item_id, agent))
 
 
 @router.post("/api/agent/barrier", **doc(d.BarrierReply, body=ItemRef, errors=AGENT))
 async def barrier(request: Request) -> dict[str, Any]:
-    b: ItemRef = _parse(ItemRef, await json_body(request))
+    b: ItemRef = parse(ItemRef, await json_body(request))
     agent = _agent(request, b.agent_id)
     return _barrier(await asyncio.to_thread(svc().barrier, b.run_id, b.item_id, agent))
 
 
 @router.post("/api/agent/heartbeat", **doc(d.HeartbeatReply, body=ItemRef, errors=AGENT))
 async def heartbeat(request: Request) -> dict[str, bool]:
-    b: ItemRef = _parse(ItemRef, await json_body(request))
+    b: ItemRef = parse(ItemRef, await json_body(request))
     agent = _agent(request, b.agent_id)
     return await asyncio.to_thread(svc().heartbeat, b.run_id, b.item_id, agent)
 
 
 @router.post("/api/agent/failure", **doc(d.FailureReply, body=FailureBody, errors=AGENT))
 async def failure(request: Request) -> dict[str, Any]:
-    b: FailureBody = _parse(FailureBody, await json_body(request))
+    b: FailureBody = parse(FailureBody, await json_body(request))
     agent = _agent(request, b.agent_id)
     final = await asyncio.to_thread(
         svc().report_failure,
@@ -127,7 +115,7 @@ async def failure(request: Request) -> dict[str, Any]:
 
 @router.post("/api/agent/cancelled", **doc(d.CancelledReply, body=ItemRef, errors=AGENT))
 async def cancelled(request: Request) -> dict[str, str]:
-    b: ItemRef = _parse(ItemRef, await json_body(request))
+    b: ItemRef = parse(ItemRef, await json_body(request))
     agent = _agent(request, b.agent_id)
     await asyncio.to_thread(svc().report_cancelled, b.run_id, b.item_id, agent)
     return {"status": "recorded"}

@@ -195,8 +195,8 @@ def create_app() -> FastAPI:
     @app.get("/api/targets", **doc(m.TargetList, errors=STORE))
     async def targets() -> dict[str, Any]:
         """The target registry (BENCH_TARGETS) with who holds each target and who waits."""
-        reply = await asyncio.to_thread(context.bot().list_targets)
-        return {"targets": reply.data.get("targets", [])}
+        registry = list(context.settings().targets)
+        return {"targets": await asyncio.to_thread(svc().views.targets, registry)}
 
     @app.post(
         "/api/schedules",

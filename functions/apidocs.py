@@ -82,7 +82,14 @@ class RunSummary(OpenDoc):
     comparison_key: str
     fill: bool
     step_count: int
-    counts: dict[str, int] = Field(description="work items per state")
+    counts: dict[str, int] | None = Field(
+        None, description="work items per state (in a run's own view, not in lists)"
+    )
+    delivery: dict[str, Any] | None = Field(
+        None,
+        description="while the first step could not be sent yet (the queue was out of "
+        "reach): state pending, attempts, last_error, deadline_ms; failed past it",
+    )
     error: str | None
     cancel_requested: bool
     requested_by: RequestedBy

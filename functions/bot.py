@@ -16,7 +16,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from core.chat.bot import adaptive_card, json_reply, parse_command
+from core.chat.bot import parse_command
+from core.chat.cards import adaptive_card, json_reply
 from core.errors import ValidationFailed
 from core.monitoring.notify import SIGNATURE_HEADER, verify, verify_teams
 from core.runs.guardrails import Caller
@@ -45,7 +46,7 @@ def _age_s(timestamp: Any) -> float | None:
 
 async def _first_time(activity_id: str) -> bool:
     doc = {"id": activity_id, "seen_at_ms": int(time.time() * 1000)}
-    return await asyncio.to_thread(context.store().create_activity, doc)
+    return await asyncio.to_thread(context.store().activities.create, doc)
 
 
 @router.post("/api/bot/teams", **doc(TeamsMessage, body=TeamsActivity, errors=(400, 401, 409, 503)))

@@ -10,7 +10,8 @@ from adapters.config import Settings
 from adapters.cosmos import CosmosStore
 from adapters.notifier import WebhookNotifier
 from adapters.queue import WorkQueues
-from core.chat.bot import Bot, announce_result
+from core.chat.announce import Announcer
+from core.chat.bot import Bot
 from core.monitoring.monitor import Monitor
 from core.monitoring.scheduler import Scheduler
 from core.ports import Notifier
@@ -54,7 +55,7 @@ def notifier() -> Notifier:
 @cache
 def service() -> RunService:
     s = settings()
-    return RunService(
+    svc = RunService(
         store(),
         queues(),
         artifacts(),
@@ -62,12 +63,10 @@ def service() -> RunService:
         pools=s.pools,
         monitor=monitor(),
         targets=list(s.targets),
-        on_finished=lambda run_id: _announce(run_id),
     )
-
-
-def _announce(run_id: str) -> None:
-    announce_result(run_id, bot(), notifier())
+    # A chat-requested run's result goes back to its chat when the run is finalized.
+    svc.lifecycle.on_finished = Announcer(svc.get_run, notifier(), public_url=s.public_url)
+    return svc
 
 
 @cache

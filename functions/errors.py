@@ -23,6 +23,7 @@ from core.errors import (
     ValidationFailed,
 )
 from core.runs.guardrails import Forbidden
+from core.validation import field_errors
 from functions.inputs import shown
 
 log = logging.getLogger(__name__)
@@ -57,8 +58,8 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _params(_: Request, e: RequestValidationError) -> JSONResponse:
         errors = [
-            FieldError(_param(tuple(err["loc"])), str(err["msg"]).removeprefix("Value error, "))
-            for err in e.errors()
+            FieldError(_param(tuple(err["loc"])), f.message)
+            for err, f in zip(e.errors(), field_errors(e.errors()), strict=True)
         ]
         return error_response(400, errors)
 

@@ -15,7 +15,7 @@ SCHEDULES_SCHEDULE = "5 */1 * * * *"  # every minute, a few seconds after the mi
 
 
 def finalize_tick() -> list[str]:
-    done = context.service().finalize_runs()
+    done = context.service().tick()
     if done:
         log.info("finalized runs: %s", ", ".join(done))
     return done

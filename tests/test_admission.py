@@ -1,43 +1,69 @@
-"""Pure rules of one-run-at-a-time: lock keys, when a holder is done, who may go next."""
+"""Pure rules of one-run-at-a-time: lock keys, when a holder is done, who waits ahead."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from core.runs.admission import Admission, holder_done, lock_keys, run_keys
+from core.runs.admission import ahead, holder_done, lock_keys, position, run_keys
+from core.runs.state import Run, RunState, TargetLock, Waiter
 
 
-def waiting(run_id: str, created_ms: int, *targets: str, pool: str = "p") -> dict[str, Any]:
-    return {"id": run_id, "created_ms": created_ms, "pool": pool, "targets": list(targets)}
+def run(**fields: Any) -> Run:
+    doc: dict[str, Any] = {
+        "id": "r-1",
+        "created_at": "2031-01-01T00:00:00Z",
+        "created_ms": 1,
+        "request": {"target": "a", "pool": "q"},
+        "workload": {},
+        "comparison_key": "k",
+        "target": "a",
+        "targets": ["a"],
+        "pool": "q",
+        "step_count": 1,
+        "items_total": 1,
+        "requested_by": {"name": "t", "role": "admin"},
+        "body_hash": "h",
+    }
+    return Run.model_validate(doc | fields)
 
 
 def test_keys_are_per_pool_sorted_and_unique() -> None:
     assert lock_keys("p", ["b", "a", "b"]) == ["p:a", "p:b"]
-    assert run_keys({"pool": "q", "target": "a"}) == ["q:a"]
+    assert run_keys(run(pool="q", targets=["a"])) == ["q:a"]
     assert lock_keys("p", ["a"]) != lock_keys("q", ["a"])  # same alias, other pool's volume
 
 
 def test_a_holder_is_done_once_its_io_has_ended() -> None:
-    assert holder_done({"finished": True, "state": "running"})
-    assert holder_done({"state": "failed"}) and holder_done({"state": "completed"})
-    assert holder_done({"state": "waiting", "admitted": False})
-    assert not holder_done({"state": "running", "admitted": True})
-    assert not holder_done({"state": "queued"})
-    # Cancelled, but an agent still holds an item (fio stops at its next heartbeat).
-    assert not holder_done({"state": "cancelled", "counts": {"running": 1}})
-    assert not holder_done({"state": "cancelled", "counts": {"ready": 1, "cancelled": 1}})
-    assert holder_done({"state": "cancelled", "counts": {"cancelled": 2}})
+    assert holder_done(run(finished=True, state=RunState.RUNNING))
+    assert holder_done(run(state=RunState.FAILED)) and holder_done(run(state=RunState.COMPLETED))
+    assert not holder_done(run(state=RunState.RUNNING, admitted=True))
+    assert not holder_done(run(state=RunState.QUEUED))
+    # Cancelled, but an agent still holds an item (fio stops at its next heartbeat): the
+    # run is finished only once every item has ended.
+    assert not holder_done(run(state=RunState.CANCELLED, cancel_requested=True, finished=False))
+    assert holder_done(run(state=RunState.CANCELLED, cancel_requested=True, finished=True))
+    # Holding locks but not yet marked admitted: it is being admitted, not done.
+    assert not holder_done(run(state=RunState.WAITING, admitted=False))
+
+
+def w(run_id: str, created_ms: int) -> Waiter:
+    return Waiter(run_id=run_id, created_ms=created_ms)
 
 
 def test_waiting_runs_go_in_submission_order_and_crossed_targets_cannot_deadlock() -> None:
-    adm = Admission(store=None)  # type: ignore[arg-type]  # ordering needs no store
-    ab = waiting("r1", 1, "a", "b")
-    ba = waiting("r2", 2, "b", "a")
-    c = waiting("r3", 3, "c")
-    a_again = waiting("r4", 4, "a")
-    # r2 shares a target with the earlier r1: only r1 (and the unrelated r3) may try now.
-    assert [r["id"] for r in adm.admissible([a_again, c, ba, ab])] == ["r1", "r3"]
-    assert adm.position(ab, [ab, ba, c, a_again]) == 1
-    assert adm.position(ba, [ab, ba, c, a_again]) == 2
-    assert adm.position(a_again, [ab, ba, c, a_again]) == 3  # behind r1 and r2, not r3
-    assert adm.position(c, [ab, ba, c, a_again]) == 1
+    """r1 waits for a and b, r2 for b and a, r3 for c, r4 for a. Every target's queue is in
+    submission order, whatever order the runs joined them in: r1 is first on both a and
+    b, so r2 (which shares them) can never hold one while r1 holds the other."""
+    ab, ba, c, a_again = w("r1", 1), w("r2", 2), w("r3", 3), w("r4", 4)
+    lock_a = TargetLock(id="p:a", queue=sorted([a_again, ba, ab], key=lambda x: x.order))
+    lock_b = TargetLock(id="p:b", queue=sorted([ba, ab], key=lambda x: x.order))
+    lock_c = TargetLock(id="p:c", queue=[c])
+    assert [x.run_id for x in lock_a.queue] == ["r1", "r2", "r4"]
+    assert [x.run_id for x in lock_b.queue] == ["r1", "r2"]
+    assert ahead(lock_a, ab) == [] and ahead(lock_b, ab) == []  # r1 may try now
+    assert ahead(lock_c, c) == []  # and so may the unrelated r3
+    assert [x.run_id for x in ahead(lock_b, ba)] == ["r1"]  # r2 waits behind r1
+    assert position([lock_a, lock_b], ab) == 1
+    assert position([lock_b, lock_a], ba) == 2
+    assert position([lock_a], a_again) == 3  # behind r1 and r2, not r3
+    assert position([lock_c], c) == 1

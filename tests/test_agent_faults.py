@@ -55,7 +55,7 @@ def own_agents(pool: str, tmp_path: Path) -> Iterator[Any]:
 
 
 def items(store: CosmosStore, run_id: str) -> list[dict[str, Any]]:
-    return [d for d in store.list_items(run_id) if d.get("kind", "item") == "item"]
+    return [i.doc() for i in store.items.of_run(run_id)[1]]
 
 
 def test_a_client_hearing_go_after_an_outage_gets_an_instant_of_its_own(
@@ -77,15 +77,14 @@ def test_a_client_hearing_go_after_an_outage_gets_an_instant_of_its_own(
     assert b_item["agent_id"] == b.name
     api2.kill()
     a = own_agents(stack, "a")
-    step_id = f"{run_id}.s0"
-    common = wait_until(lambda: store.get_item(run_id, step_id).get("start_at_ms"), 60)
+    common = wait_until(lambda: store.items.get_step(run_id, 0).start_at_ms, 60)
     # Down until the instant is 3 s past (A is running fio by then), then back.
     time.sleep(max(0.0, common / 1000 + 3 - time.time()))
     restarted_ms = time.time() * 1000
     api2.start()
 
     run = wait_state(api, run_id, ("completed", "failed"), timeout=120)
-    results = {r["agent_id"]: r for r in store.list_results(run_id)}
+    results = {r["agent_id"]: r for r in store.results.of_run(run_id)}
     print(
         "step instant",
         common,
@@ -95,8 +94,8 @@ def test_a_client_hearing_go_after_an_outage_gets_an_instant_of_its_own(
         },
     )
     assert [i["state"] for i in run["items"]] == ["completed", "completed"], run
-    assert store.get_item(run_id, step_id)["start_at_ms"] == common  # the step's instant
-    b_doc = store.get_item(run_id, b_item["id"])
+    assert store.items.get_step(run_id, 0).start_at_ms == common  # the step's instant
+    b_doc = store.items.get_item(run_id, b_item["id"]).doc()
     own = b_doc["start_at_ms"]
     note = b_doc["rebarriered"]
     assert note["step_start_at_ms"] == common and note["start_at_ms"] == own
@@ -134,7 +133,7 @@ def test_a_result_put_during_an_api_outage_is_retried_not_redone(
     assert run["state"] == "completed", run
     [item] = run["items"]
     assert item["attempts"] == 1 and item["agent_id"] == agent.name  # not redone
-    [result] = store.list_results(run_id)
+    [result] = store.results.of_run(run_id)
     assert result["started_at_ms"] < killed_ms  # the run fio made before the outage
     assert "retry" in localstack.tail(agent.log, 200)
 
@@ -178,13 +177,14 @@ def test_an_agent_stops_fio_when_its_item_is_gone_or_not_its_own(
     wait_until(lambda: items(store, run_id)[0]["state"] == "running", 60, what="running")
     fio = wait_until(lambda: children(agent.pid), 10, what="fio to start")
     if fault == "run deleted":
-        store._c["runs"].delete_item(run_id, partition_key=run_id)
+        store.container("runs").delete(run_id, run_id)
     else:
-        doc = items(store, run_id)[0]
-        store.replace_item({**doc, "agent_id": "someone-else"})
+        doc = store.items.of_run(run_id)[1][0]
+        doc.agent_id = "someone-else"
+        store.items.replace_item(doc)
     stopped = time.monotonic()
     wait_until(lambda: not any(alive(p) for p in fio), 15, what="fio to stop")
     took = time.monotonic() - stopped
     print(f"{fault}: fio stopped {took:.1f} s after")
     assert took < 10  # a heartbeat or two, not the 60 s run
-    assert store.list_results(run_id) == []
+    assert store.results.of_run(run_id) == []

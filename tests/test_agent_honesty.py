@@ -64,7 +64,7 @@ def test_a_job_that_does_not_fit_fails_at_once_saying_why(
     run = failed_at_first_delivery(api, queues, pool, run_id)
     assert run["error"] == "needs 24 MiB, 16 MiB free on vol1"
     assert time.monotonic() - started < 20  # not after 3 deliveries and their delays
-    assert store.list_results(run_id) == []
+    assert store.results.of_run(run_id) == []
     assert not list(tiny.rglob("vol1.*")), "nothing was laid out"
 
 
@@ -91,7 +91,7 @@ def test_a_read_after_a_failed_layout_reads_real_data(
     assert run["state"] == "completed", run
     assert first_hole(leftover, 24 * MIB) is None
     assert os.stat(leftover).st_blocks * 512 >= 24 * MIB
-    assert len(store.list_results(run_id)) == 1
+    assert len(store.results.of_run(run_id)) == 1
 
 
 def test_fio_stopped_early_fails_the_attempt_with_fios_figures(
@@ -110,7 +110,7 @@ def test_fio_stopped_early_fails_the_attempt_with_fios_figures(
     assert "of the 6 s asked" in first
     # The retry measures properly: one result, of the full runtime.
     assert run["state"] == "completed" and item["attempts"] == 2, run
-    (result,) = store.list_results(run_id)
+    (result,) = store.results.of_run(run_id)
     assert result["read"]["runtime_ms"] >= 5400
 
 
@@ -143,7 +143,7 @@ def test_declared_tmpfs_is_measured_and_recorded(
     run_id = submit(api, on("vol1", run_body(pool)))
     run = wait_state(api, run_id, ("failed", "completed"), timeout=60)
     assert run["state"] == "completed", run
-    (result,) = store.list_results(run_id)
+    (result,) = store.results.of_run(run_id)
     mount = result["mounts"][0]
     assert (mount["fstype"], mount["source"], mount["mount_point"]) == (
         "tmpfs",
@@ -191,7 +191,7 @@ def test_an_item_for_a_mount_that_is_not_what_it_says_fails_at_once(
     run_id = submit(api, on("vol1", run_body(pool)))
     run = failed_at_first_delivery(api, queues, pool, run_id)
     assert f"cannot use its mount: mount vol1: {share} is not a mount point" in run["error"]
-    assert store.list_results(run_id) == []
+    assert store.results.of_run(run_id) == []
     assert not (share / ".benchsvc").exists(), "nothing was written on the VM's own disk"
     # Its usable mount still serves.
     ok = wait_state(api, submit(api, run_body(pool)), ("failed", "completed"), timeout=60)
@@ -223,10 +223,10 @@ def test_unmount_during_a_run_fails_the_item_until_the_mount_is_back(
     time.sleep(4)
     item = item_of(api, run_id)
     assert (item["state"], item["attempts"], len(item["errors"])) == ("queued", 1, 1), item
-    assert store.list_results(run_id) == []
+    assert store.results.of_run(run_id) == []
     # ...until the mount is back.
     tmpfs(vol, size="32m")
     run = wait_state(api, run_id, ("failed", "completed"), timeout=60)
     assert run["state"] == "completed" and run["items"][0]["attempts"] == 2, run
-    (result,) = store.list_results(run_id)
+    (result,) = store.results.of_run(run_id)
     assert result["mounts"][0]["fstype"] == "tmpfs"

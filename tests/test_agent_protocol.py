@@ -64,8 +64,7 @@ def as_engineer(second: SecondApi) -> httpx.Client:
 
 
 def first_item(store: CosmosStore, run_id: str, client: int = 0) -> WorkItem:
-    doc = store.get_item(run_id, f"{run_id}.s0.c{client}")
-    return WorkItem.model_validate(doc["work_item"])
+    return store.items.get_item(run_id, f"{run_id}.s0.c{client}").work_item
 
 
 def claim_body(item: WorkItem, agent_id: str, message_id: str, dequeue: int = 1) -> dict[str, Any]:
@@ -117,8 +116,8 @@ def test_concurrent_claims_for_one_item_elect_exactly_one(
         answers = race_claims(stack.api_url, item, 8)
         winners = [a for a, action in answers.items() if action == "run"]
         assert len(answers) == 8 and len(winners) == 1, answers
-        doc = store.get_item(run_id, item.item_id)
-        assert doc["state"] == "claimed" and doc["agent_id"] == winners[0]
+        doc = store.items.get_item(run_id, item.item_id)
+        assert doc.state == "claimed" and doc.agent_id == winners[0]
         assert all(action == "drop" for a, action in answers.items() if a != winners[0])
     api.delete(f"/api/runs/{run_id}")
 
@@ -134,7 +133,7 @@ def test_a_second_agent_cannot_forge_reports_for_an_item_it_does_not_hold(
         assert r.json()["action"] == "run"
         go = c.post("/api/agent/ready", json=ref(item, holder), headers=key(holder)).json()
         assert go["status"] == "go"
-        before = store.get_item(run_id, item.item_id)
+        before = store.items.get_item(run_id, item.item_id)
 
         forger = "agent-k2"
         forged = result_from_capture(item, forger)
@@ -172,9 +171,9 @@ def test_a_second_agent_cannot_forge_reports_for_an_item_it_does_not_hold(
         )
         assert r.status_code == 403 and r.json()["errors"][0]["field"] == "agent_id"
 
-        after = store.get_item(run_id, item.item_id)
+        after = store.items.get_item(run_id, item.item_id)
         assert after == before  # the same document, the same ETag: nothing was written
-        assert store.list_results(run_id) == []
+        assert store.results.of_run(run_id) == []
 
         # The holder goes on undisturbed; its result, not the forged one, is the aggregate.
         beat = c.post("/api/agent/heartbeat", json=ref(item, holder), headers=key(holder))
@@ -189,7 +188,7 @@ def test_a_second_agent_cannot_forge_reports_for_an_item_it_does_not_hold(
         assert run["state"] == "completed", run
         # One client without a timeline: its whole-run figure is the aggregate's.
         assert run["aggregate"]["read"]["iops"] == pytest.approx(genuine["read"]["iops"])
-        assert store.get_result(run_id, item.item_id)["read"]["iops"] == genuine["read"]["iops"]
+        assert store.results.get(run_id, item.item_id)["read"]["iops"] == genuine["read"]["iops"]
 
 
 def test_a_result_for_a_cancelled_item_is_refused(
@@ -208,14 +207,14 @@ def test_a_result_for_a_cancelled_item_is_refused(
         assert r.status_code == 200
         again = c.post("/api/agent/cancelled", json=ref(item, "agent-k1"), headers=holder)
         assert again.status_code == 200  # a retried report: accepted, recorded once
-        before = store.get_item(run_id, item.item_id)
-        assert before["state"] == "cancelled"
+        before = store.items.get_item(run_id, item.item_id)
+        assert before.state == "cancelled"
 
         result = result_from_capture(item, "agent-k1")
         r = c.put(f"/api/agent/results/{item.item_id}", json=result, headers=holder)
         assert r.status_code == 409 and "is cancelled" in r.text, r.text
-        assert store.get_item(run_id, item.item_id) == before
-        assert store.list_results(run_id) == []
+        assert store.items.get_item(run_id, item.item_id) == before
+        assert store.results.of_run(run_id) == []
 
 
 def test_a_shared_managed_identity_must_match_the_one_that_claimed(
@@ -230,11 +229,11 @@ def test_a_shared_managed_identity_must_match_the_one_that_claimed(
         mine, theirs = managed_identity(POOL_IDENTITY), managed_identity(OTHER_POOL_IDENTITY)
         r = c.post("/api/agent/claim", json=claim_body(item, "vm-1", "m1"), headers=mine)
         assert r.json()["action"] == "run"
-        assert store.get_item(run_id, item.item_id)["principal"] == f"agent:{POOL_IDENTITY}"
-        before = store.get_item(run_id, item.item_id)
+        assert store.items.get_item(run_id, item.item_id).principal == f"agent:{POOL_IDENTITY}"
+        before = store.items.get_item(run_id, item.item_id)
         for path in ("/api/agent/ready", "/api/agent/heartbeat", "/api/agent/barrier"):
             assert c.post(path, json=ref(item, "vm-1"), headers=theirs).status_code == 409
-        assert store.get_item(run_id, item.item_id) == before
+        assert store.items.get_item(run_id, item.item_id) == before
         assert c.post("/api/agent/ready", json=ref(item, "vm-1"), headers=mine).status_code == 200
         c.delete(f"/api/runs/{run_id}")
 
@@ -266,7 +265,7 @@ def test_a_run_works_end_to_end_with_per_agent_keys(
             run = wait_state(c, run_id, ("completed", "failed"), timeout=120)
         assert run["state"] == "completed", run
         assert {i["agent_id"] for i in run["items"]} == {"agent-k1", "agent-k2"}
-        assert len(store.list_results(run_id)) == 2
+        assert len(store.results.of_run(run_id)) == 2
     finally:
         for p in procs:
             localstack.stop_proc(p, signal.SIGKILL, timeout=5)

@@ -28,6 +28,7 @@ from core.engines.diskspd_xml import parse_xml
 from core.engines.results import build_diskspd_result
 from core.models import HostFacts, MountFacts, WorkItem, Workload
 from core.runs.plan import plan_items
+from core.runs.state import Run, Step
 from tests.conftest import AgentFactory, wait_state
 
 FIXTURE = Path(__file__).parent / "data" / "diskspd" / "with-latency-and-iops.xml"
@@ -200,13 +201,29 @@ def test_work_item_carries_a_bounded_cooldown() -> None:
 
 
 def test_plan_carries_the_run_cooldown_to_each_item() -> None:
-    run = {"pool": "win", "targets": ["scratch"], "engine": "diskspd", "cooldown_s": 5}
-    run |= {"request": {"barrier_timeout_s": 120}, "files_per_target": 10}
-    step = {"step": 0, "clients": 2}
-    items = plan_items(RUN_ID, run, step, Workload())
+    stored: dict[str, Any] = {
+        "id": RUN_ID,
+        "created_at": "2031-01-01T00:00:00Z",
+        "created_ms": 0,
+        "request": {"target": "scratch", "pool": "win", "engine": "diskspd"},
+        "engine": "diskspd",
+        "workload": {},
+        "comparison_key": "k",
+        "target": "scratch",
+        "targets": ["scratch"],
+        "pool": "win",
+        "step_count": 1,
+        "items_total": 2,
+        "requested_by": {"name": "t", "role": "admin"},
+        "body_hash": "h",
+        "files_per_target": 10,
+        "cooldown_s": 5,
+    }
+    step = Step(id=f"{RUN_ID}.s0", run_id=RUN_ID, step=0, clients=2)
+    items = plan_items(Run.model_validate(stored), step, Workload())
     assert [(i.cooldown_s, i.files_per_target) for i in items] == [(5, 10), (5, 10)]
-    del run["cooldown_s"]  # a run stored before the field: no cool-down, as before
-    assert plan_items(RUN_ID, run, step, Workload())[0].cooldown_s == 0
+    del stored["cooldown_s"]  # a run stored before the field: no cool-down, as before
+    assert plan_items(Run.model_validate(stored), step, Workload())[0].cooldown_s == 0
 
 
 # --------------------------------------------------------------------------- end to end
@@ -245,9 +262,10 @@ def test_agent_lays_out_before_ready_then_measures_on_the_files(
     assert {"-W1", "-d2", "-C5"} <= set(measured["argv"])  # the profile's cool-down
     assert measured["found"] == measured["left"] == layout["left"]  # laid out, untouched
 
-    doc = store.get_item(run_id, f"{run_id}.s0.c0")
-    ready_s = datetime.fromisoformat(doc["ready_at"].replace("Z", "+00:00")).timestamp()
-    (result,) = store.list_results(run_id)
+    doc = store.items.get_item(run_id, f"{run_id}.s0.c0")
+    assert doc.ready_at is not None
+    ready_s = datetime.fromisoformat(doc.ready_at.replace("Z", "+00:00")).timestamp()
+    (result,) = store.results.of_run(run_id)
     scheduled_s = result["start"]["scheduled_ms"] / 1000
     assert layout["stamped"] < ready_s <= scheduled_s <= measured["launched"]
 

@@ -78,7 +78,7 @@ def test_run_flows_to_a_stored_result(
     assert summary["read"]["iops"] > 100 and summary["read"]["clat_ns"]["p99"] > 0
     assert "write" not in summary
 
-    doc = store.get_result(run_id, item["id"])  # the document in Cosmos DB itself
+    doc = store.results.get(run_id, item["id"])  # the document in Cosmos DB itself
     assert doc["id"] == item["id"] and doc["engine"] == "fio"
     assert set(doc["artifacts"]) == {"timeline", "raw", "logs"}
     # fio's own output, its logs and the timeline are in Blob Storage beside the result.
@@ -148,25 +148,25 @@ def test_sigkill_mid_fio_redelivers_and_writes_one_result(
     assert run["state"] == "completed", run
     item = run["items"][0]
     assert item["agent_id"] == second.name and item["attempts"] == 2
-    assert len(store.list_results(run_id)) == 1
+    assert len(store.results.of_run(run_id)) == 1
 
 
 def test_duplicate_delivery_writes_one_result(
     api: httpx.Client, store: CosmosStore, queues: WorkQueues, agents: AgentFactory, pool: str
 ) -> None:
     run_id = api.post("/api/runs", json=run_body(pool)).json()["id"]
-    item = WorkItem.model_validate(store.get_item(run_id, f"{run_id}.s0.c0")["work_item"])
+    item = store.items.get_item(run_id, f"{run_id}.s0.c0").work_item
     queues.send(item)  # the same message delivered a second time
     agents()
     agents()
     run = wait_state(api, run_id, ("completed", "failed"))
     assert run["state"] == "completed"
     wait_until(lambda: not queues.peek_raw(work_queue_name(pool)), 30, what="queue to drain")
-    assert len(store.list_results(run_id)) == 1
+    assert len(store.results.of_run(run_id)) == 1
 
     queues.send(item)  # and again after completion: dropped at claim
     wait_until(lambda: not queues.peek_raw(work_queue_name(pool)), 30, what="queue to drain")
-    assert len(store.list_results(run_id)) == 1
+    assert len(store.results.of_run(run_id)) == 1
 
 
 def test_item_failing_every_delivery_lands_in_poison_queue(
@@ -204,7 +204,7 @@ def test_cancel_stops_a_running_item(
     wait_until(lambda: item_of(api, run_id)["state"] == "cancelled", 20, what="item cancelled")
     wait_until(lambda: not any(alive(p) for p in fio), 10, what="fio to stop")
     assert time.monotonic() - started < 15
-    assert store.list_results(run_id) == []
+    assert store.results.of_run(run_id) == []
 
 
 def test_first_sigterm_finishes_the_item(

@@ -23,7 +23,8 @@ from azure.storage.blob import BlobServiceClient
 from azure.storage.queue import QueueClient
 
 from adapters.blob import CONTAINER, BlobArtifacts
-from adapters.cosmos import CONTAINERS, CosmosStore, Doc
+from adapters.cosmos import CONTAINERS, CosmosStore
+from adapters.cosmos.base import Doc
 from adapters.local import AZURITE_ACCOUNT, AZURITE_KEY, COSMOS_EMULATOR_KEY
 from adapters.queue import WorkQueues, poison_queue_name, work_queue_name
 from benchctl import localstack
@@ -98,7 +99,7 @@ def clients(st: Stack) -> tuple[CosmosStore, WorkQueues, BlobArtifacts]:
 def every_document(store: CosmosStore) -> dict[str, list[Doc]]:
     """Every document of every container: ids, partition keys, content and ETag."""
     return {
-        name: sorted(store._query(name, "SELECT * FROM c", []), key=lambda d: str(d["id"]))
+        name: sorted(store.container(name).query("SELECT * FROM c", []), key=lambda d: str(d["id"]))
         for name in CONTAINERS
     }
 
@@ -113,17 +114,18 @@ def queued(queues: WorkQueues) -> tuple[int, list[str]]:
 def write_a_bit_of_everything(store: CosmosStore, queues: WorkQueues, tag: str) -> dict[str, Any]:
     """Runs, items, results, aggregates, series, schedules and a target lock, with creates,
     compare-and-swap replaces and deletes; messages sent, received, renewed and deleted."""
-    run = store.create_run({"id": f"r-{tag}", "state": "queued", "targets": ["scratch"]})
-    run = store.replace_run({**run, "state": "running"})
-    store.create_item({"id": f"r-{tag}.s0.c0", "run_id": f"r-{tag}", "state": "claimed"})
-    store.create_result({"id": f"r-{tag}.s0.c0", "run_id": f"r-{tag}", "iops": 1234.5})
-    store.create_aggregate({"id": f"r-{tag}.s0", "run_id": f"r-{tag}", "clients": 1})
-    store.create_series_point({"id": f"k.r-{tag}.s0", "series_key": "k", "iops": 1234.5})
-    kept = store.create_schedule({"id": f"sch-{tag}", "cron": "0 * * * *", "enabled": True})
-    kept = store.replace_schedule({**kept, "enabled": False})
-    store.create_schedule({"id": f"sch-{tag}-gone", "cron": "0 0 * * *"})
-    store.delete_schedule(f"sch-{tag}-gone")
-    lock = store.create_target_lock({"id": f"default:{tag}", "run_id": None})
+    c = store.container
+    run = c("runs").create({"id": f"r-{tag}", "state": "queued", "targets": ["scratch"]})
+    run = c("runs").replace({**run, "state": "running"}, run["_etag"])
+    c("items").create({"id": f"r-{tag}.s0.c0", "run_id": f"r-{tag}", "state": "claimed"})
+    c("results").create({"id": f"r-{tag}.s0.c0", "run_id": f"r-{tag}", "iops": 1234.5})
+    c("aggregates").create({"id": f"r-{tag}.s0", "run_id": f"r-{tag}", "clients": 1})
+    c("series").create({"id": f"k.r-{tag}.s0", "series_key": "k", "iops": 1234.5})
+    kept = c("schedules").create({"id": f"sch-{tag}", "cron": "0 * * * *", "enabled": True})
+    kept = c("schedules").replace({**kept, "enabled": False}, kept["_etag"])
+    c("schedules").create({"id": f"sch-{tag}-gone", "cron": "0 0 * * *"})
+    c("schedules").delete(f"sch-{tag}-gone", f"sch-{tag}-gone")
+    lock = c("targets").create({"id": f"default:{tag}", "run_id": None})
 
     q = queues.client(WORK)
     for i in range(5):
@@ -152,11 +154,13 @@ def test_sigkill_and_down_lose_no_acknowledged_data(emulators: Emulators) -> Non
     assert queued(queues) == messages
     assert artifacts.get("r-a", "r-a.s0.c0", "fio.log") == b"1, 2, 3\n" * 1000
     # Compare-and-swap goes on from the ETags read before the crash...
-    run = store.replace_run({**first["run"], "state": "completed"})
-    store.replace_target_lock({**first["lock"], "run_id": "r-b"})
+    run = store.container("runs").replace(
+        {**first["run"], "state": "completed"}, first["run"]["_etag"]
+    )
+    store.container("targets").replace({**first["lock"], "run_id": "r-b"}, first["lock"]["_etag"])
     # ...and refuses a stale one.
     with pytest.raises(Conflict):
-        store.replace_run({**first["run"], "state": "failed"})
+        store.container("runs").replace({**first["run"], "state": "failed"}, first["run"]["_etag"])
     write_a_bit_of_everything(store, queues, "b")  # new resource ids do not clash with old
     documents, messages = every_document(store), queued(queues)
     assert len(documents["runs"]) == 2 and messages[0] == 8
@@ -166,7 +170,7 @@ def test_sigkill_and_down_lose_no_acknowledged_data(emulators: Emulators) -> Non
     store, queues, _ = clients(st)
     assert every_document(store) == documents
     assert queued(queues) == messages
-    assert store.get_run("r-a") == run
+    assert store.container("runs").read("r-a", "r-a") == run
 
     # Agents poll empty queues all the time: that must not rewrite Azurite's database.
     db = Path(st.dir) / "azurite" / "__azurite_db_queue__.json"
@@ -229,7 +233,7 @@ def test_writes_acknowledged_before_a_sigkill_under_load_are_all_kept(
 
     st = emulators.start()
     store, _, _ = clients(st)
-    kept_docs = {str(d["id"]) for d in store._query("results", "SELECT c.id FROM c", [])}
+    kept_docs = {str(d["id"]) for d in store.container("results").query("SELECT c.id FROM c", [])}
     assert acknowledged["docs"] <= kept_docs
     q = QueueClient(st.queue_uri, WORK, credential=AZURITE_CREDENTIAL)
     kept_messages: set[str] = set()
@@ -246,12 +250,13 @@ def test_the_journal_is_compacted_and_survives_torn_and_bad_records(
     journal_dir = emulators.directory / "cosmosdb"
     st = emulators.start_cosmos({"COSMOSDB_COMPACT_BYTES": "65536"})
     store = CosmosStore.from_settings(st.settings())
-    doc = store.create_run({"id": "r-hot", "state": "running", "pad": "y" * 1000, "n": 0})
+    runs = store.container("runs")
+    doc = runs.create({"id": "r-hot", "state": "running", "pad": "y" * 1000, "n": 0})
     for n in range(1, 301):  # ~600 KB of journal records for one document
-        doc = store.replace_run({**doc, "n": n})
-    store.create_run({"id": "r-cold", "state": "queued"})
-    runs = store._c["runs"]  # a user-defined function is kept too, and works after a restart
-    runs.scripts.create_user_defined_function(
+        doc = runs.replace({**doc, "n": n}, doc["_etag"])
+    runs.create({"id": "r-cold", "state": "queued"})
+    # A user-defined function is kept too, and works after a restart.
+    store.container("runs").proxy.scripts.create_user_defined_function(
         {"id": "twice", "body": "function (x) { return 2 * x; }"}
     )
     files = list(journal_dir.iterdir())
@@ -268,9 +273,10 @@ def test_the_journal_is_compacted_and_survives_torn_and_bad_records(
     st = emulators.start_cosmos()
     store = CosmosStore.from_settings(st.settings())
     assert every_document(store) == documents
-    assert store.replace_run({**doc, "state": "completed"})["n"] == 300
+    runs = store.container("runs")
+    assert runs.replace({**doc, "state": "completed"}, doc["_etag"])["n"] == 300
     twice = "SELECT VALUE udf.twice(c.n) FROM c WHERE c.id = 'r-hot'"
-    rows: list[Any] = list(store._c["runs"].query_items(twice, enable_cross_partition_query=True))
+    rows: list[Any] = list(runs.proxy.query_items(twice, enable_cross_partition_query=True))
     assert rows == [600]
     emulators.kill(st)
 
@@ -314,7 +320,7 @@ def test_benchctl_local_up_keeps_data_and_fresh_starts_empty(tmp_path: Path) -> 
         st = Stack.load(local_dir)
         assert st is not None
         store, queues, artifacts = clients(st)
-        assert [r["id"] for r in store._query("runs", "SELECT * FROM c", [])] == ["r-a"]
+        assert [r["id"] for r in store.container("runs").query("SELECT * FROM c", [])] == ["r-a"]
         assert queued(queues)[0] == 4
         assert artifacts.get("r-a", "r-a.s0.c0", "fio.log") == b"log"
         benchctl(local_dir, "down")

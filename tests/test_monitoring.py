@@ -18,6 +18,7 @@ from benchctl.localstack import Stack
 from core.monitoring.notify import verify
 from core.monitoring.scheduler import Scheduler
 from core.runs.service import RunService
+from core.runs.state import Run
 from tests.conftest import WEBHOOK_SECRET, AgentFactory, Receiver, run_body, wait_state
 
 
@@ -44,8 +45,8 @@ def test_schedule_fires_once_under_concurrency_and_once_after_a_gap(
     scheduler = Scheduler(store, service, clock=clock)
     sched = scheduler.create({"cron": "* * * * *", "owner": "ci", "request": run_body(pool)})
 
-    def runs() -> list[dict]:  # type: ignore[type-arg]
-        docs, _ = store.query_runs(
+    def runs() -> list[Run]:
+        docs, _ = store.runs.page(
             target=None, state=None, tag=("schedule", sched["id"]), limit=200, continuation=None
         )
         return docs
@@ -56,8 +57,8 @@ def test_schedule_fires_once_under_concurrency_and_once_after_a_gap(
         t.start()
     for t in threads:
         t.join()
-    assert [r["tags"]["fire"] for r in runs()] == ["2031-03-04T10:01:00+00:00"]
-    who = runs()[0]["requested_by"]
+    assert [r.tags["fire"] for r in runs()] == ["2031-03-04T10:01:00+00:00"]
+    who = runs()[0].requested_by.model_dump()
     assert who == {"name": f"schedule:{sched['id']} (ci)", "role": "engineer", "door": "schedule"}
     clock.set("2031-03-04T10:01:40+00:00")
     scheduler.tick()
@@ -66,7 +67,7 @@ def test_schedule_fires_once_under_concurrency_and_once_after_a_gap(
     clock.set("2031-03-04T10:11:30+00:00")  # the timer was down for 10 minutes
     scheduler.tick()
     scheduler.tick()
-    fires = sorted(r["tags"]["fire"] for r in runs())
+    fires = sorted(r.tags["fire"] for r in runs())
     assert fires == ["2031-03-04T10:01:00+00:00", "2031-03-04T10:11:00+00:00"]  # one catch-up
     scheduler.patch(sched["id"], {"enabled": False})
     clock.set("2031-03-04T10:20:30+00:00")
@@ -78,7 +79,7 @@ def test_schedule_fires_once_under_concurrency_and_once_after_a_gap(
     scheduler.tick()
     assert len(runs()) == 3  # the next due minute fires as usual
     for r in runs():
-        service.cancel(r["id"])  # no agent serves this pool
+        service.cancel(r.id)  # no agent serves this pool
 
 
 def test_schedules_api_validates_and_manages(api: httpx.Client, pool: str) -> None:

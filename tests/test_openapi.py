@@ -27,7 +27,6 @@ from jsonschema import Draft202012Validator
 
 from adapters.cosmos import CosmosStore
 from benchctl.localstack import Stack
-from core.models import WorkItem
 from core.monitoring.notify import sign, teams_signature
 from core.validation import schema_path
 from functions.api import create_app
@@ -193,7 +192,7 @@ def test_real_answers_of_every_operation_match_the_document(
     accepted = check(api.post("/api/runs", json=run_body(pool)), "/api/runs")
     run_id = accepted["id"]
     item_id = f"{run_id}.s0.c0"
-    item = WorkItem.model_validate(store.get_item(run_id, item_id)["work_item"])
+    item = store.items.get_item(run_id, item_id).work_item
     ref = {"agent_id": "conformance", "run_id": run_id, "item_id": item_id}
     claim = {"agent_id": "conformance", "work_item": item.model_dump(mode="json")}
     claimed = check(
@@ -240,7 +239,7 @@ def test_real_answers_of_every_operation_match_the_document(
 
     # A second run: a failed attempt, a cancelled one, the run cancelled.
     second = check(api.post("/api/runs", json=run_body(pool)), "/api/runs")["id"]
-    item2 = WorkItem.model_validate(store.get_item(second, f"{second}.s0.c0")["work_item"])
+    item2 = store.items.get_item(second, f"{second}.s0.c0").work_item
     ref2 = {**ref, "run_id": second, "item_id": item2.item_id}
     claim2 = {**claim, "work_item": item2.model_dump(mode="json"), "dequeue_count": 1}
     check(api.post("/api/agent/claim", json=claim2), "/api/agent/claim")

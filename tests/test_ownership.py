@@ -98,7 +98,7 @@ def test_runners_triage_only_regressions_first_seen_on_their_runs(
         }
         key = f"ownership-test-{pool}"
         for run_id in runs.values():
-            store.create_regression(
+            store.series.create_regression(
                 {
                     "id": f"{key}.read.iops.gate.{run_id}",
                     "series_key": key,
@@ -116,7 +116,7 @@ def test_runners_triage_only_regressions_first_seen_on_their_runs(
             ana.patch(f"{url}/{ids['root']}", json={"state": "acknowledged"}), "first_run_id"
         )
         assert "belongs to root" in message
-        assert store.get_regression(key, ids["root"])["state"] == "new"
+        assert store.series.get_regression(key, ids["root"])["state"] == "new"
         with as_(owned, "bo") as bo:
             refused(bo.patch(f"{url}/{ids['ana']}", json={"state": "fixed"}), "first_run_id")
 

@@ -9,7 +9,16 @@ import pytest
 
 from core.analysis.step_aggregates import build_aggregates
 from core.analysis.timeline import ClientTimeline, DirectionTimeline
-from core.models import DirectionResult, HostFacts, LatencyStats, Result, StartInfo, Workload
+from core.models import (
+    DirectionResult,
+    HostFacts,
+    LatencyStats,
+    Result,
+    StartInfo,
+    WorkItem,
+    Workload,
+)
+from core.runs.state import Item, ItemState, Run, Step
 
 RUN = "r-" + "a" * 32
 T0 = 1_800_000_000_000
@@ -61,47 +70,69 @@ def timeline(iops: float, start_ms: int) -> ClientTimeline:
 
 def sweep_run(
     points: list[tuple[int, int, float]],
-) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], dict[str, ClientTimeline]]:
+) -> tuple[Run, list[Step], list[Item], list[dict[str, Any]], dict[str, ClientTimeline]]:
     """(iodepth, clients, IOPS per client) per step, one after another."""
     base = Workload(rw="randread", bs="4k", size="8m", runtime=4)
-    docs, results, timelines = [], [], {}
-    for step, (depth, clients, per_client) in enumerate(points):
-        w = base.model_copy(update={"iodepth": depth}).model_dump(mode="json")
-        start = T0 + step * 10_000
-        docs.append(
-            {
-                "id": f"{RUN}.s{step}",
-                "kind": "step",
-                "step": step,
-                "clients": clients,
-                "mode": "measure",
-                "point": f"iodepth={depth}",
-                "workload": w,
-                "start_at_ms": start,
-            }
+    steps, items, results, timelines = [], [], [], {}
+    for number, (depth, clients, per_client) in enumerate(points):
+        w = base.model_copy(update={"iodepth": depth})
+        start = T0 + number * 10_000
+        steps.append(
+            Step(
+                id=f"{RUN}.s{number}",
+                run_id=RUN,
+                step=number,
+                clients=clients,
+                mode="measure",
+                point=f"iodepth={depth}",
+                workload=w,
+                start_at_ms=start,
+            )
         )
         for c in range(clients):
-            item = f"{RUN}.s{step}.c{c}"
-            docs.append(
-                {
-                    "id": item,
-                    "kind": "item",
-                    "step": step,
-                    "client": c,
-                    "state": "completed",
-                    "agent_id": f"agent-{c}",
-                }
+            item = f"{RUN}.s{number}.c{c}"
+            work = WorkItem(
+                run_id=RUN,
+                item_id=item,
+                step=number,
+                client=c,
+                clients=clients,
+                pool="p",
+                targets=["scratch"],
+                engine="fio",
+                workload=w,
             )
-            results.append(result(step, c, per_client, Workload.model_validate(w), start))
+            items.append(
+                Item(
+                    id=item,
+                    run_id=RUN,
+                    step=number,
+                    client=c,
+                    state=ItemState.COMPLETED,
+                    agent_id=f"agent-{c}",
+                    work_item=work,
+                )
+            )
+            results.append(result(number, c, per_client, w, start))
             timelines[item] = timeline(per_client, start)
-    run = {
-        "id": RUN,
-        "target": "scratch",
-        "targets": ["scratch"],
-        "engine": "fio",
-        "workload": base.model_dump(mode="json"),
-    }
-    return run, docs, results, timelines
+    run = Run.model_validate(
+        {
+            "id": RUN,
+            "created_at": "2031-01-01T00:00:00Z",
+            "created_ms": 0,
+            "request": {"target": "scratch", "pool": "p"},
+            "workload": base,
+            "comparison_key": "k",
+            "target": "scratch",
+            "targets": ["scratch"],
+            "pool": "p",
+            "step_count": len(points),
+            "items_total": len(items),
+            "requested_by": {"name": "t", "role": "admin"},
+            "body_hash": "h",
+        }
+    )
+    return run, steps, items, results, timelines
 
 
 def test_an_iodepth_sweep_on_one_client_has_no_scaling_efficiency() -> None:
@@ -127,7 +158,7 @@ def test_no_like_step_no_efficiency() -> None:
 def test_a_client_far_from_the_steps_instant_makes_the_step_partial() -> None:
     """A client re-run after an outage with an instant of its own: 58.8 s from the step's,
     it did not load the target with the others. Left out, named, step partial."""
-    run, docs, results, timelines = sweep_run([(4, 2, 1000)])
+    run, steps, items, results, timelines = sweep_run([(4, 2, 1000)])
     late = results[1]
     late["started_at_ms"] += 58_808
     late["start"] = {
@@ -135,7 +166,7 @@ def test_a_client_far_from_the_steps_instant_makes_the_step_partial() -> None:
         "released_ms": late["started_at_ms"],
         "skew_ms": 0.0,
     }
-    (agg,) = build_aggregates(run, docs, results, timelines)
+    (agg,) = build_aggregates(run, steps, items, results, timelines)
     assert agg["partial"] is True and agg["clients"] == 1
     (failed,) = agg["failed_clients"]
     assert failed["client"] == 1 and "58,808 ms from the step's common instant" in failed["error"]

@@ -14,7 +14,6 @@ from adapters.blob import BlobArtifacts
 from adapters.cosmos import CosmosStore
 from adapters.queue import WorkQueues
 from benchctl.localstack import Stack
-from core.models import WorkItem
 from core.runs.holder import AgentRef
 from core.runs.service import RunService
 from tests.conftest import AgentFactory, result_from_capture, run_body, wait_state
@@ -31,7 +30,7 @@ def test_two_timers_at_once_store_one_aggregate(
 ) -> None:
     service = RunService(store, queues, artifacts, pools=tuple(stack.pools))
     run, _ = service.submit(run_body(pool))
-    item = WorkItem.model_validate(store.get_item(run["id"], f"{run['id']}.s0.c0")["work_item"])
+    item = store.items.get_item(run["id"], f"{run['id']}.s0.c0").work_item
     agent = AgentRef("timer-test")  # results are taken only from the item's holder
     assert service.claim(item, agent=agent, dequeue_count=1, message_id="m1").action == "run"
     assert service.ready(run["id"], item.item_id, agent).status == "go"
@@ -40,15 +39,15 @@ def test_two_timers_at_once_store_one_aggregate(
     assert service.store_result(result, agent) is False  # redelivered: stored once
 
     # Two timer instances (and the API's own timer loop) race on the same finished run.
-    threads = [threading.Thread(target=service.finalize_runs) for _ in range(2)]
+    threads = [threading.Thread(target=service.tick) for _ in range(2)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    service.finalize_runs()  # and once more, later
-    assert len(store.list_aggregates(run["id"])) == 1
-    assert len(store.list_results(run["id"])) == 1
-    assert store.get_run(run["id"])["state"] == "completed"
+    service.tick()  # and once more, later
+    assert len(store.results.list_aggregates(run["id"])) == 1
+    assert len(store.results.of_run(run["id"])) == 1
+    assert store.runs.get(run["id"]).state == "completed"
 
 
 def benchctl(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:

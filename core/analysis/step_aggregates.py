@@ -19,6 +19,7 @@ from core.analysis.timeline import ClientTimeline
 from core.models import Direction, DirectionResult, Result
 from core.ports import Doc
 from core.runs.plan import body_hash, comparison_key, step_id, total_iops
+from core.runs.state import Item, Run, Step
 
 # Steps resolved per client count: their workload differs with the count by design.
 DYNAMIC_MODES = ("rate", "sized")
@@ -28,19 +29,12 @@ def _now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def like_key(step: Mapping[str, Any], run_workload: Mapping[str, Any]) -> str:
+def like_key(step: Step, run_workload: Mapping[str, Any]) -> str:
     """Steps with the same key ran the same workload, whatever their client count."""
-    if step.get("mode") in DYNAMIC_MODES:
-        return body_hash({"mode": step.get("mode"), "point": step.get("point")})
-    return body_hash({"workload": step.get("workload") or run_workload})
-
-
-def _is_item(d: Doc) -> bool:
-    return bool(d.get("kind", "item") == "item")
-
-
-def _is_step(d: Doc) -> bool:
-    return bool(d.get("kind") == "step")
+    if step.mode in DYNAMIC_MODES:
+        return body_hash({"mode": step.mode, "point": step.point})
+    workload = step.workload.model_dump(mode="json") if step.workload else run_workload
+    return body_hash({"workload": workload})
 
 
 def sample_from_result(
@@ -77,70 +71,70 @@ def sample_from_result(
 
 
 def build_aggregates(
-    run: Doc,
-    docs: Sequence[Doc],
+    run: Run,
+    steps: Sequence[Step],
+    items: Sequence[Item],
     results: Sequence[Doc],
     timelines: Mapping[str, ClientTimeline] | None = None,
 ) -> list[Doc]:
     """One aggregate per step that produced results. ``timelines`` by item id."""
     timelines = timelines or {}
     by_item = {r["item_id"]: r for r in results}
-    items = [d for d in docs if _is_item(d)]
-    steps = sorted((d for d in docs if _is_step(d)), key=lambda s: s["step"])
-    files = int(run.get("files_per_target", 1))
-    per_step: list[tuple[Doc, list[ClientSample], list[FailedClient]]] = []
-    for s in steps:
-        members = [i for i in items if i["step"] == s["step"]]
+    per_step: list[tuple[Step, list[ClientSample], list[FailedClient]]] = []
+    for s in sorted(steps, key=lambda s: s.step):
+        members = [i for i in items if i.step == s.step]
         samples = [
             sample_from_result(
-                by_item[i["id"]],
-                files_per_target=files,
-                timeline=timelines.get(i["id"]),
-                step_start_ms=s.get("start_at_ms"),
+                by_item[i.id],
+                files_per_target=run.files_per_target,
+                timeline=timelines.get(i.id),
+                step_start_ms=s.start_at_ms,
             )
             for i in members
-            if i["id"] in by_item
+            if i.id in by_item
         ]
         if not samples:
             continue  # a step that never ran (barrier failed) has no aggregate
         failed = [
-            FailedClient(i["client"], i.get("agent_id"), i.get("reason") or i["state"])
+            FailedClient(i.client, i.agent_id, i.reason or i.state.value)
             for i in members
-            if i["id"] not in by_item
+            if i.id not in by_item
         ]
         per_step.append((s, samples, failed))
 
     # The 1-client reference of each workload: the mean of its complete, kept steps.
+    run_workload = run.workload.model_dump(mode="json")
     singles: dict[str, list[float]] = {}
     for s, samples, failed in per_step:
-        if s["clients"] == 1 and not failed and not s.get("discarded"):
+        if s.clients == 1 and not failed and not s.discarded:
             one = aggregate(samples)
-            singles.setdefault(like_key(s, run["workload"]), []).append(total_iops(one))
+            singles.setdefault(like_key(s, run_workload), []).append(total_iops(one))
 
     out = []
     for s, samples, failed in per_step:
-        refs = singles.get(like_key(s, run["workload"]))
+        refs = singles.get(like_key(s, run_workload))
         agg = aggregate(
             samples,
             failed=failed,
-            expected_clients=s["clients"],
+            expected_clients=s.clients,
             single_client_iops=sum(refs) / len(refs) if refs else None,
         )
-        workload = s.get("workload") or run.get("workload") or {}
+        workload = s.workload.model_dump(mode="json") if s.workload else run_workload
         out.append(
             {
-                "id": step_id(run["id"], s["step"]),
-                "run_id": run["id"],
-                "step": s["step"],
-                "target": run["target"],
+                "id": step_id(run.id, s.step),
+                "run_id": run.id,
+                "step": s.step,
+                "target": run.target,
                 "created_at": _now_iso(),
-                **{k: s.get(k) for k in ("mode", "point", "repetition", "discarded")},
+                "mode": s.mode,
+                "point": s.point,
+                "repetition": s.repetition,
+                "discarded": s.discarded,
                 "workload": workload,
-                "like_key": like_key(s, run["workload"]),
+                "like_key": like_key(s, run_workload),
                 # What makes this step's figures comparable with another run's (issue: series).
-                "comparison_key": comparison_key(
-                    run.get("engine", "fio"), workload, run["targets"], s["clients"]
-                ),
+                "comparison_key": comparison_key(run.engine, workload, run.targets, s.clients),
                 **agg,
             }
         )

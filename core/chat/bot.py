@@ -20,11 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.catalogue import PROFILES
+from core.chat.cards import Reply, fmt, status_reply
 from core.errors import Conflict, FieldError, NotFound, ValidationFailed
 from core.models import MAX_CLIENTS
 from core.monitoring.monitor import Monitor
 from core.monitoring.scheduler import Scheduler
-from core.ports import Doc, Notifier
+from core.ports import Doc
 from core.runs.guardrails import Caller, Forbidden, TargetInfo
 from core.runs.service import RunService
 
@@ -91,25 +92,6 @@ def parse_command(text: str) -> Command:
     return Command("help", problem=f"I don't know {verb!r}")
 
 
-@dataclass
-class Reply:
-    """What the bot answers: a title, lines of text, facts, and the data for JSON callers."""
-
-    kind: str
-    title: str
-    lines: list[str] = field(default_factory=list)
-    facts: list[tuple[str, str]] = field(default_factory=list)
-    data: dict[str, Any] = field(default_factory=dict)
-    ok: bool = True
-    link: str | None = None
-
-
-def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:,.1f}"
-    return str(v)
-
-
 class Bot:
     def __init__(
         self,
@@ -145,7 +127,7 @@ class Bot:
             a, b = (self.runs.get_run(command.args[k]) for k in ("a", "b"))
             cmp = self.monitor.compare(a, b)
             facts = [
-                (r["metric"], f"{_fmt(r['a'])} → {_fmt(r['b'])} ({_pct(r)}, {r['verdict']})")
+                (r["metric"], f"{fmt(r['a'])} → {fmt(r['b'])} ({_pct(r)}, {r['verdict']})")
                 for r in cmp["rows"]
             ]
             lines = [cmp["summary"]]
@@ -205,52 +187,21 @@ class Bot:
         )
 
     def status(self, run: Doc) -> Reply:
-        facts = [("State", run["state"]), ("Target", str(run.get("target")))]
-        if run.get("profile"):
-            facts.append(("Profile", run["profile"]))
-        if "queue_position" in run:
-            facts.append(("Position", str(run["queue_position"])))
-        agg = run.get("aggregate") or {}
-        for d in ("read", "write"):
-            a = agg.get(d)
-            if a:
-                facts.append((f"{d} IOPS", _fmt(float(a["iops"]))))
-                facts.append((f"{d} MiB/s", _fmt(float(a["bw_bytes"]) / 2**20)))
-                facts.append((f"{d} p99", f"{float(a['clat_ns']['p99']) / 1e6:.3f} ms"))
-        if agg.get("clients"):
-            facts.append(("Clients", str(agg["clients"])))
-        lines = [f"error: {run['error']}"] if run.get("error") else []
-        return Reply(
-            "status",
-            f"Run {run['id']}: {run['state']}",
-            lines,
-            facts,
-            data={"run_id": run["id"], "state": run["state"], "aggregate": agg or None},
-            ok=run["state"] != "failed",
-            link=f"{self.public_url}/api/runs/{run['id']}",
-        )
+        return status_reply(run, self.public_url)
 
     def list_targets(self) -> Reply:
         if not self.targets:
             return Reply("targets", "Targets", ["no target registry: any mounted alias works"])
-        # Three queries in all, not three per target: unfinished runs are few at a time.
-        unfinished = [
-            r
-            for state in ("queued", "running", "waiting")
-            for r in self.runs.list_runs(state=state, limit=200)[0]
+        data = self.runs.views.targets(self.targets)
+        facts = [
+            (
+                t["alias"],
+                f"{t['pool']}, {'read-only' if t['read_only'] else 'read-write'}, "
+                + (f"busy ({t['holder']})" if t["busy"] else "idle")
+                + (f", {t['waiting']} waiting" if t["waiting"] else ""),
+            )
+            for t in data
         ]
-        facts = []
-        data = []
-        for t in self.targets:
-            runs = [r for r in unfinished if r["pool"] == t.pool and t.alias in r["targets"]]
-            active = [r for r in runs if r["state"] != "waiting"]
-            waiting = [r for r in runs if r["state"] == "waiting"]
-            state = f"busy ({active[0]['id']})" if active else "idle"
-            if waiting:
-                state += f", {len(waiting)} waiting"
-            mode = "read-only" if t.read_only else "read-write"
-            facts.append((t.alias, f"{t.pool}, {mode}, {state}"))
-            data.append({**t.model_dump(), "busy": bool(active), "waiting": len(waiting)})
         return Reply("targets", "Targets", facts=facts, data={"targets": data})
 
 
@@ -271,67 +222,3 @@ def _refused(command: Command, errors: list[FieldError]) -> Reply:
         data={"errors": [e.as_dict() for e in errors]},
         ok=False,
     )
-
-
-def result_reply(run: Doc, bot: Bot) -> Reply:
-    """The card posted when a run asked for through a chat finishes."""
-    reply = bot.status(run)
-    reply.kind = "result"
-    reply.title = f"Run {run['id']} {run['state']}"
-    return reply
-
-
-def announce_result(run_id: str, bot: Bot, notifier: Notifier) -> list[dict[str, Any]]:
-    """Post a finished chat-requested run's result card where the request came from."""
-    run = bot.runs.get_run(run_id)
-    door = (run.get("requested_by") or {}).get("door")
-    if door not in ("bot-teams", "bot-webhook"):
-        return []
-    reply = result_reply(run, bot)
-    payload = {"event": "run.finished", **json_reply(reply)}
-    return notifier.post_result(str(door), adaptive_card(reply), payload)
-
-
-def adaptive_card(reply: Reply) -> dict[str, Any]:
-    """A Teams message with one Adaptive Card (what an outgoing webhook may answer)."""
-    body: list[dict[str, Any]] = [
-        {
-            "type": "TextBlock",
-            "text": reply.title,
-            "weight": "Bolder",
-            "size": "Medium",
-            "color": "Default" if reply.ok else "Attention",
-            "wrap": True,
-        },
-        *({"type": "TextBlock", "text": line, "wrap": True} for line in reply.lines),
-    ]
-    if reply.facts:
-        body.append(
-            {"type": "FactSet", "facts": [{"title": k, "value": v} for k, v in reply.facts]}
-        )
-    card: dict[str, Any] = {
-        "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
-        "type": "AdaptiveCard",
-        "version": "1.4",
-        "body": body,
-    }
-    if reply.link:
-        card["actions"] = [{"type": "Action.OpenUrl", "title": "Open", "url": reply.link}]
-    return {
-        "type": "message",
-        "attachments": [
-            {"contentType": "application/vnd.microsoft.card.adaptive", "content": card}
-        ],
-    }
-
-
-def json_reply(reply: Reply) -> dict[str, Any]:
-    return {
-        "command": reply.kind,
-        "ok": reply.ok,
-        "title": reply.title,
-        "lines": reply.lines,
-        "facts": dict(reply.facts),
-        "data": reply.data,
-        "link": reply.link,
-    }

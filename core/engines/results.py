@@ -10,6 +10,9 @@ from core.engines.diskspd_time import measured_start_s
 from core.engines.diskspd_xml import parse_xml
 from core.engines.fio_output import directions_from_fio, fio_version
 from core.models import (
+    Direction,
+    DirectionResult,
+    Engine,
     FillInfo,
     HostFacts,
     MountFacts,
@@ -51,6 +54,36 @@ def build_result(
         start = StartInfo(
             scheduled_ms=scheduled_ms, released_ms=released_ms, skew_ms=io_start - scheduled_ms
         )
+    return _result(
+        item,
+        agent_id,
+        engine="fio",
+        engine_version=fio_version(fio_json),
+        period=(begin, end),
+        dirs=dirs,
+        start=start,
+        host=host,
+        mounts=mounts,
+        fill=fill,
+        steadystate=_steadystate(fio_json),
+    )
+
+
+def _result(
+    item: WorkItem,
+    agent_id: str,
+    *,
+    engine: Engine,
+    engine_version: str,
+    period: tuple[int, int],
+    dirs: Mapping[Direction, DirectionResult],
+    start: StartInfo | None,
+    host: HostFacts,
+    mounts: list[MountFacts],
+    fill: FillInfo | None = None,
+    steadystate: dict[str, Any] | None = None,
+) -> Result:
+    """One client's result, whichever engine measured it (id = the item id)."""
     return Result(
         id=item.item_id,
         run_id=item.run_id,
@@ -58,17 +91,17 @@ def build_result(
         step=item.step,
         client=item.client,
         agent_id=agent_id,
-        engine="fio",
-        engine_version=fio_version(fio_json),
+        engine=engine,
+        engine_version=engine_version,
         targets=item.targets,
         workload=item.workload,
-        started_at_ms=begin,
-        ended_at_ms=end,
+        started_at_ms=period[0],
+        ended_at_ms=period[1],
         read=dirs.get("read"),
         write=dirs.get("write"),
         start=start,
         fill=fill,
-        steadystate=_steadystate(fio_json),
+        steadystate=steadystate,
         host=host,
         mounts=mounts,
     )
@@ -112,21 +145,13 @@ def build_diskspd_result(
             released_ms=launched_s * 1000,
             skew_ms=io_start_ms - scheduled_ms,
         )
-    result = Result(
-        id=item.item_id,
-        run_id=item.run_id,
-        item_id=item.item_id,
-        step=item.step,
-        client=item.client,
-        agent_id=agent_id,
+    result = _result(
+        item,
+        agent_id,
         engine="diskspd",
         engine_version=parsed.version,
-        targets=item.targets,
-        workload=item.workload,
-        started_at_ms=begin,
-        ended_at_ms=end,
-        read=parsed.dirs.get("read"),
-        write=parsed.dirs.get("write"),
+        period=(begin, end),
+        dirs=parsed.dirs,
         start=start,
         host=host,
         mounts=mounts,

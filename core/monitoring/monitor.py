@@ -29,6 +29,7 @@ from core.errors import FieldError, NotFound, ValidationFailed
 from core.ports import Doc, NoNotifier, Notifier, Store
 from core.runs.guardrails import LOCAL_CALLER, Caller
 from core.runs.ownership import check_owner
+from core.runs.state import Run
 
 log = logging.getLogger(__name__)
 TRIAGE_STATES = ("new", "acknowledged", "expected", "fixed")
@@ -54,7 +55,7 @@ class Monitor:
         self.gate_pct = gate_pct
         self.min_magnitude_pct = min_magnitude_pct  # change points smaller than this are noise
 
-    def record(self, run: Doc, aggregates: Sequence[Doc], results: Sequence[Doc]) -> list[Doc]:
+    def record(self, run: Run, aggregates: Sequence[Doc], results: Sequence[Doc]) -> list[Doc]:
         """Add the run's steps to their series, run detection, store and announce new
         regressions. Returns the regressions this call created."""
         created: list[Doc] = []
@@ -65,31 +66,31 @@ class Monitor:
             if not step_results:
                 continue
             facts = infra_facts(step_results)
-            key = step_series_key(run, agg)
+            key = step_series_key(run.engine, run.targets, agg)
             point = {
-                "id": f"{key}.{run['id']}.s{agg['step']}",
+                "id": f"{key}.{run.id}.s{agg['step']}",
                 "series_key": key,
-                "run_id": run["id"],
+                "run_id": run.id,
                 "step": agg["step"],
-                "target": run["target"],
+                "target": run.target,
                 "time_ms": min(r["started_at_ms"] for r in step_results),
                 "infra": infra_fingerprint(facts),
                 "infra_facts": facts,
                 "metrics": metrics_of(agg),
                 "clients": agg["clients"],
-                "engine": run.get("engine", "fio"),
+                "engine": run.engine,
                 "workload": agg.get("workload"),
-                "tags": run.get("tags", {}),
+                "tags": run.tags,
             }
-            history = self.store.list_series_points(key)
+            history = self.store.series.points(key)
             baseline = _baseline(point, history)
             point["gate"] = self._gate(point, baseline)
-            self.store.create_series_point(point)
+            self.store.series.create_point(point)
             points = [p for p in history if p["id"] != point["id"]] + [point]
             changes = find_changes(
                 points, min_magnitude_pct=self.min_magnitude_pct
             ) + _gate_changes(point, baseline)
-            created += self._store_changes(key, run["target"], changes)
+            created += self._store_changes(key, run.target, changes)
         return created
 
     def _gate(self, point: Doc, same: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -106,7 +107,7 @@ class Monitor:
         }
 
     def _store_changes(self, key: str, target: str, changes: Sequence[Doc]) -> list[Doc]:
-        existing = self.store.list_regressions(key)
+        existing = self.store.series.regressions(key)
         created = []
         for change in changes:
             if any(_same_change(change, e) for e in existing):
@@ -120,7 +121,7 @@ class Monitor:
                 "notified": None,
                 **change,
             }
-            if not self.store.create_regression(reg):
+            if not self.store.series.create_regression(reg):
                 continue  # another timer instance stored it first
             created.append(reg)
             if reg["kind"] == "regression":
@@ -145,15 +146,15 @@ class Monitor:
         return created
 
     def _update(self, key: str, reg_id: str, change: Any) -> Doc:
-        doc = self.store.get_regression(key, reg_id)
+        doc = self.store.series.get_regression(key, reg_id)
         change(doc)
-        return self.store.replace_regression(doc)
+        return self.store.series.replace_regression(doc)
 
     # ---- queries ----------------------------------------------------------------------
 
     def list_series(self) -> list[Doc]:
         by_key: dict[str, Doc] = {}
-        for p in self.store.list_all_series_points():
+        for p in self.store.series.all_points():
             s = by_key.setdefault(
                 p["series_key"],
                 {
@@ -171,7 +172,7 @@ class Monitor:
         return sorted(by_key.values(), key=lambda s: -s["last_time_ms"])
 
     def history(self, key: str) -> Doc:
-        points = sorted(self.store.list_series_points(key), key=lambda p: p["time_ms"])
+        points = sorted(self.store.series.points(key), key=lambda p: p["time_ms"])
         segs = segments(points)
         rows = []
         for i, seg in enumerate(segs):
@@ -188,7 +189,7 @@ class Monitor:
                         "gate": p.get("gate", {}),
                     }
                 )
-        regs = [_public(r) for r in self.store.list_regressions(key)]
+        regs = [_public(r) for r in self.store.series.regressions(key)]
         return {"series_key": key, "segments": len(segs), "history": rows, "regressions": regs}
 
     def compare(self, run_a: Doc, run_b: Doc) -> Doc:
@@ -198,8 +199,8 @@ class Monitor:
         noise: dict[str, float] = {}
         key = None
         if agg_a:
-            key = step_series_key(run_a, agg_a)
-            points = self.store.list_series_points(key)
+            key = step_series_key(run_a.get("engine", "fio"), run_a["targets"], agg_a)
+            points = self.store.series.points(key)
             noise = noise_pct(points, {run_a["id"], run_b["id"]})
         rows = compare_aggregates(agg_a, agg_b, noise) if agg_a and agg_b else []
         return {
@@ -215,7 +216,7 @@ class Monitor:
     def regressions(self, state: str | None = None) -> list[Doc]:
         return [
             _public(r)
-            for r in self.store.list_regressions()
+            for r in self.store.series.regressions()
             if state is None or r["state"] == state
         ]
 
@@ -224,10 +225,9 @@ class Monitor:
         own runs."""
         if state not in TRIAGE_STATES:
             raise ValidationFailed([FieldError("state", f"one of {', '.join(TRIAGE_STATES)}")])
-        reg = self.store.get_regression(key, reg_id)
+        reg = self.store.series.get_regression(key, reg_id)
         try:
-            run = self.store.get_run(str(reg.get("first_run_id")))
-            owner = (run.get("requested_by") or {}).get("name")
+            owner: str | None = self.store.runs.get(str(reg.get("first_run_id"))).owner
         except NotFound:
             owner = None
         check_owner(caller, owner, "first_run_id", f"regression {reg_id}")
@@ -239,11 +239,11 @@ class Monitor:
 GATED_METRICS = ("read.iops", "write.iops", "read.p99", "write.p99")
 
 
-def step_series_key(run: Doc, aggregate: Mapping[str, Any]) -> str:
+def step_series_key(engine: str, targets: Sequence[str], aggregate: Mapping[str, Any]) -> str:
     """The series a run's step belongs to."""
     return series_key(
-        engine=run.get("engine", "fio"),
-        targets=run["targets"],
+        engine=engine,
+        targets=list(targets),
         clients=aggregate["clients"],
         workload=aggregate.get("workload") or {},
         mode=aggregate.get("mode"),

@@ -24,6 +24,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
+from core import teams
+
 EVENT = "regression.detected"
 TIMESTAMP_HEADER = "X-Bench-Timestamp"
 SIGNATURE_HEADER = "X-Bench-Signature"
@@ -116,34 +118,15 @@ def teams_card(regression: Mapping[str, Any], *, base_url: str) -> dict[str, Any
             "text": f"{before} → {after} ({_change_pct(regression.get('change_pct'))})",
             "wrap": True,
         },
-        {
-            "type": "FactSet",
-            "facts": [{"title": title, "value": value} for title, value in facts],
-        },
+        teams.facts(facts),
     ]
     urls = links(regression, base_url=base_url)
     actions: list[dict[str, Any]] = []
     if urls["run"]:
-        actions.append({"type": "Action.OpenUrl", "title": "Open run", "url": urls["run"]})
+        actions.append(teams.open_url("Open run", urls["run"]))
     if urls["series"]:
-        actions.append({"type": "Action.OpenUrl", "title": "Open series", "url": urls["series"]})
-    card: dict[str, Any] = {
-        "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
-        "type": "AdaptiveCard",
-        "version": "1.4",
-        "body": body,
-        "actions": actions,
-    }
-    return {
-        "type": "message",
-        "attachments": [
-            {
-                "contentType": "application/vnd.microsoft.card.adaptive",
-                "contentUrl": None,
-                "content": card,
-            }
-        ],
-    }
+        actions.append(teams.open_url("Open series", urls["series"]))
+    return teams.card_message(body, actions)
 
 
 def webhook_body(regression: Mapping[str, Any], *, base_url: str) -> bytes:

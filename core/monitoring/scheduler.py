@@ -16,7 +16,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel
-from pydantic import ValidationError as PydanticError
 
 from core.errors import Conflict, FieldError, ValidationFailed
 from core.models import RunRequest
@@ -25,7 +24,7 @@ from core.ports import Doc, Store
 from core.runs.guardrails import LOCAL_CALLER, Caller, Forbidden
 from core.runs.ownership import check_owner
 from core.runs.service import RunService
-from core.validation import validate
+from core.validation import parse, validate
 
 log = logging.getLogger(__name__)
 SCHEDULE_ROLE = "engineer"  # schedules are made by engineers (checked at creation)
@@ -35,18 +34,7 @@ OWNER_FIELDS = frozenset({"enabled", "name"})
 
 
 def _model(model: type[BaseModel], body: Any) -> Any:
-    try:
-        return model.model_validate(body)
-    except PydanticError as e:
-        raise ValidationFailed(
-            [
-                FieldError(
-                    ".".join(str(p) for p in err["loc"]) or "(body)",
-                    str(err["msg"]).removeprefix("Value error, "),
-                )
-                for err in e.errors()
-            ]
-        ) from None
+    return parse(model, body)
 
 
 def _check_template(request: dict[str, Any]) -> None:
@@ -81,13 +69,13 @@ class Scheduler:
             "last_run_id": None,
             "next_fire": next_fire(s.cron, after=now).isoformat(),
         }
-        return _public(self.store.create_schedule(doc))
+        return _public(self.store.schedules.create(doc))
 
     def get(self, schedule_id: str) -> Doc:
-        return _public(self.store.get_schedule(schedule_id))
+        return _public(self.store.schedules.get(schedule_id))
 
     def list_all(self) -> list[Doc]:
-        return [_public(d) for d in self.store.list_schedules()]
+        return [_public(d) for d in self.store.schedules.all()]
 
     def patch(self, schedule_id: str, body: Any, caller: Caller = LOCAL_CALLER) -> Doc:
         """Engineers and admins change any schedule; a runner only ``enabled`` and
@@ -97,7 +85,7 @@ class Scheduler:
         if "request" in changes:
             _check_template(changes["request"])
         for _ in range(10):
-            doc = self.store.get_schedule(schedule_id)
+            doc = self.store.schedules.get(schedule_id)
             check_owner(caller, doc.get("owner"), "owner", f"schedule {schedule_id}")
             beyond = sorted(set(changes) - OWNER_FIELDS)
             if beyond and not caller.limits.manage:
@@ -113,21 +101,21 @@ class Scheduler:
             doc.update(changes)
             doc["next_fire"] = next_fire(doc["cron"], after=self._now()).isoformat()
             try:
-                return _public(self.store.replace_schedule(doc))
+                return _public(self.store.schedules.replace(doc))
             except Conflict:
                 continue
         raise Conflict(f"schedule {schedule_id} kept changing")
 
     def delete(self, schedule_id: str, caller: Caller = LOCAL_CALLER) -> None:
-        doc = self.store.get_schedule(schedule_id)
+        doc = self.store.schedules.get(schedule_id)
         check_owner(caller, doc.get("owner"), "owner", f"schedule {schedule_id}")
-        self.store.delete_schedule(schedule_id)
+        self.store.schedules.delete(schedule_id)
 
     def tick(self) -> list[str]:
         """Start every due run once; returns the run ids started (or found already started)."""
         now = self._now()
         started = []
-        for doc in self.store.list_schedules():
+        for doc in self.store.schedules.all():
             if not doc.get("enabled", True):
                 continue
             last = datetime.fromisoformat(doc["last_fired"]) if doc.get("last_fired") else None
@@ -160,7 +148,7 @@ class Scheduler:
 
     def _fired(self, schedule_id: str, fire: datetime, run_id: str, now: datetime) -> None:
         for _ in range(10):
-            doc = self.store.get_schedule(schedule_id)
+            doc = self.store.schedules.get(schedule_id)
             last = doc.get("last_fired")
             if last and datetime.fromisoformat(last) >= fire:
                 return  # a racing timer recorded it already
@@ -170,7 +158,7 @@ class Scheduler:
                 next_fire=next_fire(doc["cron"], after=now).isoformat(),
             )
             try:
-                self.store.replace_schedule(doc)
+                self.store.schedules.replace(doc)
                 return
             except Conflict:
                 continue

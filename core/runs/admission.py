@@ -1,13 +1,17 @@
-"""One run at a time per target (pure logic over the Store protocol).
+"""One run at a time per target (pure logic over the target repository).
 
-Each (pool, target) has a lock document naming the run that holds it. A run takes every
-lock it needs, in sorted order, by compare-and-swap; if one is held by a run still doing
-I/O it gives back what it took and waits. Nothing releases a lock: a lock whose holder has
-finished (or never got written) is free, so a crashed holder cannot wedge a target.
+Each (pool, target) has one lock document naming the run that holds it and the runs that
+wait for it, in submission order. Admission reads only the lock documents of the run's own
+targets (and the runs named there, by id): never a scan of all waiting runs.
 
-Waiting runs are admitted strictly in submission order per target: a run never starts
-while an earlier waiting run shares one of its targets, so a run on targets A and B and
-another on B and A cannot each hold one and wait forever.
+A run takes every lock it needs, in sorted order, by compare-and-swap; if one is held by a
+run still doing I/O, or an earlier run waits for it, it waits in each of its targets'
+queues (or is refused). Nothing releases a lock by timer: a lock whose holder has finished
+(or never got written) is free, so a crashed holder cannot wedge a target.
+
+Queues are ordered by submission (created_ms, run id), the same order on every target,
+and a run starts only at the head of all its queues: a run on targets A and B and another
+on B and A cannot each hold one and wait forever.
 """
 
 from __future__ import annotations
@@ -17,12 +21,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from core.errors import Conflict, NotFound
-from core.ports import Doc, Store
-from core.runs.state import HELD_ITEM_STATES
+from core.ports import Store
+from core.runs.cas import update
+from core.runs.state import Run, RunState, TargetLock, Waiter
 
 # A lock taken for a run whose document is not written yet (the write follows at once).
 UNWRITTEN_HOLDER_GRACE_MS = 60_000
-LOCK_CAS_ATTEMPTS = 20
 
 
 def lock_keys(pool: str, targets: Iterable[str]) -> list[str]:
@@ -30,25 +34,41 @@ def lock_keys(pool: str, targets: Iterable[str]) -> list[str]:
     return sorted({f"{pool}:{t}" for t in targets})
 
 
-def run_keys(run: Doc) -> list[str]:
-    return lock_keys(run["pool"], run.get("targets") or [run["target"]])
+def run_keys(run: Run) -> list[str]:
+    return lock_keys(run.pool, run.targets)
+
+
+def target_of(key: str) -> str:
+    return key.split(":", 1)[1]
+
+
+class TargetBusy(Conflict):
+    pass
+
+
+def holder_done(run: Run) -> bool:
+    """True once the run does no more I/O: every item ended (a cancelled run too, once its
+    agents have stopped), or it failed before starting. A run holding locks but not yet
+    marked admitted is being admitted (a crash may leave it so; the timer finishes it)."""
+    # A cancelled run reads "cancelled" at once, while its agents may still be stopping fio.
+    return run.finished or run.state in (RunState.COMPLETED, RunState.FAILED)
+
+
+def ahead(lock: TargetLock, me: Waiter) -> list[Waiter]:
+    """The waiters queued before ``me`` for this target, in order."""
+    return [w for w in lock.queue if w.order < me.order and w.run_id != me.run_id]
+
+
+def position(locks: Iterable[TargetLock], me: Waiter) -> int:
+    """1 + the runs waiting ahead of ``me`` on any of these targets."""
+    return 1 + len({w.run_id for lock in locks for w in ahead(lock, me)})
 
 
 @dataclass(frozen=True)
 class Busy:
     key: str
-    holder: str  # run id
-    waiting: int  # runs already waiting for this target
-
-
-def holder_done(run: Doc) -> bool:
-    """True once the run does no more I/O: every item ended, or it never started."""
-    if run.get("finished") or run.get("state") in ("completed", "failed"):
-        return True
-    if run.get("admitted") is False:
-        return True
-    held = any(run.get("counts", {}).get(s) for s in HELD_ITEM_STATES)
-    return run.get("state") == "cancelled" and not held
+    holder: str | None  # the run holding it, if any
+    waiting: int  # runs already waiting for it
 
 
 class Admission:
@@ -59,92 +79,161 @@ class Admission:
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
 
-    def _held_by_other(self, lock: Doc, run_id: str) -> bool:
-        holder = lock.get("run_id")
-        if not holder or holder == run_id:
-            return False
-        try:
-            return not holder_done(self.store.get_run(holder))
-        except NotFound:
-            return self._now_ms() - int(lock.get("since_ms", 0)) < UNWRITTEN_HOLDER_GRACE_MS
+    # ---- reading ----------------------------------------------------------------------
 
-    def _lock(self, key: str) -> Doc:
+    def _lock(self, key: str) -> TargetLock:
         try:
-            return self.store.get_target_lock(key)
+            return self.store.targets.get(key)
         except NotFound:
             try:
-                return self.store.create_target_lock({"id": key, "run_id": None, "since_ms": 0})
+                return self.store.targets.create(TargetLock(id=key))
             except Conflict:
-                return self.store.get_target_lock(key)
+                return self.store.targets.get(key)
 
-    def busy(self, keys: list[str], run_id: str, waiting: list[Doc]) -> Busy | None:
-        """The first of ``keys`` another run holds or an earlier run waits for."""
+    def lock_of(self, key: str) -> TargetLock | None:
+        """The target's lock document, if anyone ever took it (a read, never a write)."""
+        try:
+            return self.store.targets.get(key)
+        except NotFound:
+            return None
+
+    def _run(self, run_id: str) -> Run | None:
+        try:
+            return self.store.runs.get(run_id)
+        except NotFound:
+            return None
+
+    def holds(self, lock: TargetLock, run_id: str) -> bool:
+        """Whether another run than ``run_id`` holds the lock and may still do I/O."""
+        holder = lock.run_id
+        if not holder or holder == run_id:
+            return False
+        run = self._run(holder)
+        if run is None:
+            return self._now_ms() - lock.since_ms < UNWRITTEN_HOLDER_GRACE_MS
+        return not holder_done(run)
+
+    def _live(self, waiter: Waiter) -> bool:
+        """A waiter still waiting: its run exists (or is being written) and was neither
+        cancelled nor admitted."""
+        run = self._run(waiter.run_id)
+        if run is None:
+            return self._now_ms() - waiter.created_ms < UNWRITTEN_HOLDER_GRACE_MS
+        return not run.admitted and not run.cancel_requested
+
+    def busy(self, keys: list[str], me: Waiter) -> Busy | None:
+        """The first of ``keys`` another run holds or an earlier run waits for. Only the
+        first waiter ahead is looked up (a queue's entries leave it when their run starts
+        or is cancelled; a dead one is dropped when found)."""
         for key in keys:
-            ahead = [w for w in waiting if key in run_keys(w) and w["id"] != run_id]
             lock = self._lock(key)
-            if self._held_by_other(lock, run_id):
-                return Busy(key, str(lock["run_id"]), len(ahead))
-            if ahead:
-                return Busy(key, ahead[0]["id"], len(ahead))
+            before = ahead(lock, me)
+            if self.holds(lock, me.run_id):
+                return Busy(key, lock.run_id, len(before))
+            for w in before:
+                if self._live(w):
+                    return Busy(key, w.run_id, len(before))
+                self._drop(key, w.run_id)
         return None
 
-    def try_acquire(self, keys: list[str], run_id: str) -> bool:
-        """Take every lock for ``run_id`` or none (what was taken is handed back)."""
+    def position(self, run: Run) -> int:
+        """1 + the runs waiting ahead of ``run`` on any of its targets."""
+        me = Waiter(run_id=run.id, created_ms=run.created_ms)
+        return position([self._lock(key) for key in run_keys(run)], me)
+
+    # ---- taking and waiting -------------------------------------------------------------
+
+    def try_acquire(self, keys: list[str], me: Waiter) -> bool:
+        """Take every lock for ``me`` or none (what was taken is handed back). A lock is
+        taken only if no earlier live waiter queues for it. ``me`` stays in the queues
+        until it is marked admitted (``leave``): a crash in between leaves it at their
+        head, where the timer finds it and finishes its admission."""
         taken: list[str] = []
         for key in keys:
-            if not self._take(key, run_id):
+            if not self._take(key, me):
                 for k in taken:
-                    self._give_back(k, run_id)
+                    self._give_back(k, me.run_id)
                 return False
             taken.append(key)
         return True
 
-    def _take(self, key: str, run_id: str) -> bool:
-        for _ in range(LOCK_CAS_ATTEMPTS):
-            lock = self._lock(key)
-            if lock.get("run_id") == run_id:
-                return True
-            if self._held_by_other(lock, run_id):
+    def _take(self, key: str, me: Waiter) -> bool:
+        got: list[bool] = [False]
+
+        def take(lock: TargetLock) -> bool | None:
+            got[0] = False
+            mine = lock.run_id == me.run_id
+            if not mine and (
+                self.holds(lock, me.run_id) or any(self._live(w) for w in ahead(lock, me))
+            ):
                 return False
-            lock.update(run_id=run_id, since_ms=self._now_ms())
-            try:
-                self.store.replace_target_lock(lock)
-                return True
-            except Conflict:
-                continue  # someone else moved first: look again
-        return False
+            lock.run_id, lock.since_ms = me.run_id, lock.since_ms if mine else self._now_ms()
+            got[0] = True
+            return None
+
+        self._change(key, take)
+        return got[0]
 
     def _give_back(self, key: str, run_id: str) -> None:
-        for _ in range(LOCK_CAS_ATTEMPTS):
+        def give(lock: TargetLock) -> bool | None:
+            if lock.run_id != run_id:
+                return False
+            lock.run_id, lock.since_ms = None, 0
+            return None
+
+        self._change(key, give)
+
+    def _change(self, key: str, change: Callable[[TargetLock], bool | None]) -> TargetLock:
+        return update(lambda: self._lock(key), self.store.targets.replace, change, f"target {key}")
+
+    def wait(self, keys: list[str], me: Waiter) -> None:
+        """Join every key's queue, in submission order (idempotent)."""
+
+        def join(lock: TargetLock) -> bool | None:
+            if any(w.run_id == me.run_id for w in lock.queue):
+                return False
+            lock.queue = sorted([*lock.queue, me], key=lambda w: w.order)
+            return None
+
+        for key in keys:
+            self._change(key, join)
+
+    def leave(self, run: Run) -> None:
+        """Out of every queue: a waiting run admitted, or cancelled."""
+        for key in run_keys(run):
+            self._drop(key, run.id)
+
+    def release(self, run: Run) -> None:
+        """A finished run gives its locks back (free already by rule; this just lets the
+        next run in without reading the finished one)."""
+        for key in run_keys(run):
+            self._give_back(key, run.id)
+
+    def admit_next(self, keys: Iterable[str]) -> list[Run]:
+        """Start, in submission order, the runs at the head of these targets' queues whose
+        targets are all free: their locks are taken; the caller marks them admitted and
+        then takes them out of the queues (``leave``)."""
+        admitted = []
+        for key in sorted(set(keys)):
             lock = self._lock(key)
-            if lock.get("run_id") != run_id:
-                return
-            lock.update(run_id=None, since_ms=0)
-            try:
-                self.store.replace_target_lock(lock)
-                return
-            except Conflict:
-                continue
+            for w in list(lock.queue):
+                if not self._live(w):
+                    self._drop(key, w.run_id)
+                    continue
+                run = self._run(w.run_id)
+                if run is not None and self.try_acquire(run_keys(run), w):
+                    admitted.append(run)
+                break  # only the head of a queue may start
+        return admitted
 
-    def position(self, run: Doc, waiting: list[Doc]) -> int:
-        """1 + the runs waiting ahead of ``run`` on any of its targets."""
-        keys = set(run_keys(run))
-        ahead = [
-            w
-            for w in waiting
-            if w["id"] != run["id"]
-            and (w["created_ms"], w["id"]) < (run["created_ms"], run["id"])
-            and keys & set(run_keys(w))
-        ]
-        return 1 + len(ahead)
+    def _drop(self, key: str, run_id: str) -> None:
+        def drop(lock: TargetLock) -> bool | None:
+            before = len(lock.queue)
+            lock.queue = [w for w in lock.queue if w.run_id != run_id]
+            return None if len(lock.queue) != before else False
 
-    def admissible(self, waiting: list[Doc]) -> list[Doc]:
-        """Waiting runs in submission order that no earlier waiting run blocks."""
-        blocked: set[str] = set()
-        out = []
-        for run in sorted(waiting, key=lambda w: (w["created_ms"], w["id"])):
-            keys = set(run_keys(run))
-            if not keys & blocked:
-                out.append(run)
-            blocked |= keys
-        return out
+        self._change(key, drop)
+
+    def stalled(self) -> list[str]:
+        """Targets with runs waiting: where the timer looks for a start a crash missed."""
+        return [lock.id for lock in self.store.targets.with_waiters()]

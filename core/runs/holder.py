@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.errors import Conflict
-from core.ports import Doc
+from core.runs.state import Item
 
 
 @dataclass(frozen=True)
@@ -30,12 +30,12 @@ class NotHolder(Conflict):
     send it (HTTP 409); nothing was changed."""
 
 
-def holds(doc: Doc, agent: AgentRef) -> bool:
+def holds(item: Item, agent: AgentRef) -> bool:
     """Whether ``agent`` is the agent the item was last given to (whatever its state)."""
-    return bool(doc.get("agent_id") == agent.id and doc.get("principal") == agent.principal)
+    return item.agent_id == agent.id and item.principal == agent.principal
 
 
-def refuse(doc: Doc, agent: AgentRef, report: str) -> NotHolder:
-    if not holds(doc, agent):
-        return NotHolder(f"{report} refused: agent {agent.id} does not hold item {doc['id']}")
-    return NotHolder(f"{report} refused: item {doc['id']} is {doc['state']}")
+def refuse(item: Item, agent: AgentRef, report: str) -> NotHolder:
+    if not holds(item, agent):
+        return NotHolder(f"{report} refused: agent {agent.id} does not hold item {item.id}")
+    return NotHolder(f"{report} refused: item {item.id} is {item.state}")

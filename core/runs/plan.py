@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from core.analysis.concurrency import shape_for
 from core.errors import FieldError, ValidationFailed
 from core.models import Engine, FieldSweep, RateSweep, RunRequest, WorkItem, Workload
+from core.runs.state import Run, Step
 
 MAX_TOTAL_STEPS = 64
 
@@ -167,26 +168,23 @@ def resolve_dynamic(
     raise ValueError(f"step mode {spec['mode']!r} is not resolved dynamically")
 
 
-def plan_items(
-    run_id: str, run: Mapping[str, Any], step: Mapping[str, Any], workload: Workload
-) -> list[WorkItem]:
+def plan_items(run: Run, step: Step, workload: Workload) -> list[WorkItem]:
     """One work item per client of a step; each goes to a distinct agent."""
-    clients = int(step["clients"])
     return [
         WorkItem(
-            run_id=run_id,
-            item_id=item_id(run_id, step["step"], c),
-            step=step["step"],
+            run_id=run.id,
+            item_id=item_id(run.id, step.step, c),
+            step=step.step,
             client=c,
-            clients=clients,
-            pool=run["pool"],
-            targets=run["targets"],
-            engine=run["engine"],
+            clients=step.clients,
+            pool=run.pool,
+            targets=run.targets,
+            engine=run.engine,
             workload=workload,
-            barrier_timeout_s=run["request"]["barrier_timeout_s"],
-            fill=bool(run.get("fill")),
-            files_per_target=run.get("files_per_target", 1),
-            cooldown_s=run.get("cooldown_s", 0),
+            barrier_timeout_s=run.request.barrier_timeout_s,
+            fill=run.fill,
+            files_per_target=run.files_per_target,
+            cooldown_s=run.cooldown_s,
         )
-        for c in range(clients)
+        for c in range(step.clients)
     ]

@@ -1,35 +1,280 @@
-"""States of runs, steps and items, and how a run's state follows from them (pure)."""
+"""Runs, steps and work items as stored, with their states and the legal moves between them
+(pure). The store returns these models; every change goes through them, so a state can
+only move along an edge written here.
+
+A run is a list of steps run one after another; a step of N clients has N items, each
+taken by a distinct agent. An item's life::
+
+    queued -> claimed -> ready -> running -> completed
+       |         |         |         |
+       +---------+---------+---------+--> failed | cancelled   (terminal)
+                 |         |         |
+                 +---------+---------+--> queued   (a failed attempt, to be redelivered)
+                 +---------+---------+--> claimed  (redelivered: the holder's lease ran out)
+
+A run's state follows from its items and steps (``derive_run_state``).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Literal
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Literal
 
-RunState = Literal["waiting", "queued", "running", "completed", "failed", "cancelled"]
-HELD_ITEM_STATES: frozenset[str] = frozenset({"claimed", "ready", "running"})
-TERMINAL_ITEM_STATES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.errors import BenchError
+from core.models import RunRequest, WorkItem, Workload
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class RunState(StrEnum):
+    WAITING = "waiting"  # its target is held by another run
+    QUEUED = "queued"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class ItemState(StrEnum):
+    QUEUED = "queued"
+    CLAIMED = "claimed"
+    READY = "ready"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+HELD = frozenset({ItemState.CLAIMED, ItemState.READY, ItemState.RUNNING})
+TERMINAL = frozenset({ItemState.COMPLETED, ItemState.FAILED, ItemState.CANCELLED})
+FINISHED_RUN = frozenset({RunState.COMPLETED, RunState.FAILED, RunState.CANCELLED})
+
+ITEM_MOVES: dict[ItemState, frozenset[ItemState]] = {
+    ItemState.QUEUED: frozenset({ItemState.CLAIMED, ItemState.FAILED, ItemState.CANCELLED}),
+    **{
+        held: frozenset(
+            {ItemState.CLAIMED, ItemState.QUEUED, ItemState.FAILED, ItemState.CANCELLED}
+            | {
+                ItemState.CLAIMED: {ItemState.READY},
+                ItemState.READY: {ItemState.RUNNING, ItemState.COMPLETED},
+                ItemState.RUNNING: {ItemState.COMPLETED},
+            }[held]
+        )
+        for held in HELD
+    },
+    **{done: frozenset() for done in TERMINAL},
+}
+
+
+class IllegalMove(BenchError):
+    """A state change the lifecycle does not allow (a bug, never a caller's doing)."""
+
+
+class _Stored(BaseModel):
+    """A document as stored: older documents may lack newer fields (defaults) or carry
+    fields no longer used (ignored); the ETag is kept for compare-and-swap."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    etag: str | None = Field(None, alias="_etag", exclude=True)
+
+    def doc(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+class ItemError(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    at: str
+    agent_id: str
+    message: str
+    report_id: str | None = None
+    final: bool | None = None
+
+
+class Rebarrier(BaseModel):
+    """Why an item got a start instant of its own: it heard its step's "go" too late."""
+
+    model_config = ConfigDict(extra="ignore")
+    at_ms: int
+    step_start_at_ms: int
+    late_ms: int
+    start_at_ms: int
+
+
+class Item(_Stored):
+    id: str
+    run_id: str
+    kind: Literal["item"] = "item"
+    step: int
+    client: int
+    state: ItemState = ItemState.QUEUED
+    agent_id: str | None = None
+    principal: str | None = None  # what the holder's credential proved
+    message_id: str | None = None
+    attempts: int = 0
+    errors: list[ItemError] = Field(default_factory=list)
+    reason: str | None = None
+    claimed_at: str | None = None
+    heartbeat_at: str | None = None
+    ready_at: str | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+    start_at_ms: int | None = None  # an instant of its own (see Rebarrier)
+    rebarriered: Rebarrier | None = None
+    work_item: WorkItem
+
+    def move(self, to: ItemState, **changes: Any) -> None:
+        if to not in ITEM_MOVES[self.state]:
+            raise IllegalMove(f"item {self.id}: {self.state} -> {to}")
+        self.state = to
+        for key, value in changes.items():
+            setattr(self, key, value)
+        if to in TERMINAL:
+            self.ended_at = now_iso()
+
+    def end(self, to: ItemState, reason: str) -> bool:
+        """Fail or cancel the item unless it has ended already; True when it moved."""
+        if self.state in TERMINAL:
+            return False
+        self.move(to, reason=reason)
+        return True
+
+    @property
+    def held(self) -> bool:
+        return self.state in HELD
+
+    @property
+    def ended(self) -> bool:
+        return self.state in TERMINAL
+
+
+class Step(_Stored):
+    """One measured step of a run, and its start barrier."""
+
+    id: str
+    run_id: str
+    kind: Literal["step"] = "step"
+    step: int
+    clients: int
+    mode: str = "measure"
+    point: str = ""
+    repetition: int = 0
+    discarded: bool = False
+    ref_step: int | None = None  # rate-curve and target_iops steps size from this step
+    rate_pct: int | None = None
+    target_iops: int | None = None
+    workload: Workload | None = None  # None until a dynamic step is resolved
+    enqueued: bool = False
+    first_claim_ms: int | None = None
+    deadline_ms: int | None = None
+    start_at_ms: int | None = None  # the common start instant
+    failed_reason: str | None = None
+    ready: dict[str, str] = Field(default_factory=dict)  # item id -> agent id
+
+    def fail(self, reason: str) -> bool:
+        """A barrier that never completed; True when this call failed it."""
+        if self.start_at_ms is not None or self.failed_reason:
+            return False
+        self.failed_reason = reason
+        return True
+
+
+class Requester(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    name: str
+    role: str
+    door: str = "api"
+
+
+class Delivery(BaseModel):
+    """The run's outbox: its first step is sent once the run is admitted; if the queue
+    could not be reached, the timer sends it, until ``deadline_ms`` (then the run fails)."""
+
+    model_config = ConfigDict(extra="ignore")
+    state: Literal["waiting", "pending", "sent", "failed"] = "waiting"
+    attempts: int = 0
+    last_error: str | None = None
+    deadline_ms: int | None = None
+
+
+class Run(_Stored):
+    id: str
+    created_at: str
+    created_ms: int
+    updated_at: str | None = None
+    request: RunRequest
+    engine: Literal["fio", "diskspd"] = "fio"
+    profile: str | None = None
+    profile_version: int | None = None
+    workload: Workload
+    comparison_key: str
+    fill: bool = False
+    files_per_target: int = 1
+    cooldown_s: int = 0
+    target: str
+    targets: list[str]
+    pool: str
+    tags: dict[str, str] = Field(default_factory=dict)
+    step_count: int
+    items_total: int
+    state: RunState = RunState.QUEUED
+    admitted: bool = True
+    delivery: Delivery = Field(default_factory=Delivery)
+    requested_by: Requester
+    body_hash: str
+    idempotency_key: str | None = None
+    cancel_requested: bool = False
+    finished: bool = False  # no item will run any more
+    finalized: bool = False  # aggregates stored, monitor told
+    error: str | None = None
+    due_ms: int | None = None  # when the timer must look at it (None: nothing due)
+    extra: dict[str, Any] = Field(
+        default_factory=dict, description="facts recorded by other stages (e.g. target facts)"
+    )
+
+    @property
+    def owner(self) -> str:
+        return self.requested_by.name
+
+
+class Waiter(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    run_id: str
+    created_ms: int
+
+    @property
+    def order(self) -> tuple[int, str]:
+        return (self.created_ms, self.run_id)
+
+
+class TargetLock(_Stored):
+    """One target of one pool: which run holds it and which wait for it, in submission
+    order (one document, so admission reads this target only)."""
+
+    id: str  # "<pool>:<target>"
+    run_id: str | None = None  # the holder
+    since_ms: int = 0
+    queue: list[Waiter] = Field(default_factory=list)
 
 
 def derive_run_state(
-    item_states: Iterable[str],
-    *,
-    cancel_requested: bool,
-    finalized: bool,
-    finished: bool,
-    admitted: bool = True,
+    items: list[Item], *, cancel_requested: bool, finalized: bool, finished: bool, admitted: bool
 ) -> RunState:
     """``finished``: no item will run any more (every step ran or one failed at its
-    barrier). A run is completed only once the timer has stored its aggregates
-    (``finalized``); a finished run with a failed client reads as failed at once."""
-    states = list(item_states)
+    barrier). A run is completed only once its aggregates are stored (``finalized``); a
+    finished run with a failed client reads as failed at once."""
     if cancel_requested:
-        return "cancelled"
-    if not admitted:  # its target is busy with another run
-        return "waiting"
-    if finished and any(s == "failed" for s in states):
-        return "failed"
+        return RunState.CANCELLED
+    if not admitted:
+        return RunState.WAITING
+    if finished and any(i.state == ItemState.FAILED for i in items):
+        return RunState.FAILED
     if finalized:
-        return "completed"
-    if any(s != "queued" for s in states):
-        return "running"
-    return "queued"
+        return RunState.COMPLETED
+    if any(i.state != ItemState.QUEUED for i in items):
+        return RunState.RUNNING
+    return RunState.QUEUED

@@ -1,0 +1,164 @@
+"""One Cosmos DB container, as the repositories use it: create, read, replace by ETag,
+query, page; Azure's limits held locally (a document is at most 2 MB); SDK errors mapped
+to the project's own (``NotFound``, ``Conflict``, ``StoreUnavailable``, ``TooLarge``)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from typing import Any
+
+from azure.core import MatchConditions
+from azure.core.exceptions import AzureError
+from azure.cosmos import ContainerProxy
+from azure.cosmos import exceptions as cx
+
+from core.errors import Conflict, FieldError, NotFound, StoreUnavailable, TooLarge, ValidationFailed
+
+log = logging.getLogger(__name__)
+Doc = dict[str, Any]
+# Azure Cosmos DB's maximum item size (service quotas: "Maximum size of an item: 2 MB",
+# measured on the item's JSON). The local server has no such limit; the adapter holds
+# it so tests see what Azure would refuse.
+MAX_DOCUMENT_BYTES = 2 * 1024 * 1024
+
+
+def _check_size(container: str, doc: Doc) -> None:
+    size = len(json.dumps(doc, separators=(",", ":")).encode())
+    if size > MAX_DOCUMENT_BYTES:
+        raise TooLarge(
+            f"{container}/{doc.get('id')} is {size:,} bytes; Cosmos DB takes at most "
+            f"{MAX_DOCUMENT_BYTES:,}"
+        )
+
+
+def _clean(doc: Any) -> Doc:
+    """Drop Cosmos system properties except the ETag, which compare-and-swap needs."""
+    return {k: v for k, v in dict(doc).items() if not k.startswith("_") or k == "_etag"}
+
+
+def wrap(e: Exception, what: str) -> Exception:
+    if isinstance(e, cx.CosmosResourceNotFoundError):
+        return NotFound(what)
+    if isinstance(e, cx.CosmosResourceExistsError):
+        return Conflict(f"{what} already exists")
+    if isinstance(e, cx.CosmosAccessConditionFailedError):
+        return Conflict(f"{what} changed concurrently")
+    return StoreUnavailable(f"Cosmos DB: {what}: {e}")
+
+
+def _bad_continuation() -> ValidationFailed:
+    message = "not a continuation token this listing gave (ask again without it)"
+    return ValidationFailed([FieldError("continuation", message)])
+
+
+def _decode_continuation(continuation: str) -> str:
+    """The database's token inside what ``page`` handed out (URL-safe Base64 of it).
+    Anything else is the caller's mistake, refused before it reaches the SDK: undecodable
+    text, or bytes that are not printable ASCII (the token travels in an HTTP header)."""
+    try:
+        token = base64.b64decode(continuation.encode("ascii"), altchars=b"-_", validate=True)
+        text = token.decode("ascii")
+    except ValueError:  # binascii.Error and UnicodeError are ValueErrors
+        raise _bad_continuation() from None
+    if not text or not text.isprintable():
+        raise _bad_continuation()
+    return text
+
+
+class Container:
+    """A container and its partition key path. ``point_reads``: read a document by id and
+    partition key directly; off for the local server, which answers 500 instead of 404
+    for a missing document, so there a read is a single-partition query."""
+
+    def __init__(self, proxy: ContainerProxy, pk: str, *, point_reads: bool) -> None:
+        self.proxy = proxy
+        self.name = proxy.id
+        self.pk_field = pk.lstrip("/")
+        self.point_reads = point_reads
+
+    def create(self, doc: Doc) -> Doc:
+        _check_size(self.name, doc)
+        try:
+            return _clean(self.proxy.create_item(doc))
+        except (cx.CosmosHttpResponseError, AzureError) as e:
+            raise wrap(e, f"{self.name}/{doc.get('id')}") from e
+
+    def create_once(self, doc: Doc) -> bool:
+        try:
+            self.create(doc)
+            return True
+        except Conflict:
+            return False
+
+    def read(self, id_: str, pk: str) -> Doc:
+        if self.point_reads:
+            try:
+                return _clean(self.proxy.read_item(id_, partition_key=pk))
+            except (cx.CosmosHttpResponseError, AzureError) as e:
+                raise wrap(e, f"{self.name}/{id_}") from e
+        rows = self.query(
+            f"SELECT * FROM c WHERE c.{self.pk_field} = @pk AND c.id = @id",  # noqa: S608
+            [{"name": "@pk", "value": pk}, {"name": "@id", "value": id_}],
+            pk=pk,
+        )
+        if not rows:
+            raise NotFound(f"{self.name}/{id_}")
+        return rows[0]
+
+    def replace(self, doc: Doc, etag: str | None) -> Doc:
+        """Write ``doc`` over its stored version only if that still has ``etag``."""
+        _check_size(self.name, doc)
+        try:
+            return _clean(
+                self.proxy.replace_item(
+                    doc["id"], doc, etag=etag, match_condition=MatchConditions.IfNotModified
+                )
+            )
+        except (cx.CosmosHttpResponseError, AzureError) as e:
+            raise wrap(e, f"{self.name}/{doc.get('id')}") from e
+
+    def delete(self, id_: str, pk: str) -> None:
+        try:
+            self.proxy.delete_item(id_, partition_key=pk)
+        except (cx.CosmosHttpResponseError, AzureError) as e:
+            raise wrap(e, f"{self.name}/{id_}") from e
+
+    def query(self, sql: str, params: list[dict[str, Any]], pk: str | None = None) -> list[Doc]:
+        try:
+            if pk is None:
+                it = self.proxy.query_items(
+                    sql, parameters=params, enable_cross_partition_query=True
+                )
+            else:
+                it = self.proxy.query_items(sql, parameters=params, partition_key=pk)
+            return [_clean(d) for d in it]
+        except (cx.CosmosHttpResponseError, AzureError) as e:
+            raise wrap(e, f"query on {self.name}") from e
+
+    def page(
+        self, sql: str, params: list[dict[str, Any]], *, limit: int, continuation: str | None
+    ) -> tuple[list[Doc], str | None]:
+        """One page of a cross-partition query, and the token of the next (opaque to the
+        caller: URL-safe Base64 of the database's own)."""
+        token = _decode_continuation(continuation) if continuation else None
+        try:
+            pages = self.proxy.query_items(
+                sql, parameters=params, enable_cross_partition_query=True, max_item_count=limit
+            ).by_page(token)
+            page = [_clean(d) for d in next(pages, [])]
+            nxt = getattr(pages, "continuation_token", None)
+        except cx.CosmosHttpResponseError as e:
+            # Cosmos DB answers 400 to a token it did not issue (or issued for another query).
+            if token is not None and e.status_code == 400:
+                raise _bad_continuation() from None
+            raise wrap(e, f"query on {self.name}") from e
+        except AzureError as e:
+            raise wrap(e, f"query on {self.name}") from e
+        except (ValueError, KeyError, TypeError):
+            if token is None:
+                raise
+            raise _bad_continuation() from None  # the SDK could not read the token itself
+        encoded = base64.urlsafe_b64encode(nxt.encode()).decode() if nxt and page else None
+        return page, encoded

@@ -1,0 +1,31 @@
+"""A run asked for through a chat is announced there when it finishes: its result card
+goes to the door it came from (a Teams channel's incoming webhook, or the signed generic
+webhook), once (the run service calls this when it finalizes a run, exactly once)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from core.chat.cards import adaptive_card, json_reply, result_reply
+from core.ports import Doc, Notifier
+
+CHAT_DOORS = ("bot-teams", "bot-webhook")
+
+
+class Announcer:
+    def __init__(
+        self, get_run: Callable[[str], Doc], notifier: Notifier, *, public_url: str
+    ) -> None:
+        self.get_run = get_run
+        self.notifier = notifier
+        self.public_url = public_url
+
+    def __call__(self, run_id: str) -> list[dict[str, Any]]:
+        run = self.get_run(run_id)
+        door = (run.get("requested_by") or {}).get("door")
+        if door not in CHAT_DOORS:
+            return []
+        reply = result_reply(run, self.public_url)
+        payload = {"event": "run.finished", **json_reply(reply)}
+        return self.notifier.post_result(str(door), adaptive_card(reply), payload)

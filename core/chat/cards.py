@@ -1,0 +1,95 @@
+"""What the bot says, and how it is shown: a reply (title, lines, facts, data) rendered as a
+Teams Adaptive Card or as JSON for the generic webhook (pure)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from core import teams
+from core.ports import Doc
+
+
+@dataclass
+class Reply:
+    """What the bot answers: a title, lines of text, facts, and the data for JSON callers."""
+
+    kind: str
+    title: str
+    lines: list[str] = field(default_factory=list)
+    facts: list[tuple[str, str]] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)
+    ok: bool = True
+    link: str | None = None
+
+
+def fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:,.1f}"
+    return str(v)
+
+
+def status_reply(run: Doc, public_url: str) -> Reply:
+    """A run's state and headline figures (its last step's aggregate)."""
+    facts = [("State", run["state"]), ("Target", str(run.get("target")))]
+    if run.get("profile"):
+        facts.append(("Profile", run["profile"]))
+    if "queue_position" in run:
+        facts.append(("Position", str(run["queue_position"])))
+    agg = run.get("aggregate") or {}
+    for d in ("read", "write"):
+        a = agg.get(d)
+        if a:
+            facts.append((f"{d} IOPS", fmt(float(a["iops"]))))
+            facts.append((f"{d} MiB/s", fmt(float(a["bw_bytes"]) / 2**20)))
+            facts.append((f"{d} p99", f"{float(a['clat_ns']['p99']) / 1e6:.3f} ms"))
+    if agg.get("clients"):
+        facts.append(("Clients", str(agg["clients"])))
+    lines = [f"error: {run['error']}"] if run.get("error") else []
+    return Reply(
+        "status",
+        f"Run {run['id']}: {run['state']}",
+        lines,
+        facts,
+        data={"run_id": run["id"], "state": run["state"], "aggregate": agg or None},
+        ok=run["state"] != "failed",
+        link=f"{public_url}/api/runs/{run['id']}",
+    )
+
+
+def result_reply(run: Doc, public_url: str) -> Reply:
+    """The card posted when a run asked for through a chat finishes."""
+    reply = status_reply(run, public_url)
+    reply.kind = "result"
+    reply.title = f"Run {run['id']} {run['state']}"
+    return reply
+
+
+def adaptive_card(reply: Reply) -> dict[str, Any]:
+    """A Teams message with one Adaptive Card (what an outgoing webhook may answer)."""
+    body: list[dict[str, Any]] = [
+        {
+            "type": "TextBlock",
+            "text": reply.title,
+            "weight": "Bolder",
+            "size": "Medium",
+            "color": "Default" if reply.ok else "Attention",
+            "wrap": True,
+        },
+        *({"type": "TextBlock", "text": line, "wrap": True} for line in reply.lines),
+    ]
+    if reply.facts:
+        body.append(teams.facts(reply.facts))
+    return teams.card_message(body, [teams.open_url("Open", reply.link)] if reply.link else None)
+
+
+def json_reply(reply: Reply) -> dict[str, Any]:
+    return {
+        "command": reply.kind,
+        "ok": reply.ok,
+        "title": reply.title,
+        "lines": reply.lines,
+        "facts": dict(reply.facts),
+        "data": reply.data,
+        "link": reply.link,
+    }

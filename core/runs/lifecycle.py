@@ -1,0 +1,360 @@
+"""Advancing runs: the one place where a run moves on (pure logic over the repositories).
+
+An agent's report changes only its own item and step (core.runs.protocol); when an item
+ends, ``advance`` is called for its run, and the timer calls it for the runs that are due.
+``advance`` recomputes the run's state from its items and steps and, as they allow: sends
+the next step, stores the aggregates and tells the monitor once every step has run, frees
+the run's targets and admits the runs waiting for them.
+
+The timer never scans: it reads the runs whose ``due_ms`` has come (a failed delivery to
+retry, a finish left half-done by a crash, a step running longer than it should) and the
+step barriers past their deadline, and starts waiting runs a crash left behind. A run that
+is simply running is not read until its step should have ended.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from core.analysis.step_aggregates import build_aggregates
+from core.analysis.timeline import ClientTimeline
+from core.artifacts import pack_json, sha256_hex, unpack_timeline
+from core.errors import Conflict, NotFound, StoreUnavailable
+from core.monitoring.monitor import Monitor
+from core.ports import Artifacts, Doc, Queue, Store
+from core.runs.admission import Admission, run_keys
+from core.runs.cas import update
+from core.runs.plan import plan_items, resolve_dynamic, step_id
+from core.runs.state import (
+    Item,
+    ItemState,
+    Run,
+    RunState,
+    Step,
+    derive_run_state,
+    now_iso,
+)
+
+log = logging.getLogger(__name__)
+DELIVERY_DEADLINE_MS = 10 * 60_000  # after this long without reaching the queue, fail
+DELIVERY_BACKOFF_MS = (1_000, 2_000, 5_000, 10_000, 30_000)
+STEP_SLACK_MS = 60_000  # a step's expected length plus this, then the timer looks
+RECHECK_MS = 30_000  # a run found still running is looked at again this much later
+
+
+def _stamp(run: Run) -> None:
+    run.updated_at = now_iso()
+
+
+class Lifecycle:
+    def __init__(
+        self,
+        store: Store,
+        queue: Queue,
+        artifacts: Artifacts,
+        admission: Admission,
+        *,
+        clock: Callable[[], float] = time.time,
+        monitor: Monitor | None = None,
+        on_finished: Callable[[str], object] | None = None,
+    ) -> None:
+        self.store = store
+        self.queue = queue
+        self.artifacts = artifacts
+        self.admission = admission
+        self.clock = clock
+        self.monitor = monitor
+        self.on_finished = on_finished  # told once per run, when it is finalized
+
+    def now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    # ---- compare-and-swap on each kind of document --------------------------------------
+
+    def update_run(self, run_id: str, change: Callable[[Run], bool | None]) -> Run:
+        return update(
+            lambda: self.store.runs.get(run_id),
+            self.store.runs.replace,
+            change,
+            f"run {run_id}",
+            stamp=_stamp,
+        )
+
+    def update_item(self, run_id: str, item: str, change: Callable[[Item], bool | None]) -> Item:
+        return update(
+            lambda: self.store.items.get_item(run_id, item),
+            self.store.items.replace_item,
+            change,
+            item,
+        )
+
+    def update_step(self, run_id: str, step: int, change: Callable[[Step], bool | None]) -> Step:
+        return update(
+            lambda: self.store.items.get_step(run_id, step),
+            self.store.items.replace_step,
+            change,
+            step_id(run_id, step),
+        )
+
+    # ---- delivery (the outbox) ----------------------------------------------------------
+
+    def deliver(self, run: Run) -> Run:
+        """Send an admitted run's first step. If the queue cannot be reached the run stays
+        queued with its delivery pending, and the timer tries again, until the deadline."""
+        now = self.now_ms()
+        try:
+            self.enqueue_step(run, 0)
+        except StoreUnavailable as e:
+            log.warning("run %s: first step not sent yet: %s", run.id, e)
+            error = str(e)[:500]
+
+            def pending(r: Run) -> None:
+                d = r.delivery
+                d.state, d.attempts, d.last_error = "pending", d.attempts + 1, error
+                d.deadline_ms = d.deadline_ms or now + DELIVERY_DEADLINE_MS
+                if now >= d.deadline_ms:
+                    d.state = "failed"
+                    r.error = (
+                        f"the queue service could not be reached for "
+                        f"{DELIVERY_DEADLINE_MS // 60_000} min: {d.last_error}"
+                    )
+                    r.due_ms = now  # finish it (and free its targets) at once
+                else:
+                    backoff = DELIVERY_BACKOFF_MS[min(d.attempts, len(DELIVERY_BACKOFF_MS)) - 1]
+                    r.due_ms = now + backoff
+
+            run = self.update_run(run.id, pending)
+            return self.advance(run.id) if run.delivery.state == "failed" else run
+
+        def sent(r: Run) -> None:
+            r.delivery.state, r.delivery.last_error = "sent", None
+
+        return self.update_run(run.id, sent)
+
+    def enqueue_step(self, run: Run, number: int) -> None:
+        """Resolve, create and send a step's items, then mark the step enqueued. Racing
+        callers may both send: a second copy of an item is dropped at claim (another
+        message id)."""
+        step = self.store.items.get_step(run.id, number)
+        if step.enqueued:
+            return
+        if step.workload is None:  # a rate-curve or target_iops step
+            assert step.ref_step is not None
+            ref = self._step_aggregate(run, step.ref_step)
+            if ref is None:
+                reason = f"step {step.ref_step} gave no result to size this step from"
+                self.update_step(run.id, number, lambda s: None if s.fail(reason) else False)
+                return
+            resolved = resolve_dynamic(
+                step.doc(),
+                run.workload,
+                ref,
+                engine=run.engine,
+                mounts=len(run.targets),
+                files_per_target=run.files_per_target,
+            )
+
+            def resolve(s: Step) -> None:
+                s.workload = resolved
+
+            step = self.update_step(run.id, number, resolve)
+        assert step.workload is not None
+        work = plan_items(run, step, step.workload)  # one per client
+        for w in work:
+            try:
+                self.store.items.create_item(
+                    Item(id=w.item_id, run_id=run.id, step=w.step, client=w.client, work_item=w)
+                )
+            except Conflict:
+                pass  # a replay finishing an interrupted send
+        for w in work:
+            self.queue.send(w)
+
+        def enqueued(s: Step) -> None:
+            s.enqueued = True
+
+        self.update_step(run.id, number, enqueued)
+        w0 = step.workload
+        expected = (
+            run.request.barrier_timeout_s + w0.ramp_time + w0.runtime + run.cooldown_s
+        ) * 1000 + STEP_SLACK_MS
+
+        def due(r: Run) -> None:
+            r.due_ms = self.now_ms() + expected
+
+        self.update_run(run.id, due)
+
+    # ---- advancing ----------------------------------------------------------------------
+
+    def advance(self, run_id: str) -> Run:
+        """Recompute the run from its items and steps; send its next step once the previous
+        one has ended; finish it (aggregates, monitor, targets freed, waiting runs admitted)
+        once no item will run any more."""
+        run = self.store.runs.get(run_id)
+        steps, items = self.store.items.of_run(run_id)
+        if run.admitted and run.delivery.state == "pending":
+            return run  # its first step is still to be sent (the timer retries)
+        step_failed: list[str] = [s.failed_reason for s in steps if s.failed_reason]
+        next_step = next((s for s in sorted(steps, key=lambda s: s.step) if not s.enqueued), None)
+        all_ended = all(i.ended for i in items)
+        delivery_failed = run.delivery.state == "failed"
+        if (
+            next_step is not None
+            and all_ended
+            and run.admitted
+            and not step_failed
+            and not run.cancel_requested
+            and not delivery_failed
+            and run.delivery.state == "sent"
+        ):
+            try:
+                self.enqueue_step(run, next_step.step)
+            except StoreUnavailable as e:
+                log.warning("run %s: step %d not sent yet: %s", run_id, next_step.step, e)
+
+                def retry(r: Run) -> None:
+                    r.due_ms = self.now_ms() + DELIVERY_BACKOFF_MS[0]
+
+                return self.update_run(run_id, retry)
+            return self.advance(run_id)
+        finished = delivery_failed or (
+            all_ended and (next_step is None or bool(step_failed) or run.cancel_requested)
+        )
+        owes = finished and run.admitted and not delivery_failed and not run.cancel_requested
+        announce = owes and not run.finalized and self._finalize(run, steps, items)
+        item_reasons: list[str] = [
+            i.reason for i in items if i.state == ItemState.FAILED and i.reason
+        ]
+
+        def apply(r: Run) -> None:
+            r.finished = finished
+            r.state = derive_run_state(
+                items,
+                cancel_requested=r.cancel_requested,
+                finalized=r.finalized,
+                finished=finished,
+                admitted=r.admitted,
+            )
+            if delivery_failed:
+                r.state = RunState.FAILED
+            else:
+                reasons = step_failed + item_reasons
+                r.error = reasons[0] if reasons else None
+            if finished:
+                r.due_ms = self.now_ms() if owes and not r.finalized else None
+            elif r.due_ms is not None and r.due_ms <= self.now_ms():
+                r.due_ms = self.now_ms() + RECHECK_MS  # still running: look again later
+
+        was_finished = run.finished
+        run = self.update_run(run_id, apply)
+        if run.finished and not was_finished and run.admitted:
+            self._free_targets(run)
+        if announce and self.on_finished is not None:
+            self.on_finished(run.id)  # once, by whoever finalized it, with its final state
+        return run
+
+    def _finalize(self, run: Run, steps: list[Step], items: list[Item]) -> bool:
+        """Aggregate every step that ran; tell the monitor; mark the run finalized. True
+        when this call, not a racing one, marked it. Aggregate ids are ``<run>.s<step>``,
+        so two callers racing store each once."""
+        results = self.store.results.of_run(run.id)
+        aggregates = build_aggregates(run, steps, items, results, self.timelines(run.id, results))
+        for agg in aggregates:
+            self._store_aggregate(agg)
+        if self.monitor is not None:
+            # Before the run is marked finalized: a crash here is retried by the timer,
+            # and every write below is idempotent.
+            self.monitor.record(run, aggregates, results)
+        flipped: list[bool] = []
+
+        def mark(r: Run) -> bool | None:
+            flipped[:] = [not r.finalized]
+            r.finalized, r.due_ms = True, None
+            return None if flipped[0] else False
+
+        self.update_run(run.id, mark)
+        return flipped[0]
+
+    def _store_aggregate(self, agg: Doc) -> None:
+        """The per-second series can outgrow a document: it goes to Blob Storage."""
+        series = agg.pop("series", None)
+        if series:
+            packed = pack_json(series)
+            self.artifacts.put(agg["run_id"], agg["id"], "series", packed)
+            agg["series_artifact"] = {"bytes": len(packed), "sha256": sha256_hex(packed)}
+        self.store.results.create_aggregate(agg)
+
+    def _free_targets(self, run: Run) -> None:
+        """Its I/O is over: the runs waiting for its targets may start, now."""
+        self.admission.release(run)
+        self.admit(run_keys(run))
+
+    def admit(self, keys: list[str]) -> list[str]:
+        started = []
+        for waiting in self.admission.admit_next(keys):
+
+            def admitted(r: Run) -> bool | None:
+                if r.admitted:
+                    return False
+                r.admitted, r.state, r.delivery.state = True, RunState.QUEUED, "pending"
+                return None
+
+            run = self.update_run(waiting.id, admitted)
+            self.admission.leave(run)
+            self.deliver(run)
+            started.append(run.id)
+        return started
+
+    # ---- reading results back -------------------------------------------------------------
+
+    def timeline(self, run_id: str, item: str) -> ClientTimeline | None:
+        try:
+            return unpack_timeline(self.artifacts.get(run_id, item, "timeline"))
+        except NotFound:
+            log.warning("timeline of %s is missing from Blob Storage", item)
+            return None
+
+    def timelines(self, run_id: str, results: list[Doc]) -> dict[str, ClientTimeline]:
+        out = {}
+        for r in results:
+            if "timeline" in (r.get("artifacts") or {}):
+                t = self.timeline(run_id, r["item_id"])
+                if t is not None:
+                    out[r["item_id"]] = t
+        return out
+
+    def _step_aggregate(self, run: Run, number: int) -> Doc | None:
+        steps, items = self.store.items.of_run(run.id)
+        results = [r for r in self.store.results.of_run(run.id) if r["step"] == number]
+        mine = [s for s in steps if s.step == number]
+        aggs = build_aggregates(
+            run,
+            mine,
+            [i for i in items if i.step == number],
+            results,
+            self.timelines(run.id, results),
+        )
+        return aggs[0] if aggs else None
+
+    # ---- the timer ----------------------------------------------------------------------
+
+    def tick(self, expire_barrier: Callable[[Step], object]) -> list[str]:
+        """What is due: deliveries to retry, barriers past their deadline, runs to look at,
+        waiting runs a crash left behind. Returns the runs finalized."""
+        now = self.now_ms()
+        for step in self.store.items.overdue_barriers(now):
+            expire_barrier(step)
+        done = []
+        for run in self.store.runs.due(now):
+            if run.admitted and run.delivery.state == "pending":
+                run = self.deliver(run)
+            if run.delivery.state != "pending":
+                was = run.finalized
+                run = self.advance(run.id)
+                if run.finalized and not was:
+                    done.append(run.id)
+        for key in self.admission.stalled():
+            self.admit([key])
+        return done

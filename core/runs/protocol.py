@@ -1,0 +1,341 @@
+"""The agents' protocol up to the start: claim, ready and the start barrier (pure logic
+over the repositories; the reports while an item runs and its result: core.runs.reports).
+
+Every report is accepted only from the agent holding the item (core.runs.holder), in a
+state where it makes sense, and each decision is taken inside the compare-and-swap on the
+document as freshly read for the write: a racing or forged report changes nothing. A report
+changes only its item and its step; when an item ends, the run is advanced
+(core.runs.lifecycle), the one place where runs move on.
+
+A step of N clients: N distinct agents claim its items, lay out their files, report ready,
+and are given one common start instant (the start barrier). A step whose clients do not
+all claim and get ready within the barrier timeout fails with the count, and its agents are
+released.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Literal
+
+from core.errors import NotFound
+from core.models import WorkItem
+from core.runs.holder import AgentRef, holds, refuse
+from core.runs.lifecycle import Lifecycle
+from core.runs.state import (
+    Item,
+    ItemState,
+    Rebarrier,
+    Run,
+    RunState,
+    Step,
+    now_iso,
+)
+
+log = logging.getLogger(__name__)
+BARRIER_LEAD_MS = 1500  # time between "all ready" and the start, for every agent to hear it
+# A client that hears "go" up to this late still starts on the common instant (at once, so
+# still within the aggregation's 1 s start-skew bound); a later one gets an instant of its own.
+REJOIN_LATE_MS = 500
+
+
+@dataclass(frozen=True)
+class ClaimDecision:
+    action: Literal["run", "drop", "release"]  # release: hand the message back
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class BarrierDecision:
+    status: Literal["wait", "go", "abort"]
+    start_at_ms: int | None = None
+    reason: str = ""
+
+
+class AgentProtocol:
+    def __init__(
+        self,
+        lifecycle: Lifecycle,
+        *,
+        max_deliveries: int = 5,
+        barrier_lead_ms: int = BARRIER_LEAD_MS,
+        rejoin_late_ms: int = REJOIN_LATE_MS,
+    ) -> None:
+        self.life = lifecycle
+        self.store = lifecycle.store
+        self.max_deliveries = max_deliveries
+        self.barrier_lead_ms = barrier_lead_ms
+        self.rejoin_late_ms = rejoin_late_ms
+
+    def lead_ms(self, clients: int) -> int:
+        """Time from "all ready" to the start, for every agent's next poll to hear it."""
+        return self.barrier_lead_ms + 50 * clients
+
+    def _end(self, run_id: str, item: str, to: ItemState, reason: str) -> None:
+        moved = self.life.update_item(run_id, item, lambda d: None if d.end(to, reason) else False)
+        if moved.ended:
+            self.life.advance(run_id)
+
+    # ---- claim ------------------------------------------------------------------------
+
+    def claim(
+        self, work: WorkItem, *, agent: AgentRef, dequeue_count: int, message_id: str = ""
+    ) -> ClaimDecision:
+        """Decide whether an agent that just received ``work`` should take it.
+
+        Of several agents racing for one item (copies of its message sent twice), exactly
+        one is told to run: the decision is made in the item's compare-and-swap."""
+        try:
+            run = self.store.runs.get(work.run_id)
+            doc = self.store.items.get_item(work.run_id, work.item_id)
+            step = self.store.items.get_step(work.run_id, work.step)
+        except NotFound:
+            return ClaimDecision("drop", "unknown run or item")
+        if doc.ended:
+            return ClaimDecision("drop", f"item already {doc.state}")
+        if _held_by_another(doc, agent, message_id, dequeue_count):
+            # A copy of a message someone else holds: it ends nothing (decided again below,
+            # inside the compare-and-swap, for the copy that might still take the item).
+            return ClaimDecision("drop", f"duplicate message: {doc.agent_id} holds it")
+        if run.cancel_requested:
+            self._end(work.run_id, work.item_id, ItemState.CANCELLED, "run cancelled")
+            return ClaimDecision("drop", "run cancelled")
+        if step.failed_reason:
+            self._end(work.run_id, work.item_id, ItemState.FAILED, step.failed_reason)
+            return ClaimDecision("drop", step.failed_reason)
+        if dequeue_count > self.max_deliveries:
+            last = doc.errors[-1].message if doc.errors else "no error reported"
+            reason = (
+                f"moved to the poison queue after {dequeue_count - 1} deliveries; "
+                f"last error: {last}"
+            )
+            self.life.queue.send_poison(work.pool, work.model_dump_json())
+            self._end(work.run_id, work.item_id, ItemState.FAILED, reason)
+            return ClaimDecision("drop", reason)
+        _, items = self.store.items.of_run(work.run_id)
+        siblings = [
+            d
+            for d in items
+            if d.step == work.step and d.id != work.item_id and d.agent_id == agent.id and d.held
+        ]
+        if siblings:
+            return ClaimDecision("release", f"{agent.id} already holds {siblings[0].id}")
+        return self._take(work, step, agent, dequeue_count, message_id, run.state)
+
+    def _take(
+        self,
+        work: WorkItem,
+        step: Step,
+        agent: AgentRef,
+        dequeue_count: int,
+        message_id: str,
+        run_state: RunState,
+    ) -> ClaimDecision:
+        now = self.life.now_ms()
+        started_together = step.start_at_ms is not None and step.clients > 1
+        verdict: list[ClaimDecision] = []
+
+        def take(d: Item) -> bool | None:
+            if d.ended:
+                verdict[:] = [ClaimDecision("drop", f"item already {d.state}")]
+                return False
+            if _held_by_another(d, agent, message_id, dequeue_count):
+                verdict[:] = [ClaimDecision("drop", f"duplicate message: {d.agent_id} holds it")]
+                return False
+            if d.held and not holds(d, agent) and started_together:
+                # The holder's lease ran out during a started step: it cannot rejoin.
+                reason = f"client {d.agent_id} stopped renewing its lease during the step"
+                d.end(ItemState.FAILED, reason)
+                verdict[:] = [ClaimDecision("drop", reason)]
+                return None
+            d.move(
+                ItemState.CLAIMED,
+                agent_id=agent.id,
+                principal=agent.principal,
+                message_id=message_id,
+                attempts=dequeue_count,
+                claimed_at=now_iso(),
+                heartbeat_at=now_iso(),
+                start_at_ms=None,  # an instant of its own is given again if needed
+            )
+            verdict[:] = [ClaimDecision("run")]
+            return None
+
+        def open_barrier(s: Step) -> None:
+            if s.clients == 1 and s.start_at_ms:
+                s.start_at_ms, s.first_claim_ms = None, None  # a retry: a fresh barrier
+            if s.start_at_ms is None:
+                s.ready.pop(work.item_id, None)
+            if s.first_claim_ms is None:
+                s.first_claim_ms = now
+                s.deadline_ms = now + work.barrier_timeout_s * 1000
+
+        after = self.life.update_item(work.run_id, work.item_id, take)
+        if verdict[0].action == "run":
+            self.life.update_step(work.run_id, work.step, open_barrier)
+            if run_state == RunState.QUEUED:
+                self._running(work.run_id)
+        if after.ended:
+            self.life.advance(work.run_id)
+        return verdict[0]
+
+    def _running(self, run_id: str) -> None:
+        """The run's first claim: it is running (shown in lists and filters)."""
+
+        def running(r: Run) -> bool | None:
+            if r.state != RunState.QUEUED:
+                return False
+            r.state = RunState.RUNNING
+            return None
+
+        self.life.update_run(run_id, running)
+
+    # ---- the start barrier --------------------------------------------------------------
+
+    def ready(self, run_id: str, item_id: str, agent: AgentRef) -> BarrierDecision:
+        """The agent has laid out its files and waits for the step's start instant.
+
+        Readiness is recorded on the step document by compare-and-swap, and the client that
+        completes the set also sets the start instant in the same write: no two concurrent
+        readies can both miss the moment the step became complete.
+        """
+        refused: list[bool] = []
+
+        def mark(d: Item) -> bool | None:
+            waiting = d.state in (ItemState.CLAIMED, ItemState.READY)
+            refused[:] = [not holds(d, agent) or not waiting]
+            if refused[0] or d.state == ItemState.READY:
+                return False  # refused, or a retry of a ready already recorded
+            d.move(ItemState.READY, ready_at=now_iso())
+            return None
+
+        doc = self.life.update_item(run_id, item_id, mark)
+        if refused[0]:
+            if holds(doc, agent) and doc.ended:
+                return _ended(doc)
+            raise refuse(doc, agent, "ready")
+        now = self.life.now_ms()
+
+        def join(s: Step) -> bool | None:
+            if s.start_at_ms is not None or s.failed_reason:
+                return False
+            s.ready[item_id] = agent.id
+            if len(s.ready) == s.clients and len(set(s.ready.values())) == s.clients:
+                s.start_at_ms = now + self.lead_ms(s.clients)
+            return None
+
+        self.life.update_step(run_id, doc.step, join)
+        return self._barrier(run_id, doc, agent)
+
+    def barrier(self, run_id: str, item_id: str, agent: AgentRef) -> BarrierDecision:
+        """An agent's poll while it waits: a read of its item and of the step document,
+        unless the deadline has passed."""
+        doc = self.store.items.get_item(run_id, item_id)
+        if not holds(doc, agent) or doc.state == ItemState.QUEUED:
+            raise refuse(doc, agent, "barrier")
+        return self._barrier(run_id, doc, agent)
+
+    def _barrier(self, run_id: str, doc: Item, agent: AgentRef) -> BarrierDecision:
+        if doc.ended:
+            return _ended(doc)
+        if doc.start_at_ms is not None:  # an instant of its own (see _rebarrier)
+            return BarrierDecision("go", start_at_ms=doc.start_at_ms)
+        step = self.store.items.get_step(run_id, doc.step)
+        if step.failed_reason:
+            return BarrierDecision("abort", reason=step.failed_reason)
+        if step.start_at_ms is not None:
+            late_ms = self.life.now_ms() - step.start_at_ms
+            if late_ms <= self.rejoin_late_ms:
+                return BarrierDecision("go", start_at_ms=step.start_at_ms)
+            return self._rebarrier(run_id, doc.id, step, agent, late_ms)
+        if step.deadline_ms is None or self.life.now_ms() <= step.deadline_ms:
+            return BarrierDecision("wait")
+        step = self.expire_barrier(step)
+        if step.start_at_ms is not None:  # completed just before the deadline
+            return BarrierDecision("go", start_at_ms=step.start_at_ms)
+        return BarrierDecision("abort", reason=step.failed_reason or "barrier failed")
+
+    def expire_barrier(self, step: Step) -> Step:
+        """The step's clients did not all claim and get ready in time: the step fails with
+        the count, its items with it, and the run moves on."""
+        assert step.deadline_ms is not None and step.first_claim_ms is not None
+        _, items = self.store.items.of_run(step.run_id)
+        members = [i for i in items if i.step == step.step]
+        claimed = sum(1 for i in members if i.held)
+        secs = (step.deadline_ms - step.first_claim_ms) // 1000
+        reason = (
+            f"{claimed} of {step.clients} clients claimed within {secs} s"
+            if claimed < step.clients
+            else f"{len(step.ready)} of {step.clients} clients were ready within {secs} s"
+        )
+        step = self.life.update_step(
+            step.run_id, step.step, lambda s: None if s.fail(reason) else False
+        )
+        if step.start_at_ms is not None:
+            return step
+        failed = step.failed_reason or reason
+
+        def fail(d: Item) -> bool | None:
+            return None if d.end(ItemState.FAILED, failed) else False
+
+        for i in members:
+            self.life.update_item(step.run_id, i.id, fail)
+        self.life.advance(step.run_id)
+        return step
+
+    def _rebarrier(
+        self, run_id: str, item_id: str, step: Step, agent: AgentRef, late_ms: int
+    ) -> BarrierDecision:
+        """This client hears "go" after its step's instant has passed: it was redelivered,
+        or could not reach the API while it waited (after a 41 s outage a client started
+        58,808 ms after the others). Told the old instant it would start at once, as if
+        together with clients that are done by now. It gets a start instant of its own
+        instead, recorded on its item with why; the step's common instant stays, so the
+        aggregation sees how far from it this client started. A client alone in its step
+        moves the step's instant with it."""
+        now = self.life.now_ms()
+        assert step.start_at_ms is not None
+        common = step.start_at_ms
+        fresh = now + self.lead_ms(1)
+        if step.clients == 1:
+
+            def move(s: Step) -> bool | None:
+                if s.start_at_ms != common:
+                    return False  # a retry of this poll moved it already
+                s.start_at_ms = fresh
+                return None
+
+            fresh = self.life.update_step(run_id, step.step, move).start_at_ms or fresh
+        note = Rebarrier(at_ms=now, step_start_at_ms=common, late_ms=late_ms, start_at_ms=fresh)
+        given: list[bool] = []
+
+        def own(d: Item) -> bool | None:
+            given[:] = [holds(d, agent) and d.held]
+            if not given[0] or d.start_at_ms is not None:
+                return False
+            d.start_at_ms = fresh if step.clients > 1 else None
+            d.rebarriered = note
+            return None
+
+        doc = self.life.update_item(run_id, item_id, own)
+        if not given[0]:
+            raise refuse(doc, agent, "barrier")
+        log.warning(
+            "item %s heard its step's start %d ms late: own instant %d", item_id, late_ms, fresh
+        )
+        return BarrierDecision("go", start_at_ms=doc.start_at_ms or fresh)
+
+
+def _held_by_another(d: Item, agent: AgentRef, message_id: str, dequeue_count: int) -> bool:
+    """Whether another agent holds the item and this delivery may not take it over. Only a
+    later delivery of the holder's own message may: the queue gave it out again because the
+    holder's lease ran out (a higher dequeue count than the holder's claim)."""
+    if not d.held or holds(d, agent):
+        return False
+    redelivered = d.message_id == message_id and dequeue_count > d.attempts
+    return not redelivered
+
+
+def _ended(doc: Item) -> BarrierDecision:
+    return BarrierDecision("abort", reason=doc.reason or f"item {doc.state}")

@@ -1,0 +1,213 @@
+"""The agents' reports while an item runs and when it ends: heartbeat, failure, cancelled,
+artifacts and the result (pure logic over the repositories).
+
+As for claims and the barrier (core.runs.protocol): a report is accepted only from the
+agent holding the item, in a state where it makes sense, decided inside the item's
+compare-and-swap; it changes only its item (and step); an item that ends advances its run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.errors import FieldError, NotFound, ValidationFailed
+from core.models import ARTIFACT_NAMES, Result
+from core.runs.holder import AgentRef, holds, refuse
+from core.runs.lifecycle import Lifecycle
+from core.runs.state import Item, ItemError, ItemState, Step, now_iso
+from core.validation import validate
+
+
+class Reports:
+    def __init__(self, lifecycle: Lifecycle) -> None:
+        self.life = lifecycle
+        self.store = lifecycle.store
+
+    def heartbeat(self, run_id: str, item_id: str, agent: AgentRef) -> dict[str, bool]:
+        """Tells the agent to stop when the run was cancelled; marks a ready item running
+        once its start instant has passed. An item its agent no longer holds (taken over,
+        failed, gone) is refused: the agent stops and writes nothing."""
+        run = self.store.runs.get(run_id)
+        doc = self.store.items.get_item(run_id, item_id)
+        if not holds(doc, agent) or not doc.held:
+            raise refuse(doc, agent, "heartbeat")
+        start = doc.start_at_ms
+        if start is None:
+            start = self.store.items.get_step(run_id, doc.step).start_at_ms
+        started = start is not None and start <= self.life.now_ms()
+        held: list[bool] = []
+
+        def beat(d: Item) -> bool | None:
+            held[:] = [holds(d, agent) and d.held]
+            if not held[0]:
+                return False
+            d.heartbeat_at = now_iso()
+            if started and d.state == ItemState.READY:
+                d.move(ItemState.RUNNING, started_at=now_iso())
+            return None
+
+        doc = self.life.update_item(run_id, item_id, beat)
+        if not held[0]:
+            raise refuse(doc, agent, "heartbeat")
+        return {"cancel": run.cancel_requested}
+
+    def report_failure(
+        self,
+        run_id: str,
+        item_id: str,
+        agent: AgentRef,
+        message: str,
+        *,
+        report_id: str | None = None,
+        permanent: bool = False,
+    ) -> bool:
+        """A failed attempt. Returns True when it is final (the agent deletes the message):
+        a ``permanent`` failure (the agent says no retry can succeed), or a client of a
+        multi-client step that already started (it cannot be redone on its own).
+
+        ``report_id`` keys the report: a retry of one already recorded returns the same
+        answer and records nothing twice."""
+        doc = self.store.items.get_item(run_id, item_id)
+        step = self.store.items.get_step(run_id, doc.step)
+        final = permanent or (step.clients > 1 and step.start_at_ms is not None)
+        outcome: list[bool | None] = []  # [final], [None] when refused
+        replay: list[bool] = []
+
+        def fail(d: Item) -> bool | None:
+            seen = next(
+                (
+                    e
+                    for e in d.errors
+                    if report_id and e.report_id == report_id and e.agent_id == agent.id
+                ),
+                None,
+            )
+            replay[:] = [seen is not None]
+            if seen is not None:
+                outcome[:] = [bool(seen.final)]
+                return False
+            if not holds(d, agent) or not d.held:
+                outcome[:] = [None]
+                return False
+            outcome[:] = [final]
+            error = ItemError(at=now_iso(), agent_id=agent.id, message=message[:2000])
+            if report_id:
+                error.report_id, error.final = report_id, final
+            d.errors = [*d.errors[-9:], error]
+            if final:
+                d.move(ItemState.FAILED, reason=message[:2000])
+            else:
+                d.move(ItemState.QUEUED, agent_id=None, principal=None, start_at_ms=None)
+            return None
+
+        doc = self.life.update_item(run_id, item_id, fail)
+        if outcome[0] is None:
+            raise refuse(doc, agent, "failure report")
+        if replay[0]:
+            return bool(outcome[0])
+
+        def unready(s: Step) -> bool | None:
+            if s.start_at_ms is None:
+                return None if s.ready.pop(item_id, None) is not None else False
+            if s.clients == 1:
+                s.start_at_ms, s.first_claim_ms, s.ready = None, None, {}  # a fresh barrier
+                return None
+            return False
+
+        if final:
+            self.life.advance(run_id)
+        else:
+            self.life.update_step(run_id, doc.step, unready)
+        return final
+
+    def report_cancelled(self, run_id: str, item_id: str, agent: AgentRef) -> None:
+        """The agent stopped its item because the run was cancelled."""
+        run = self.store.runs.get(run_id)
+        accepted: list[bool] = []
+
+        def stop(d: Item) -> bool | None:
+            if holds(d, agent) and d.state == ItemState.CANCELLED:
+                accepted[:] = [True]  # a retry of a report already recorded
+                return False
+            accepted[:] = [holds(d, agent) and d.held and run.cancel_requested]
+            if not accepted[0]:
+                return False
+            d.move(ItemState.CANCELLED, reason=f"stopped by {agent.id}")
+            return None
+
+        doc = self.life.update_item(run_id, item_id, stop)
+        if not accepted[0]:
+            raise refuse(doc, agent, "cancelled report")
+        self.life.advance(run_id)
+
+    # ---- results ------------------------------------------------------------------------
+
+    def put_artifact(
+        self, run_id: str, item_id: str, name: str, data: bytes, agent: AgentRef
+    ) -> int:
+        """Keep one of an item's large outputs (gzip bytes) in Blob Storage, before its
+        result names it, from the agent holding the item after its start (an upload again
+        writes the same blob). Returns the stored size."""
+        if name not in ARTIFACT_NAMES:
+            raise ValidationFailed(
+                [FieldError("name", f"must be one of {', '.join(ARTIFACT_NAMES)}")]
+            )
+        doc = self.store.items.get_item(run_id, item_id)  # NotFound -> 404
+        if not holds(doc, agent) or doc.state not in (ItemState.READY, ItemState.RUNNING):
+            raise refuse(doc, agent, "artifact")
+        self.life.artifacts.put(run_id, item_id, name, data)
+        return len(data)
+
+    def store_result(self, body: Any, agent: AgentRef) -> bool:
+        """Store one client's result once, from the agent holding the item after its
+        start. Returns False when it was already stored (a retry).
+
+        Every artifact the result names must already be in Blob Storage at the size it
+        says: a result never points at a file that is not there."""
+        result = validate("result", body, Result)
+        errors = []
+        if result.id != result.item_id:
+            errors.append(FieldError("id", "must equal item_id"))
+        if result.agent_id != agent.id:
+            errors.append(FieldError("agent_id", f"must be the reporting agent, {agent.id}"))
+        doc = self.store.items.get_item(result.run_id, result.item_id)  # NotFound -> 404
+        for name in ("step", "client"):
+            if getattr(result, name) != getattr(doc, name):
+                errors.append(FieldError(name, f"must be the item's {name}, {getattr(doc, name)}"))
+        if errors:
+            raise ValidationFailed(errors)
+        # Checked on a fresh read before the result is written (a forged result is never
+        # stored); the item's state then changes by compare-and-swap. The result is written
+        # first so that a completed item always has its result when the run is finalized.
+        done_states = (ItemState.READY, ItemState.RUNNING, ItemState.COMPLETED)
+        if not holds(doc, agent) or doc.state not in done_states:
+            raise refuse(doc, agent, "result")
+        for name, artifact in result.artifacts.items():
+            try:
+                size = self.life.artifacts.size(result.run_id, result.item_id, name)
+            except NotFound:
+                size = -1
+            if size != artifact.bytes:
+                raise ValidationFailed(
+                    [
+                        FieldError(
+                            f"artifacts.{name}",
+                            f"not uploaded (or not at {artifact.bytes} bytes): "
+                            f"PUT /api/agent/artifacts/{result.item_id}/{name} first",
+                        )
+                    ]
+                )
+        created = self.store.results.create(result.model_dump(mode="json"))
+        flipped: list[bool] = []
+
+        def done(d: Item) -> bool | None:
+            flipped[:] = [holds(d, agent) and d.state in (ItemState.READY, ItemState.RUNNING)]
+            if not flipped[0]:
+                return False
+            d.move(ItemState.COMPLETED)
+            return None
+
+        self.life.update_item(result.run_id, result.item_id, done)
+        if flipped[0]:
+            self.life.advance(result.run_id)
+        return created

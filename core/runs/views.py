@@ -1,0 +1,212 @@
+"""What callers see of runs, steps, items and results (pure reads over the repositories).
+
+Views leave out what is internal (ETags, message ids, principals) and what is large (fio's
+raw output and histogram bins stay in the full result and in Blob Storage).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.analysis.curves import latency_curve, repetition_spread, scaleout_curve
+from core.analysis.timeline import per_second
+from core.artifacts import unpack_json
+from core.ports import Doc, Store
+from core.runs.admission import Admission, lock_keys
+from core.runs.guardrails import TargetInfo
+from core.runs.lifecycle import Lifecycle
+from core.runs.state import Item, Run, RunState, Step
+
+_RUN_PUBLIC = (
+    "id",
+    "state",
+    "created_at",
+    "updated_at",
+    "target",
+    "targets",
+    "pool",
+    "tags",
+    "request",
+    "items_total",
+    "engine",
+    "profile",
+    "profile_version",
+    "workload",
+    "comparison_key",
+    "fill",
+    "step_count",
+    "error",
+    "cancel_requested",
+    "requested_by",
+)
+_STEP_PUBLIC = (
+    "step",
+    "clients",
+    "mode",
+    "point",
+    "repetition",
+    "discarded",
+    "workload",
+    "start_at_ms",
+    "failed_reason",
+)
+_ITEM_PUBLIC = (
+    "id",
+    "step",
+    "client",
+    "state",
+    "agent_id",
+    "attempts",
+    "errors",
+    "reason",
+    "started_at",
+    "ended_at",
+    "start_at_ms",  # an instant of its own, when it heard its step's too late
+    "rebarriered",
+)
+
+
+def public_run(run: Run, items: list[Item] | None = None) -> Doc:
+    doc = run.doc()
+    out = {k: doc.get(k) for k in _RUN_PUBLIC}
+    if run.delivery.state in ("pending", "failed"):
+        out["delivery"] = run.delivery.model_dump(mode="json")
+    if items is not None:
+        counts: dict[str, int] = {}
+        for i in items:
+            counts[i.state.value] = counts.get(i.state.value, 0) + 1
+        out["counts"] = counts
+    return out
+
+
+def public_step(step: Step, aggregate: Doc | None) -> Doc:
+    doc = step.doc()
+    out = {k: doc.get(k) for k in _STEP_PUBLIC}
+    out["aggregate"] = _strip(aggregate)
+    return out
+
+
+def public_item(item: Item, result: Doc | None) -> Doc:
+    doc = item.doc()
+    out = {k: doc.get(k) for k in _ITEM_PUBLIC}
+    out["result"] = result_summary(result) if result else None
+    return out
+
+
+def result_summary(doc: Doc) -> Doc:
+    """A result without its histogram bins, which can run to tens of kilobytes."""
+    keys = ("agent_id", "engine_version", "started_at_ms", "ended_at_ms", "start", "host", "mounts")
+    out: Doc = {k: doc[k] for k in keys if k in doc}
+    for d in ("read", "write"):
+        r = doc.get(d)
+        if r:
+            p = r["clat_percentiles_ns"]
+            out[d] = {
+                "iops": r["iops"],
+                "bw_bytes": r["bw_bytes"],
+                "total_ios": r["total_ios"],
+                "lat_mean_ns": r["lat_ns"]["mean"],
+                "clat_ns": {
+                    "p50": p.get("50.000000"),
+                    "p99": p.get("99.000000"),
+                    "p99.9": p.get("99.900000"),
+                },
+            }
+    return out
+
+
+def _strip(doc: Doc | None) -> Doc | None:
+    if doc is None:
+        return None
+    return {k: v for k, v in doc.items() if not k.startswith("_")}
+
+
+class Views:
+    def __init__(self, store: Store, admission: Admission, lifecycle: Lifecycle) -> None:
+        self.store = store
+        self.admission = admission
+        self.life = lifecycle
+
+    def summary(self, run: Run, items: list[Item] | None = None) -> Doc:
+        """The run as its submitter is told: its state, and its place in line if waiting."""
+        out = public_run(run, items)
+        if run.state == RunState.WAITING:
+            out["queue_position"] = self.admission.position(run)
+        return out
+
+    def get_run(self, run_id: str) -> Doc:
+        run = self.store.runs.get(run_id)
+        steps, items = self.store.items.of_run(run_id)
+        results = {r["item_id"]: r for r in self.store.results.of_run(run_id)}
+        aggregates = {a["step"]: a for a in self.store.results.list_aggregates(run_id)}
+        public_steps = [
+            public_step(s, aggregates.get(s.step)) for s in sorted(steps, key=lambda s: s.step)
+        ]
+        ordered = sorted(items, key=lambda i: (i.step, i.client))
+        return {
+            **self.summary(run, items),
+            "steps": public_steps,
+            "items": [public_item(i, results.get(i.id)) for i in ordered],
+            "aggregate": public_steps[-1]["aggregate"] if public_steps else None,
+        }
+
+    def list_runs(
+        self,
+        *,
+        target: str | None = None,
+        state: str | None = None,
+        tag: tuple[str, str] | None = None,
+        limit: int = 50,
+        continuation: str | None = None,
+    ) -> tuple[list[Doc], str | None]:
+        runs, token = self.store.runs.page(
+            target=target, state=state, tag=tag, limit=limit, continuation=continuation
+        )
+        return [public_run(r) for r in runs], token
+
+    def curves(self, run_id: str) -> Doc:
+        self.store.runs.get(run_id)  # 404 for an unknown run
+        aggs = sorted(self.store.results.list_aggregates(run_id), key=lambda a: a["step"])
+        return {
+            "run_id": run_id,
+            "latency": latency_curve(aggs),
+            "scaleout": scaleout_curve(aggs),
+            "repetitions": repetition_spread(aggs),
+        }
+
+    def targets(self, registry: list[TargetInfo]) -> list[Doc]:
+        """The target registry with who holds each target and how many wait: one lock
+        document read per target."""
+        out = []
+        for t in registry:
+            lock = self.admission.lock_of(lock_keys(t.pool, [t.alias])[0])
+            holder = lock.run_id if lock and self.admission.holds(lock, "") else None
+            out.append(
+                {
+                    **t.model_dump(),
+                    "busy": holder is not None,
+                    "holder": holder,
+                    "waiting": len(lock.queue) if lock else 0,
+                }
+            )
+        return out
+
+    def full_result(self, run_id: str, item_id: str) -> Doc:
+        """A client's result with its per-second series and the engine's own output, read
+        back from Blob Storage."""
+        doc: dict[str, Any] = _strip(self.store.results.get(run_id, item_id)) or {}
+        names = doc.get("artifacts") or {}
+        timeline = self.life.timeline(run_id, item_id) if "timeline" in names else None
+        doc["series"] = (
+            {
+                d: per_second([timeline], d, (timeline.start_ms, timeline.end_ms))
+                for d in ("read", "write")
+                if timeline.direction(d) is not None
+            }
+            if timeline
+            else {}
+        )
+        doc["raw"] = (
+            unpack_json(self.life.artifacts.get(run_id, item_id, "raw")) if "raw" in names else None
+        )
+        return doc
