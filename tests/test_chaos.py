@@ -1,0 +1,146 @@
+"""Chaos: during one 2-client run, SIGKILL in turn an agent, the API, Azurite and the
+Cosmos DB server, restarting each (but the agent), on a stack of the test's own (real
+processes, real fio). The run must end completed or failed with a reason, with at most one
+result per client, its target free again and no fio left running."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from adapters.cosmos import CosmosStore
+from benchctl import localstack
+from benchctl.localstack import Proc, Stack
+from tests.conftest import wait_until
+
+RUNTIME_S = 24
+
+
+@pytest.fixture
+def own_stack(tmp_path: Path) -> Iterator[Stack]:
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    stack = localstack.up(
+        agents=3,
+        targets={"scratch": str(scratch)},
+        directory=tmp_path / "stack",
+        visibility_timeout=6,
+        timer_seconds=0.5,
+        fresh=True,
+    )
+    try:
+        yield stack
+    finally:
+        localstack.down(tmp_path / "stack")
+
+
+def alive(stack: Stack, name: str) -> Proc:
+    return next(p for p in reversed(stack.procs) if p.name == name and p.alive())
+
+
+def kill(proc: Proc) -> None:
+    os.killpg(proc.pid, signal.SIGKILL)
+    localstack.stop_proc(proc, signal.SIGKILL, timeout=10)
+    assert not proc.alive()
+
+
+def fio_processes(root: Path) -> list[int]:
+    """fio processes whose command line names a file under ``root``."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"fio") and any(str(root).encode() in a for a in argv):
+            found.append(int(cmdline.parent.name))
+    return found
+
+
+def run_of(api: httpx.Client, run_id: str) -> dict[str, Any]:
+    """The run, asked until the API answers (it is killed and restarted during the test)."""
+
+    def ask() -> dict[str, Any] | None:
+        try:
+            r = api.get(f"/api/runs/{run_id}")
+        except httpx.HTTPError:
+            return None
+        return r.json() if r.status_code == 200 else None
+
+    got: dict[str, Any] = wait_until(ask, 60, what="the API to answer")
+    return got
+
+
+def test_a_run_survives_killed_agent_api_azurite_and_cosmos(
+    own_stack: Stack, tmp_path: Path
+) -> None:
+    stack = own_stack
+    api = httpx.Client(base_url=stack.api_url, timeout=10)
+    body: dict[str, Any] = {
+        "target": "scratch",
+        "clients": 2,
+        "workload": {
+            "rw": "randread",
+            "bs": "4k",
+            "size": "8m",
+            "iodepth": 4,
+            "runtime": RUNTIME_S,
+        },
+    }
+    run_id = api.post("/api/runs", json=body).json()["id"]
+    run = wait_until(
+        lambda: (
+            (r := run_of(api, run_id)) and all(i["state"] == "running" for i in r["items"]) and r
+        ),
+        60,
+        what="both clients running",
+    )
+    holders = {i["agent_id"] for i in run["items"]}
+
+    # An agent dies in the middle of its fio (never restarted: its client cannot rejoin).
+    victim = next(a for a in stack.agents() if a.name in holders)
+    kill(victim)
+    time.sleep(2)
+    # The API, Azurite (queue and blob) and the Cosmos DB server, each down a few seconds.
+    kill(alive(stack, "api"))
+    time.sleep(3)
+    localstack.start_api(stack, timer_seconds=0.5)
+    time.sleep(2)
+    kill(alive(stack, "azurite"))
+    kill(alive(stack, "azurite-blob"))
+    time.sleep(3)
+    localstack.start_azurite(stack)
+    time.sleep(2)
+    kill(alive(stack, "cosmosdb"))
+    time.sleep(3)
+    localstack.start_cosmos(stack)
+
+    def ended() -> dict[str, Any] | None:
+        r = run_of(api, run_id)
+        return r if r["state"] in ("completed", "failed", "cancelled") else None
+
+    run = wait_until(ended, RUNTIME_S + 120, what="the run to end")
+    assert run["state"] in ("completed", "failed")
+    if run["state"] == "failed":
+        assert run["error"], run  # failed with a reason
+    store = CosmosStore.from_settings(stack.settings())
+    results = store.results.of_run(run_id)
+    per_client = [sum(1 for r in results if r["client"] == c) for c in (0, 1)]
+    assert max(per_client) <= 1, per_client  # nothing stored twice
+    survivor = next(i for i in run["items"] if i["agent_id"] != victim.name)
+    assert survivor["state"] == "completed" and per_client[survivor["client"]] == 1
+    print("run", run["state"], run["error"], [(i["client"], i["state"]) for i in run["items"]])
+
+    # No fio of the run is left running, and the target is free: the next run is admitted.
+    wait_until(lambda: not fio_processes(tmp_path), 15, what="no fio left running")
+    nxt = api.post(
+        "/api/runs", json={**body, "clients": 1, "workload": {**body["workload"], "runtime": 1}}
+    )
+    assert nxt.status_code == 202 and nxt.json()["state"] != "waiting", nxt.text
