@@ -47,6 +47,12 @@ TEST_TARGETS = [
     if p not in (BOT_POOL, FUZZ_POOL)
     for alias in ("scratch", "other", "vol1", "vol2", "golden")
 ] + [
+    # Declared limits for the "what bound the run" tests (tests/test_ceilings_stack.py).
+    {"alias": alias, "pool": p, "limits": {"read_mibps": mibps}}
+    for p in TEST_POOLS
+    if p not in (BOT_POOL, FUZZ_POOL)
+    for alias, mibps in (("capped", 40), ("roomy", 4000))
+] + [
     {"alias": "chat", "pool": BOT_POOL},
     {"alias": "golden", "pool": BOT_POOL, "read_only": True},
     {"alias": FUZZ_TARGET, "pool": FUZZ_POOL},

@@ -1,0 +1,90 @@
+"""What bound the run, proven on the real stack: a target held at 40 MiB/s of reads by a
+real cgroup v1 blkio throttle on the agent (fio inherits its cgroup) is named as the bound
+when declared at 40 MiB/s, and not blamed when declared at 4,000 MiB/s."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import AgentFactory, wait_state
+
+BLKIO = Path("/sys/fs/cgroup/blkio")
+MIB = 1 << 20
+THROTTLE_MIBPS = 40
+
+
+def _device_of(path: Path) -> str:
+    st = os.stat(path)
+    return f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+
+
+@pytest.fixture
+def throttled(scratch: Path) -> Iterator[Any]:
+    """A blkio cgroup whose reads of the scratch directory's device are held at 40 MiB/s;
+    yields a function that moves a process into it."""
+    group = BLKIO / f"benchsvc-test-{os.getpid()}"
+    group.mkdir(exist_ok=True)
+    device = _device_of(scratch)
+    (group / "blkio.throttle.read_bps_device").write_text(f"{device} {THROTTLE_MIBPS * MIB}\n")
+
+    def enter(pid: int) -> None:
+        (group / "cgroup.procs").write_text(str(pid))
+
+    yield enter
+    for pid in (group / "cgroup.procs").read_text().split():
+        (BLKIO / "cgroup.procs").write_text(pid)  # back to the root group
+    group.rmdir()
+
+
+def _run(api: httpx.Client, pool: str, target: str) -> dict[str, Any]:
+    body = {
+        "target": target,
+        "pool": pool,
+        # Direct I/O, so every read reaches the device and its throttle.
+        "workload": {
+            "rw": "randread",
+            "bs": "64k",
+            "size": "32m",
+            "runtime": 6,
+            "iodepth": 8,
+            "direct": True,
+        },
+    }
+    r = api.post("/api/runs", json=body)
+    assert r.status_code == 202, r.text
+    run = wait_state(api, r.json()["id"], ("completed", "failed"), timeout=120)
+    assert run["state"] == "completed", run
+    return run
+
+
+def test_a_target_held_at_its_declared_limit_is_named_the_bound(
+    api: httpx.Client, agents: AgentFactory, pool: str, scratch: Path, throttled: Any
+) -> None:
+    agent = agents(targets={"capped": str(scratch), "roomy": str(scratch)})
+    throttled(agent.pid)
+
+    capped = _run(api, pool, "capped")["aggregate"]
+    read_mibps = capped["read"]["bw_bytes"] / MIB
+    assert 36 <= read_mibps <= 41, read_mibps  # the throttle holds it
+    bound = capped["bound_by"]
+    assert bound["kind"] == "target", capped["ceilings"]
+    assert bound["name"] == "target capped read throughput"
+    assert bound["limit"] == THROTTLE_MIBPS * MIB
+    assert 0.9 <= bound["utilisation"] <= 1.02
+    # utilisation is measured / limit, the measured figure the aggregate's own
+    assert bound["measured"] == pytest.approx(capped["read"]["bw_bytes"])
+    print(f"capped: {read_mibps:.2f} MiB/s, bound_by {bound['kind']} {bound['utilisation']:.1%}")
+
+    roomy = _run(api, pool, "roomy")["aggregate"]
+    assert roomy["read"]["bw_bytes"] / MIB <= 41  # still held by the throttle
+    assert roomy["bound_by"]["kind"] != "target", roomy["bound_by"]
+    target = next(c for c in roomy["ceilings"] if c["kind"] == "target")
+    assert target["utilisation"] == pytest.approx(roomy["read"]["bw_bytes"] / (4000 * MIB))
+    assert target["utilisation"] < 0.02
+    print(f"roomy: bound_by {roomy['bound_by']}, target {target['utilisation']:.2%}")
