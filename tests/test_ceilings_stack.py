@@ -12,6 +12,10 @@ from typing import Any
 import httpx
 import pytest
 
+from adapters.blob import BlobArtifacts
+from core.artifacts import unpack_json
+from core.counters import CounterSeries
+from core.host_counters import CountersSummary
 from tests.conftest import AgentFactory, wait_state
 
 BLKIO = Path("/sys/fs/cgroup/blkio")
@@ -88,3 +92,25 @@ def test_a_target_held_at_its_declared_limit_is_named_the_bound(
     assert target["utilisation"] == pytest.approx(roomy["read"]["bw_bytes"] / (4000 * MIB))
     assert target["utilisation"] < 0.02
     print(f"roomy: bound_by {roomy['bound_by']}, target {target['utilisation']:.2%}")
+
+
+def test_the_agent_stores_its_counters_with_the_result(
+    api: httpx.Client, agents: AgentFactory, pool: str, artifacts: BlobArtifacts
+) -> None:
+    agents()
+    run = _run(api, pool, "scratch")
+    item = run["items"][0]["id"]
+    result = api.get(f"/api/runs/{run['id']}/results/{item}").json()
+    summary = CountersSummary.model_validate(result["counters"])
+    assert summary.seconds >= 4  # one-second samples inside the 6 s measured period
+    assert summary.cpu is not None and summary.net is not None
+    # fio's own CPU (percent of one CPU, summed over jobs) is part of the host's busy time.
+    fio_pct = (summary.fio_usr_cpu_pct or 0) + (summary.fio_sys_cpu_pct or 0)
+    assert summary.fio_usr_cpu_pct is not None
+    assert fio_pct <= summary.cpu.busy_pct_max * result["host"]["cpu_count"] + 5
+    # The per-second series is the counters artifact, of the size the result names.
+    packed = artifacts.get(run["id"], item, "counters")
+    assert len(packed) == result["artifacts"]["counters"]["bytes"]
+    found = CounterSeries.model_validate(unpack_json(packed))
+    assert len(found.points) >= 6
+    assert all(p.cpu is not None and "lo" in p.net for p in found.points)

@@ -4,7 +4,8 @@ the one it reached (pure).
 The published methods judge each figure against a limit (core.limits): the target's
 throughput and IOPS, the clients' network, their CPU, and for managed disks the VM's disk
 limits. Utilisation is measured / limit. A step is *bound by* the limit with the highest
-utilisation when that is at least ``REACHED`` (90 %); otherwise it is bound by ``none`` and
+utilisation when that is at least ``REACHED`` (90 %), a storage or network cap before the
+client's CPU when both are reached; otherwise it is bound by ``none`` and
 names the nearest limit: "a measured figure well below the published limit is a finding
 worth reporting".
 
@@ -77,7 +78,12 @@ class Ceiling:
 
 
 def bound_by(ceilings: Sequence[Ceiling]) -> dict[str, Any]:
-    """The limit the step reached (utilisation >= 90 %), else ``none`` with the nearest."""
+    """The limit the step reached (utilisation >= 90 %), else ``none`` with the nearest.
+
+    When several are reached, a limit of the storage or the network (a cap enforced
+    outside the client) comes before the client's CPU: a target held at its limit gives no
+    more however many CPUs are free, while a busy CPU next to it (other work on the host,
+    polling) is a symptom, not the cap."""
     candidates = [c for c in ceilings if c.applies]
     if not candidates:
         return {
@@ -87,7 +93,9 @@ def bound_by(ceilings: Sequence[Ceiling]) -> dict[str, Any]:
             "measured": None,
             "utilisation": None,
         }
-    top = max(candidates, key=lambda c: c.utilisation)
+    reached = [c for c in candidates if c.utilisation >= REACHED]
+    caps = [c for c in reached if c.kind != "client-cpu"]
+    top = max(caps or reached or candidates, key=lambda c: c.utilisation)
     return {
         "kind": top.kind if top.utilisation >= REACHED else "none",
         "name": top.name,
