@@ -5,6 +5,7 @@ when declared at 40 MiB/s, and not blamed when declared at 4,000 MiB/s."""
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from adapters.blob import BlobArtifacts
 from core.artifacts import unpack_json
 from core.counters import CounterSeries
 from core.host_counters import CountersSummary
-from tests.conftest import AgentFactory, wait_state
+from tests.conftest import AgentFactory, TmpfsFactory, wait_state
 
 BLKIO = Path("/sys/fs/cgroup/blkio")
 MIB = 1 << 20
@@ -29,12 +30,34 @@ def _device_of(path: Path) -> str:
 
 
 @pytest.fixture
-def throttled(scratch: Path) -> Iterator[Any]:
-    """A blkio cgroup whose reads of the scratch directory's device are held at 40 MiB/s;
-    yields a function that moves a process into it."""
+def ram_disk(tmp_path: Path, tmpfs: TmpfsFactory) -> Iterator[Path]:
+    """A real block device of its own (a loop device over a file in RAM, ext4 on it), so
+    the throttle is the only thing between fio and its reads: the machine's shared disk,
+    busy with other work, would be a second limit."""
+    backing = tmpfs(tmp_path / "ram", size="160m") / "disk.img"
+    with backing.open("wb") as f:
+        f.truncate(128 * MIB)
+    loop = subprocess.run(
+        ["losetup", "--find", "--show", str(backing)], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    mounted = tmp_path / "disk"
+    mounted.mkdir()
+    try:
+        subprocess.run(["mkfs.ext4", "-q", "-F", loop], check=True, capture_output=True)
+        subprocess.run(["mount", loop, str(mounted)], check=True)
+        yield mounted
+    finally:
+        subprocess.run(["umount", "-l", str(mounted)], check=False, capture_output=True)
+        subprocess.run(["losetup", "-d", loop], check=False, capture_output=True)
+
+
+@pytest.fixture
+def throttled(ram_disk: Path) -> Iterator[Any]:
+    """A blkio cgroup whose reads of the RAM disk are held at 40 MiB/s; yields a function
+    that moves a process into it."""
     group = BLKIO / f"benchsvc-test-{os.getpid()}"
     group.mkdir(exist_ok=True)
-    device = _device_of(scratch)
+    device = _device_of(ram_disk)
     (group / "blkio.throttle.read_bps_device").write_text(f"{device} {THROTTLE_MIBPS * MIB}\n")
 
     def enter(pid: int) -> None:
@@ -53,10 +76,10 @@ def _run(api: httpx.Client, pool: str, target: str) -> dict[str, Any]:
         # Direct I/O, so every read reaches the device and its throttle.
         "workload": {
             "rw": "randread",
-            "bs": "64k",
+            "bs": "256k",
             "size": "32m",
             "runtime": 6,
-            "iodepth": 8,
+            "iodepth": 4,
             "direct": True,
         },
     }
@@ -68,9 +91,9 @@ def _run(api: httpx.Client, pool: str, target: str) -> dict[str, Any]:
 
 
 def test_a_target_held_at_its_declared_limit_is_named_the_bound(
-    api: httpx.Client, agents: AgentFactory, pool: str, scratch: Path, throttled: Any
+    api: httpx.Client, agents: AgentFactory, pool: str, ram_disk: Path, throttled: Any
 ) -> None:
-    agent = agents(targets={"capped": str(scratch), "roomy": str(scratch)})
+    agent = agents(targets={"capped": str(ram_disk), "roomy": str(ram_disk)})
     throttled(agent.pid)
 
     capped = _run(api, pool, "capped")["aggregate"]
