@@ -166,7 +166,7 @@ class Aggregate(OpenDoc):
     ceilings: list[dict[str, Any]] | None = Field(
         None,
         description="every limit that applies: kind, name, metric, direction, limit, measured, "
-        "utilisation, applies, rule, source (README, \"What bound the run\")",
+        'utilisation, applies, rule, source (README, "What bound the run")',
     )
     bound_by: dict[str, Any] | None = Field(
         None,
