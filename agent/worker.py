@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from adapters.queue import LeaseLost, Message, WorkQueues
 from agent.api_client import ApiClient, ApiError
 from agent.config import AgentConfig
+from agent.counters import CounterSampler
 from agent.diskspd_runner import DiskSpdProcess
 from agent.fio_runner import FioProcess, safe_name
 from agent.hostfacts import host_facts, mount_facts
@@ -166,10 +167,13 @@ class Worker:
         scheduled = self._await_start(item, lease)
         if isinstance(scheduled, str):
             return scheduled
+        # Host counters each second while fio runs (what bound the run, core.analysis.ceilings)
+        sampler = CounterSampler([before[t].mount_point for t in item.targets]).start()
         fio.start()  # fio starts up now and waits at its gate for the common instant
         sleep_until(scheduled / 1000)
         released = fio.release()
         stop = self._wait_for(fio, lease, item)
+        sampler.stop()
         if stop:
             return stop
         outcome = fio.collect()
@@ -192,6 +196,9 @@ class Worker:
         }
         if timeline is not None:
             artifacts["timeline"] = pack_timeline(timeline)
+        counters = sampler.artifact()
+        if counters is not None:
+            artifacts["counters"] = counters
         result = build_result(
             item,
             fio_json=outcome.doc,
@@ -203,7 +210,9 @@ class Worker:
             fill=fill,
             mounts=[self.mounts.facts(t) for t in item.targets],
         )
-        result = result.model_copy(update={"artifacts": self._upload(item, artifacts)})
+        summary = sampler.summary(result.started_at_ms, result.ended_at_ms, outcome.doc)
+        uploaded = self._upload(item, artifacts)
+        result = result.model_copy(update={"artifacts": uploaded, "counters": summary})
         return self._store(result, lease, work_dir)
 
     def _refusal(self, item: WorkItem) -> str:

@@ -28,6 +28,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_r
 
 from benchctl import localstack
 from benchctl.client import Api, ApiUnavailable, CliError, resolve_connection
+from benchctl.local_targets import TargetDeclarationError, local_registry
 from benchctl.render import (
     aggregate_table,
     compare_markdown,
@@ -449,12 +450,17 @@ def cmd_local(a: argparse.Namespace) -> int:
         targets = _pairs(a.target, "--target")
         if not targets:
             raise CliError("give at least one --target NAME=DIR", EXIT_BAD_INPUT)
+        try:
+            registry = local_registry(targets, a.target_limits, a.target_facts)
+        except TargetDeclarationError as e:
+            raise CliError(str(e), EXIT_BAD_INPUT) from None
         localstack.ensure_installed()
         stack = localstack.up(
             agents=a.agents,
             targets=targets,
             visibility_timeout=a.visibility_timeout,
             fresh=a.fresh,
+            api_env={"BENCH_TARGETS": registry} if registry else None,
         )
         print(
             f"local stack up: API {stack.api_url}, {a.agents} agent(s), "
@@ -655,6 +661,21 @@ def parser() -> argparse.ArgumentParser:
     lu = losub.add_parser("up")
     lu.add_argument("--agents", type=int, default=2)
     lu.add_argument("--target", action="append", default=[], metavar="NAME=DIR")
+    lu.add_argument(
+        "--target-limits",
+        action="append",
+        default=[],
+        metavar="NAME=KEY=N[,KEY=N]",
+        help="declared limits of a target: read_mibps, write_mibps, total_mibps, iops",
+    )
+    lu.add_argument(
+        "--target-facts",
+        action="append",
+        default=[],
+        metavar="NAME=JSON",
+        help='what a target is, e.g. vol1=\'{"kind": "anf", "service_level": "ultra", '
+        '"quota_tib": 100}\'',
+    )
     lu.add_argument("--visibility-timeout", type=int, default=30)
     lu.add_argument(
         "--fresh",

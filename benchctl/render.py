@@ -8,6 +8,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from benchctl.render_ceilings import ceilings_markdown, print_ceilings
+
 MIB = 1024 * 1024
 
 
@@ -68,6 +70,7 @@ def print_run(run: dict[str, Any], console: Console | None = None) -> None:
         elif s.get("aggregate"):
             console.print(aggregate_table(s["aggregate"], step_heading(s)))
             print_aggregate_notes(s["aggregate"], console)
+            print_ceilings(s["aggregate"], console)
     for item in run.get("items", []):
         if item.get("reason") and item["state"] == "failed":
             console.print(f"[red]client {item['client']}: {item['reason']}[/red]")
@@ -263,6 +266,7 @@ def run_markdown(run: dict[str, Any], regressions: list[dict[str, Any]] | None =
         header = ["step", "point", "clients", "dir", "IOPS", "MiB/s", "p50 ms", "p99 ms"]
         header += ["p99.9 ms", "percentiles"]
         lines += _md_table(header, rows)
+    lines += ceilings_markdown(run)
     if run.get("error"):
         lines += ["", f"**Error:** {run['error']}"]
     for r in regressions or []:

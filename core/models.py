@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from core.host_counters import CountersSummary
 from core.units import SIZE_PATTERN, parse_size
 
 ALIAS_PATTERN = r"^[a-z][a-z0-9-]{0,30}$"
@@ -350,8 +351,8 @@ class StartInfo(_Strict):
     )
 
 
-ARTIFACT_NAMES = ("timeline", "raw", "logs")
-ArtifactName = Literal["timeline", "raw", "logs"]
+ARTIFACT_NAMES = ("timeline", "raw", "logs", "counters")
+ArtifactName = Literal["timeline", "raw", "logs", "counters"]
 
 
 class ArtifactRef(_Strict):
@@ -393,6 +394,9 @@ class Result(_Strict):
     mounts: list[MountFacts]
     artifacts: dict[ArtifactName, ArtifactRef] = Field(
         default_factory=dict, description="artifacts in Blob Storage, by name"
+    )
+    counters: CountersSummary | None = Field(
+        None, description="host CPU, network and NFS counters sampled each second"
     )
 
 

@@ -170,6 +170,16 @@ class Aggregate(OpenDoc):
     write: AggregateDirection | None = None
     per_client: list[dict[str, Any]]
     scaling_efficiency: float | None
+    ceilings: list[dict[str, Any]] | None = Field(
+        None,
+        description="every limit that applies: kind, name, metric, direction, limit, measured, "
+        'utilisation, applies, rule, source (README, "What bound the run")',
+    )
+    bound_by: dict[str, Any] | None = Field(
+        None,
+        description="kind (target, client-network, client-cpu, vm-disk or none), name, limit, "
+        "measured, utilisation: the limit reached (>= 90 %), or none with the nearest",
+    )
 
 
 class StepView(OpenDoc):

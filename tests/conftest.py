@@ -41,16 +41,26 @@ TEAMS_BOT_SECRET_B64 = base64.b64encode(b"teams-outgoing-webhook-test-key!").dec
 BOT_SECRET = "test-bot-secret"
 # The target registry: every test pool has "scratch" and "other" (read-write) and "golden"
 # (read-only); the chat tests' "chat" target is in its own pool.
-TEST_TARGETS = [
-    {"alias": alias, "pool": p, "read_only": alias == "golden"}
-    for p in TEST_POOLS
-    if p not in (BOT_POOL, FUZZ_POOL)
-    for alias in ("scratch", "other", "vol1", "vol2", "golden")
-] + [
-    {"alias": "chat", "pool": BOT_POOL},
-    {"alias": "golden", "pool": BOT_POOL, "read_only": True},
-    {"alias": FUZZ_TARGET, "pool": FUZZ_POOL},
-]
+TEST_TARGETS = (
+    [
+        {"alias": alias, "pool": p, "read_only": alias == "golden"}
+        for p in TEST_POOLS
+        if p not in (BOT_POOL, FUZZ_POOL)
+        for alias in ("scratch", "other", "vol1", "vol2", "golden")
+    ]
+    + [
+        # Declared limits for the "what bound the run" tests (tests/test_ceilings_stack.py).
+        {"alias": alias, "pool": p, "limits": {"read_mibps": mibps}}
+        for p in TEST_POOLS
+        if p not in (BOT_POOL, FUZZ_POOL)
+        for alias, mibps in (("capped", 40), ("roomy", 4000))
+    ]
+    + [
+        {"alias": "chat", "pool": BOT_POOL},
+        {"alias": "golden", "pool": BOT_POOL, "read_only": True},
+        {"alias": FUZZ_TARGET, "pool": FUZZ_POOL},
+    ]
+)
 
 
 class Receiver:

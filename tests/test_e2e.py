@@ -80,7 +80,7 @@ def test_run_flows_to_a_stored_result(
 
     doc = store.results.get(run_id, item["id"])  # the document in Cosmos DB itself
     assert doc["id"] == item["id"] and doc["engine"] == "fio"
-    assert set(doc["artifacts"]) == {"timeline", "raw", "logs"}
+    assert set(doc["artifacts"]) == {"timeline", "raw", "logs", "counters"}
     # fio's own output, its logs and the timeline are in Blob Storage beside the result.
     raw = unpack_json(artifacts.get(run_id, item["id"], "raw"))
     assert raw["fio version"].startswith("fio-")

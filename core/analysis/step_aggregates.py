@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from core.analysis.aggregate import ClientSample, FailedClient, aggregate
+from core.analysis.ceilings import ClientFacts, latency_knee, step_ceilings
 from core.analysis.concurrency import outstanding_ios
 from core.analysis.timeline import ClientTimeline
 from core.models import Direction, DirectionResult, Result
@@ -70,6 +71,27 @@ def sample_from_result(
     )
 
 
+def client_facts(doc: Doc) -> ClientFacts:
+    """What the ceilings need from a stored result: VM size, CPUs and counters."""
+    r = Result.model_validate({k: v for k, v in doc.items() if not k.startswith("_")})
+    return ClientFacts(r.client, r.agent_id, r.host.vm_size, r.host.cpu_count, r.counters)
+
+
+def _mark_knees(out: list[Doc]) -> None:
+    """Each rate curve (the rate steps of one client count and repetition, in the order
+    they ran) gets its latency knee marked on the step where it is."""
+    curves: dict[tuple[int, Any], list[Doc]] = {}
+    for agg in out:
+        if agg.get("mode") in ("rate-max", "rate"):
+            curves.setdefault((agg["clients"], agg.get("repetition")), []).append(agg)
+    for curve in curves.values():
+        # The unthrottled step finds the maximum first; the curve runs from the lowest rate.
+        ordered = sorted(curve, key=lambda a: (a.get("mode") == "rate-max", a["step"]))
+        knee = latency_knee(ordered)
+        if knee is not None:
+            ordered[knee[0]]["knee"] = knee[1]
+
+
 def build_aggregates(
     run: Run,
     steps: Sequence[Step],
@@ -120,6 +142,11 @@ def build_aggregates(
             single_client_iops=sum(refs) / len(refs) if refs else None,
         )
         workload = s.workload.model_dump(mode="json") if s.workload else run_workload
+        step_items = sorted(i.id for i in items if i.step == s.step)
+        clients = [client_facts(by_item[i]) for i in step_items if i in by_item]
+        # What bound the step (core.analysis.ceilings): the run's recorded target facts,
+        # each client's VM size and counters.
+        agg.update(step_ceilings(agg, run.target_facts, clients))
         out.append(
             {
                 "id": step_id(run.id, s.step),
@@ -138,4 +165,5 @@ def build_aggregates(
                 **agg,
             }
         )
+    _mark_knees(out)
     return out

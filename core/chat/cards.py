@@ -45,6 +45,11 @@ def status_reply(run: Doc, public_url: str) -> Reply:
             facts.append((f"{d} p99", f"{float(a['clat_ns']['p99']) / 1e6:.3f} ms"))
     if agg.get("clients"):
         facts.append(("Clients", str(agg["clients"])))
+    bound = agg.get("bound_by")
+    if bound and bound.get("utilisation") is not None:
+        # What bound the run (core.analysis.ceilings): the limit reached, or the nearest.
+        what = "nearest: " if bound["kind"] == "none" else ""
+        facts.append(("Bound by", f"{what}{bound['name']} ({bound['utilisation']:.0%})"))
     lines = [f"error: {run['error']}"] if run.get("error") else []
     return Reply(
         "status",

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.errors import BenchError, FieldError
+from core.limits.facts import DeclaredLimits, TargetFacts
 from core.models import POOL_PATTERN, Alias, RunRequest, Workload
 
 DOORS: tuple[str, ...] = ("api", "pipeline", "cli", "schedule", "bot-teams", "bot-webhook")
@@ -78,17 +79,43 @@ class TargetInfo(BaseModel):
     pool: str = Field("default", pattern=POOL_PATTERN)
     read_only: bool = False
     description: str = Field("", max_length=200)
+    # What bounds the target (core.limits): limits declared outright, or the facts they
+    # follow from under the published catalogue.
+    limits: DeclaredLimits | None = None
+    facts: TargetFacts | None = None
+
+
+def _problems(index: int, e: ValidationError) -> str:
+    return "; ".join(
+        f"BENCH_TARGETS[{index}]."
+        + ".".join(str(p) for p in err["loc"] if p not in _UNION_TAGS)
+        + f": {err['msg']}"
+        for err in e.errors()
+    )
+
+
+# pydantic names the branch of a tagged union in an error's location; people name fields.
+_UNION_TAGS = {"anf", "azure-files-premium", "managed-disk"}
 
 
 def parse_targets(text: str) -> list[TargetInfo]:
-    """BENCH_TARGETS: a JSON list of {alias, pool, read_only, description}."""
+    """BENCH_TARGETS: a JSON list of {alias, pool, read_only, description, limits, facts}.
+    A bad entry is a ValueError naming the entry and the field."""
     if not text.strip():
         return []
     try:
         data: Any = json.loads(text)
-        return [TargetInfo.model_validate(t) for t in data]
-    except (ValueError, TypeError, ValidationError) as e:
-        raise ValueError(f"BENCH_TARGETS is not a JSON list of targets: {e}") from None
+    except ValueError as e:
+        raise ValueError(f"BENCH_TARGETS is not JSON: {e}") from None
+    if not isinstance(data, list):
+        raise ValueError("BENCH_TARGETS is not a JSON list of targets")
+    targets = []
+    for i, entry in enumerate(data):
+        try:
+            targets.append(TargetInfo.model_validate(entry))
+        except ValidationError as e:
+            raise ValueError(_problems(i, e)) from None
+    return targets
 
 
 def writes(workload: Workload) -> bool:

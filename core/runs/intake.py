@@ -20,6 +20,7 @@ from typing import Any
 
 from core.catalogue import get_profile, resolve
 from core.errors import Conflict, FieldError, NotFound, ValidationFailed
+from core.limits.facts import run_target_facts
 from core.models import RunRequest
 from core.ports import Store
 from core.runs.admission import Admission, TargetBusy, lock_keys, target_of
@@ -125,6 +126,7 @@ class Intake:
             cooldown_s=profile.cooldown_s if profile else 0,
             target=targets[0],
             targets=targets,
+            target_facts=run_target_facts(request.pool, targets, self.targets),
             pool=request.pool,
             tags=request.tags,
             step_count=len(specs),

@@ -232,9 +232,9 @@ class Run(_Stored):
     finalized: bool = False  # aggregates stored, monitor told
     error: str | None = None
     due_ms: int | None = None  # when the timer must look at it (None: nothing due)
-    extra: dict[str, Any] = Field(
-        default_factory=dict, description="facts recorded by other stages (e.g. target facts)"
-    )
+    # What the run was judged with (core.limits.facts.run_target_facts): kept with the run,
+    # so a later change of the registry or the catalogue does not rewrite its explanation.
+    target_facts: dict[str, Any] | None = None
 
     @property
     def owner(self) -> str:

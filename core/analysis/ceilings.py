@@ -1,0 +1,307 @@
+"""What bound a step: every limit that applies to it, how near the step came to each, and
+the one it reached (pure).
+
+The published methods judge each figure against a limit (core.limits): the target's
+throughput and IOPS, the clients' network, their CPU, and for managed disks the VM's disk
+limits. Utilisation is measured / limit. A step is *bound by* the limit with the highest
+utilisation when that is at least ``REACHED`` (90 %), a storage or network cap before the
+client's CPU when both are reached; otherwise it is bound by ``none`` and
+names the nearest limit: "a measured figure well below the published limit is a finding
+worth reporting".
+
+Reads and writes meet the network differently. Azure meters a VM's network on egress only
+("Ingress isn't measured or limited directly", core.limits.sources.VM_NETWORK), so writes
+to network storage are bounded by the clients' summed egress allocation, and reads only by
+their interfaces' line rate where it is published (core.limits.vms). A read above the
+egress allocation is shown against it, marked as not applying: the Azure Files premium
+test read 2.7 GiB/s on a D32s_v3 whose egress is 2 GB/s for that reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from core.host_counters import CountersSummary
+from core.limits.sources import VM_NETWORK
+from core.limits.vms import VmSize, vm_size
+
+REACHED = 0.90
+KNEE_RATIO = 2.0  # latency rising this much over the previous point of a rate curve
+
+Kind = Literal["target", "client-network", "client-cpu", "vm-disk"]
+Metric = Literal["bw_bytes", "iops", "cpu_pct"]
+Direction = Literal["read", "write", "total"]
+
+
+@dataclass(frozen=True)
+class ClientFacts:
+    """One client of a step: its VM size (IMDS) and counters, from its stored result."""
+
+    client: int
+    agent_id: str | None
+    vm_size: str | None
+    cpu_count: int
+    counters: CountersSummary | None
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    kind: Kind
+    name: str
+    metric: Metric
+    direction: Direction
+    limit: float
+    measured: float
+    rule: str = ""
+    source: Mapping[str, str] | None = None
+    applies: bool = True  # False: shown for comparison, never the bound (ingress)
+
+    @property
+    def utilisation(self) -> float:
+        return self.measured / self.limit if self.limit > 0 else 0.0
+
+    def as_doc(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "metric": self.metric,
+            "direction": self.direction,
+            "limit": self.limit,
+            "measured": self.measured,
+            "utilisation": self.utilisation,
+            "applies": self.applies,
+            "rule": self.rule,
+            "source": dict(self.source) if self.source else None,
+        }
+
+
+def bound_by(ceilings: Sequence[Ceiling]) -> dict[str, Any]:
+    """The limit the step reached (utilisation >= 90 %), else ``none`` with the nearest.
+
+    When several are reached, a limit of the storage or the network (a cap enforced
+    outside the client) comes before the client's CPU: a target held at its limit gives no
+    more however many CPUs are free, while a busy CPU next to it (other work on the host,
+    polling) is a symptom, not the cap."""
+    candidates = [c for c in ceilings if c.applies]
+    if not candidates:
+        return {
+            "kind": "none",
+            "name": "no limit known",
+            "limit": None,
+            "measured": None,
+            "utilisation": None,
+        }
+    reached = [c for c in candidates if c.utilisation >= REACHED]
+    caps = [c for c in reached if c.kind != "client-cpu"]
+    top = max(caps or reached or candidates, key=lambda c: c.utilisation)
+    return {
+        "kind": top.kind if top.utilisation >= REACHED else "none",
+        "name": top.name,
+        "limit": top.limit,
+        "measured": top.measured,
+        "utilisation": top.utilisation,
+    }
+
+
+def _measured(agg: Mapping[str, Any], metric: str, direction: str) -> float | None:
+    dirs = ("read", "write") if direction == "total" else (direction,)
+    present = [agg[d] for d in dirs if agg.get(d)]
+    if not present:
+        return None
+    return float(sum(float(d[metric]) for d in present))
+
+
+def target_ceilings(
+    agg: Mapping[str, Any], target_facts: Mapping[str, Any] | None
+) -> list[Ceiling]:
+    """The run's targets' limits, summed over its targets (a client loads each of them),
+    where every target has that limit."""
+    if not target_facts:
+        return []
+    entries = target_facts.get("targets") or []
+    keys = {(lim["metric"], lim["direction"]) for e in entries for lim in e["limits"]}
+    out = []
+    for metric, direction in sorted(keys):
+        per_target = [
+            [lim for lim in e["limits"] if (lim["metric"], lim["direction"]) == (metric, direction)]
+            for e in entries
+        ]
+        measured = _measured(agg, metric, direction)
+        if measured is None or not all(per_target):
+            continue
+        # Several rules for one figure (declared and from facts): the tightest applies.
+        tightest = [min(lims, key=lambda lim: float(lim["value"])) for lims in per_target]
+        names = ", ".join(e["alias"] for e in entries)
+        what = "throughput" if metric == "bw_bytes" else "IOPS"
+        label = {"read": "read ", "write": "write ", "total": ""}[direction]
+        out.append(
+            Ceiling(
+                kind="target",
+                name=f"target {names} {label}{what}",
+                metric=metric,
+                direction=direction,
+                limit=sum(float(lim["value"]) for lim in tightest),
+                measured=measured,
+                rule="; ".join(lim["rule"] for lim in tightest),
+                source=tightest[0].get("source"),
+            )
+        )
+    return out
+
+
+def _sizes(clients: Sequence[ClientFacts]) -> list[VmSize] | None:
+    sizes = [vm_size(c.vm_size) for c in clients]
+    if not clients or any(s is None for s in sizes):
+        return None  # not all on known Azure sizes: the limits are not known
+    return [s for s in sizes if s is not None]
+
+
+def _size_names(sizes: Sequence[VmSize]) -> str:
+    names = sorted({s.name for s in sizes})
+    return f"{len(sizes)} x {names[0]}" if len(names) == 1 else ", ".join(names)
+
+
+def network_ceilings(agg: Mapping[str, Any], clients: Sequence[ClientFacts]) -> list[Ceiling]:
+    sizes = _sizes(clients)
+    if sizes is None:
+        return []
+    src = VM_NETWORK.as_doc()
+    who = _size_names(sizes)
+    egress = sum(s.egress_bytes for s in sizes)
+    out = []
+    written = _measured(agg, "bw_bytes", "write")
+    if written is not None:
+        out.append(
+            Ceiling(
+                "client-network",
+                f"clients' network egress ({who})",
+                "bw_bytes",
+                "write",
+                egress,
+                written,
+                rule="writes leave the clients: bounded by their summed egress allocation",
+                source=src,
+            )
+        )
+    read = _measured(agg, "bw_bytes", "read")
+    if read is not None:
+        nics = [s.nic_bytes for s in sizes]
+        if all(n is not None for n in nics):
+            out.append(
+                Ceiling(
+                    "client-network",
+                    f"clients' NIC line rate ({who})",
+                    "bw_bytes",
+                    "read",
+                    sum(n for n in nics if n is not None),
+                    read,
+                    rule="reads arrive on the clients' interfaces at their line rate",
+                    source=sizes[0].source.as_doc(),
+                )
+            )
+        out.append(
+            Ceiling(
+                "client-network",
+                f"clients' network egress ({who}), not metered for reads",
+                "bw_bytes",
+                "read",
+                egress,
+                read,
+                rule="ingress isn't measured or limited: reads may exceed the egress allocation",
+                source=src,
+                applies=False,
+            )
+        )
+    return out
+
+
+def cpu_ceiling(clients: Sequence[ClientFacts]) -> list[Ceiling]:
+    """The busiest client's whole-host CPU: a client at 100 % cannot issue more I/O."""
+    busy = [(c.counters.cpu.busy_pct_mean, c) for c in clients if c.counters and c.counters.cpu]
+    if not busy:
+        return []
+    pct, c = max(busy, key=lambda b: b[0])
+    name = c.agent_id or f"client {c.client}"
+    return [
+        Ceiling(
+            "client-cpu",
+            f"client CPU (busiest: {name}, {c.cpu_count} CPUs)",
+            "cpu_pct",
+            "total",
+            100.0,
+            pct,
+            rule="user + system + irq + steal time of all CPUs, mean over the measured period",
+        )
+    ]
+
+
+def vm_disk_ceilings(
+    agg: Mapping[str, Any], clients: Sequence[ClientFacts], target_facts: Mapping[str, Any] | None
+) -> list[Ceiling]:
+    """A VM's uncached disk limits, summed over clients, when the targets are managed disks."""
+    entries = (target_facts or {}).get("targets") or []
+    disks = entries and all((e.get("facts") or {}).get("kind") == "managed-disk" for e in entries)
+    sizes = _sizes(clients) if disks else None
+    if not sizes:
+        return []
+    who = _size_names(sizes)
+    out = []
+    for metric, limit, unit in (
+        ("iops", sum(s.disk_iops for s in sizes), "IOPS"),
+        ("bw_bytes", sum(s.disk_mbps * 1e6 for s in sizes), "throughput"),
+    ):
+        measured = _measured(agg, metric, "total")
+        if measured is not None:
+            out.append(
+                Ceiling(
+                    "vm-disk",
+                    f"VM uncached disk {unit} ({who})",
+                    metric,  # type: ignore[arg-type]
+                    "total",
+                    float(limit),
+                    measured,
+                    rule="the VM size's uncached (remote) disk limit",
+                    source=sizes[0].source.as_doc(),
+                )
+            )
+    return out
+
+
+def step_ceilings(
+    agg: Mapping[str, Any],
+    target_facts: Mapping[str, Any] | None,
+    clients: Sequence[ClientFacts],
+) -> dict[str, Any]:
+    """``ceilings`` and ``bound_by`` for one step's aggregate."""
+    found = [
+        *target_ceilings(agg, target_facts),
+        *network_ceilings(agg, clients),
+        *cpu_ceiling(clients),
+        *vm_disk_ceilings(agg, clients, target_facts),
+    ]
+    return {"ceilings": [c.as_doc() for c in found], "bound_by": bound_by(found)}
+
+
+def _p99(agg: Mapping[str, Any]) -> float | None:
+    values = [agg[d]["clat_ns"]["p99"] for d in ("read", "write") if agg.get(d)]
+    return max(values) if values else None
+
+
+def latency_knee(aggregates: Sequence[Mapping[str, Any]]) -> tuple[int, dict[str, Any]] | None:
+    """On a rate curve (steps in the order they ran, increasing load), the first step whose
+    p99 latency is at least twice the previous step's while no limit was reached: where
+    queueing starts before any published limit. Returns (index, knee) or None."""
+    for i in range(1, len(aggregates)):
+        prev, cur = _p99(aggregates[i - 1]), _p99(aggregates[i])
+        reached = (aggregates[i].get("bound_by") or {}).get("kind", "none") != "none"
+        if prev and cur and cur >= KNEE_RATIO * prev and not reached:
+            return i, {
+                "p99_ns": cur,
+                "previous_p99_ns": prev,
+                "ratio": cur / prev,
+                "previous_step": aggregates[i - 1].get("step"),
+                "note": "p99 latency rose before any known limit was reached",
+            }
+    return None
