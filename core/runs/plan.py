@@ -170,7 +170,8 @@ def resolve_dynamic(
 def plan_items(
     run_id: str, run: Mapping[str, Any], step: Mapping[str, Any], workload: Workload
 ) -> list[WorkItem]:
-    """One work item per client of a step; each goes to a distinct agent."""
+    """One work item per client of a step; each goes to a distinct agent. The data sets of
+    the run's read-only targets (recorded in the run at submission) travel with each."""
     clients = int(step["clients"])
     return [
         WorkItem(
@@ -187,6 +188,7 @@ def plan_items(
             fill=bool(run.get("fill")),
             files_per_target=run.get("files_per_target", 1),
             cooldown_s=run.get("cooldown_s", 0),
+            datasets=run.get("datasets") or {},
         )
         for c in range(clients)
     ]
