@@ -31,7 +31,14 @@ from core.models import ARTIFACT_NAMES, Result, RunRequest, WorkItem, Workload
 from core.monitoring.monitor import Monitor
 from core.ports import Artifacts, Doc, Queue, Store
 from core.runs.admission import Admission, lock_keys, run_keys
-from core.runs.guardrails import LOCAL_CALLER, Caller, TargetInfo, check_run, unknown_targets
+from core.runs.guardrails import (
+    LOCAL_CALLER,
+    Caller,
+    TargetInfo,
+    check_run,
+    datasets_for,
+    unknown_targets,
+)
 from core.runs.holder import AgentRef, holds, refuse
 from core.runs.ownership import check_owner
 from core.runs.plan import (
@@ -181,6 +188,7 @@ class RunService:
             "fill": fill,
             "files_per_target": profile.files_per_target if profile else 1,
             "cooldown_s": profile.cooldown_s if profile else 0,
+            "datasets": {a: d.model_dump() for a, d in datasets_for(request, self.targets).items()},
             "target": targets[0],
             "targets": targets,
             "pool": request.pool,
