@@ -201,6 +201,7 @@ class FioProcess:
         The agent keeps the FIFO open read-write, so fio's jobs open it at once and block in
         their read; lines written later wait in the pipe for jobs that come late.
         """
+        self.work_dir.mkdir(parents=True, exist_ok=True)  # no layout ran on read-only mounts
         self._gate.unlink(missing_ok=True)
         os.mkfifo(self._gate, 0o600)
         self._gate_fd = os.open(self._gate, os.O_RDWR | os.O_NONBLOCK)
