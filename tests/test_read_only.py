@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from agent.fio_runner import FioProcess
+from core.catalogue import get_profile, resolve
 from core.engines.fio_job import job_file
 from core.models import DATASET_DIR_PATTERN, DataSet, RunRequest, WorkItem, Workload
 from core.runs.guardrails import (
@@ -27,9 +28,9 @@ from core.runs.guardrails import (
     check_run,
     datasets_for,
     parse_targets,
-    working_set,
 )
 from core.runs.plan import plan_items, plan_steps
+from core.runs.working_set import working_set
 from tests.conftest import TmpfsFactory
 
 MIB, GIB, TIB = 1 << 20, 1 << 30, 1 << 40
@@ -42,8 +43,9 @@ REGISTRY = [
 
 
 def errors_of(body: dict[str, Any], role: str = "admin") -> list[str]:
+    """check_run's refusals, as the service calls it (the profile resolved first)."""
     req = RunRequest.model_validate(body)
-    base = req.workload or Workload()
+    base = resolve(get_profile(req.profile) if req.profile else None, req.workload)
     try:
         check_run(req, plan_steps(req, base), base, bool(req.fill), Caller("x", role), REGISTRY)
     except Forbidden as e:
@@ -168,7 +170,7 @@ def test_each_role_caps_the_working_set_naming_the_field() -> None:
         "may use 16 GiB at most"
     ]
     assert errors_of({"target": "scratch", "workload": {"size": "17g"}}, "runner") == [
-        "workload.size: the working set is 1 files x 17g = 17 GiB per client; role runner "
+        "workload.size: the working set is 1 file x 17g = 17 GiB per client; role runner "
         "may use 16 GiB at most"
     ]
     # the run that filled a mount: 256 jobs x 16 TiB
@@ -205,6 +207,7 @@ def test_every_catalogue_profile_fits_an_engineer_on_six_volumes() -> None:
             body = {"targets": six if engine == "fio" else six[:2], "profile": p.name}
             found = [e for e in errors_of({**body, "engine": engine}, "engineer") if "working" in e]
             assert found == [], (p.name, engine)
+    assert errors_of({"target": "chat", "profile": "smoke-randread-4k"}, "runner") == []
     assert ROLES["runner"].max_working_set < ROLES["engineer"].max_working_set
 
 

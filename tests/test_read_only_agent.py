@@ -91,7 +91,7 @@ def test_the_agent_names_each_file_a_job_cannot_read(tmp_path: Path, tmpfs: Tmpf
         "holds 1,048,576 bytes; the job reads 8,388,608"
     )
     (mount / "bench-data" / "out").symlink_to("/etc/hostname")
-    assert file_problem(root, "bench-data/out", 1).startswith("leads out of the mount")
+    assert str(file_problem(root, "bench-data/out", 1)).startswith("leads out of the mount")
     (mount / "bench-data" / "dir").mkdir()
     assert file_problem(root, "bench-data/dir", 1) == "is not a regular file"
 

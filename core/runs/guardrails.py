@@ -14,11 +14,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from core.analysis.concurrency import queue_units
-from core.catalogue import get_profile
 from core.errors import BenchError, FieldError
-from core.models import POOL_PATTERN, Alias, DataSet, Engine, RunRequest, Workload
+from core.models import POOL_PATTERN, Alias, DataSet, RunRequest, Workload
 from core.runs.readonly import read_only_errors
+from core.runs.working_set import GIB, TIB, working_set_errors
 
 DOORS: tuple[str, ...] = ("api", "pipeline", "cli", "schedule", "bot-teams", "bot-webhook")
 WRITE_RW = frozenset({"write", "randwrite", "rw", "randrw"})
@@ -41,16 +40,14 @@ class RoleLimits:
     max_working_set: int = 0  # bytes one client's files hold: size x files (working_set)
 
 
-GIB, TIB = 1 << 30, 1 << 40
-
 # Chat users get small, read-only runs; pipelines and engineers the published scale-out
 # sizes (up to 24 clients); admins the service's ceiling.
-# Working sets: even a read lays its files out first (a write of the whole working set), so
-# a runner's is small: 16 GiB per client, 64 GiB over its 4 clients, laid out in about a
-# minute at 250 MiB/s. Engineers run the published methods: ANF's Vdbench profiles use
-# 25 x 10 GiB per client on each of up to 6 volumes (1.5 TiB), the managed-disk fio shape
-# 16 x 50 GiB (800 GiB): 2 TiB. Admins 64 TiB: a large volume's benchmark, while
-# 256 jobs x 16 TiB (4 PiB, the run that filled a mount) stays refused for everyone.
+# Working sets (per client): even a read lays its files out first, a write of the whole
+# working set, so a runner's is small: 16 GiB, 64 GiB over its 4 clients, laid out in about
+# a minute at 250 MiB/s. Engineers run the published methods on up to 6 mounts per client
+# (the ANF scripts' 6 volumes per VM): ANF's Vdbench shape is 25 x 10 GiB per volume
+# (1.5 TiB on 6), the managed-disk fio shape 16 x 50 GiB per disk (4.7 TiB on 6): 8 TiB.
+# Admins 64 TiB. 256 jobs x 16 TiB (4 PiB, the run that filled a mount) is refused to all.
 ROLES: dict[str, RoleLimits] = {
     "reader": RoleLimits(max_clients=0, max_duration_s=0, writes=False, manage=False),
     "runner": RoleLimits(
@@ -61,7 +58,7 @@ ROLES: dict[str, RoleLimits] = {
         max_duration_s=4 * 3600,
         writes=True,
         manage=True,
-        max_working_set=2 * TIB,
+        max_working_set=8 * TIB,
     ),
     "admin": RoleLimits(
         max_clients=64,
@@ -171,7 +168,7 @@ def check_run(
             )
         )
     measured = _known_workloads(steps, base)
-    errors += working_set_errors(request, measured, caller)
+    errors += working_set_errors(request, measured, caller.role, limits.max_working_set)
     errors += read_only_errors(request, measured, base, fill, is_write, _registry(targets))
     if errors:
         raise Forbidden(errors)
@@ -194,56 +191,6 @@ def _known_workloads(
 
 def _registry(targets: list[TargetInfo]) -> dict[tuple[str, str], tuple[bool, DataSet | None]]:
     return {(t.pool, t.alias): (t.read_only, t.dataset) for t in targets}
-
-
-def working_set(engine: Engine, workload: Workload, mounts: int, files_per_target: int = 1) -> int:
-    """Bytes one client's files hold: fio gives every job a file of ``size`` on each mount;
-    DiskSpd's threads share ``files_per_target`` files of ``size`` on each mount (-t is
-    threads per target file, DiskSpd's usage text)."""
-    files = queue_units(engine, mounts, files_per_target)
-    if engine == "fio":
-        files *= workload.numjobs
-    return files * workload.size_bytes
-
-
-def working_set_errors(
-    request: RunRequest, measured: list[tuple[dict[str, Any], Workload]], caller: Caller
-) -> list[FieldError]:
-    """Every step's working set against the role's cap: ``workload.size`` when one file per
-    mount is already over it, else ``workload.numjobs``, the multiplier that takes it over."""
-    cap = caller.limits.max_working_set
-    mounts = len(request.all_targets)
-    try:
-        per_target = get_profile(request.profile).files_per_target if request.profile else 1
-    except KeyError:
-        per_target = 1  # an unknown profile is refused (400) before this check
-    errors: dict[str, FieldError] = {}
-    for spec, w in measured:
-        total = working_set(request.engine, w, mounts, per_target)
-        if total <= cap:
-            continue
-        one_job = working_set(
-            request.engine, w.model_copy(update={"numjobs": 1}), mounts, per_target
-        )
-        field = "workload.size" if one_job > cap or request.engine != "fio" else "workload.numjobs"
-        files = total // w.size_bytes
-        step = f" (step {spec['point']})" if spec.get("point") else ""
-        errors.setdefault(
-            field,
-            FieldError(
-                field,
-                f"the working set is {files} files x {w.size} = {human_bytes(total)} per "
-                f"client{step}; role {caller.role} may use {human_bytes(cap)} at most",
-            ),
-        )
-    return list(errors.values())
-
-
-def human_bytes(n: int) -> str:
-    for unit, size in (("TiB", TIB), ("GiB", GIB), ("MiB", 1 << 20)):
-        if n >= size:
-            return f"{n / size:,.1f}".removesuffix(".0") + f" {unit}"
-    return f"{n:,} B"
 
 
 def datasets_for(request: RunRequest, targets: list[TargetInfo]) -> dict[str, DataSet]:
