@@ -5,6 +5,7 @@ a data set, and fio itself refusing to write with the options the agent gives it
 from __future__ import annotations
 
 import base64
+import json
 import os
 import posixpath
 import subprocess
@@ -86,8 +87,11 @@ def test_the_registry_names_a_data_set_for_a_read_only_target() -> None:
     ],
 )
 def test_a_bad_data_set_is_refused_naming_the_field(dataset: dict[str, Any]) -> None:
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValidationError) as refused:
         TargetInfo.model_validate({"alias": "golden", "read_only": True, "dataset": dataset})
+    assert refused.value.errors()[0]["loc"][0] == "dataset"
+    with pytest.raises(ValueError, match=r"BENCH_TARGETS .*\n *dataset\."):
+        parse_targets(json.dumps([{"alias": "golden", "read_only": True, "dataset": dataset}]))
 
 
 def test_a_data_set_belongs_to_a_read_only_target() -> None:
