@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import tarfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,9 +100,12 @@ class FioProcess:
         data_dirs: Mapping[str, Path],
         work_dir: Path,
         fio_binary: str = "fio",
+        read_files: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         self.work_dir = work_dir
-        self.data_dirs = dict(data_dirs)
+        self.data_dirs = dict(data_dirs)  # mounts whose files this agent lays out
+        # Read-only mounts: per alias, the data set files the jobs read (agent.dataset).
+        self.read_files = {a: list(f) for a, f in (read_files or {}).items()}
         self._out = work_dir / "fio.json"
         self._err = work_dir / "fio.stderr"
         self._job = work_dir / "job.fio"
@@ -198,6 +201,7 @@ class FioProcess:
         The agent keeps the FIFO open read-write, so fio's jobs open it at once and block in
         their read; lines written later wait in the pipe for jobs that come late.
         """
+        self.work_dir.mkdir(parents=True, exist_ok=True)  # no layout ran on read-only mounts
         self._gate.unlink(missing_ok=True)
         os.mkfifo(self._gate, 0o600)
         self._gate_fd = os.open(self._gate, os.O_RDWR | os.O_NONBLOCK)
@@ -208,11 +212,16 @@ class FioProcess:
                 directories={a: str(d) for a, d in self.data_dirs.items()},
                 log_prefix=str(self._prefix),
                 gate=str(self._gate),
+                read_files=self.read_files,
             )
         )
+        # With a read-only mount fio itself refuses any write, trim or extend (HOWTO,
+        # "--readonly"): a safety net under the agent's own checks and the job's reads.
+        readonly = ["--readonly"] if self.read_files else []
         argv = [
             *_die_with_agent(),
             self._binary,
+            *readonly,
             "--output-format=json+",
             f"--output={self._out}",
             str(job),
@@ -228,7 +237,7 @@ class FioProcess:
 
     def release(self) -> float:
         """Open the gate: one line per fio job. Returns the instant, Unix ms."""
-        jobs = self._workload.numjobs * len(self.data_dirs)
+        jobs = self._workload.numjobs * (len(self.data_dirs) + len(self.read_files))
         assert self._gate_fd is not None
         os.write(self._gate_fd, b"\n" * jobs)
         return time.time() * 1000

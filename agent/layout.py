@@ -150,8 +150,11 @@ def reads(workload: Workload) -> bool:
 
 def lay_out(fio: FioProcess, workload: Workload, *, fill: bool) -> FillInfo | None:
     """Check the space, drop files a read would find holes in, fill if asked, lay out the
-    files (fio --create_only) and check them. Raises ItemFailed."""
+    files (fio --create_only) and check them. Raises ItemFailed. Only the mounts in
+    ``fio.data_dirs``: a read-only mount's data set is read in place (agent.dataset)."""
     dirs = fio.data_dirs
+    if not dirs:
+        return None
     check_space(workload, dirs)
     if reads(workload):
         for f in remove_incomplete(workload, dirs):

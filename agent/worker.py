@@ -23,6 +23,7 @@ from adapters.queue import LeaseLost, Message, WorkQueues
 from agent.api_client import ApiClient, ApiError
 from agent.config import AgentConfig
 from agent.counters import CounterSampler
+from agent.dataset import read_only_files
 from agent.diskspd_runner import DiskSpdProcess
 from agent.fio_runner import FioProcess, safe_name
 from agent.hostfacts import host_facts, mount_facts
@@ -150,14 +151,23 @@ class Worker:
         lease.start(heartbeats=True)
         work_dir = self._work_root / safe_name(item.item_id)
         shutil.rmtree(work_dir, ignore_errors=True)
+        # Only mounts that are not read-only get files laid out; a read-only one's data set
+        # is read where it is, and nothing is written there (agent.dataset).
         data_dirs = {
-            t: Path(self.config.path(t)) / ".benchsvc" / safe_name(agent) for t in item.targets
+            t: Path(self.config.path(t)) / ".benchsvc" / safe_name(agent)
+            for t in item.targets
+            if t not in item.datasets
         }
-        fio = FioProcess(
-            item.workload, data_dirs=data_dirs, work_dir=work_dir, fio_binary=self.fio_binary
-        )
         before = {t: self.mounts.facts(t) for t in item.targets}
         try:
+            read_files = read_only_files(item, self.config.path, work_dir)
+            fio = FioProcess(
+                item.workload,
+                data_dirs=data_dirs,
+                work_dir=work_dir,
+                fio_binary=self.fio_binary,
+                read_files=read_files,
+            )
             fill = lay_out(fio, item.workload, fill=item.fill)
         except ItemFailed as e:
             return self._failed(item, lease, str(e), permanent=e.permanent)
@@ -228,6 +238,8 @@ class Worker:
         unusable = [problems[t] for t in item.targets if problems[t]]
         if unusable:
             return f"agent {agent} cannot use its mount: {'; '.join(p for p in unusable if p)}"
+        if item.datasets and item.engine != "fio":
+            return f"target {', '.join(item.datasets)} is read-only: DiskSpd would lay out files"
         if item.engine == "fio" and shutil.which(self.fio_binary) is None:
             return f"agent {agent} cannot run fio ({self.fio_binary} not found)"
         return ""

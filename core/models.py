@@ -43,6 +43,15 @@ MAX_CLIENTS = 64
 MAX_NUMJOBS, MAX_IODEPTH = 256, 1024
 MAX_TARGETS = 16
 MAX_STEPS = 16
+# A data set serves every client its own files (client c, job j: file c x numjobs + j).
+MAX_DATASET_FILES = MAX_CLIENTS * MAX_NUMJOBS
+# Relative to the mount: 1 to 8 names of letters, digits, '.', '_' or '-', none starting with
+# '.', so no segment can be '.' or '..' and the path cannot leave the mount by its text.
+DATASET_DIR_PATTERN = (
+    r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}(?:/[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}){0,7}$"
+)
+# One "{i}" (the file's index) in a plain file name: fio would misread ':' in filename=.
+DATASET_NAME_PATTERN = r"^[A-Za-z0-9._-]{0,30}\{i\}[A-Za-z0-9._-]{0,30}$"
 
 ReadWrite = Literal["read", "write", "randread", "randwrite", "rw", "randrw"]
 IoEngine = Literal["libaio", "io_uring", "psync", "sync", "posixaio"]
@@ -173,6 +182,50 @@ class Workload(_Strict):
         return parse_size(self.size)
 
 
+class DataSet(_Strict):
+    """Files prepared on a read-only target (named by the target registry): runs read them
+    where they are, and nothing on that mount is laid out, created, extended or written.
+    File ``i`` is ``<mount>/<directory>/<file_name with {i} = i>``, for i from 0 to
+    ``files - 1``; client c's job j reads file ``c x numjobs + j``, so clients never share
+    a file."""
+
+    directory: str = Field(
+        pattern=DATASET_DIR_PATTERN,
+        max_length=200,
+        description="the data set's directory, relative to the mount (e.g. bench-data)",
+    )
+    files: int = Field(ge=1, le=MAX_DATASET_FILES, description="files in the data set")
+    file_size: str = Field(
+        pattern=SIZE_PATTERN,
+        description="the size every file has at least, fully written (1m to 16t)",
+    )
+    file_name: str = Field(
+        "data.{i}",
+        pattern=DATASET_NAME_PATTERN,
+        description="file names, {i} standing for the index from 0 (e.g. data.{i}.0)",
+    )
+
+    @field_validator("file_size")
+    @classmethod
+    def _file_size_bounds(cls, v: str) -> str:
+        if not MIN_FILE_SIZE <= parse_size(v) <= MAX_FILE_SIZE:
+            raise ValueError("must be between 1m and 16t")
+        return v
+
+    @property
+    def file_size_bytes(self) -> int:
+        return parse_size(self.file_size)
+
+    def file_path(self, index: int) -> str:
+        """File ``index`` relative to the mount."""
+        return f"{self.directory}/{self.file_name.replace('{i}', str(index))}"
+
+    def first_file(self, client: int, numjobs: int) -> int:
+        """The index of client ``client``'s first file: each client reads files of its own,
+        one per job, so clients never share one (nor its cache)."""
+        return client * numjobs
+
+
 class RunRequest(_Strict):
     """Body of ``POST /api/runs``."""
 
@@ -283,6 +336,20 @@ class WorkItem(_Strict):
         description="DiskSpd -C: seconds of load after the measured period, not measured, "
         "so every client is still loading while the others measure (the profile's)",
     )
+    datasets: dict[Alias, DataSet] = Field(
+        default_factory=dict,
+        max_length=MAX_TARGETS,
+        description="read-only targets: the prepared files to read there; the agent lays "
+        "out, creates and writes nothing on these mounts",
+        json_schema_extra={"propertyNames": {"pattern": ALIAS_PATTERN}},
+    )
+
+    @model_validator(mode="after")
+    def _datasets_on_targets(self) -> WorkItem:
+        stray = sorted(set(self.datasets) - set(self.targets))
+        if stray:
+            raise ValueError(f"datasets name mounts that are not targets: {', '.join(stray)}")
+        return self
 
 
 Direction = Literal["read", "write"]

@@ -39,8 +39,10 @@ _agent_ids = itertools.count(1)
 WEBHOOK_SECRET = b"test-webhook-secret"
 TEAMS_BOT_SECRET_B64 = base64.b64encode(b"teams-outgoing-webhook-test-key!").decode()
 BOT_SECRET = "test-bot-secret"
-# The target registry: every test pool has "scratch" and "other" (read-write) and "golden"
-# (read-only); the chat tests' "chat" target is in its own pool.
+# The target registry: every test pool has "scratch" and "other" (read-write), "golden"
+# (read-only, no data set), "archive" (read-only, reads the data set ARCHIVE_DATASET) and
+# "capped"/"roomy" (declared limits); the chat tests' "chat" target is in its own pool.
+ARCHIVE_DATASET = {"directory": "bench-data", "files": 4, "file_size": "8m"}
 TEST_TARGETS = (
     [
         {"alias": alias, "pool": p, "read_only": alias == "golden"}
@@ -54,6 +56,11 @@ TEST_TARGETS = (
         for p in TEST_POOLS
         if p not in (BOT_POOL, FUZZ_POOL)
         for alias, mibps in (("capped", 40), ("roomy", 4000))
+    ]
+    + [
+        {"alias": "archive", "pool": p, "read_only": True, "dataset": ARCHIVE_DATASET}
+        for p in TEST_POOLS
+        if p not in (BOT_POOL, FUZZ_POOL)
     ]
     + [
         {"alias": "chat", "pool": BOT_POOL},

@@ -7,7 +7,7 @@ typed field, and the only path is the mount directory the agent was configured w
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
 
 from core.models import Workload, check_alias
@@ -52,9 +52,12 @@ def job_file(
     directories: Mapping[str, str],
     log_prefix: str,
     gate: str | None = None,
+    read_files: Mapping[str, Sequence[str]] | None = None,
 ) -> str:
     """A fio job: time-based, one job section per mount (named by its alias, ``numjobs``
     files each, under that mount's directory), 1 s IOPS/bandwidth and histogram logs.
+    A read-only mount's jobs read the files of its data set instead (``read_files``: per
+    alias, one existing file per job; see ``_read_only_sections``).
 
     ``log_unix_epoch`` stamps log lines with Unix ms so clients on different machines can be
     lined up to the millisecond (fio HOWTO, "log_unix_epoch"); ``log_avg_msec=1000``
@@ -89,7 +92,8 @@ def job_file(
     if w.rw in ("rw", "randrw"):
         opts.append(("rwmixread", w.rwmixread))
     if w.rate_iops is not None:
-        opts.append(("rate_iops", rate_per_job(w, len(directories))))
+        mounts = len(directories) + len(read_files or {})
+        opts.append(("rate_iops", rate_per_job(w, mounts)))
     if w.steadystate is not None:
         ss = w.steadystate
         opts += [
@@ -99,17 +103,47 @@ def job_file(
         ]
     if gate is not None:
         opts.append(("exec_prerun", gate_command(gate)))
-    return _job_text(opts, directories)
+    sections = _read_only_sections(w, read_files or {})
+    return _job_text(opts, directories, sections)
 
 
-def _job_text(opts: list[tuple[str, str | int]], directories: Mapping[str, str]) -> str:
-    """[global] options, then one section per mount named by its alias."""
-    if not directories:
+def _read_only_sections(w: Workload, read_files: Mapping[str, Sequence[str]]) -> list[str]:
+    """One section per job of a read-only mount, ``[<alias>.<job>]`` (a dot: no alias has
+    one, so no name can clash), reading exactly its data set file: ``filename=`` names one
+    file for one job (fio HOWTO, "filename"), so ``numjobs=1``. ``allow_file_create=0``:
+    fio errors out rather than create a missing file (HOWTO, "allow_file_create"); files
+    are not created on open either (``create_on_open`` stays at its default, 0). That alone
+    is not enough: a read job whose file is shorter than ``size`` lays it out anew, and fio
+    unlinks the file first (filesetup.c, extend_file; fio 3.33 deleted a short data set
+    file that way here, then refused to create it). So the agent also runs fio with
+    ``--readonly``, which refuses writes, trims and any extend (HOWTO, "--readonly"), and
+    checks every file's size beforehand (agent.dataset)."""
+    lines = []
+    for alias, files in read_files.items():
+        if len(files) != w.numjobs:
+            raise ValueError(f"{alias}: {len(files)} files for {w.numjobs} jobs")
+        for j, path in enumerate(files):
+            lines += [
+                f"[{check_alias(alias)}.{j}]",
+                "numjobs=1",
+                f"filename={check_path(path)}",
+                "allow_file_create=0",
+            ]
+    return lines
+
+
+def _job_text(
+    opts: list[tuple[str, str | int]],
+    directories: Mapping[str, str],
+    sections: Sequence[str] = (),
+) -> str:
+    """[global] options, then one section per mount named by its alias, then ``sections``."""
+    if not directories and not sections:
         raise ValueError("a job needs at least one directory")
     lines = ["[global]", *(f"{k}={v}" for k, v in opts)]
     for alias, directory in directories.items():
         lines += [f"[{check_alias(alias)}]", f"directory={check_path(directory)}"]
-    return "\n".join([*lines, ""])
+    return "\n".join([*lines, *sections, ""])
 
 
 def rate_per_job(w: Workload, sections: int) -> str:

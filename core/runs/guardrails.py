@@ -1,8 +1,9 @@
 """Who may run what, where (pure).
 
-A caller has a role; each role caps the clients and the measured duration of a run and says
-whether it may write. A target may be marked read-only (a production volume someone else's
-data lives on): write workloads and fills are refused there whoever asks.
+A caller has a role; each role caps the clients, the measured duration of a run and the
+working set a client lays out, and says whether it may write. A target may be marked
+read-only (a production volume someone else's data lives on): runs there only read a data
+set prepared beforehand, named by the registry (core.runs.readonly).
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from core.errors import BenchError, FieldError
 from core.limits.facts import DeclaredLimits, TargetFacts
-from core.models import POOL_PATTERN, Alias, RunRequest, Workload
+from core.models import POOL_PATTERN, Alias, DataSet, RunRequest, Workload
+from core.runs.readonly import read_only_errors
+from core.runs.working_set import GIB, TIB, working_set_errors
 
 DOORS: tuple[str, ...] = ("api", "pipeline", "cli", "schedule", "bot-teams", "bot-webhook")
 WRITE_RW = frozenset({"write", "randwrite", "rw", "randrw"})
@@ -35,15 +38,36 @@ class RoleLimits:
     max_duration_s: int  # ramp + measured seconds over all steps (repetitions are steps)
     writes: bool
     manage: bool  # schedules, regression triage
+    max_working_set: int = 0  # bytes one client's files hold: size x files (working_set)
 
 
 # Chat users get small, read-only runs; pipelines and engineers the published scale-out
 # sizes (up to 24 clients); admins the service's ceiling.
+# Working sets (per client): even a read lays its files out first, a write of the whole
+# working set, so a runner's is small: 16 GiB, 64 GiB over its 4 clients, laid out in about
+# a minute at 250 MiB/s. Engineers run the published methods on up to 6 mounts per client
+# (the ANF scripts' 6 volumes per VM): ANF's Vdbench shape is 25 x 10 GiB per volume
+# (1.5 TiB on 6), the managed-disk fio shape 16 x 50 GiB per disk (4.7 TiB on 6): 8 TiB.
+# Admins 64 TiB. 256 jobs x 16 TiB (4 PiB, the run that filled a mount) is refused to all.
 ROLES: dict[str, RoleLimits] = {
     "reader": RoleLimits(max_clients=0, max_duration_s=0, writes=False, manage=False),
-    "runner": RoleLimits(max_clients=4, max_duration_s=600, writes=False, manage=False),
-    "engineer": RoleLimits(max_clients=24, max_duration_s=4 * 3600, writes=True, manage=True),
-    "admin": RoleLimits(max_clients=64, max_duration_s=24 * 3600, writes=True, manage=True),
+    "runner": RoleLimits(
+        max_clients=4, max_duration_s=600, writes=False, manage=False, max_working_set=16 * GIB
+    ),
+    "engineer": RoleLimits(
+        max_clients=24,
+        max_duration_s=4 * 3600,
+        writes=True,
+        manage=True,
+        max_working_set=8 * TIB,
+    ),
+    "admin": RoleLimits(
+        max_clients=64,
+        max_duration_s=24 * 3600,
+        writes=True,
+        manage=True,
+        max_working_set=64 * TIB,
+    ),
 }
 ROLE_ORDER = ("reader", "runner", "engineer", "admin")
 AGENT_ROLE = "agent"  # agents call the agent protocol only
@@ -83,6 +107,15 @@ class TargetInfo(BaseModel):
     # follow from under the published catalogue.
     limits: DeclaredLimits | None = None
     facts: TargetFacts | None = None
+    dataset: DataSet | None = Field(
+        None, description="read-only targets: the prepared files runs read (never written)"
+    )
+
+    @model_validator(mode="after")
+    def _dataset_is_read_only(self) -> TargetInfo:
+        if self.dataset is not None and not self.read_only:
+            raise ValueError(f"target {self.alias}: a dataset is for read-only targets")
+        return self
 
 
 def _problems(index: int, e: ValidationError) -> str:
@@ -161,17 +194,41 @@ def check_run(
                 f"role {caller.role} may not run write tests",
             )
         )
-    known = {(t.pool, t.alias): t for t in targets}
-    for i, alias in enumerate(request.all_targets):
-        info = known.get((request.pool, alias))
-        if info and info.read_only and is_write:
-            field = "target" if request.target else f"targets.{i}"
-            what = "fills the working set" if fill else f"writes (rw={base.rw})"
-            errors.append(
-                FieldError(field, f"target {alias} is read-only: this run {what}; choose a read")
-            )
+    measured = _known_workloads(steps, base)
+    errors += working_set_errors(request, measured, caller.role, limits.max_working_set)
+    errors += read_only_errors(request, measured, base, fill, is_write, _registry(targets))
     if errors:
         raise Forbidden(errors)
+
+
+def _known_workloads(
+    steps: list[dict[str, Any]], base: Workload
+) -> list[tuple[dict[str, Any], Workload]]:
+    """Each step with the workload it will run, where the plan knows it: a rate-curve step
+    runs the base workload at a rate; a target_iops step's numjobs is only known once its
+    probe has run, so it is left out."""
+    known = []
+    for s in steps:
+        if s.get("workload"):
+            known.append((s, Workload.model_validate(s["workload"])))
+        elif s.get("mode") == "rate":
+            known.append((s, base))
+    return known
+
+
+def _registry(targets: list[TargetInfo]) -> dict[tuple[str, str], tuple[bool, DataSet | None]]:
+    return {(t.pool, t.alias): (t.read_only, t.dataset) for t in targets}
+
+
+def datasets_for(request: RunRequest, targets: list[TargetInfo]) -> dict[str, DataSet]:
+    """The data sets a run reads: its read-only targets' (the run document records them;
+    each work item carries them to the agent)."""
+    known = {(t.pool, t.alias): t for t in targets}
+    return {
+        alias: info.dataset
+        for alias in request.all_targets
+        if (info := known.get((request.pool, alias))) and info.read_only and info.dataset
+    }
 
 
 def unknown_targets(request: RunRequest, targets: list[TargetInfo]) -> list[FieldError]:

@@ -24,7 +24,14 @@ from core.limits.facts import run_target_facts
 from core.models import RunRequest
 from core.ports import Store
 from core.runs.admission import Admission, TargetBusy, lock_keys, target_of
-from core.runs.guardrails import LOCAL_CALLER, Caller, TargetInfo, check_run, unknown_targets
+from core.runs.guardrails import (
+    LOCAL_CALLER,
+    Caller,
+    TargetInfo,
+    check_run,
+    datasets_for,
+    unknown_targets,
+)
 from core.runs.lifecycle import Lifecycle
 from core.runs.plan import (
     body_hash,
@@ -127,6 +134,7 @@ class Intake:
             target=targets[0],
             targets=targets,
             target_facts=run_target_facts(request.pool, targets, self.targets),
+            datasets=datasets_for(request, self.targets),
             pool=request.pool,
             tags=request.tags,
             step_count=len(specs),

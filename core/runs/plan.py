@@ -185,6 +185,7 @@ def plan_items(run: Run, step: Step, workload: Workload) -> list[WorkItem]:
             fill=run.fill,
             files_per_target=run.files_per_target,
             cooldown_s=run.cooldown_s,
+            datasets=run.datasets,
         )
         for c in range(step.clients)
     ]

@@ -24,7 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import BenchError
-from core.models import RunRequest, WorkItem, Workload
+from core.models import DataSet, RunRequest, WorkItem, Workload
 
 
 def now_iso() -> str:
@@ -235,6 +235,9 @@ class Run(_Stored):
     # What the run was judged with (core.limits.facts.run_target_facts): kept with the run,
     # so a later change of the registry or the catalogue does not rewrite its explanation.
     target_facts: dict[str, Any] | None = None
+    # The prepared files of its read-only targets (core.runs.guardrails.datasets_for),
+    # carried by every work item to the agents.
+    datasets: dict[str, DataSet] = Field(default_factory=dict)
 
     @property
     def owner(self) -> str:
