@@ -1,4 +1,4 @@
-"""Named, versioned workload profiles with the published defaults (../shared/METHODOLOGY.md).
+"""Named, versioned workload profiles with the published defaults (docs/methodology.md).
 
 A request names a profile and overrides any field; the run stores the fully resolved
 workload, and only results with equal resolved workloads are compared. Bump a profile's
