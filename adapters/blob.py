@@ -9,14 +9,11 @@ container only); locally Azurite's blob service with its published development k
 from __future__ import annotations
 
 import logging
-from urllib.parse import urlparse
 
-from azure.core.credentials import TokenCredential
 from azure.core.exceptions import AzureError, ResourceExistsError, ResourceNotFoundError
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
-from adapters.config import LOOPBACK_HOSTS, ConfigError, azure_credential
-from adapters.local import AZURITE_ACCOUNT, AZURITE_KEY
+from adapters.storage import bounded_client_options, storage_credential
 from core.errors import NotFound, StoreUnavailable, TooLarge
 
 log = logging.getLogger(__name__)
@@ -36,14 +33,10 @@ class BlobArtifacts:
     def connect(
         cls, blob_uri: str, *, local_emulators: bool, client_id: str | None = None
     ) -> BlobArtifacts:
-        credential: dict[str, str] | TokenCredential
-        if local_emulators:
-            if urlparse(blob_uri).hostname not in LOOPBACK_HOSTS:
-                raise ConfigError(f"local emulator mode only talks to loopback, not {blob_uri}")
-            credential = {"account_name": AZURITE_ACCOUNT, "account_key": AZURITE_KEY}
-        else:
-            credential = azure_credential(client_id)
-        service = BlobServiceClient(blob_uri, credential=credential)
+        credential = storage_credential(
+            blob_uri, local_emulators=local_emulators, client_id=client_id
+        )
+        service = BlobServiceClient(blob_uri, credential=credential, **bounded_client_options())
         return cls(service.get_container_client(CONTAINER))
 
     def ensure_container(self) -> None:
@@ -53,7 +46,9 @@ class BlobArtifacts:
         except ResourceExistsError:
             pass
         except AzureError as e:
-            raise StoreUnavailable(f"cannot create blob container {CONTAINER}: {e}") from e
+            raise StoreUnavailable(
+                f"cannot create blob container {CONTAINER}: {e}", "Blob Storage"
+            ) from e
 
     def put(self, run_id: str, owner: str, name: str, data: bytes) -> None:
         if len(data) > MAX_ARTIFACT_BYTES:
@@ -63,7 +58,9 @@ class BlobArtifacts:
         try:
             self._container.upload_blob(blob_name(run_id, owner, name), data, overwrite=True)
         except AzureError as e:
-            raise StoreUnavailable(f"cannot store artifact {name} of {owner}: {e}") from e
+            raise StoreUnavailable(
+                f"cannot store artifact {name} of {owner}: {e}", "Blob Storage"
+            ) from e
 
     def get(self, run_id: str, owner: str, name: str) -> bytes:
         try:
@@ -71,7 +68,9 @@ class BlobArtifacts:
         except ResourceNotFoundError:
             raise NotFound(f"artifact {name} of {owner}") from None
         except AzureError as e:
-            raise StoreUnavailable(f"cannot read artifact {name} of {owner}: {e}") from e
+            raise StoreUnavailable(
+                f"cannot read artifact {name} of {owner}: {e}", "Blob Storage"
+            ) from e
 
     def size(self, run_id: str, owner: str, name: str) -> int:
         try:
@@ -80,4 +79,6 @@ class BlobArtifacts:
         except ResourceNotFoundError:
             raise NotFound(f"artifact {name} of {owner}") from None
         except AzureError as e:
-            raise StoreUnavailable(f"cannot read artifact {name} of {owner}: {e}") from e
+            raise StoreUnavailable(
+                f"cannot read artifact {name} of {owner}: {e}", "Blob Storage"
+            ) from e

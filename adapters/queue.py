@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from urllib.parse import urlparse
 
-from azure.core.credentials import TokenCredential
 from azure.core.exceptions import AzureError, HttpResponseError, ResourceExistsError
 from azure.storage.queue import (
     QueueClient,
@@ -19,8 +17,8 @@ from azure.storage.queue import (
     TextBase64EncodePolicy,
 )
 
-from adapters.config import LOOPBACK_HOSTS, ConfigError, Settings, azure_credential
-from adapters.local import AZURITE_ACCOUNT, AZURITE_KEY
+from adapters.config import Settings
+from adapters.storage import bounded_client_options, storage_credential
 from core.errors import BenchError, StoreUnavailable
 from core.models import WorkItem
 
@@ -56,24 +54,29 @@ class WorkQueues:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> WorkQueues:
+        """The service's side: no second attempt while a caller waits (the outbox retries)."""
         return cls.connect(
             settings.queue_uri,
             local_emulators=settings.local_emulators,
             client_id=settings.managed_identity_client_id,
+            retries=0,
         )
 
     @classmethod
     def connect(
-        cls, queue_uri: str, *, local_emulators: bool, client_id: str | None = None
+        cls,
+        queue_uri: str,
+        *,
+        local_emulators: bool,
+        client_id: str | None = None,
+        retries: int = 1,
     ) -> WorkQueues:
-        credential: dict[str, str] | TokenCredential
-        if local_emulators:
-            if urlparse(queue_uri).hostname not in LOOPBACK_HOSTS:
-                raise ConfigError(f"local emulator mode only talks to loopback, not {queue_uri}")
-            credential = {"account_name": AZURITE_ACCOUNT, "account_key": AZURITE_KEY}
-        else:
-            credential = azure_credential(client_id)
-        return cls(QueueServiceClient(queue_uri, credential=credential))
+        credential = storage_credential(
+            queue_uri, local_emulators=local_emulators, client_id=client_id
+        )
+        return cls(
+            QueueServiceClient(queue_uri, credential=credential, **bounded_client_options(retries))
+        )
 
     def client(self, name: str) -> QueueClient:
         if name not in self._clients:
@@ -92,7 +95,9 @@ class WorkQueues:
             except ResourceExistsError:
                 pass
             except AzureError as e:
-                raise StoreUnavailable(f"cannot create queue {name}: {e}") from e
+                raise StoreUnavailable(
+                    f"cannot create queue {name}: {e}", "the queue service"
+                ) from e
 
     def send(self, item: WorkItem) -> None:
         body = item.model_dump_json()
@@ -107,7 +112,7 @@ class WorkQueues:
         try:
             self.client(name).send_message(body)
         except AzureError as e:
-            raise StoreUnavailable(f"cannot send to queue {name}: {e}") from e
+            raise StoreUnavailable(f"cannot send to queue {name}: {e}", "the queue service") from e
 
     def receive(self, pool: str, visibility_timeout: int) -> Message | None:
         try:
@@ -115,7 +120,9 @@ class WorkQueues:
                 visibility_timeout=visibility_timeout
             )
         except AzureError as e:
-            raise StoreUnavailable(f"cannot receive from {work_queue_name(pool)}: {e}") from e
+            raise StoreUnavailable(
+                f"cannot receive from {work_queue_name(pool)}: {e}", "the queue service"
+            ) from e
         if msg is None:
             return None
         return Message(msg.id, msg.pop_receipt or "", int(msg.dequeue_count or 0), msg.content)
@@ -129,9 +136,13 @@ class WorkQueues:
         except HttpResponseError as e:
             if e.status_code in (400, 404):  # receipt mismatch or message gone
                 raise LeaseLost(f"lost the lease on message {message.id}: {e.reason}") from e
-            raise StoreUnavailable(f"cannot renew message {message.id}: {e}") from e
+            raise StoreUnavailable(
+                f"cannot renew message {message.id}: {e}", "the queue service"
+            ) from e
         except AzureError as e:
-            raise StoreUnavailable(f"cannot renew message {message.id}: {e}") from e
+            raise StoreUnavailable(
+                f"cannot renew message {message.id}: {e}", "the queue service"
+            ) from e
         return Message(
             message.id, updated.pop_receipt or "", message.dequeue_count, message.content
         )
@@ -142,9 +153,13 @@ class WorkQueues:
         except HttpResponseError as e:
             if e.status_code in (400, 404):
                 raise LeaseLost(f"cannot delete message {message.id}: {e.reason}") from e
-            raise StoreUnavailable(f"cannot delete message {message.id}: {e}") from e
+            raise StoreUnavailable(
+                f"cannot delete message {message.id}: {e}", "the queue service"
+            ) from e
         except AzureError as e:
-            raise StoreUnavailable(f"cannot delete message {message.id}: {e}") from e
+            raise StoreUnavailable(
+                f"cannot delete message {message.id}: {e}", "the queue service"
+            ) from e
 
     def peek_raw(self, name: str, max_messages: int = 32) -> list[str]:
         """Message bodies exactly as stored (still Base64), for checks and tests."""

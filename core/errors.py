@@ -33,7 +33,12 @@ class Conflict(BenchError):
 
 
 class StoreUnavailable(BenchError):
-    """A backing service (queue, database) failed after the SDK's own retries."""
+    """A backing service (queue, database) failed after the SDK's own retries. ``service``
+    names it for the caller (the details stay in the log)."""
+
+    def __init__(self, message: str, service: str = "a backing service") -> None:
+        super().__init__(message)
+        self.service = service
 
 
 class TooLarge(BenchError):

@@ -91,7 +91,8 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(StoreUnavailable)
     async def _down(_: Request, e: StoreUnavailable) -> JSONResponse:
         log.error("backing service failed: %s", e)
-        return error_response(503, [FieldError("(service)", "storage unavailable, retry")])
+        message = f"{e.service} is unavailable (no answer in time); retry"
+        return error_response(503, [FieldError("(service)", message)])
 
     @app.exception_handler(BenchError)
     async def _busy(_: Request, e: BenchError) -> JSONResponse:

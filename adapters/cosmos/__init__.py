@@ -19,6 +19,7 @@ Containers and partition keys (see README, "Storage"):
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import requests
 from azure.core.credentials import TokenCredential
@@ -67,6 +68,18 @@ def _pooled_transport(size: int) -> RequestsTransport:
     return RequestsTransport(session=session, session_owner=False)
 
 
+# No request may hang on an unreachable database (issue 12.2): a call ends within
+# TIMEOUT_S, after which the API answers 503 naming the database.
+TIMEOUT_S = 6
+BOUNDED: dict[str, Any] = {
+    "timeout": TIMEOUT_S,
+    "connection_timeout": 3,
+    "read_timeout": 5,
+    "retry_connect": 0,
+    "retry_read": 0,
+}
+
+
 class CosmosStore(Store):
     """The repositories over one client and database."""
 
@@ -101,6 +114,7 @@ class CosmosStore(Store):
                 connection_verify=False,
                 enable_endpoint_discovery=False,
                 transport=_pooled_transport(pool_size),
+                **BOUNDED,
             )
         else:
             credential = azure_credential(settings.managed_identity_client_id)
@@ -108,6 +122,7 @@ class CosmosStore(Store):
                 settings.cosmos_endpoint,
                 credential=credential,
                 transport=_pooled_transport(pool_size),
+                **BOUNDED,
             )
         # The local server answers 500, not 404, for a missing document: point reads only
         # in Azure (the barrier poll every agent makes 4 times a second is one).

@@ -45,7 +45,7 @@ def wrap(e: Exception, what: str) -> Exception:
         return Conflict(f"{what} already exists")
     if isinstance(e, cx.CosmosAccessConditionFailedError):
         return Conflict(f"{what} changed concurrently")
-    return StoreUnavailable(f"Cosmos DB: {what}: {e}")
+    return StoreUnavailable(f"Cosmos DB: {what}: {e}", "Cosmos DB")
 
 
 def _bad_continuation() -> ValidationFailed:
