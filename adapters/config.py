@@ -2,181 +2,196 @@
 
 In Azure every connection is by identity: endpoints only, no keys. The local emulators are
 reached only when BENCH_LOCAL_EMULATORS=1, and then only on loopback.
+
+pydantic-settings reads and checks them (``BENCH_`` + the field's name, bounds on numbers);
+every refusal is a :class:`ConfigError` naming the variable, e.g. ``BENCH_GATE_PCT: …``.
+An empty variable counts as unset (its default).
 """
 
 from __future__ import annotations
 
-import math
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from typing import Any
 from urllib.parse import urlparse
 
 from azure.core.credentials import TokenCredential
 from azure.identity import DefaultAzureCredential
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
+from pydantic_settings.sources.utils import parse_env_vars
 
 from core.analysis.changepoint import DEFAULT_MIN_MAGNITUDE_PCT
 from core.errors import BenchError
 from core.runs.guardrails import AGENT_ROLE, ROLES, TargetInfo, parse_targets
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
-
-# Every setting the code reads, for the Bicep/app-settings cross-check.
-SETTING_NAMES = (
-    "BENCH_QUEUE_URI",
-    "BENCH_BLOB_URI",
-    "BENCH_COSMOS_ENDPOINT",
-    "BENCH_COSMOS_DATABASE",
-    "BENCH_MAX_DELIVERIES",
-    "BENCH_POOLS",
-    "BENCH_LOCAL_EMULATORS",
-    "BENCH_LOCAL_TIMER_SECONDS",
-    "AZURE_CLIENT_ID",
-    "BENCH_PUBLIC_URL",
-    "BENCH_GATE_PCT",
-    "BENCH_MIN_MAGNITUDE_PCT",
-    "BENCH_TEAMS_WEBHOOK_URL",
-    "BENCH_WEBHOOK_URL",
-    "BENCH_WEBHOOK_SECRET",
-    "BENCH_API_KEYS",
-    "BENCH_TRUST_EASYAUTH",
-    "BENCH_AGENT_PRINCIPALS",
-    "BENCH_DEFAULT_ROLE",
-    "BENCH_TEAMS_BOT_SECRET",
-    "BENCH_BOT_SECRET",
-    "BENCH_BOT_ROLE",
-    "BENCH_TARGETS",
-)
-
-
 UNRESOLVED_KEY_VAULT_REFERENCE = "@Microsoft.KeyVault("
+PREFIX = "BENCH_"
+NO_ROLE_VALUES = ("", "none")
+# Refusals quote the value given, except for these: keys, secrets and signed URLs.
+SECRET_FIELDS = frozenset(
+    {"api_keys", "webhook_secret", "teams_bot_secret", "bot_secret", "teams_webhook_url"}
+)
 
 
 class ConfigError(BenchError):
     pass
 
 
-@dataclass(frozen=True)
-class Settings:
+def _csv(value: Any) -> Any:
+    if isinstance(value, str):
+        return tuple(p.strip() for p in value.split(",") if p.strip())
+    return value
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix=PREFIX,
+        env_ignore_empty=True,
+        enable_decoding=False,  # lists are comma-separated or parsed below, not JSON
+        extra="ignore",
+        frozen=True,
+    )
+
     queue_uri: str
     cosmos_endpoint: str
-    blob_uri: str = ""  # the artifacts container's account (Blob Storage endpoint)
+    blob_uri: str  # the artifacts container's account (Blob Storage endpoint)
     cosmos_database: str = "bench"
-    max_deliveries: int = 5
+    max_deliveries: int = Field(5, ge=1, le=100)  # before a message goes to the poison queue
     pools: tuple[str, ...] = ("default",)  # agent pools that have queues (Bicep creates them)
     local_emulators: bool = False
-    local_timer_seconds: float = 0.0  # > 0: run the timer functions in-process (local stack)
-    managed_identity_client_id: str | None = None
+    # > 0: run the timer functions in-process (local stack)
+    local_timer_seconds: float = Field(0.0, ge=0.0, allow_inf_nan=False)
+    managed_identity_client_id: str | None = Field(None, validation_alias="AZURE_CLIENT_ID")
     public_url: str = "http://127.0.0.1:7071"  # for links in notifications
-    gate_pct: float = 10.0  # a single run this much worse than its segment is a regression
-    min_magnitude_pct: float = DEFAULT_MIN_MAGNITUDE_PCT  # smaller change points go unreported
-    teams_webhook_url: str | None = None  # from Key Vault in Azure
+    # A single run this much worse than its segment is a regression.
+    gate_pct: float = Field(10.0, gt=0.0, allow_inf_nan=False)
+    # Smaller change points go unreported.
+    min_magnitude_pct: float = Field(DEFAULT_MIN_MAGNITUDE_PCT, ge=0.0, allow_inf_nan=False)
+    teams_webhook_url: str | None = Field(None, repr=False)  # from Key Vault in Azure
     webhook_url: str | None = None
-    webhook_secret: str | None = None  # from Key Vault in Azure
+    webhook_secret: str | None = Field(None, repr=False)  # from Key Vault in Azure
     # API key -> (name, role); local use only: in Azure callers bring Entra ID tokens.
-    api_keys: tuple[tuple[str, str, str], ...] = ()
+    api_keys: tuple[tuple[str, str, str], ...] = Field((), repr=False)
     trust_easyauth: bool = False  # behind App Service Authentication (Azure)
     agent_principals: frozenset[str] = frozenset()  # object ids of the agents' identities
     # A signed-in caller whose token has no Bench.* app role: None = no access (403).
     default_role: str | None = None
-    teams_bot_secret: str | None = None  # Base64, from Teams' outgoing webhook; Key Vault
-    bot_secret: str | None = None  # generic signed webhook; Key Vault
+    # Base64, from Teams' outgoing webhook; Key Vault
+    teams_bot_secret: str | None = Field(None, repr=False)
+    bot_secret: str | None = Field(None, repr=False)  # generic signed webhook; Key Vault
     bot_role: str = "runner"  # what chat users may run
     targets: tuple[TargetInfo, ...] = ()  # empty: any alias the agents mount
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> Settings:
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """The settings in ``env`` (default: the process's environment)."""
         # A Key Vault reference the platform could not resolve arrives as its own text;
         # taken literally it would become a guessable HMAC key. Treat it as unset.
-        e = {
-            k: ("" if v.startswith(UNRESOLVED_KEY_VAULT_REFERENCE) else v)
-            for k, v in (os.environ if env is None else env).items()
+        given = os.environ if env is None else env
+        clean = {
+            k: ("" if v.startswith(UNRESOLVED_KEY_VAULT_REFERENCE) else v) for k, v in given.items()
         }
-        required = ("BENCH_QUEUE_URI", "BENCH_BLOB_URI", "BENCH_COSMOS_ENDPOINT")
-        missing = [k for k in required if not e.get(k)]
+        missing = [n for n in (setting_name(f) for f in REQUIRED) if not clean.get(n)]
         if missing:
             raise ConfigError(f"missing settings: {', '.join(missing)}")
-        settings = cls(
-            queue_uri=e["BENCH_QUEUE_URI"].rstrip("/"),
-            blob_uri=e["BENCH_BLOB_URI"].rstrip("/"),
-            cosmos_endpoint=e["BENCH_COSMOS_ENDPOINT"],
-            cosmos_database=e.get("BENCH_COSMOS_DATABASE", "bench"),
-            max_deliveries=int(e.get("BENCH_MAX_DELIVERIES", "5")),
-            pools=tuple(p.strip() for p in e.get("BENCH_POOLS", "default").split(",") if p.strip()),
-            local_emulators=e.get("BENCH_LOCAL_EMULATORS") == "1",
-            local_timer_seconds=float(e.get("BENCH_LOCAL_TIMER_SECONDS", "0")),
-            managed_identity_client_id=e.get("AZURE_CLIENT_ID") or None,
-            public_url=e.get("BENCH_PUBLIC_URL", "http://127.0.0.1:7071").rstrip("/"),
-            gate_pct=float(e.get("BENCH_GATE_PCT", "10")),
-            min_magnitude_pct=_percent(
-                "BENCH_MIN_MAGNITUDE_PCT",
-                e.get("BENCH_MIN_MAGNITUDE_PCT", ""),
-                DEFAULT_MIN_MAGNITUDE_PCT,
-            ),
-            teams_webhook_url=e.get("BENCH_TEAMS_WEBHOOK_URL") or None,
-            webhook_url=e.get("BENCH_WEBHOOK_URL") or None,
-            webhook_secret=e.get("BENCH_WEBHOOK_SECRET") or None,
-            api_keys=_api_keys(e.get("BENCH_API_KEYS", "")),
-            trust_easyauth=e.get("BENCH_TRUST_EASYAUTH") == "1",
-            agent_principals=frozenset(
-                p.strip() for p in e.get("BENCH_AGENT_PRINCIPALS", "").split(",") if p.strip()
-            ),
-            default_role=_default_role(e.get("BENCH_DEFAULT_ROLE", "")),
-            teams_bot_secret=e.get("BENCH_TEAMS_BOT_SECRET") or None,
-            bot_secret=e.get("BENCH_BOT_SECRET") or None,
-            bot_role=_role("BENCH_BOT_ROLE", e.get("BENCH_BOT_ROLE", "runner")),
-            targets=tuple(_targets(e.get("BENCH_TARGETS", ""))),
-        )
-        if settings.local_emulators:
-            for uri in (settings.queue_uri, settings.blob_uri, settings.cosmos_endpoint):
+        try:
+            return cls(_build_sources=((_Environment(cls, clean),), {}))
+        except ValidationError as e:
+            raise ConfigError("; ".join(_named(err) for err in e.errors())) from None
+
+    @field_validator("queue_uri", "blob_uri", "public_url")
+    @classmethod
+    def _no_trailing_slash(cls, value: str) -> str:
+        return value.rstrip("/")
+
+    @field_validator("pools", "agent_principals", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        return _csv(value)
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _api_keys(cls, value: Any) -> Any:
+        """Comma-separated NAME:ROLE:KEY (role ``agent`` for agents)."""
+        if not isinstance(value, str):
+            return value
+        keys = []
+        for entry in _csv(value):
+            name, role, key = [*entry.split(":", 2), "", ""][:3]
+            if not name or not key or (role not in ROLES and role != AGENT_ROLE):
+                raise ValueError(f"{name or entry[:8]!r}: expected NAME:ROLE:KEY")
+            if len(key) < 16:
+                raise ValueError(f"key of {name} is shorter than 16 characters")
+            keys.append((name, role, key))
+        return tuple(keys)
+
+    @field_validator("default_role", mode="before")
+    @classmethod
+    def _no_role(cls, value: Any) -> Any:
+        """Unset, empty or ``none`` means no role, hence no access."""
+        return None if value in NO_ROLE_VALUES else value
+
+    @field_validator("default_role", "bot_role")
+    @classmethod
+    def _a_role(cls, value: str | None) -> str | None:
+        if value is not None and value not in ROLES:
+            raise ValueError(f"{value!r} is not one of {', '.join(ROLES)}")
+        return value
+
+    @field_validator("targets", mode="before")
+    @classmethod
+    def _targets(cls, value: Any) -> Any:
+        return tuple(parse_targets(value)) if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _loopback_only_when_local(self) -> Settings:
+        if self.local_emulators:
+            for uri in (self.queue_uri, self.blob_uri, self.cosmos_endpoint):
                 if urlparse(uri).hostname not in LOOPBACK_HOSTS:
-                    raise ConfigError(f"local emulator mode only talks to loopback, not {uri}")
-        return settings
+                    raise ValueError(f"local emulator mode only talks to loopback, not {uri}")
+        return self
 
 
-def _percent(setting: str, value: str, default: float) -> float:
-    if not value.strip():
-        return default
-    try:
-        number = float(value)
-    except ValueError:
-        number = math.nan
-    if not (math.isfinite(number) and number >= 0.0):
-        raise ConfigError(f"{setting}: {value!r} is not a percentage >= 0")
-    return number
+REQUIRED = ("queue_uri", "blob_uri", "cosmos_endpoint")
 
 
-def _role(setting: str, value: str) -> str:
-    if value not in ROLES:
-        raise ConfigError(f"{setting}: {value!r} is not one of {', '.join(ROLES)}")
-    return value
+def setting_name(field: str) -> str:
+    """The environment variable a field is read from."""
+    alias = Settings.model_fields[field].validation_alias
+    return alias if isinstance(alias, str) else f"{PREFIX}{field.upper()}"
 
 
-NO_ROLE_VALUES = ("", "none")
+# Every setting the code reads, for the Bicep/app-settings cross-check.
+SETTING_NAMES = tuple(setting_name(f) for f in Settings.model_fields)
 
 
-def _default_role(value: str) -> str | None:
-    """BENCH_DEFAULT_ROLE: unset, empty or ``none`` means no role, hence no access."""
-    return None if value in NO_ROLE_VALUES else _role("BENCH_DEFAULT_ROLE", value)
+class _Environment(EnvSettingsSource):
+    """The variables of the mapping given to :meth:`Settings.from_env`, not ``os.environ``."""
+
+    def __init__(self, settings_cls: type[BaseSettings], env: Mapping[str, str]) -> None:
+        self._given = env
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return parse_env_vars(
+            self._given, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str
+        )
 
 
-def _targets(text: str) -> list[TargetInfo]:
-    try:
-        return parse_targets(text)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
-
-
-def _api_keys(text: str) -> tuple[tuple[str, str, str], ...]:
-    """BENCH_API_KEYS: comma-separated NAME:ROLE:KEY (role ``agent`` for agents)."""
-    keys = []
-    for entry in filter(None, (x.strip() for x in text.split(","))):
-        name, role, key = [*entry.split(":", 2), "", ""][:3]
-        if not name or not key or (role not in ROLES and role != AGENT_ROLE):
-            raise ConfigError(f"BENCH_API_KEYS: {name or entry[:8]!r}: expected NAME:ROLE:KEY")
-        if len(key) < 16:
-            raise ConfigError(f"BENCH_API_KEYS: key of {name} is shorter than 16 characters")
-        keys.append((name, role, key))
-    return tuple(keys)
+def _named(err: Any) -> str:
+    """One pydantic error as ``VARIABLE: problem`` (a model-level check names the mode)."""
+    loc = err.get("loc") or ()
+    field = str(loc[0]) if loc else "local_emulators"
+    name = setting_name(field) if field in Settings.model_fields else field
+    if err.get("type") == "value_error":
+        message = str(err["ctx"]["error"])
+    else:
+        message = err["msg"]
+        if field not in SECRET_FIELDS and isinstance(err.get("input"), str):
+            message = f"{err['input']!r}: {message}"
+    return message if message.startswith(name) else f"{name}: {message}"
 
 
 def azure_credential(client_id: str | None) -> TokenCredential:

@@ -99,17 +99,20 @@ def main(argv: list[str] | None = None) -> int:
         why = "; ".join(p for p in problems.values() if p) or "no mount is configured"
         print(f"benchagent: no usable mount: {why}", file=sys.stderr)
         return 2
-    token = None
-    if config.api_scope:
-        credential = azure_credential(config.managed_identity_client_id)
-        scope = config.api_scope
-        token = lambda: credential.get_token(scope).token  # noqa: E731
+    # Tokens are cached by the API client (azure-core's BearerTokenCredentialPolicy).
+    credential = azure_credential(config.managed_identity_client_id) if config.api_scope else None
+    try:
+        api = ApiClient(
+            config.api_url, credential=credential, scope=config.api_scope, api_key=config.api_key
+        )
+    except ValueError as e:  # a token over plain http to another host
+        print(f"benchagent: bad configuration: {e}", file=sys.stderr)
+        return 2
     queues = WorkQueues.connect(
         config.queue_uri,
         local_emulators=config.local_emulators,
         client_id=config.managed_identity_client_id,
     )
-    api = ApiClient(config.api_url, token_provider=token, api_key=config.api_key)
     worker = Worker(config, queues, api)
 
     def on_signal(signum: int, _: FrameType | None) -> None:

@@ -1,17 +1,13 @@
 """The agent's calls to the service API (agents hold no database rights).
 
-A transient failure (no answer, a timeout, 429 or a 5xx) is retried with capped exponential
-backoff and full jitter (tenacity's ``wait_random_exponential``, the "Full Jitter" of
-AWS's "Exponential Backoff and Jitter"), for up to ``retry_budget_s`` and only until the
-event given to :meth:`ApiClient.retry_until` is set (the worker gives its lease's ``lost``:
-once the message may be someone else's, nothing more is sent). Every retried call is
-idempotent on the server: a claim or a ready again by the same agent is the same claim or
-ready, a barrier poll is a read, a failure report carries its ``report_id`` and is recorded
-once, a result is stored once per item, a cancelled report again is accepted as done.
-
-tenacity rather than azure-core's RetryPolicy: azure-core counts attempts instead of time,
-has no jitter in its backoff and cannot stop when the lease is lost without a subclass;
-tenacity composes all three (``stop_after_delay | stop_when_event_set``).
+The plumbing is ``apiclient`` (shared with benchctl): a transient failure (no answer, a
+timeout, 429 or a 5xx) is retried with capped, jittered backoff for up to ``retry_budget_s``
+and only until the event given to :meth:`ApiClient.retry_until` is set (the worker gives its
+lease's ``lost``: once the message may be someone else's, nothing more is sent). Every
+retried call is idempotent on the server: a claim or a ready again by the same agent is the
+same claim or ready, a barrier poll is a read, a failure report carries its ``report_id`` and
+is recorded once, a result is stored once per item, a cancelled report again is accepted as
+done.
 
 Heartbeats are never retried: the next beat comes 2 s later, and a long retry would hold
 up the lease renewals that share their thread.
@@ -24,27 +20,28 @@ import logging
 import threading
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import httpx
-from tenacity import (
-    RetryCallState,
-    Retrying,
-    retry_if_exception_type,
-    sleep_using_event,
-    stop_after_delay,
-    stop_when_event_set,
-    wait_random_exponential,
-)
+from pydantic import TypeAdapter
+from tenacity import RetryCallState
 
+from apiclient import Refused, Transport, Unavailable, retrying
 from core.errors import BenchError, StoreUnavailable
 from core.models import WorkItem
+from core.runs.protocol import BarrierDecision, ClaimDecision
+
+if TYPE_CHECKING:
+    from azure.core.credentials import TokenCredential
 
 log = logging.getLogger(__name__)
 RETRY_BUDGET_S = 120.0  # at least 60 s (issue 12.9): an API restart or a Functions cold start
 RETRY_MAX_WAIT_S = 8.0  # the backoff's cap: a recovered API is heard within this
 HEARTBEAT_TIMEOUT_S = 2.0
+# The server's own decision types are the replies' contract (extra keys are ignored).
+CLAIM_REPLY = TypeAdapter(ClaimDecision)
+BARRIER_REPLY = TypeAdapter(BarrierDecision)
 
 
 class ApiError(BenchError):
@@ -65,14 +62,15 @@ class ApiClient:
         self,
         base_url: str,
         *,
-        token_provider: Any = None,
+        credential: TokenCredential | None = None,
+        scope: str | None = None,
         api_key: str | None = None,
         timeout: float = 30.0,
         retry_budget_s: float = RETRY_BUDGET_S,
     ) -> None:
-        self._http = httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout)
-        self._token = token_provider
-        self._api_key = api_key
+        self._transport = Transport(
+            base_url, api_key=api_key, credential=credential, scope=scope, timeout=timeout
+        )
         self.retry_budget_s = retry_budget_s
         self._give_up = threading.Event()  # never set: retry for the whole budget
 
@@ -85,12 +83,6 @@ class ApiClient:
         finally:
             self._give_up = previous
 
-    def _headers(self) -> dict[str, str]:
-        headers = {"Authorization": f"Bearer {self._token()}"} if self._token else {}
-        if self._api_key:
-            headers["X-Api-Key"] = self._api_key
-        return headers
-
     def _send(
         self,
         method: str,
@@ -102,24 +94,19 @@ class ApiClient:
         timeout: float | None = None,
     ) -> dict[str, Any]:
         """One attempt. StoreUnavailable for what may pass, ApiError for a refusal."""
-        headers = self._headers()
-        if content_type:
-            headers["Content-Type"] = content_type
         try:
-            r = self._http.request(
+            r = self._transport.request(
                 method,
                 path,
                 json=body,
                 content=content,
-                headers=headers,
+                headers={"Content-Type": content_type} if content_type else None,
                 timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout,
             )
-        except httpx.TransportError as e:  # refused, reset, timed out
-            raise StoreUnavailable(f"API unreachable: {e!r}") from e
-        if r.status_code >= 500 or r.status_code == 429:
-            raise StoreUnavailable(f"API answered {r.status_code}: {r.text[:300]}")
-        if r.status_code >= 400:
-            raise ApiError(r.status_code, r.text)
+        except Unavailable as e:
+            raise StoreUnavailable(str(e)) from e
+        except Refused as e:
+            raise ApiError(e.status, e.text) from None
         data: dict[str, Any] = r.json()
         return data
 
@@ -131,21 +118,20 @@ class ApiClient:
                 raise StoreUnavailable(f"{method} {path} not sent: the item's lease is lost")
             return self._send(method, path, body, **raw)
 
-        retrying = Retrying(
-            retry=retry_if_exception_type(StoreUnavailable),
-            wait=wait_random_exponential(multiplier=0.5, max=RETRY_MAX_WAIT_S),
-            stop=stop_after_delay(self.retry_budget_s) | stop_when_event_set(give_up),
-            sleep=sleep_using_event(give_up),  # a lost lease cuts the backoff short
+        retry = retrying(
+            StoreUnavailable,
+            budget_s=self.retry_budget_s,
+            max_wait_s=RETRY_MAX_WAIT_S,
+            give_up=give_up,  # a lost lease also cuts the backoff short
             before_sleep=_log_retry,
-            reraise=True,
         )
-        result: dict[str, Any] = retrying(attempt)
+        result: dict[str, Any] = retry(attempt)
         return result
 
     def claim(
         self, item: WorkItem, agent_id: str, dequeue_count: int, message_id: str
-    ) -> dict[str, Any]:
-        return self._call(
+    ) -> ClaimDecision:
+        reply = self._call(
             "POST",
             "/api/agent/claim",
             {
@@ -155,15 +141,18 @@ class ApiClient:
                 "message_id": message_id,
             },
         )
+        return CLAIM_REPLY.validate_python(reply)
 
     def _ref(self, item: WorkItem, agent_id: str) -> dict[str, str]:
         return {"run_id": item.run_id, "item_id": item.item_id, "agent_id": agent_id}
 
-    def ready(self, item: WorkItem, agent_id: str) -> dict[str, Any]:
-        return self._call("POST", "/api/agent/ready", self._ref(item, agent_id))
+    def ready(self, item: WorkItem, agent_id: str) -> BarrierDecision:
+        reply = self._call("POST", "/api/agent/ready", self._ref(item, agent_id))
+        return BARRIER_REPLY.validate_python(reply)
 
-    def barrier(self, item: WorkItem, agent_id: str) -> dict[str, Any]:
-        return self._call("POST", "/api/agent/barrier", self._ref(item, agent_id))
+    def barrier(self, item: WorkItem, agent_id: str) -> BarrierDecision:
+        reply = self._call("POST", "/api/agent/barrier", self._ref(item, agent_id))
+        return BARRIER_REPLY.validate_python(reply)
 
     def heartbeat(self, item: WorkItem, agent_id: str) -> bool:
         """True when the run was cancelled. ApiError 404/409: the run or item is gone or
@@ -198,4 +187,4 @@ class ApiClient:
         return self._call("PUT", f"/api/agent/results/{result['item_id']}", result)
 
     def close(self) -> None:
-        self._http.close()
+        self._transport.close()

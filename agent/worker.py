@@ -135,12 +135,12 @@ class Worker:
         agent = self.config.agent_id
         msg = lease.message
         decision = self.api.claim(item, agent, msg.dequeue_count, msg.id)
-        if decision["action"] == "drop":
-            log.info("dropping %s: %s", item.item_id, decision.get("reason"))
+        if decision.action == "drop":
+            log.info("dropping %s: %s", item.item_id, decision.reason)
             self._delete(lease.message)
             return "dropped"
-        if decision["action"] != "run":
-            log.info("handing back %s: %s", item.item_id, decision.get("reason"))
+        if decision.action != "run":
+            log.info("handing back %s: %s", item.item_id, decision.reason)
             self._release(lease, self.config.retry_delay_s)
             return "released"
         refused = self._refusal(item)
@@ -275,17 +275,18 @@ class Worker:
         return the common start instant (Unix ms), or why this item stops."""
         agent = self.config.agent_id
         barrier = self.api.ready(item, agent)
-        while barrier["status"] == "wait":
+        while barrier.status == "wait":
             stop = self._interrupted(lease, item)
             if stop:
                 return stop
             time.sleep(BARRIER_POLL_S)
             barrier = self.api.barrier(item, agent)
-        if barrier["status"] != "go":
-            log.info("step of %s aborted: %s", item.item_id, barrier.get("reason"))
+        if barrier.status != "go":
+            log.info("step of %s aborted: %s", item.item_id, barrier.reason)
             self._delete(lease.message)
             return "aborted"
-        return int(barrier["start_at_ms"])
+        assert barrier.start_at_ms is not None, "the API sends a start instant with every go"
+        return barrier.start_at_ms
 
     def _run_diskspd(self, item: WorkItem, lease: Lease) -> str:
         agent = self.config.agent_id

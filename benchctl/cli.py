@@ -24,8 +24,8 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
-from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_random_exponential
 
+from apiclient import retrying
 from benchctl import localstack
 from benchctl.client import Api, ApiUnavailable, CliError, resolve_connection
 from benchctl.local_targets import TargetDeclarationError, local_registry
@@ -167,15 +167,14 @@ def _poll(
     def note(state: Any) -> None:
         console.print(f"[yellow]{state.outcome.exception()}; retrying[/yellow]")
 
-    retrying = Retrying(
-        retry=retry_if_exception_type(ApiUnavailable),
-        wait=wait_random_exponential(multiplier=0.5, max=5),
-        stop=stop_after_delay(max(0.0, deadline - time.monotonic())),
+    retry = retrying(
+        ApiUnavailable,
+        budget_s=deadline - time.monotonic(),
+        max_wait_s=5,
         before_sleep=note,
-        reraise=True,
     )
     try:
-        return retrying(get)
+        return retry(get)
     except ApiUnavailable as e:
         raise CliError(
             f"run {run_id}: no answer from the API within {timeout_s:.0f} s: {e}", EXIT_TIMEOUT

@@ -4,21 +4,25 @@ Where to connect and how to sign in come from, in this order: flags, environment
 (BENCH_API_URL, BENCH_API_KEY, BENCH_API_SCOPE), a config file (--config, $BENCHCTL_CONFIG
 or ~/.config/benchctl/config.toml: ``api_url``, ``api_key``, ``scope``), and finally the
 local stack. With a scope, benchctl gets an Entra ID token from azure-identity's
-DefaultAzureCredential: a pipeline's workload identity, a managed identity, or `az login`.
+DefaultAzureCredential: a pipeline's workload identity, a managed identity, or `az login`;
+the shared transport (``apiclient``) keeps it until it nears expiry.
 """
 
 from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from apiclient import Refused, Transport, Unavailable
 from benchctl.localstack import Stack
+
+if TYPE_CHECKING:
+    from azure.core.credentials import TokenCredential
 
 
 class CliError(Exception):
@@ -42,21 +46,15 @@ class Connection:
     api_key: str | None = None
     scope: str | None = None  # e.g. api://<client id>/.default
 
-    def headers(self) -> dict[str, str]:
-        door = "pipeline" if any(os.environ.get(v) for v in CI_VARIABLES) else "cli"
-        out = {"X-Bench-Door": door}
-        if self.api_key:
-            out["X-Api-Key"] = self.api_key
-        return out
+    def door(self) -> str:
+        return "pipeline" if any(os.environ.get(v) for v in CI_VARIABLES) else "cli"
 
-    def token_provider(self) -> Callable[[], str] | None:
+    def credential(self) -> TokenCredential | None:
         if not self.scope:
             return None
         from azure.identity import DefaultAzureCredential  # slow import: only when needed
 
-        credential = DefaultAzureCredential()
-        scope = self.scope
-        return lambda: credential.get_token(scope).token
+        return DefaultAzureCredential()
 
 
 def _config_file(flag: str | None) -> dict[str, Any]:
@@ -107,6 +105,22 @@ def resolve_connection(
     )
 
 
+def _refusal(e: Refused, path: str) -> CliError:
+    """A 4xx as the command's message and exit code."""
+    body = e.body if e.body is not None else e.text
+    if e.status == 400:
+        return CliError("invalid request:\n" + format_errors(body), 2)
+    if e.status == 401:
+        return CliError("not signed in (401): give --api-key or --scope", 2)
+    if e.status == 403:
+        return CliError("not allowed (403):\n" + format_errors(body), 2)
+    if e.status == 409:
+        return CliError("refused (409):\n" + format_errors(body), 1)
+    if e.status == 404:
+        return CliError(f"not found: {path}")
+    return CliError(f"API answered {e.status}: {e.text[:500]}")
+
+
 def format_errors(body: Any) -> str:
     try:
         errors = body["errors"]
@@ -116,36 +130,39 @@ def format_errors(body: Any) -> str:
 
 
 class Api:
-    def __init__(self, connection: Connection | str, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        connection: Connection | str,
+        timeout: float = 30.0,
+        *,
+        credential: TokenCredential | None = None,  # default: the connection's
+    ) -> None:
         conn = Connection(connection) if isinstance(connection, str) else connection
         self.base_url = conn.api_url.rstrip("/")
-        self._token = conn.token_provider()
-        self._http = httpx.Client(base_url=self.base_url, timeout=timeout, headers=conn.headers())
+        try:
+            self._transport = Transport(
+                self.base_url,
+                api_key=conn.api_key,
+                door=conn.door(),
+                credential=credential or conn.credential(),
+                scope=conn.scope,
+                timeout=timeout,
+            )
+        except ValueError as e:  # a token over plain http to another host
+            raise CliError(str(e), 2) from None
 
     def _call(self, method: str, path: str, **kw: Any) -> httpx.Response:
-        if self._token is not None:
-            kw["headers"] = {**kw.get("headers", {}), "Authorization": f"Bearer {self._token()}"}
         try:
-            r = self._http.request(method, path, **kw)
-        except httpx.TransportError as e:
-            raise ApiUnavailable(f"cannot reach the API at {self.base_url}: {e!r}") from e
+            return self._transport.request(method, path, **kw)
+        except Unavailable as e:
+            raise ApiUnavailable(str(e)) from e
+        except Refused as e:
+            raise _refusal(e, path) from None
         except httpx.HTTPError as e:
             raise CliError(f"cannot reach the API at {self.base_url}: {e}") from e
-        if r.status_code >= 500 or r.status_code == 429:
-            raise ApiUnavailable(f"API answered {r.status_code}: {r.text[:300]}")
-        if r.status_code == 400:
-            raise CliError("invalid request:\n" + format_errors(r.json()), 2)
-        if r.status_code == 401:
-            raise CliError("not signed in (401): give --api-key or --scope", 2)
-        if r.status_code == 403:
-            raise CliError("not allowed (403):\n" + format_errors(r.json()), 2)
-        if r.status_code == 409:
-            raise CliError("refused (409):\n" + format_errors(r.json()), 1)
-        if r.status_code == 404:
-            raise CliError(f"not found: {path}")
-        if r.status_code >= 400:
-            raise CliError(f"API answered {r.status_code}: {r.text[:500]}")
-        return r
+
+    def close(self) -> None:
+        self._transport.close()
 
     def submit(self, body: dict[str, Any], idempotency_key: str | None = None) -> dict[str, Any]:
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}

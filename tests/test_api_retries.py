@@ -75,7 +75,7 @@ def scripted() -> Iterator[Any]:
 def test_transient_answers_are_retried_with_growing_waits(scripted: Any) -> None:
     server = scripted([503, 500, 429, 200])
     client = ApiClient(server.url, api_key="k" * 20)
-    assert client.ready(ITEM, "vm1")["status"] == "go"
+    assert client.ready(ITEM, "vm1").status == "go"
     assert len(server.seen) == 4
     assert all(body["key"] == "k" * 20 for _, body in server.seen)  # the agent's key, each time
 
