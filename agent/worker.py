@@ -20,6 +20,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from adapters.queue import LeaseLost, Message, WorkQueues
+from agent import metadata
 from agent.api_client import ApiClient, ApiError
 from agent.config import AgentConfig
 from agent.counters import CounterSampler
@@ -159,6 +160,9 @@ class Worker:
             if t not in item.datasets
         }
         before = {t: self.mounts.facts(t) for t in item.targets}
+        meta = item.workload.metadata is not None
+        if meta:
+            data_dirs = metadata.tree_roots(item, self.config.path)
         try:
             read_files = read_only_files(item, self.config.path, work_dir)
             fio = FioProcess(
@@ -168,7 +172,11 @@ class Worker:
                 fio_binary=self.fio_binary,
                 read_files=read_files,
             )
-            fill = lay_out(fio, item.workload, fill=item.fill)
+            if meta:
+                metadata.prepare(item.workload, data_dirs)
+                fill = None
+            else:
+                fill = lay_out(fio, item.workload, fill=item.fill)
         except ItemFailed as e:
             return self._failed(item, lease, str(e), permanent=e.permanent)
         if fill is not None:
@@ -194,11 +202,16 @@ class Worker:
         if outcome.doc is None:
             err = " | ".join(said) or outcome.stderr.strip()[-1500:] or "no output"
             return self._failed(item, lease, f"fio exited {outcome.returncode}: {err}")
-        problems = measurement_problems(outcome.doc, item.workload)
+        problems = measurement_problems(outcome.doc, item.workload, mounts=len(item.targets))
         if outcome.returncode != 0:
             problems.insert(0, f"fio exited {outcome.returncode}")
         if problems:
             return self._failed(item, lease, rejection(problems, said))
+        if meta:
+            try:
+                metadata.finish(item.workload, data_dirs)
+            except ItemFailed as e:
+                return self._failed(item, lease, str(e), permanent=e.permanent)
         timeline = timeline_from_logs(outcome.iops_logs, outcome.bw_logs, outcome.hist_logs)
         artifacts: dict[ArtifactName, bytes] = {
             "raw": pack_json(outcome.doc),
