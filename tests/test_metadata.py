@@ -14,11 +14,14 @@ import pytest
 from adapters.blob import BlobArtifacts
 from adapters.cosmos import CosmosStore
 from core.analysis.concurrency import outstanding_ios
+from core.analysis.series import infra_facts, infra_fingerprint, segments
 from core.artifacts import unpack_json
 from core.engines.fio_check import measurement_problems
 from core.engines.fio_metadata import metadata_job_file, tree_files
 from core.engines.fio_output import percentile_from_bins
+from core.limits.facts import run_target_facts
 from core.models import Metadata, RunRequest, Workload
+from core.monitoring.monitor import Monitor
 from core.runs.guardrails import ROLES, Caller, Forbidden, TargetInfo, check_run
 from core.runs.plan import plan_steps
 from tests.conftest import AgentFactory, wait_state
@@ -219,3 +222,62 @@ def test_metadata_refused_over_the_api_naming_the_field(api: httpx.Client, pool:
         r = api.post("/api/runs", json=body)
         assert r.status_code == code, (body, r.text)
         assert field in [e["field"] for e in r.json()["errors"]], r.text
+
+
+def _target_facts(caching: bool | None) -> dict[str, Any] | None:
+    facts: dict[str, Any] = {"kind": "azure-files-premium", "provisioned_gib": 1024}
+    if caching is not None:
+        facts["metadata_caching"] = caching
+    return run_target_facts("default", ["share"], [TargetInfo(alias="share", facts=facts)])
+
+
+def test_metadata_caching_fact_splits_the_series() -> None:
+    result = {
+        "host": {"vm_size": "Standard_D8s_v5", "region": "westeurope"},
+        "mounts": [{"alias": "share", "fstype": "cifs", "source": "//a/s", "options": "rw"}],
+    }
+    off, on = (infra_facts([result], _target_facts(v)) for v in (False, True))
+    assert off["targets"] == [["share", "metadata_caching", False]]
+    assert infra_fingerprint(off) != infra_fingerprint(on)
+    # Targets that declare no such switch keep the fingerprint they always had.
+    assert infra_facts([result], _target_facts(None)) == infra_facts([result])
+    points = [
+        {"id": str(i), "time_ms": i, "infra": infra_fingerprint(f)}
+        for i, f in enumerate([off, off, on, on])
+    ]
+    assert [len(s) for s in segments(points)] == [2, 2]
+
+
+def _phase_agg(op: str, iops: float, mean_ns: float) -> dict[str, Any]:
+    d = "read" if op in ("stat", "open") else "write"
+    md = {**META, "ops": ["create", "open", "delete"], "op": op}
+    return {
+        "clients": 1,
+        "mode": "measure",
+        "point": op,
+        "workload": {**Workload(metadata=Metadata(**md)).model_dump(mode="json")},
+        d: {
+            "iops": iops,
+            "bw_bytes": 0.0,
+            "lat_mean_ns": mean_ns,
+            "clat_ns": {"p50": mean_ns, "p99": 3 * mean_ns, "p99.9": 3 * mean_ns},
+        },
+    }
+
+
+def test_compare_of_caching_off_and_on_shows_each_operation(store: CosmosStore) -> None:
+    def run(rid: str, gain: float) -> dict[str, Any]:
+        steps = [
+            {"step": i, "point": op, "aggregate": _phase_agg(op, 1000 * gain, 4e6 / gain)}
+            for i, op in enumerate(("create", "open", "delete"))
+        ]
+        return {"id": rid, "targets": ["share"], "engine": "fio", "steps": steps,
+                "aggregate": steps[-1]["aggregate"]}  # fmt: skip
+
+    off, on = run("r-" + "0" * 32, 1.0), run("r-" + "1" * 32, 1.6)
+    rows = {r["metric"]: r for r in Monitor(store).compare(off, on)["rows"]}
+    assert set(rows) == {f"{op}.{m}" for op in ("create", "open", "delete")
+                         for m in ("iops", "mean", "p50", "p99")}  # fmt: skip
+    assert rows["create.iops"]["delta_pct"] == pytest.approx(60)
+    assert rows["open.mean"]["delta_pct"] == pytest.approx(-37.5)
+    assert rows["delete.p99"]["a"] == 12e6 and rows["delete.p99"]["b"] == pytest.approx(7.5e6)
