@@ -100,6 +100,31 @@ def test_metadata_phases_measured_by_real_fio_through_the_stack(
     assert not (scratch / ".benchsvc" / f"md-{run['id']}").exists()
 
 
+def test_littles_law_uses_the_operations_kept_in_flight(
+    api: httpx.Client, store: CosmosStore, agents: AgentFactory, pool: str
+) -> None:
+    """Uncapped, 1 client x 3 jobs: each phase's Little's law is judged against the 3
+    operations the jobs keep in flight, from the operations' own latency."""
+    agents()
+    md = {"ops": ["create", "open", "delete"], "files_per_dir": 200, "dir_depth": 1}
+    workload = {"numjobs": 3, "runtime": 2, "metadata": md}
+    body = {"target": "scratch", "pool": pool, "workload": workload}
+    run = wait_state(api, api.post("/api/runs", json=body).json()["id"], ("completed", "failed"))
+    assert run["state"] == "completed", run
+    for step in run["steps"]:
+        agg = step["aggregate"]
+        d = "read" if step["point"] == "open" else "write"
+        law = agg["littles_law"]
+        assert law["mode"] == "outstanding" and law["outstanding_ios"] == 3
+        assert law["implied_ios"] == pytest.approx(agg[d]["iops"] * agg[d]["lat_mean_ns"] / 1e9)
+        (item,) = [i for i in run["items"] if i["step"] == step["step"]]
+        doc = store.results.get(run["id"], item["id"])
+        # fio's own time for the phase: a create of 600 files ends long before its cap.
+        assert doc["ended_at_ms"] - doc["started_at_ms"] <= doc[d]["runtime_ms"] + 1000
+        if step["point"] != "open":
+            assert doc[d]["total_ios"] == 600
+
+
 def _w(op: str | None = None, **md: Any) -> Workload:
     return Workload(numjobs=2, runtime=2, metadata=Metadata(**{**META, **md, "op": op}))
 
