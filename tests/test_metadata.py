@@ -10,9 +10,13 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from adapters.blob import BlobArtifacts
 from adapters.cosmos import CosmosStore
+from agent import metadata as agent_metadata
+from agent.layout import ItemFailed
 from core.analysis.concurrency import outstanding_ios
 from core.analysis.series import infra_facts, infra_fingerprint, segments
 from core.artifacts import unpack_json
@@ -306,3 +310,45 @@ def test_compare_of_caching_off_and_on_shows_each_operation(store: CosmosStore) 
     assert rows["create.iops"]["delta_pct"] == pytest.approx(60)
     assert rows["open.mean"]["delta_pct"] == pytest.approx(-37.5)
     assert rows["delete.p99"]["a"] == 12e6 and rows["delete.p99"]["b"] == pytest.approx(7.5e6)
+
+
+def test_agent_makes_checks_fills_and_removes_the_tree(tmp_path: Path) -> None:
+    roots = {"scratch": tmp_path / ".benchsvc" / "md-r" / "c0"}
+    md = Metadata(files_per_dir=3, dir_depth=2, file_size=512)
+    create = Workload(numjobs=2, metadata=md.model_copy(update={"op": "create"}))
+    agent_metadata.prepare(create, roots)
+    assert sorted(p.name for p in (roots["scratch"] / "d1").iterdir()) == ["j0", "j1"]
+    stat = Workload(numjobs=2, metadata=md.model_copy(update={"op": "stat"}))
+    with pytest.raises(ItemFailed) as e:
+        agent_metadata.prepare(stat, roots)  # fio has not created the files yet
+    assert e.value.permanent and "d1/j0/f0 is missing" in str(e.value)
+    files = tree_files(str(roots["scratch"]), md, 2)
+    for f in files:
+        Path(f).touch()  # what fio's filecreate leaves: empty files
+    agent_metadata.finish(create, roots)
+    assert {Path(f).stat().st_size for f in files} == {512}
+    agent_metadata.prepare(stat, roots)
+    delete = Workload(numjobs=2, metadata=md.model_copy(update={"op": "delete"}))
+    with pytest.raises(ItemFailed, match="left 6 files"):
+        agent_metadata.finish(delete, roots)  # fio deleted nothing: said, tree removed
+    assert not (tmp_path / ".benchsvc" / "md-r").exists()
+
+
+@given(
+    files_per_dir=st.integers(1, 50),
+    depth=st.integers(1, 5),
+    numjobs=st.integers(1, 8),
+    mounts=st.integers(1, 3),
+    done=st.integers(0, 3000),
+)
+def test_a_counted_phase_is_valid_exactly_when_every_file_is_done(
+    files_per_dir: int, depth: int, numjobs: int, mounts: int, done: int
+) -> None:
+    md = Metadata(files_per_dir=files_per_dir, dir_depth=depth, op="delete")
+    files = tree_files("/m", md, numjobs)
+    assert len(set(files)) == len(files) == files_per_dir * numjobs
+    assert all(f.count("/") == depth + 2 for f in files)  # /m, d1.., j<job>, f<n>
+    w = Workload(numjobs=numjobs, metadata=md)
+    expected = files_per_dir * numjobs * mounts
+    problems = measurement_problems(_fio_doc("write", done, {"9000": done}), w, mounts=mounts)
+    assert (problems == []) == (done == expected)
