@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from core.engines.fio_job import fill_files, fill_job_file, job_file
+from core.engines.fio_metadata import metadata_job_file
 from core.models import FillInfo, Workload
 
 log = logging.getLogger(__name__)
@@ -206,15 +207,23 @@ class FioProcess:
         os.mkfifo(self._gate, 0o600)
         self._gate_fd = os.open(self._gate, os.O_RDWR | os.O_NONBLOCK)
         job = self.work_dir / "run.fio"
-        job.write_text(
-            job_file(
+        if self._workload.metadata is not None:
+            # A metadata phase: data_dirs are the mounts' tree roots (agent.metadata).
+            text = metadata_job_file(
+                self._workload,
+                roots={a: str(d) for a, d in self.data_dirs.items()},
+                log_prefix=str(self._prefix),
+                gate=str(self._gate),
+            )
+        else:
+            text = job_file(
                 self._workload,
                 directories={a: str(d) for a, d in self.data_dirs.items()},
                 log_prefix=str(self._prefix),
                 gate=str(self._gate),
                 read_files=self.read_files,
             )
-        )
+        job.write_text(text)
         # With a read-only mount fio itself refuses any write, trim or extend (HOWTO,
         # "--readonly"): a safety net under the agent's own checks and the job's reads.
         readonly = ["--readonly"] if self.read_files else []

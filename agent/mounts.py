@@ -102,3 +102,26 @@ class MountWatch:
                 source="",
             )
         return mount_facts(alias, spec.path, info)
+
+
+def mount_changes(
+    targets: list[str],
+    specs: Mapping[str, MountSpec],
+    watch: MountWatch,
+    before: Mapping[str, MountFacts],
+) -> str:
+    """Whether each mount is still the one measured (an unmount during the run leaves
+    fio on a detached filesystem, or the path on another one): why not, or ''."""
+    info = read_mountinfo()
+    for t in targets:
+        after = watch.facts(t)
+        problem = mount_problem(t, specs[t], info)
+        if problem or not same_mount(before[t], after):
+            b = before[t]
+            return (
+                f"mount {t} changed during the run (it was {b.fstype} {b.source} at "
+                f"{b.mount_point}, it is now {after.fstype} {after.source} at "
+                f"{after.mount_point}): the measurement is discarded"
+                + (f"; {problem}" if problem else "")
+            )
+    return ""

@@ -20,6 +20,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from adapters.queue import LeaseLost, Message, WorkQueues
+from agent import metadata
 from agent.api_client import ApiClient, ApiError
 from agent.config import AgentConfig
 from agent.counters import CounterSampler
@@ -29,13 +30,13 @@ from agent.fio_runner import FioProcess, safe_name
 from agent.hostfacts import host_facts, mount_facts
 from agent.layout import ItemFailed, lay_out
 from agent.lease import Lease, sleep_until
-from agent.mounts import MountWatch, mount_problem, read_mountinfo, same_mount
+from agent.mounts import MountWatch, mount_changes
 from core.artifacts import pack_json, pack_timeline, ref
 from core.engines.fio_check import fio_messages, measurement_problems, rejection
 from core.engines.fio_logs import timeline_from_logs
 from core.engines.results import build_diskspd_result, build_result
 from core.errors import StoreUnavailable
-from core.models import ArtifactName, ArtifactRef, MountFacts, Result, WorkItem
+from core.models import ArtifactName, ArtifactRef, Result, WorkItem
 
 log = logging.getLogger(__name__)
 BARRIER_POLL_S = 0.25
@@ -159,6 +160,9 @@ class Worker:
             if t not in item.datasets
         }
         before = {t: self.mounts.facts(t) for t in item.targets}
+        meta = item.workload.metadata is not None
+        if meta:
+            data_dirs = metadata.tree_roots(item, self.config.path)
         try:
             read_files = read_only_files(item, self.config.path, work_dir)
             fio = FioProcess(
@@ -168,7 +172,11 @@ class Worker:
                 fio_binary=self.fio_binary,
                 read_files=read_files,
             )
-            fill = lay_out(fio, item.workload, fill=item.fill)
+            if meta:
+                metadata.prepare(item.workload, data_dirs)
+                fill = None
+            else:
+                fill = lay_out(fio, item.workload, fill=item.fill)
         except ItemFailed as e:
             return self._failed(item, lease, str(e), permanent=e.permanent)
         if fill is not None:
@@ -187,18 +195,23 @@ class Worker:
         if stop:
             return stop
         outcome = fio.collect()
-        moved = self._mount_changes(item, before)
+        moved = mount_changes(item.targets, self.config.mounts, self.mounts, before)
         if moved:
             return self._failed(item, lease, moved)
         said = fio_messages(outcome.notes, outcome.stderr)
         if outcome.doc is None:
             err = " | ".join(said) or outcome.stderr.strip()[-1500:] or "no output"
             return self._failed(item, lease, f"fio exited {outcome.returncode}: {err}")
-        problems = measurement_problems(outcome.doc, item.workload)
+        problems = measurement_problems(outcome.doc, item.workload, mounts=len(item.targets))
         if outcome.returncode != 0:
             problems.insert(0, f"fio exited {outcome.returncode}")
         if problems:
             return self._failed(item, lease, rejection(problems, said))
+        if meta:
+            try:
+                metadata.finish(item.workload, data_dirs)
+            except ItemFailed as e:
+                return self._failed(item, lease, str(e), permanent=e.permanent)
         timeline = timeline_from_logs(outcome.iops_logs, outcome.bw_logs, outcome.hist_logs)
         artifacts: dict[ArtifactName, bytes] = {
             "raw": pack_json(outcome.doc),
@@ -242,24 +255,6 @@ class Worker:
             return f"target {', '.join(item.datasets)} is read-only: DiskSpd would lay out files"
         if item.engine == "fio" and shutil.which(self.fio_binary) is None:
             return f"agent {agent} cannot run fio ({self.fio_binary} not found)"
-        return ""
-
-    def _mount_changes(self, item: WorkItem, before: dict[str, MountFacts]) -> str:
-        """Whether each mount is still the one measured (an unmount during the run leaves
-        fio on a detached filesystem, or the path on another one): why not, or ''."""
-        info = read_mountinfo()
-        for t in item.targets:
-            spec = self.config.mounts[t]
-            after = self.mounts.facts(t)
-            problem = mount_problem(t, spec, info)
-            if problem or not same_mount(before[t], after):
-                b = before[t]
-                return (
-                    f"mount {t} changed during the run (it was {b.fstype} {b.source} at "
-                    f"{b.mount_point}, it is now {after.fstype} {after.source} at "
-                    f"{after.mount_point}): the measurement is discarded"
-                    + (f"; {problem}" if problem else "")
-                )
         return ""
 
     def _upload(

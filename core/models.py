@@ -57,6 +57,12 @@ ReadWrite = Literal["read", "write", "randread", "randwrite", "rw", "randrw"]
 IoEngine = Literal["libaio", "io_uring", "psync", "sync", "posixaio"]
 Engine = Literal["fio", "diskspd"]
 Clients = Annotated[int, Field(ge=1, le=MAX_CLIENTS)]
+MetadataOp = Literal["create", "stat", "open", "delete"]
+# A phase's files: files_per_dir per job (fio's nrfiles), one leaf directory per job.
+MAX_FILES_PER_DIR = 1_000_000
+MAX_DIR_DEPTH = 16
+MAX_META_FILE_SIZE = 64 << 10
+DEFAULT_METADATA_OPS: tuple[MetadataOp, ...] = ("create", "stat", "delete")
 
 
 def check_alias(alias: str) -> str:
@@ -126,6 +132,50 @@ class RateSweep(_Strict):
         return v
 
 
+class Metadata(_Strict):
+    """Metadata operations by fio's file engines (filecreate, filestat, filedelete), each
+    phase its own measured step, in ``ops`` order: create the tree, then stat or open
+    (open and close) its files, then delete them. Every fio job owns one leaf directory
+    ``dir_depth`` levels below the client's tree root and ``files_per_dir`` files in it.
+    ``op`` is the phase a step measures (set by the planner)."""
+
+    ops: list[MetadataOp] = Field(
+        default_factory=lambda: list(DEFAULT_METADATA_OPS),
+        min_length=2,
+        max_length=4,
+        description="phases in order: create first, delete last, stat/open between",
+    )
+    files_per_dir: int = Field(
+        1000, ge=1, le=MAX_FILES_PER_DIR, description="files in each job's leaf directory"
+    )
+    dir_depth: int = Field(
+        1, ge=1, le=MAX_DIR_DEPTH, description="directory levels from the tree root to files"
+    )
+    file_size: int = Field(
+        0,
+        ge=0,
+        le=MAX_META_FILE_SIZE,
+        description="bytes in each file (0 to 65536): fio's filecreate creates empty files, "
+        "the agent writes these bytes after the create phase, unmeasured",
+    )
+    op: MetadataOp | None = Field(None, description="the phase this step measures")
+
+    @field_validator("ops")
+    @classmethod
+    def _order(cls, v: list[str]) -> list[str]:
+        if v[0] != "create" or v[-1] != "delete":
+            raise ValueError("phases start with create and end with delete (the run's own tree)")
+        if len(set(v)) != len(v) or any(o not in ("stat", "open") for o in v[1:-1]):
+            raise ValueError("between create and delete: stat and/or open, each at most once")
+        return v
+
+    @model_validator(mode="after")
+    def _op_in_ops(self) -> Metadata:
+        if self.op is not None and self.op not in self.ops:
+            raise ValueError(f"op {self.op} is not one of the phases {self.ops}")
+        return self
+
+
 class Workload(_Strict):
     """What one client runs. Every field is typed and bounded; the agent writes the fio job."""
 
@@ -151,6 +201,11 @@ class Workload(_Strict):
     steadystate: SteadyState | None = Field(
         None, description="fio steady-state criterion (fio ss=): stop early once attained"
     )
+    metadata: Metadata | None = Field(
+        None,
+        description="metadata operations (create, stat/open, delete) instead of data I/O; "
+        "runtime caps each phase",
+    )
 
     @field_validator("bs")
     @classmethod
@@ -171,6 +226,14 @@ class Workload(_Strict):
     def _bs_fits(self) -> Workload:
         if parse_size(self.bs) > parse_size(self.size):
             raise ValueError("bs must not exceed size")
+        return self
+
+    @model_validator(mode="after")
+    def _metadata_alone(self) -> Workload:
+        # Create and delete count every file once: a warm-up would hide some of them, and
+        # fio's steady-state check has no meaning for a phase that ends when its files do.
+        if self.metadata is not None and (self.ramp_time or self.steadystate is not None):
+            raise ValueError("metadata phases take no ramp_time and no steadystate")
         return self
 
     @property

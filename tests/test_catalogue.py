@@ -13,6 +13,7 @@ import pytest
 from core.analysis.concurrency import shape_for
 from core.catalogue import PROFILES, get_profile, resolve
 from core.engines.fio_job import fill_job_file, job_file
+from core.engines.fio_metadata import metadata_job_file
 from core.errors import ValidationFailed
 from core.models import RunRequest, Workload
 from core.runs.plan import (
@@ -28,6 +29,21 @@ from core.validation import validate
 def test_every_profile_is_a_valid_fio_job(profile: object, tmp_path: Path) -> None:
     p = get_profile(profile.name)  # type: ignore[attr-defined]
     dirs = {"vdb1": str(tmp_path / "a"), "vdb2": str(tmp_path / "b")}
+    md = p.workload.metadata
+    if md is not None:  # one fio job per phase, each on fio's file engines
+        assert p.engines == ("fio",) and "DiskSpd has no metadata mode" in p.notes
+        assert "https://learn.microsoft.com/" in p.source
+        for op in md.ops:
+            phase = p.workload.model_copy(update={"metadata": md.model_copy(update={"op": op})})
+            job = tmp_path / f"{op}.fio"
+            job.write_text(
+                metadata_job_file(
+                    phase, roots=dirs, log_prefix=str(tmp_path / "log"), gate=str(tmp_path / "g")
+                )
+            )
+            r = subprocess.run(["fio", "--parse-only", str(job)], capture_output=True, text=True)
+            assert r.returncode == 0, (p.name, op, r.stderr)
+        return
     for name, text in (
         (
             "run.fio",

@@ -92,7 +92,8 @@ def test_profile_override_is_stored_resolved_and_comparable(api: httpx.Client, p
     assert a["comparison_key"] == b["comparison_key"]  # differ only in a tag
     assert a["comparison_key"] != c["comparison_key"]  # differ in bs
     names = {p["name"] for p in api.get("/api/profiles").json()["profiles"]}
-    assert "anf-vdbench-randread-8k" in names and len(names) == 15
+    assert "anf-vdbench-randread-8k" in names and len(names) == 17
+    assert {"azfiles-smb-metadata-smallfiles", "anf-large-volume-filetree"} <= names
     bad = api.post("/api/runs", json={"target": "scratch", "pool": pool, "profile": "nope"})
     assert bad.status_code == 400 and bad.json()["errors"][0]["field"] == "profile"
 

@@ -74,3 +74,57 @@ def summary(rows: Sequence[Mapping[str, Any]]) -> str:
     if better:
         return "B is better beyond noise on " + ", ".join(better)
     return "the difference is within the series' noise"
+
+
+# A metadata phase's figures: operations per second (higher is better) and the latency of
+# one operation, mean and percentiles (lower is better), as the published charts show them.
+PHASE_METRICS: dict[str, bool] = {"iops": True, "mean": False, "p50": False, "p99": False}
+
+
+def phase_metrics(aggregate: Mapping[str, Any]) -> dict[str, float]:
+    """The one direction a metadata phase's operations are counted in (fio's: write for
+    create and delete, read for stat and open)."""
+    for d in ("read", "write"):
+        a = aggregate.get(d)
+        if a:
+            return {
+                "iops": float(a["iops"]),
+                "mean": float(a["lat_mean_ns"]),
+                "p50": float(a["clat_ns"]["p50"]),
+                "p99": float(a["clat_ns"]["p99"]),
+            }
+    return {}
+
+
+def compare_phase(
+    op: str, a: Mapping[str, Any], b: Mapping[str, Any], series_noise: Mapping[str, float]
+) -> list[dict[str, Any]]:
+    """Rows ``<op>.iops``, ``<op>.mean``, ``<op>.p50``, ``<op>.p99`` for one phase of two
+    metadata runs; the noise of iops and percentiles is their series' (the direction's)."""
+    ma, mb = phase_metrics(a), phase_metrics(b)
+    d = "read" if a.get("read") else "write"
+    rows = []
+    for metric, higher_better in PHASE_METRICS.items():
+        if metric not in ma or metric not in mb:
+            continue
+        va, vb = ma[metric], mb[metric]
+        delta_pct = 100 * (vb - va) / va if va else None
+        sigma = series_noise.get(f"{d}.{metric}")
+        if delta_pct is None or sigma is None:
+            verdict = "no noise estimate"
+        elif abs(delta_pct) <= NOISE_SIGMAS * sigma:
+            verdict = "within noise"
+        else:
+            verdict = "better" if (delta_pct > 0) == higher_better else "worse"
+        rows.append(
+            {
+                "metric": f"{op}.{metric}",
+                "a": va,
+                "b": vb,
+                "delta": vb - va,
+                "delta_pct": delta_pct,
+                "noise_pct": sigma,
+                "verdict": verdict,
+            }
+        )
+    return rows

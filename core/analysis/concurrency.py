@@ -6,6 +6,8 @@ law on results, and for both engines.
   ``iodepth`` I/Os in flight per job, a synchronous one a single I/O (fio HOWTO,
   "iodepth": "Note that increasing iodepth beyond 1 will not affect synchronous
   ioengines").
+- fio metadata phases (filecreate, filestat, filedelete: synchronous engines, FIO_SYNCIO):
+  one operation per job, whatever ``iodepth`` says.
 - DiskSpd: ``-t`` threads per target file and ``-o`` outstanding I/Os per thread per file
   (DiskSpd's usage text), over ``files_per_target`` files on each mount.
 """
@@ -27,6 +29,8 @@ def queue_units(engine: Engine, mounts: int, files_per_target: int = 1) -> int:
 
 
 def _depth(engine: Engine, workload: Workload) -> int:
+    if workload.metadata is not None:
+        return 1  # fio's file engines are synchronous: one operation per job at a time
     if engine == "diskspd" or workload.ioengine in ASYNC_ENGINES:
         return workload.iodepth
     return 1

@@ -56,8 +56,12 @@ def series_key(
     )
 
 
-def infra_facts(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The facts that make two runs' infrastructure the same, across all clients."""
+def infra_facts(
+    results: Sequence[Mapping[str, Any]], target_facts: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The facts that make two runs' infrastructure the same, across all clients, and the
+    target facts a client cannot see but that change what is measured (a share's SMB
+    metadata caching), as the run recorded them (``Run.target_facts``)."""
     hosts = sorted({(r["host"].get("vm_size"), r["host"].get("region")) for r in results}, key=str)
     mounts = sorted(
         {
@@ -66,7 +70,25 @@ def infra_facts(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             for m in r["mounts"]
         }
     )
-    return {"hosts": [list(h) for h in hosts], "mounts": [list(m) for m in mounts]}
+    out: dict[str, Any] = {"hosts": [list(h) for h in hosts], "mounts": [list(m) for m in mounts]}
+    switches = target_switches(target_facts)
+    if switches:  # only when declared, so earlier points keep their fingerprint
+        out["targets"] = switches
+    return out
+
+
+TARGET_SWITCHES = ("metadata_caching",)
+
+
+def target_switches(target_facts: Mapping[str, Any] | None) -> list[list[Any]]:
+    """[alias, fact, value] for each declared switch of the run's targets."""
+    out = []
+    for entry in (target_facts or {}).get("targets") or []:
+        facts = entry.get("facts") or {}
+        for name in TARGET_SWITCHES:
+            if facts.get(name) is not None:
+                out.append([entry["alias"], name, facts[name]])
+    return sorted(out, key=str)
 
 
 def _stable_options(options: str) -> str:

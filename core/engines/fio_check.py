@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from core.engines.fio_metadata import COUNTED, DIRECTION, files_per_client, phase_of
 from core.engines.fio_output import DIRECTIONS, jobs_of, percentile_key
 from core.models import Direction, Workload
 
@@ -56,13 +57,29 @@ def _ss_attained(jobs: Iterable[Mapping[str, Any]]) -> bool:
     return any(bool(j.get("steadystate", {}).get("attained")) for j in jobs)
 
 
-def measurement_problems(doc: Mapping[str, Any], workload: Workload) -> list[str]:
+def measurement_problems(
+    doc: Mapping[str, Any], workload: Workload, *, mounts: int = 1
+) -> list[str]:
     """Why this fio JSON document is not a valid measurement of ``workload``; empty when
     it is one. Reads fio's per-job ``error`` (an errno), each direction's ``total_ios``,
-    ``runtime`` (ms, excluding ramp_time) and latency stats (ns)."""
+    ``runtime`` (ms, excluding ramp_time) and latency stats (ns). A metadata phase has
+    checks of its own (``metadata_problems``)."""
     jobs = jobs_of(doc)
     if not jobs:
         return ["fio reported no jobs"]
+    problems = _job_errors(jobs)
+    if workload.metadata is not None:
+        return problems + metadata_problems(jobs, workload, mounts)
+    for direction in directions_asked(workload):
+        ios = sum(int(j.get(direction, {}).get("total_ios", 0)) for j in jobs)
+        if ios == 0:
+            problems.append(f"fio did no {direction} I/O (rw={workload.rw})")
+    problems += _runtime_problems(jobs, workload)
+    problems += _latency_problems(jobs)
+    return problems
+
+
+def _job_errors(jobs: list[Mapping[str, Any]]) -> list[str]:
     problems = []
     for job in jobs:
         error = int(job.get("error", 0))
@@ -70,12 +87,40 @@ def measurement_problems(doc: Mapping[str, Any], workload: Workload) -> list[str
             problems.append(
                 f"fio job {job.get('jobname', '?')} ended with error {error} ({os.strerror(error)})"
             )
-    for direction in directions_asked(workload):
-        ios = sum(int(j.get(direction, {}).get("total_ios", 0)) for j in jobs)
-        if ios == 0:
-            problems.append(f"fio did no {direction} I/O (rw={workload.rw})")
-    problems += _runtime_problems(jobs, workload)
-    problems += _latency_problems(jobs)
+    return problems
+
+
+def metadata_problems(jobs: list[Mapping[str, Any]], workload: Workload, mounts: int) -> list[str]:
+    """A create or delete phase must have done every file of the tree exactly once (fio
+    stops at ``runtime`` otherwise: the phase is then incomplete, not a figure); a stat or
+    open phase must have run for its runtime. Every operation must carry its latency
+    sample (json+ bins sum to the operations) and the latencies must be non-zero. These
+    engines record no ``lat_ns`` (only completion latency), so it is not checked."""
+    op = phase_of(workload)
+    d = DIRECTION[op]
+    ios = sum(int(j.get(d, {}).get("total_ios", 0)) for j in jobs)
+    problems = []
+    if op in COUNTED:
+        expected = files_per_client(workload, mounts)
+        if ios != expected:
+            problems.append(
+                f"fio did {ios:,} {op} operations of the {expected:,} files in the tree"
+                f" (runtime {workload.runtime} s is the phase's limit)"
+            )
+    elif ios == 0:
+        problems.append(f"fio did no {op} operation")
+    else:
+        problems += _runtime_problems(jobs, workload)
+    live = [j[d] for j in jobs if int(j.get(d, {}).get("total_ios", 0)) > 0]
+    samples = sum(sum(int(v) for v in x.get("clat_ns", {}).get("bins", {}).values()) for x in live)
+    if live and samples != ios:
+        problems.append(f"fio's latency bins hold {samples:,} samples for {ios:,} {op}s")
+    for x in live:
+        clat = x.get("clat_ns", {})
+        p50 = float(clat.get("percentile", {}).get(percentile_key(50), 0))
+        if min(p50, float(clat.get("mean", 0))) <= 0:
+            problems.append(f"fio reported zero {op} latency")
+            break
     return problems
 
 

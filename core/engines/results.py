@@ -23,14 +23,18 @@ from core.models import (
 
 
 def measured_period_ms(
-    timeline: ClientTimeline | None, fio_json: Mapping[str, Any], runtime_s: int
+    timeline: ClientTimeline | None,
+    fio_json: Mapping[str, Any],
+    runtime_s: int,
+    measured_ms: int | None = None,
 ) -> tuple[int, int]:
     """(start, end) of the measured period in Unix ms: the timeline's, else fio's end
-    timestamp minus the runtime."""
+    timestamp minus the runtime (``measured_ms``, fio's own, when the job ended before
+    its runtime: a metadata phase that did all its files)."""
     if timeline is not None:
         return timeline.start_ms, timeline.end_ms
     end = int(fio_json.get("timestamp_ms", int(fio_json.get("timestamp", 0)) * 1000))
-    return end - runtime_s * 1000, end
+    return end - (measured_ms if measured_ms is not None else runtime_s * 1000), end
 
 
 def build_result(
@@ -46,7 +50,17 @@ def build_result(
     fill: FillInfo | None = None,
 ) -> Result:
     dirs = directions_from_fio(fio_json)
-    begin, end = measured_period_ms(timeline, fio_json, item.workload.runtime)
+    metadata = item.workload.metadata is not None
+    if metadata:
+        # fio counts a nominal 4 KiB per metadata operation: no data moved. Its file
+        # engines time the whole call as completion latency and leave lat_ns at 0; the
+        # operation's latency is that time (Little's law and the means read lat_ns).
+        dirs = {
+            d: r.model_copy(update={"io_bytes": 0, "bw_bytes": 0.0, "lat_ns": r.clat_ns})
+            for d, r in dirs.items()
+        }
+    fio_ms = max((r.runtime_ms for r in dirs.values()), default=None) if metadata else None
+    begin, end = measured_period_ms(timeline, fio_json, item.workload.runtime, fio_ms)
     start = None
     if scheduled_ms is not None and released_ms is not None:
         # fio's own clock says when I/O began; ramp time is not logged, so subtract it.

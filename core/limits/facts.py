@@ -72,6 +72,11 @@ class AzureFilesPremiumFacts(_Strict):
 
     kind: Literal["azure-files-premium"]
     provisioned_gib: int = Field(ge=AZFILES_MIN_GIB, le=AZFILES_MAX_GIB)
+    metadata_caching: bool | None = Field(
+        None,
+        description="SMB metadata caching on the share (on/off): an infrastructure fact, so "
+        "a series splits where it changes and compare shows its effect per operation",
+    )
 
 
 class ManagedDiskFacts(_Strict):

@@ -14,7 +14,13 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from core.analysis.changepoint import DEFAULT_MIN_MAGNITUDE_PCT
-from core.analysis.compare import NOISE_SIGMAS, compare_aggregates, noise_pct, summary
+from core.analysis.compare import (
+    NOISE_SIGMAS,
+    compare_aggregates,
+    compare_phase,
+    noise_pct,
+    summary,
+)
 from core.analysis.series import (
     METRICS,
     find_changes,
@@ -65,7 +71,7 @@ class Monitor:
             step_results = [r for r in results if r["step"] == agg["step"]]
             if not step_results:
                 continue
-            facts = infra_facts(step_results)
+            facts = infra_facts(step_results, run.target_facts)
             key = step_series_key(run.engine, run.targets, agg)
             point = {
                 "id": f"{key}.{run.id}.s{agg['step']}",
@@ -203,6 +209,9 @@ class Monitor:
             points = self.store.series.points(key)
             noise = noise_pct(points, {run_a["id"], run_b["id"]})
         rows = compare_aggregates(agg_a, agg_b, noise) if agg_a and agg_b else []
+        if _phases(run_a) and _phases(run_b):
+            # Metadata runs: every phase (create, stat, open, delete) is its own step.
+            rows = self._compare_phases(run_a, run_b)
         return {
             "a": _run_facts(run_a),
             "b": _run_facts(run_b),
@@ -212,6 +221,18 @@ class Monitor:
             "rows": rows,
             "summary": summary(rows),
         }
+
+    def _compare_phases(self, run_a: Doc, run_b: Doc) -> list[dict[str, Any]]:
+        b_steps = _phases(run_b)
+        rows: list[dict[str, Any]] = []
+        for op, agg_a in _phases(run_a).items():
+            agg_b = b_steps.get(op)
+            if agg_b is None:
+                continue
+            key = step_series_key(run_a.get("engine", "fio"), run_a["targets"], agg_a)
+            noise = noise_pct(self.store.series.points(key), {run_a["id"], run_b["id"]})
+            rows += compare_phase(op, agg_a, agg_b, noise)
+        return rows
 
     def regressions(self, state: str | None = None) -> list[Doc]:
         return [
@@ -249,6 +270,16 @@ def step_series_key(engine: str, targets: Sequence[str], aggregate: Mapping[str,
         mode=aggregate.get("mode"),
         point=aggregate.get("point"),
     )
+
+
+def _phases(run: Doc) -> dict[str, Doc]:
+    """A metadata run's last aggregate of each phase, by phase ("create", ...)."""
+    out = {}
+    for step in run.get("steps") or []:
+        agg = step.get("aggregate")
+        if agg and ((agg.get("workload") or {}).get("metadata") or {}).get("op"):
+            out[str(agg["workload"]["metadata"]["op"])] = agg
+    return out
 
 
 def _run_facts(run: Doc) -> Doc:

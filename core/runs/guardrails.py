@@ -17,6 +17,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from core.errors import BenchError, FieldError
 from core.limits.facts import DeclaredLimits, TargetFacts
 from core.models import POOL_PATTERN, Alias, DataSet, RunRequest, Workload
+from core.runs.metadata import (
+    ADMIN_FILES,
+    ENGINEER_FILES,
+    RUNNER_FILES,
+    creates_files,
+    tree_size_errors,
+)
 from core.runs.readonly import read_only_errors
 from core.runs.working_set import GIB, TIB, working_set_errors
 
@@ -39,6 +46,7 @@ class RoleLimits:
     writes: bool
     manage: bool  # schedules, regression triage
     max_working_set: int = 0  # bytes one client's files hold: size x files (working_set)
+    max_files: int = 0  # files one client's metadata tree holds (core.runs.metadata)
 
 
 # Chat users get small, read-only runs; pipelines and engineers the published scale-out
@@ -52,7 +60,12 @@ class RoleLimits:
 ROLES: dict[str, RoleLimits] = {
     "reader": RoleLimits(max_clients=0, max_duration_s=0, writes=False, manage=False),
     "runner": RoleLimits(
-        max_clients=4, max_duration_s=600, writes=False, manage=False, max_working_set=16 * GIB
+        max_clients=4,
+        max_duration_s=600,
+        writes=False,
+        manage=False,
+        max_working_set=16 * GIB,
+        max_files=RUNNER_FILES,
     ),
     "engineer": RoleLimits(
         max_clients=24,
@@ -60,6 +73,7 @@ ROLES: dict[str, RoleLimits] = {
         writes=True,
         manage=True,
         max_working_set=8 * TIB,
+        max_files=ENGINEER_FILES,
     ),
     "admin": RoleLimits(
         max_clients=64,
@@ -67,6 +81,7 @@ ROLES: dict[str, RoleLimits] = {
         writes=True,
         manage=True,
         max_working_set=64 * TIB,
+        max_files=ADMIN_FILES,
     ),
 }
 ROLE_ORDER = ("reader", "runner", "engineer", "admin")
@@ -196,7 +211,11 @@ def check_run(
         )
     measured = _known_workloads(steps, base)
     errors += working_set_errors(request, measured, caller.role, limits.max_working_set)
-    errors += read_only_errors(request, measured, base, fill, is_write, _registry(targets))
+    errors += tree_size_errors(request, measured, caller.role, limits.max_files)
+    # A metadata run creates and deletes files of its own: a write, wherever it runs.
+    errors += read_only_errors(
+        request, measured, base, fill, is_write or creates_files(base), _registry(targets)
+    )
     if errors:
         raise Forbidden(errors)
 

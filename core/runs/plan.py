@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from core.analysis.concurrency import shape_for
 from core.errors import FieldError, ValidationFailed
 from core.models import Engine, FieldSweep, RateSweep, RunRequest, WorkItem, Workload
+from core.runs.metadata import request_errors
 from core.runs.state import Run, Step
 
 MAX_TOTAL_STEPS = 64
@@ -61,6 +62,9 @@ def step_id(run_id: str, step: int) -> str:
 
 def plan_steps(request: RunRequest, base: Workload) -> list[dict[str, Any]]:
     """The step specifications of a run (without ids): stored as step documents."""
+    meta_errors = request_errors(request, base)
+    if meta_errors:
+        raise ValidationFailed(meta_errors)
     points: list[dict[str, Any]] = []
     sweep = request.sweep
     if isinstance(sweep, FieldSweep):
@@ -90,23 +94,24 @@ def plan_steps(request: RunRequest, base: Workload) -> list[dict[str, Any]]:
                 "workload": None,
             }
         )
+    elif base.metadata is not None:
+        points += metadata_points(base)
     else:
         points.append({"mode": "measure", "point": "", "workload": base.model_dump()})
 
     steps: list[dict[str, Any]] = []
     for clients in request.client_steps:
         ref: int | None = None
-        for point in points:
-            for rep in range(request.repetitions):
-                spec = {
-                    **point,
-                    "step": len(steps),
-                    "clients": clients,
-                    "repetition": rep,
-                    "discarded": request.discard_first and rep == 0 and request.repetitions > 1,
-                    "ref_step": ref if point["workload"] is None else None,
-                }
-                steps.append(spec)
+        for point, rep in _order(points, request.repetitions, phases=base.metadata is not None):
+            spec = {
+                **point,
+                "step": len(steps),
+                "clients": clients,
+                "repetition": rep,
+                "discarded": request.discard_first and rep == 0 and request.repetitions > 1,
+                "ref_step": ref if point["workload"] is None else None,
+            }
+            steps.append(spec)
             if point["mode"] in ("rate-max", "probe"):
                 ref = len(steps) - 1  # dynamic steps follow their unthrottled/probe step
     if len(steps) > MAX_TOTAL_STEPS:
@@ -120,6 +125,32 @@ def plan_steps(request: RunRequest, base: Workload) -> list[dict[str, Any]]:
             ]
         )
     return steps
+
+
+def metadata_points(base: Workload) -> list[dict[str, Any]]:
+    """One measured step per metadata phase, in order: each its own figures and window."""
+    md = base.metadata
+    assert md is not None
+    return [
+        {
+            "mode": "measure",
+            "point": op,
+            "workload": base.model_copy(
+                update={"metadata": md.model_copy(update={"op": op})}
+            ).model_dump(),
+        }
+        for op in md.ops
+    ]
+
+
+def _order(
+    points: list[dict[str, Any]], repetitions: int, *, phases: bool
+) -> list[tuple[dict[str, Any], int]]:
+    """Each point repeated in place; metadata phases repeat as a whole sequence (a tree is
+    created, used and deleted before the next repetition creates it again)."""
+    if phases:
+        return [(p, rep) for rep in range(repetitions) for p in points]
+    return [(p, rep) for p in points for rep in range(repetitions)]
 
 
 def total_iops(agg: Mapping[str, Any]) -> float:

@@ -42,6 +42,13 @@ def read_only_errors(
             continue
         field = "target" if request.target else f"targets.{i}"
         if is_write:
+            if base.metadata is not None:
+                add(
+                    "workload.metadata",
+                    f"target {alias} is read-only: this run creates and deletes files "
+                    "(metadata operations); choose a read-write target",
+                )
+                continue
             what = "fills the working set" if fill else f"writes (rw={base.rw})"
             add(field, f"target {alias} is read-only: this run {what}; choose a read")
             continue

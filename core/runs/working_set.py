@@ -19,6 +19,14 @@ def working_set(engine: Engine, workload: Workload, mounts: int, files_per_targe
     """Bytes one client's files hold: fio gives every job a file of ``size`` on each mount;
     DiskSpd's threads share ``files_per_target`` files of ``size`` on each mount (-t is
     threads per target file, DiskSpd's usage text)."""
+    if workload.metadata is not None:
+        # A metadata tree: many files of at most 64 KiB (capped by count, core.runs.metadata)
+        return (
+            workload.numjobs
+            * mounts
+            * workload.metadata.files_per_dir
+            * (workload.metadata.file_size)
+        )
     files = queue_units(engine, mounts, files_per_target)
     if engine == "fio":
         files *= workload.numjobs
@@ -38,7 +46,7 @@ def working_set_errors(
     errors: dict[str, FieldError] = {}
     for spec, w in measured:
         total = working_set(request.engine, w, mounts, per_target)
-        if total <= cap:
+        if total <= cap or w.metadata is not None:
             continue
         one_job = working_set(
             request.engine, w.model_copy(update={"numjobs": 1}), mounts, per_target
