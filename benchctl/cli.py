@@ -726,11 +726,12 @@ def main(argv: list[str] | None = None) -> int:
             code: int = args.api_func(args, _api(args))
         else:
             code = args.func(args)
+        sys.stdout.flush()  # here, where a closed pipe can still be caught
     except BrokenPipeError:
-        # The reader went away (`benchctl list | head`): end quietly, and keep Python's
-        # own flush at exit from printing a traceback.
+        # The reader went away (`benchctl list | head`): end quietly (exit 1, Python's
+        # convention for EPIPE and rich's), and keep the flush at exit from complaining.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_OK
+        return EXIT_FAILED
     except CliError as e:
         print(f"benchctl: {e}", file=sys.stderr)
         return e.code

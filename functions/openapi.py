@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from fastapi.responses import HTMLResponse
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
@@ -154,7 +155,12 @@ def doc(
     if binary is not None:
         content = {binary: {"schema": {"type": "string", "format": "binary"}}}
         extra["requestBody"] = {"required": True, "content": content}
+    if html is not None:
+        extra_args: dict[str, Any] = {"response_class": HTMLResponse}
+    else:
+        extra_args = {}
     return {
+        **extra_args,
         "status_code": status,
         "response_model": None,
         "responses": responses,

@@ -329,3 +329,25 @@ def test_export_csv_per_second_and_per_step_and_list(stack: Stack, sweep: dict[s
     agg = run["aggregate"]["read"]
     assert "randread 4k 1x4" in line and " 1,2 " in line
     assert f"{agg['iops']:,.0f}" in line and f"{agg['clat_ns']['p99'] / 1e6:.3f}" in line
+
+
+def test_curve_markdown_and_compare_against_an_unfinished_run(
+    stack: Stack, sweep: dict[str, Any]
+) -> None:
+    run, curves = sweep["run"], sweep["curves"]
+    r = benchctl(stack, "show", run["id"], "--curve", "--format", "markdown")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"### Curves of run `{run['id']}`") and "┃" not in r.stdout
+    for p in curves["latency"]:
+        assert f"| {p['step']} |  | {p['clients']} | {p['iops']:,.0f} |" in r.stdout
+
+    assert benchctl(stack, "compare", run["id"], run["id"]).returncode == 0
+    with httpx.Client(base_url=stack.api_url, timeout=30) as api:
+        # No agent listens on this pool: the run stays queued.
+        queued = api.post("/api/runs", json=run_body(next(_pool_names))).json()["id"]
+        try:
+            r = benchctl(stack, "compare", run["id"], queued)
+        finally:
+            api.delete(f"/api/runs/{queued}")
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert f"cannot compare: B {queued} is queued" in r.stderr and r.stdout == ""
