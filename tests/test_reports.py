@@ -182,6 +182,11 @@ def test_run_report_is_one_file_with_the_apis_numbers_drawn_in_chromium(
         assert 0 < sum(bars["y"]) <= agg["read"]["iops"] * agg["window"]["seconds"] * 1.01
         share = _trace(charts[f"share-step{n}"], "share %")
         assert share["y"] == pytest.approx([c["share"] * 100 for c in agg["per_client"]])
+        skew = _trace(charts[f"share-step{n}"], "start skew ms")
+        assert skew["y"] == [c["start_skew_ms"] for c in agg["per_client"]]
+        limits = [c for c in agg["ceilings"] if c.get("utilisation") is not None]
+        drawn_limits = _trace(charts[f"ceilings-step{n}"], "utilisation %")
+        assert drawn_limits["x"] == pytest.approx([c["utilisation"] * 100 for c in limits])
         assert f"counters-step{n}" in charts  # the agents sampled the host
 
     # The headline table holds the API's figures, formatted as the CLI formats them.
@@ -265,6 +270,11 @@ def test_web_ui_signs_in_filters_runs_and_shows_reports(
     with httpx.Client(base_url=base, timeout=60) as c:
         assert c.get("/ui/runs").status_code == 303  # not signed in: to the form
         assert c.get("/ui/runs?state=bogus", headers={"X-Api-Key": UI_KEY}).status_code == 400
+        # The sign-in cookie reads; it never writes (a cross-site form cannot use it).
+        c.cookies.set("bench_api_key", UI_KEY)
+        assert c.get("/api/runs").status_code == 200
+        assert c.post("/api/runs", json=run_body(sweep["pool"])).status_code == 401
+        c.cookies.clear()
     context = browser.new_context()
     page = Watched(context.new_page())
     page.page.goto(f"{base}/ui/runs")
