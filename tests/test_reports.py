@@ -1,9 +1,10 @@
 """Reports, the web UI, the exports and the local Swagger UI on a real run (issue 16),
 looked at in headless Chromium (Debian's /usr/bin/chromium, driven by Playwright).
 
-One real run for the module: 2 agents, a client sweep 1 -> 2 of short fio steps, so every
-chart (per-second timelines, the latency-versus-IOPS and scale-out curves, the histogram,
-share and skew, host counters) has real data. Screenshots go to .local/screenshots/.
+One real run for the module: 2 agents, a client sweep 1 -> 2 crossed with a rate sweep
+(unthrottled, then capped at 50 % of it) of short fio steps, so every chart (per-second
+timelines, the latency-versus-IOPS and scale-out curves, the histogram, share and skew,
+limits, host counters) has real data. Screenshots go to .local/screenshots/.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ UI_KEY = "ui-reader-key-0123456789ab"
 
 @pytest.fixture(scope="module")
 def sweep(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """A completed run of two steps (1 client, then 2), its curves and its results."""
+    """A completed run of four steps (1 client: max, 50 %; 2 clients: max, 50 %), its
+    curves and its results."""
     pool = next(_pool_names)
     scratch = tmp_path_factory.mktemp("reports-scratch")
     procs = [
@@ -60,7 +62,7 @@ def sweep(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
     try:
         with httpx.Client(base_url=stack.api_url, timeout=30) as api:
             body = run_body(pool, runtime=3)
-            body.update(clients=[1, 2], tags={"suite": "reports"})
+            body.update(clients=[1, 2], sweep={"rate_pct": [50]}, tags={"suite": "reports"})
             run_id = api.post("/api/runs", json=body).json()["id"]
             run = wait_state(api, run_id, ("completed", "failed"), timeout=120)
             assert run["state"] == "completed", run["error"]
@@ -154,12 +156,19 @@ def test_run_report_is_one_file_with_the_apis_numbers_drawn_in_chromium(
 
     # The curves: one point per step, at the API's figures.
     scale = charts["curve-scaleout"]
-    assert _trace(scale, "measured")["x"] == [1, 2]
-    assert _trace(scale, "measured")["y"] == [p["iops"] for p in curves["scaleout"]]
-    assert _trace(scale, "measured: linear")["y"] == [p["linear_iops"] for p in curves["scaleout"]]
+    for label in ("max", "rate=50%"):
+        mine = [p for p in curves["scaleout"] if p["point"] == label]
+        assert _trace(scale, label)["x"] == [1, 2]
+        assert _trace(scale, label)["y"] == [p["iops"] for p in mine]
+        assert _trace(scale, f"{label}: linear")["y"] == [p["linear_iops"] for p in mine]
     lat = charts["curve-latency"]
-    assert _trace(lat, "read p99")["x"] == [p["iops"] for p in curves["latency"]]
+    drawn_iops = _trace(lat, "read p99")["x"]
+    assert drawn_iops == [p["iops"] for p in curves["latency"]] and len(drawn_iops) == 4
     assert _trace(lat, "read p99")["y"] == [p["read_p99_ns"] / 1e6 for p in curves["latency"]]
+    assert _trace(lat, "read p50")["y"] == [p["read_p50_ns"] / 1e6 for p in curves["latency"]]
+    # A known load: each 50 % step ran at half its unthrottled step's IOPS (fio's rate cap).
+    for unthrottled, capped in ((0, 1), (2, 3)):
+        assert drawn_iops[capped] == pytest.approx(drawn_iops[unthrottled] / 2, rel=0.1)
 
     for step in run["steps"]:
         n, agg = step["step"], step["aggregate"]
@@ -207,8 +216,9 @@ def test_run_report_is_one_file_with_the_apis_numbers_drawn_in_chromium(
             a["clat_ns"]["p99.9"],
         ]
     verdicts = page.page.inner_text("#verdicts")
-    assert "step 1 (2 clients): complete: every client" in verdicts
-    assert "step 0 (1 client): fill: not asked" in verdicts
+    assert "step 3 (rate=50%, 2 clients): complete: every client" in verdicts
+    assert "step 0 (max, 1 client): fill: not asked" in verdicts
+    assert "step 3 (rate=50%, 2 clients): rate cap: " in verdicts
     assert "Little's law" in verdicts and "spread across clients" in verdicts
     assert run["items"][0]["agent_id"] in page.page.inner_text("#infra")
     assert json.loads(page.page.inner_text("#request"))["request"]["clients"] == [1, 2]
@@ -295,7 +305,7 @@ def test_web_ui_signs_in_filters_runs_and_shows_reports(
     page.page.click("nav >> text=Runs")
     page.page.goto(f"{base}/ui/runs/{run['id']}")
     charts = page.charts()
-    assert len(_trace(charts["curve-scaleout"], "measured")["x"]) == 2
+    assert len(_trace(charts["curve-scaleout"], "max")["x"]) == 2
     page.shot("ui-run.png")
     for path, table in (("/ui/series", "#series"), ("/ui/regressions", "#regressions")):
         page.page.goto(base + path)
@@ -328,7 +338,8 @@ def test_export_csv_per_second_and_per_step_and_list(stack: Stack, sweep: dict[s
     assert [float(s["iops"]) for s in steps] == [
         s["aggregate"]["read"]["iops"] for s in run["steps"]
     ]
-    assert [int(s["clients"]) for s in steps] == [1, 2]
+    assert [int(s["clients"]) for s in steps] == [1, 1, 2, 2]
+    assert [s["point"] for s in steps] == ["max", "rate=50%"] * 2
     assert [float(s["p99_ns"]) for s in steps] == [
         s["aggregate"]["read"]["clat_ns"]["p99"] for s in run["steps"]
     ]
@@ -349,7 +360,8 @@ def test_curve_markdown_and_compare_against_an_unfinished_run(
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith(f"### Curves of run `{run['id']}`") and "┃" not in r.stdout
     for p in curves["latency"]:
-        assert f"| {p['step']} |  | {p['clients']} | {p['iops']:,.0f} |" in r.stdout
+        row = f"| {p['step']} | {p['point']} | {p['clients']} | {p['iops']:,.0f} |"
+        assert row in r.stdout
 
     assert benchctl(stack, "compare", run["id"], run["id"]).returncode == 0
     with httpx.Client(base_url=stack.api_url, timeout=30) as api:
