@@ -8,6 +8,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from core.models import Direction
+from core.units import clients_text
 from reports.data import ClientCounters, RunReport, SecondPoint, StepData
 
 MIB = 1024 * 1024
@@ -168,18 +169,22 @@ def latency_curve_figure(curves: dict[str, Any]) -> Figure | None:
     if len(points) < 2:
         return None
     fig = _fig("latency vs IOPS", "IOPS (all clients)", "latency ms")
-    for d in ("read", "write"):
-        for p in ("p50", "p99"):
-            key = f"{d}_{p}_ns"
-            pts = [q for q in points if q.get(key) is not None]
-            if pts:
-                fig.add_scatter(
-                    x=[q["iops"] for q in pts],
-                    y=[q[key] / 1e6 for q in pts],
-                    text=[q.get("point") or f"step {q['step']}" for q in pts],
-                    name=f"{d} {p}",
-                    mode="lines+markers",
-                )
+    counts = sorted({q["clients"] for q in points})
+    for n in counts:  # one curve per client count, along increasing IOPS
+        mine = sorted((q for q in points if q["clients"] == n), key=lambda q: q["iops"])
+        suffix = f" ({clients_text(n)})" if len(counts) > 1 else ""
+        for d in ("read", "write"):
+            for p in ("p50", "p99"):
+                key = f"{d}_{p}_ns"
+                pts = [q for q in mine if q.get(key) is not None]
+                if pts:
+                    fig.add_scatter(
+                        x=[q["iops"] for q in pts],
+                        y=[q[key] / 1e6 for q in pts],
+                        text=[q.get("point") or f"step {q['step']}" for q in pts],
+                        name=f"{d} {p}{suffix}",
+                        mode="lines+markers",
+                    )
     return Figure("curve-latency", fig)
 
 

@@ -162,13 +162,17 @@ def test_run_report_is_one_file_with_the_apis_numbers_drawn_in_chromium(
         assert _trace(scale, label)["y"] == [p["iops"] for p in mine]
         assert _trace(scale, f"{label}: linear")["y"] == [p["linear_iops"] for p in mine]
     lat = charts["curve-latency"]
-    drawn_iops = _trace(lat, "read p99")["x"]
-    assert drawn_iops == [p["iops"] for p in curves["latency"]] and len(drawn_iops) == 4
-    assert _trace(lat, "read p99")["y"] == [p["read_p99_ns"] / 1e6 for p in curves["latency"]]
-    assert _trace(lat, "read p50")["y"] == [p["read_p50_ns"] / 1e6 for p in curves["latency"]]
-    # A known load: each 50 % step ran at half its unthrottled step's IOPS (fio's rate cap).
-    for unthrottled, capped in ((0, 1), (2, 3)):
-        assert drawn_iops[capped] == pytest.approx(drawn_iops[unthrottled] / 2, rel=0.1)
+    assert len(curves["latency"]) == 4
+    for n, label in ((1, "1 client"), (2, "2 clients")):
+        mine = sorted((p for p in curves["latency"] if p["clients"] == n), key=lambda p: p["iops"])
+        p99 = _trace(lat, f"read p99 ({label})")
+        assert p99["x"] == [p["iops"] for p in mine]
+        assert p99["y"] == [p["read_p99_ns"] / 1e6 for p in mine]
+        p50 = _trace(lat, f"read p50 ({label})")
+        assert p50["y"] == [p["read_p50_ns"] / 1e6 for p in mine]
+        # A known load: the 50 % step ran at half the unthrottled IOPS (fio's rate cap).
+        capped, unthrottled = p99["x"]
+        assert capped == pytest.approx(unthrottled / 2, rel=0.1)
 
     for step in run["steps"]:
         n, agg = step["step"], step["aggregate"]
