@@ -30,7 +30,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_r
 
 from benchctl import cli_reports, localstack
 from benchctl.client import Api, ApiUnavailable, CliError, resolve_connection
-from benchctl.local_space import space_problem
+from benchctl.local_space import local_space_problem
 from benchctl.local_targets import TargetDeclarationError, local_registry
 from benchctl.render import (
     aggregate_table,
@@ -219,21 +219,12 @@ def wait_for(api: Api, run_id: str, *, timeout_s: float, quiet: bool) -> dict[st
             time.sleep(1.0)
 
 
-def _local_space_check(body: dict[str, Any], api: Api) -> None:
-    """On the local stack, a working set its target directory cannot hold is refused
-    before anything is submitted (every local agent writes into the same directory)."""
-    stack = localstack.Stack.load()
-    if stack is None or stack.api_url.rstrip("/") != api.base_url:
-        return
-    problem = space_problem(body, stack.targets)
-    if problem:
-        raise CliError(f"invalid request:\n  {problem}", EXIT_BAD_INPUT)
-
-
 def cmd_run(a: argparse.Namespace) -> int:
     body = build_request(a)
     api = _api(a)
-    _local_space_check(body, api)
+    problem = local_space_problem(body, api.base_url)
+    if problem:
+        raise CliError(f"invalid request:\n  {problem}", EXIT_BAD_INPUT)
     created = api.submit(body, a.idempotency_key)
     run_id = created["id"]
     if not a.wait:

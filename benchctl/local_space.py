@@ -54,3 +54,13 @@ def space_problem(body: dict[str, Any], targets: dict[str, str]) -> str | None:
                 f"on local target {alias} ({directory}), which has {human_bytes(free)} free"
             )
     return None
+
+
+def local_space_problem(body: dict[str, Any], api_url: str) -> str | None:
+    """``space_problem`` when ``api_url`` is the running local stack's API, else None."""
+    from benchctl.localstack import Stack  # the stack's state file, read only here
+
+    stack = Stack.load()
+    if stack is None or stack.api_url.rstrip("/") != api_url.rstrip("/"):
+        return None
+    return space_problem(body, stack.targets)

@@ -64,6 +64,8 @@ class RunReport(BaseModel):
     run: Doc  # as GET /api/runs/{id} answers
     curves: Doc  # as GET /api/runs/{id}/curves answers
     steps: list[StepData]
+    # The targets' facts and limits as recorded when the run was submitted.
+    target_facts: Doc | None = None
     generated_at: str
 
 
@@ -139,7 +141,8 @@ def gather_run(svc: RunService, run_id: str) -> RunReport:
     curves = svc.curves(run_id)
     results = svc.store.results.of_run(run_id)
     steps = [_step(svc, run_id, s["step"], results) for s in run["steps"]]
-    return RunReport(run=run, curves=curves, steps=steps, generated_at=_now())
+    facts = svc.store.runs.get(run_id).target_facts
+    return RunReport(run=run, curves=curves, steps=steps, target_facts=facts, generated_at=_now())
 
 
 def series_report(history: Doc) -> SeriesReport:

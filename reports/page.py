@@ -133,6 +133,7 @@ def run_page(report: RunReport, *, nav: bool = False) -> str:
         headline=headline(run),
         verdicts=verdict_lines(run),
         cli_tables=cli_tables(run, report.curves),
+        target_facts=json.dumps(report.target_facts, indent=2) if report.target_facts else "",
         request_json=json.dumps(
             {"request": run.get("request"), "resolved workload": run.get("workload")}, indent=2
         ),
