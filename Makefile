@@ -5,9 +5,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install test lint unit demo schemas clean bench checkov
+.PHONY: install test lint unit demo schemas clean bench checkov fio chromium
 
-install: $(VENV)/.installed node_modules/.installed fio
+install: $(VENV)/.installed node_modules/.installed fio chromium
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required"'
@@ -22,6 +22,10 @@ node_modules/.installed: package.json package-lock.json
 
 fio:
 	@command -v fio >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq fio; }
+
+# The browser the report and UI tests drive (headless; Playwright launches this binary).
+chromium:
+	@command -v /usr/bin/chromium >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium; }
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -10,12 +10,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     Progress,
@@ -26,8 +28,9 @@ from rich.progress import (
 )
 
 from apiclient import retrying
-from benchctl import localstack
+from benchctl import cli_reports, localstack
 from benchctl.client import Api, ApiUnavailable, CliError, resolve_connection
+from benchctl.local_space import local_space_problem
 from benchctl.local_targets import TargetDeclarationError, local_registry
 from benchctl.render import (
     aggregate_table,
@@ -41,6 +44,7 @@ from benchctl.render import (
     run_markdown,
     scaleout_table,
 )
+from benchctl.render_lists import curves_markdown, headline, list_table
 from core.analysis.changepoint import DEFAULT_MIN_MAGNITUDE_PCT, detect_csv
 from core.analysis.concurrency import shape_for
 from core.analysis.offline import ClientLogs, InputError, aggregate_files
@@ -149,7 +153,8 @@ def _progress_rows(run: dict[str, Any], now_ms: int) -> list[tuple[str, str, int
         else:
             done = 0.0
         agent = item.get("agent_id") or "unclaimed"
-        desc = f"step {item['step']} client {item['client']} [{agent}]: {item['state']}"
+        # Escaped: rich would take "[agent-1]" for markup and print nothing of it.
+        desc = escape(f"step {item['step']} client {item['client']} [{agent}]: {item['state']}")
         rows.append((item["id"], desc, total, done))
     return rows
 
@@ -216,6 +221,9 @@ def wait_for(api: Api, run_id: str, *, timeout_s: float, quiet: bool) -> dict[st
 def cmd_run(a: argparse.Namespace) -> int:
     body = build_request(a)
     api = _api(a)
+    problem = local_space_problem(body, api.base_url)
+    if problem:
+        raise CliError(f"invalid request:\n  {problem}", EXIT_BAD_INPUT)
     created = api.submit(body, a.idempotency_key)
     run_id = created["id"]
     if not a.wait:
@@ -269,6 +277,8 @@ def cmd_show(a: argparse.Namespace) -> int:
     curves = api.curves(a.run_id)
     if a.format == "json":
         print(json.dumps(curves, indent=2))
+    elif a.format == "markdown":
+        print(curves_markdown(curves), end="")
     else:
         console_for_stdout().print(latency_table(curves), scaleout_table(curves))
     return EXIT_OK
@@ -277,6 +287,14 @@ def cmd_show(a: argparse.Namespace) -> int:
 def cmd_compare(a: argparse.Namespace) -> int:
     """Side by side with deltas, each judged against the noise of run A's series."""
     cmp = _api(a).compare(a.run_a, a.run_b)
+    unfinished = [f"{k.upper()} {cmp[k]['id']} is {cmp[k]['state']}" for k in ("a", "b")]
+    unfinished = [
+        u for u, k in zip(unfinished, "ab", strict=True) if cmp[k]["state"] != "completed"
+    ]
+    if unfinished or not cmp["rows"]:
+        why = "; ".join(unfinished) or "a run has no aggregate"
+        print(f"benchctl: cannot compare: {why} (only completed runs compare)", file=sys.stderr)
+        return EXIT_FAILED
     if a.format == "json":
         print(json.dumps(cmp, indent=2))
     elif a.format == "markdown":
@@ -344,15 +362,15 @@ def cmd_plan(a: argparse.Namespace) -> int:
 
 
 def cmd_list(a: argparse.Namespace) -> int:
-    data = _api(a).list(target=a.target, state=a.state, tag=a.tag, limit=a.limit)
+    api = _api(a)
+    data = api.list(target=a.target, state=a.state, tag=a.tag, limit=a.limit)
+    for r in data["runs"]:  # the listing has no figures: each run's view has
+        r["headline"] = headline(api.get(r["id"]))
     if a.format == "json":
         print(json.dumps(data, indent=2))
     else:
-        for r in data["runs"]:
-            print(
-                f"{r['id']}  {r['state']:<10} {r['target']:<12} {r['created_at']}  "
-                f"{json.dumps(r.get('tags') or {})}"
-            )
+        # Piped, wider than other tables: a run id is 34 characters and must not wrap.
+        Console(width=None if sys.stdout.isatty() else 160).print(list_table(data["runs"]))
     return EXIT_OK
 
 
@@ -417,7 +435,9 @@ def cmd_detect(a: argparse.Namespace) -> int:
             )
         if not found["change_points"]:
             print("no change point")
-    return EXIT_OK
+    # Without a direction every change counts: the CLI cannot tell better from worse.
+    worse = [cp for cp in found["change_points"] if cp.get("kind", "regression") == "regression"]
+    return EXIT_REGRESSION if worse else EXIT_OK
 
 
 def cmd_schedule(a: argparse.Namespace) -> int:
@@ -655,6 +675,8 @@ def parser() -> argparse.ArgumentParser:
     de.add_argument("--format", choices=["table", "json"], default="table")
     de.set_defaults(func=cmd_detect)
 
+    cli_reports.add_parsers(sub)
+
     lo = sub.add_parser("local", help="the local stack (emulators, API, agents)")
     losub = lo.add_subparsers(dest="local_cmd", required=True)
     lu = losub.add_parser("up")
@@ -690,7 +712,16 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        code: int = args.func(args)
+        if hasattr(args, "api_func"):
+            code: int = args.api_func(args, _api(args))
+        else:
+            code = args.func(args)
+        sys.stdout.flush()  # here, where a closed pipe can still be caught
+    except BrokenPipeError:
+        # The reader went away (`benchctl list | head`): end quietly (exit 1, Python's
+        # convention for EPIPE and rich's), and keep the flush at exit from complaining.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_FAILED
     except CliError as e:
         print(f"benchctl: {e}", file=sys.stderr)
         return e.code

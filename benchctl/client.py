@@ -197,6 +197,16 @@ class Api:
         data: dict[str, Any] = self._call("GET", "/api/compare", params={"a": a, "b": b}).json()
         return data
 
+    def run_report(self, run_id: str) -> str:
+        return self._call("GET", f"/api/runs/{run_id}/report").text
+
+    def series_report(self, key: str) -> str:
+        return self._call("GET", f"/api/series/{key}/report").text
+
+    def result(self, run_id: str, item_id: str) -> dict[str, Any]:
+        data: dict[str, Any] = self._call("GET", f"/api/runs/{run_id}/results/{item_id}").json()
+        return data
+
     def cancel(self, run_id: str) -> dict[str, Any]:
         data: dict[str, Any] = self._call("DELETE", f"/api/runs/{run_id}").json()
         return data

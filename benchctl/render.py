@@ -9,6 +9,10 @@ from rich.console import Console
 from rich.table import Table
 
 from benchctl.render_ceilings import ceilings_markdown, print_ceilings
+from benchctl.render_verdicts import repetition_lines, result_verdicts, step_heading
+from core.models import Workload
+from core.runs.working_set import human_bytes, working_set
+from core.units import clients_text
 
 MIB = 1024 * 1024
 
@@ -71,19 +75,13 @@ def print_run(run: dict[str, Any], console: Console | None = None) -> None:
             console.print(aggregate_table(s["aggregate"], step_heading(s)))
             print_aggregate_notes(s["aggregate"], console)
             print_ceilings(s["aggregate"], console)
+        for line in result_verdicts(run, s):
+            console.print(f"{step_heading(s)}: {line}", markup=False)
+    for line in repetition_lines(run):
+        console.print(line, markup=False)
     for item in run.get("items", []):
         if item.get("reason") and item["state"] == "failed":
             console.print(f"[red]client {item['client']}: {item['reason']}[/red]")
-
-
-def clients_text(n: int) -> str:
-    return f"{n} client" if n == 1 else f"{n} clients"
-
-
-def step_heading(step: dict[str, Any]) -> str:
-    """``step 2 (iodepth=16, 4 clients)``: the swept value names the step."""
-    parts = [p for p in (step.get("point"), clients_text(int(step["clients"]))) if p]
-    return f"step {step['step']} ({', '.join(parts)})"
 
 
 BASIS_TEXT = {"common-window": "common window", "whole-run": "whole run"}
@@ -200,9 +198,18 @@ def scaleout_table(curves: dict[str, Any]) -> Table:
     return t
 
 
+def profile_working_set(p: dict[str, Any]) -> str:
+    """What one client's files hold on one mount: fio's jobs each have a file, DiskSpd's
+    threads share the profile's files (the engine that holds more is shown)."""
+    w = Workload.model_validate(p["workload"])
+    sizes = {e: working_set(e, w, 1, p.get("files_per_target", 1)) for e in p["engines"]}
+    return human_bytes(max(sizes.values()))
+
+
 def profiles_table(profiles: list[dict[str, Any]]) -> Table:
     t = Table(title="workload profiles")
-    for col in ("name", "v", "rw", "bs", "jobs x depth", "warm-up/measured s", "fill", "engines"):
+    cols = ("name", "v", "rw", "bs", "jobs x depth", "size", "working set/client")
+    for col in (*cols, "warm-up/measured s", "fill", "engines"):
         t.add_column(col)
     for p in profiles:
         w = p["workload"]
@@ -215,6 +222,8 @@ def profiles_table(profiles: list[dict[str, Any]]) -> Table:
             rw,
             w["bs"],
             f"{w['numjobs']} x {w['iodepth']}",
+            w["size"],
+            profile_working_set(p),
             f"{w['ramp_time']}/{w['runtime']}",
             "yes" if p["fill"] else "",
             ",".join(p["engines"]),

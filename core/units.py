@@ -29,3 +29,8 @@ def format_size(n: int) -> str:
         if n >= mult and n % mult == 0:
             return f"{n // mult}{suffix}"
     return str(n)
+
+
+def clients_text(n: int) -> str:
+    """``1 client``, ``4 clients``: what people read in messages and tables."""
+    return f"{n} client" if n == 1 else f"{n} clients"

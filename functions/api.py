@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Any
 
 from fastapi import FastAPI, Header, Query, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.middleware.base import RequestResponseEndpoint
 
 from core.catalogue import PROFILES, get_profile
@@ -28,7 +28,7 @@ from core.models import (
 from core.monitoring.monitor import TriageState
 from core.runs.guardrails import Forbidden
 from core.runs.state import RunState
-from functions import agent_api, bot, context, errors, openapi, timers
+from functions import agent_api, bot, context, errors, openapi, reports_api, timers
 from functions import apidocs as d
 from functions import apidocs_monitoring as m
 from functions.auth import Unauthorized, resolve_caller
@@ -79,7 +79,7 @@ def create_app() -> FastAPI:
         version="0.1.0",
         lifespan=_lifespan,
         openapi_url="/api/openapi.json",
-        docs_url="/api/docs",
+        docs_url=None,  # served from local assets: functions/reports_api.py
         redoc_url=None,
         description="Storage benchmarks as a service: runs, results, schedules, series and "
         "regressions, the agents' protocol and the chat doors. Every error is "
@@ -92,11 +92,20 @@ def create_app() -> FastAPI:
     @app.middleware("http")
     async def authenticate(request: Request, call_next: RequestResponseEndpoint) -> Response:
         path = request.url.path
-        if path in PUBLIC_PATHS or path.startswith("/api/bot/") or not path.startswith("/api/"):
+        ui = path == "/ui" or path.startswith("/ui/")
+        if (
+            path in PUBLIC_PATHS
+            or path.startswith(("/api/bot/", "/api/docs/assets/"))
+            or not (path.startswith("/api/") or ui)
+            or path == "/ui/signin"
+        ):
             return await call_next(request)
         try:
-            caller = resolve_caller(request.headers, context.settings())
+            get = request.method == "GET"
+            caller = resolve_caller(request.headers, context.settings(), allow_cookie=get)
         except Unauthorized as e:
+            if ui and e.status == 401:  # a person: to the sign-in form
+                return RedirectResponse("/ui/signin?error=true", status_code=303)
             return errors.error_response(e.status, [FieldError(e.field, str(e))])
         if path.startswith("/api/agent/") and not caller.is_agent:
             return errors.error_response(403, [FieldError("(caller)", "agents only")])
@@ -296,6 +305,8 @@ def create_app() -> FastAPI:
         """One client's result with its per-second series and the engine's own output."""
         return await asyncio.to_thread(svc().full_result, run_id, item_id)
 
+    reports_api.mount_docs(app)
+    app.include_router(reports_api.router)
     app.include_router(agent_api.router)
     app.include_router(bot.router)
     return app

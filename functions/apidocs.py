@@ -124,6 +124,10 @@ class ResultSummary(OpenDoc):
     start: dict[str, Any] | None = Field(None, description="scheduled_ms, released_ms, skew_ms")
     host: dict[str, Any] | None = None
     mounts: list[dict[str, Any]] | None = None
+    fill: dict[str, Any] | None = Field(
+        None, description="whether the fill ran (ran: false = marker)"
+    )
+    steadystate: dict[str, Any] | None = Field(None, description="fio's steady-state verdict")
     read: DirectionSummary | None = None
     write: DirectionSummary | None = None
 

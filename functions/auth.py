@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import hmac
 import json
+from http.cookies import CookieError, SimpleCookie
 from typing import Any
 
 from adapters.config import Settings
@@ -58,8 +59,22 @@ def _principal(headers: Any) -> dict[str, Any] | None:
         raise Unauthorized("unreadable X-MS-CLIENT-PRINCIPAL") from None
 
 
-def resolve_caller(headers: Any, settings: Settings) -> Caller:
-    """The caller of a REST request; raises Unauthorized."""
+API_KEY_COOKIE = "bench_api_key"  # set by the web UI's sign-in form (functions/reports_api.py)
+
+
+def _cookie_key(headers: Any) -> str:
+    try:
+        jar = SimpleCookie(str(headers.get("cookie", "")))
+    except CookieError:
+        return ""
+    morsel = jar.get(API_KEY_COOKIE)
+    return morsel.value if morsel else ""
+
+
+def resolve_caller(headers: Any, settings: Settings, *, allow_cookie: bool = False) -> Caller:
+    """The caller of a REST request; raises Unauthorized. With ``allow_cookie`` (GET
+    requests: reads only, so a cross-site form cannot act with it) the API key may also
+    come as the web UI's cookie."""
     door = _door(headers)
     if settings.trust_easyauth:
         principal = _principal(headers)
@@ -80,7 +95,7 @@ def resolve_caller(headers: Any, settings: Settings) -> Caller:
                 raise NoAppRole(f"{name} has no Bench.* app role for this API")
             return Caller(name=name, role=role, door=door)
     if settings.api_keys:
-        given = str(headers.get("x-api-key", ""))
+        given = str(headers.get("x-api-key", "")) or (_cookie_key(headers) if allow_cookie else "")
         for name, role, key in settings.api_keys:
             if given and hmac.compare_digest(given.encode(), key.encode()):
                 return Caller(name=name, role=role, door=door, is_agent=role == AGENT_ROLE)

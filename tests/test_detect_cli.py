@@ -23,9 +23,11 @@ def detect(path: Path, *flags: str) -> list[dict[str, object]]:
         [sys.executable, "-m", "benchctl", "detect", "--format", "json", *flags, str(path)],
         capture_output=True,
         text=True,
-        check=True,
     )
     found: list[dict[str, object]] = json.loads(out.stdout)["change_points"]
+    # Exit 3 when a regression was found (without a direction, any change), else 0.
+    regressed = any(cp.get("kind", "regression") == "regression" for cp in found)
+    assert out.returncode == (3 if regressed else 0), out.stderr
     return found
 
 

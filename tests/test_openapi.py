@@ -48,6 +48,7 @@ CHECKS += "content_type_conformance"
 SEED = os.environ.get("SCHEMATHESIS_SEED", "20261123")
 MIN_CASES = 1000
 BINARY = {"type": "string", "format": "binary"}
+HTML_PAGES = ("/api/runs/{run_id}/report", "/api/series/{key}/report")
 
 
 @pytest.fixture(scope="module")
@@ -111,6 +112,9 @@ def test_every_body_and_answer_is_described(document: dict[str, Any]) -> None:
             if code == "204":
                 assert "content" not in answer
                 continue
+            if path in HTML_PAGES and code == "200":  # a report: one HTML page
+                assert answer["content"] == {"text/html": {"schema": {"type": "string"}}}
+                continue
             schema = answer["content"]["application/json"]["schema"]
             assert set(schema) == {"$ref"}, (method, path, code)
             if code >= "400" and path != "/api/health":  # health answers 503 with its checks
@@ -173,6 +177,10 @@ class Checker:
         if r.status_code == 204:
             assert not r.content
             return None
+        if "text/html" in answers[str(r.status_code)].get("content", {}):
+            assert r.headers["content-type"] == "text/html; charset=utf-8"
+            assert r.text.startswith("<!DOCTYPE html>")
+            return r.text
         assert r.headers["content-type"] == "application/json"
         schema = answers[str(r.status_code)]["content"]["application/json"]["schema"]
         body = r.json()
@@ -283,15 +291,22 @@ def test_real_answers_of_every_operation_match_the_document(
     check(api.post("/api/bot/webhook", content=raw, headers=headers), "/api/bot/webhook")  # 409
 
     # Whatever else the session's tests left: every run, its curves, every series.
-    for listed_run in check(api.get("/api/runs", params={"limit": 200}), "/api/runs")["runs"]:
+    listed_runs = check(api.get("/api/runs", params={"limit": 200}), "/api/runs")["runs"]
+    for n, listed_run in enumerate(listed_runs):
         url = f"/api/runs/{listed_run['id']}"
         for one_item in check(api.get(url), "/api/runs/{run_id}")["items"]:
             if one_item["result"]:
                 got = api.get(f"{url}/results/{one_item['id']}")
                 check(got, "/api/runs/{run_id}/results/{item_id}")
         check(api.get(f"{url}/curves"), "/api/runs/{run_id}/curves")
-    for one in check(api.get("/api/series"), "/api/series")["series"]:
+        if n < 3:  # reports build every chart: a few are enough
+            check(api.get(f"{url}/report"), "/api/runs/{run_id}/report")
+    for n, one in enumerate(check(api.get("/api/series"), "/api/series")["series"]):
         check(api.get(f"/api/series/{one['series_key']}"), "/api/series/{key}")
+        if n < 3:
+            check(api.get(f"/api/series/{one['series_key']}/report"), "/api/series/{key}/report")
+    check(api.get("/api/series/0000000000000000/report"), "/api/series/{key}/report")  # 404
+    check(api.get("/api/runs/r-0/report"), "/api/runs/{run_id}/report")  # 400
 
     methods_seen = {(m, t) for m, t, _ in check.seen}
     every = {(m, p) for m, p, _ in operations(document)}

@@ -32,6 +32,7 @@ from core.runs.state import (
     Step,
     now_iso,
 )
+from core.units import clients_text
 
 log = logging.getLogger(__name__)
 BARRIER_LEAD_MS = 1500  # time between "all ready" and the start, for every agent to hear it
@@ -265,9 +266,9 @@ class AgentProtocol:
         claimed = sum(1 for i in members if i.held)
         secs = (step.deadline_ms - step.first_claim_ms) // 1000
         reason = (
-            f"{claimed} of {step.clients} clients claimed within {secs} s"
+            f"{claimed} of {clients_text(step.clients)} claimed within {secs} s"
             if claimed < step.clients
-            else f"{len(step.ready)} of {step.clients} clients were ready within {secs} s"
+            else f"{len(step.ready)} of {clients_text(step.clients)} were ready within {secs} s"
         )
         step = self.life.update_step(
             step.run_id, step.step, lambda s: None if s.fail(reason) else False

@@ -16,6 +16,7 @@ from typing import Any
 
 from core.errors import FieldError
 from core.models import DataSet, RunRequest, Workload
+from core.units import clients_text
 
 # (pool, alias) -> (read_only, the data set the registry names for it)
 Registry = Mapping[tuple[str, str], tuple[bool, DataSet | None]]
@@ -96,7 +97,7 @@ def dataset_errors(alias: str, dataset: DataSet, w: Workload, clients: int) -> l
         errors.append(
             FieldError(
                 "clients",
-                f"target {alias}'s data set holds {dataset.files} files; {clients} clients x "
+                f"target {alias}'s data set holds {dataset.files} files; {clients_text(clients)} x "
                 f"{w.numjobs} jobs need {clients * w.numjobs} (each client reads its own)",
             )
         )

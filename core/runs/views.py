@@ -95,7 +95,17 @@ def public_item(item: Item, result: Doc | None) -> Doc:
 
 def result_summary(doc: Doc) -> Doc:
     """A result without its histogram bins, which can run to tens of kilobytes."""
-    keys = ("agent_id", "engine_version", "started_at_ms", "ended_at_ms", "start", "host", "mounts")
+    keys = (
+        "agent_id",
+        "engine_version",
+        "started_at_ms",
+        "ended_at_ms",
+        "start",
+        "host",
+        "mounts",
+        "fill",
+        "steadystate",
+    )
     out: Doc = {k: doc[k] for k in keys if k in doc}
     for d in ("read", "write"):
         r = doc.get(d)

@@ -1,0 +1,101 @@
+"""benchctl report (HTML) and export (CSV): files a person or a pipeline keeps."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import sys
+from pathlib import Path
+from typing import Any
+
+from benchctl.client import Api, CliError
+
+EXIT_OK, EXIT_BAD_INPUT = 0, 2
+SECOND_COLUMNS = ["run_id", "step", "client", "agent_id", "direction", "t_ms", "iops", "bw_bytes"]
+STEP_COLUMNS = ["run_id", "step", "point", "clients", "direction", "iops", "bw_bytes"]
+STEP_COLUMNS += ["p50_ns", "p99_ns", "p99.9_ns", "basis", "window_s", "partial"]
+
+
+def _write(text: str, output: str | None) -> None:
+    if output and output != "-":
+        try:
+            Path(output).write_text(text)
+        except OSError as e:
+            raise CliError(f"-o {output}: {e.strerror}", EXIT_BAD_INPUT) from None
+        print(f"wrote {output} ({len(text.encode()):,} bytes)", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+
+
+def cmd_report(a: argparse.Namespace, api: Api) -> int:
+    if bool(a.run_id) == bool(a.series):
+        raise CliError("give a RUN or --series KEY (one of the two)", EXIT_BAD_INPUT)
+    html = api.series_report(a.series) if a.series else api.run_report(a.run_id)
+    _write(html, a.output)
+    return EXIT_OK
+
+
+def seconds_rows(api: Api, run: dict[str, Any]) -> list[list[Any]]:
+    rows = []
+    for item in run["items"]:
+        if not item.get("result"):
+            continue
+        full = api.result(run["id"], item["id"])
+        for d, points in sorted((full.get("series") or {}).items()):
+            for p in points:
+                who = [run["id"], item["step"], item["client"], item.get("agent_id"), d]
+                rows.append([*who, int(p["t_ms"]), p["iops"], p["bw_bytes"]])
+    return rows
+
+
+def step_rows(run: dict[str, Any]) -> list[list[Any]]:
+    rows = []
+    for s in run["steps"]:
+        agg = s.get("aggregate")
+        if not agg:
+            continue
+        window = (agg.get("window") or {}).get("seconds")
+        for d in ("read", "write"):
+            a = agg.get(d)
+            if a:
+                lat = a["clat_ns"]
+                which = [run["id"], s["step"], s.get("point") or "", agg["clients"], d]
+                figures = [a["iops"], a["bw_bytes"], lat.get("p50"), lat.get("p99")]
+                rest = [lat.get("p99.9"), agg.get("basis"), window, bool(agg.get("partial"))]
+                rows.append([*which, *figures, *rest])
+    return rows
+
+
+def cmd_export(a: argparse.Namespace, api: Api) -> int:
+    run = api.get(a.run_id)
+    buf = io.StringIO()
+    out = csv.writer(buf, lineterminator="\n")
+    if a.by == "second":
+        out.writerow(SECOND_COLUMNS)
+        out.writerows(seconds_rows(api, run))
+    else:
+        out.writerow(STEP_COLUMNS)
+        out.writerows(step_rows(run))
+    _write(buf.getvalue(), a.output)
+    return EXIT_OK
+
+
+def add_parsers(sub: Any) -> None:
+    rp = sub.add_parser("report", help="a run's or a series' report: one self-contained HTML")
+    rp.add_argument("run_id", nargs="?", metavar="RUN")
+    rp.add_argument("--series", metavar="KEY", help="a series' report instead of a run's")
+    rp.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
+    rp.set_defaults(api_func=cmd_report)
+
+    ex = sub.add_parser("export", help="a run's figures as CSV")
+    ex.add_argument("run_id", metavar="RUN")
+    ex.add_argument("--format", choices=["csv"], default="csv")
+    ex.add_argument(
+        "--by",
+        choices=["second", "step"],
+        default="second",
+        help="second: each client's IOPS and bytes/s per second; step: each step's aggregate",
+    )
+    ex.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
+    ex.set_defaults(api_func=cmd_export)

@@ -1,0 +1,149 @@
+"""What a report shows, gathered once from the service's own views and artifacts (no Azure
+SDK: the store and blob adapters come in through ``RunService``).
+
+The per-second points are computed by the same functions the aggregate uses
+(``core.analysis.timeline``), so a chart and the API's figures cannot disagree.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel
+
+from core.analysis.timeline import (
+    DIRECTIONS,
+    ClientTimeline,
+    Window,
+    common_window,
+    histogram_in,
+    per_second,
+)
+from core.artifacts import unpack_json
+from core.counters import CounterPoint, CounterSeries
+from core.errors import NotFound
+from core.models import Direction
+from core.runs.service import RunService
+
+Doc = dict[str, Any]
+
+
+class SecondPoint(BaseModel):
+    t_ms: float  # the second's end, Unix ms
+    iops: float
+    bw_bytes: float
+
+
+class ClientSeries(BaseModel):
+    """One client's per-second figures over its own measured period."""
+
+    client: int
+    agent_id: str | None
+    series: dict[Direction, list[SecondPoint]]
+
+
+class ClientCounters(BaseModel):
+    client: int
+    agent_id: str | None
+    points: list[CounterPoint]
+
+
+class StepData(BaseModel):
+    step: int
+    clients: list[ClientSeries]
+    window: Window | None  # the common window (shaded)
+    # All clients summed, per second over the span from the first start to the last end.
+    total: dict[Direction, list[SecondPoint]]
+    # The merged latency histogram of the common window: (bucket value ns, I/Os).
+    histogram: dict[Direction, list[tuple[int, float]]]
+    counters: list[ClientCounters]
+
+
+class RunReport(BaseModel):
+    run: Doc  # as GET /api/runs/{id} answers
+    curves: Doc  # as GET /api/runs/{id}/curves answers
+    steps: list[StepData]
+    # The targets' facts and limits as recorded when the run was submitted.
+    target_facts: Doc | None = None
+    generated_at: str
+
+
+class SeriesReport(BaseModel):
+    history: Doc  # as GET /api/series/{key} answers
+    generated_at: str
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _points(rows: list[dict[str, float]]) -> list[SecondPoint]:
+    return [SecondPoint(**r) for r in rows]
+
+
+def _counters(svc: RunService, run_id: str, item_id: str) -> list[CounterPoint]:
+    try:
+        data = unpack_json(svc.lifecycle.artifacts.get(run_id, item_id, "counters"))
+    except NotFound:
+        return []
+    return CounterSeries.model_validate(data).points
+
+
+def _step(svc: RunService, run_id: str, number: int, results: list[Doc]) -> StepData:
+    mine = sorted((r for r in results if r["step"] == number), key=lambda r: r["client"])
+    timelines: dict[str, ClientTimeline] = svc.lifecycle.timelines(run_id, mine)
+    clients, counters = [], []
+    for r in mine:
+        tl = timelines.get(r["item_id"])
+        if tl is not None:
+            own = (tl.start_ms, tl.end_ms)
+            series = {
+                d: _points(per_second([tl], d, own))
+                for d in DIRECTIONS
+                if tl.direction(d) is not None
+            }
+            clients.append(ClientSeries(client=r["client"], agent_id=r["agent_id"], series=series))
+        if "counters" in (r.get("artifacts") or {}):
+            points = _counters(svc, run_id, r["item_id"])
+            counters.append(
+                ClientCounters(client=r["client"], agent_id=r["agent_id"], points=points)
+            )
+    tls = list(timelines.values())
+    window = common_window(tls)
+    total: dict[Direction, list[SecondPoint]] = {}
+    histogram: dict[Direction, list[tuple[int, float]]] = {}
+    if tls:
+        span = (min(t.start_ms for t in tls), max(t.end_ms for t in tls))
+        for d in DIRECTIONS:
+            if any(t.direction(d) is not None for t in tls):
+                total[d] = _points(per_second(tls, d, span))
+                if window is not None:
+                    merged: dict[int, float] = {}
+                    for t in tls:
+                        for k, v in histogram_in(t, d, window).items():
+                            merged[k] = merged.get(k, 0.0) + v
+                    if merged:
+                        histogram[d] = sorted(merged.items())
+    return StepData(
+        step=number,
+        clients=clients,
+        window=window,
+        total=total,
+        histogram=histogram,
+        counters=counters,
+    )
+
+
+def gather_run(svc: RunService, run_id: str) -> RunReport:
+    """Everything a run's report shows; raises NotFound for an unknown run."""
+    run = svc.get_run(run_id)
+    curves = svc.curves(run_id)
+    results = svc.store.results.of_run(run_id)
+    steps = [_step(svc, run_id, s["step"], results) for s in run["steps"]]
+    facts = svc.store.runs.get(run_id).target_facts
+    return RunReport(run=run, curves=curves, steps=steps, target_facts=facts, generated_at=_now())
+
+
+def series_report(history: Doc) -> SeriesReport:
+    return SeriesReport(history=history, generated_at=_now())

@@ -1,0 +1,153 @@
+"""Reports as self-contained HTML: plotly.js inlined once, the figures' JSON beside it, no
+other request (it works air-gapped and as a pipeline artifact)."""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import UTC, datetime
+from functools import cache
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from plotly.offline import get_plotlyjs
+from rich.console import Console
+
+from benchctl.render import aggregate_table, latency_table, run_table, scaleout_table
+from benchctl.render_ceilings import print_ceilings
+from benchctl.render_verdicts import step_heading, verdict_lines
+from reports.data import RunReport, SeriesReport
+from reports.figures import (
+    Figure,
+    latency_curve_figure,
+    scaleout_figure,
+    series_figures,
+    step_figures,
+)
+
+RUN_LINK = "/ui/runs/"
+
+
+@cache
+def _env() -> Environment:
+    env = Environment(
+        loader=PackageLoader("reports", "templates"),
+        autoescape=select_autoescape(["html", "j2"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.globals.update(ms=_ms, num=_num, when=_when)
+    return env
+
+
+@cache
+def plotly_js() -> str:
+    """plotly.min.js as the plotly package bundles it."""
+    text: str = get_plotlyjs()
+    return text
+
+
+def _ms(ns: float | None) -> str:
+    return "-" if ns is None else f"{ns / 1e6:.3f}"
+
+
+def _num(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.0f}"
+
+
+def _when(t_ms: int) -> str:
+    return datetime.fromtimestamp(t_ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def render(template: str, *, figures: list[Figure], nav: bool, **values: Any) -> str:
+    """A page; with figures, plotly.js is inlined once at the top."""
+    return (
+        _env()
+        .get_template(template)
+        .render(figures=figures, nav=nav, plotly_js=plotly_js() if figures else "", **values)
+    )
+
+
+def cli_tables(run: dict[str, Any], curves: dict[str, Any]) -> str:
+    """The tables ``benchctl show`` prints, exported by rich as HTML (inline styles)."""
+    console = Console(record=True, width=140, file=io.StringIO(), color_system="truecolor")
+    console.print(run_table(run))
+    for s in run.get("steps", []):
+        if s.get("aggregate"):
+            console.print(aggregate_table(s["aggregate"], step_heading(s)))
+            print_ceilings(s["aggregate"], console)
+    if len(curves.get("latency") or []) > 1:
+        console.print(latency_table(curves), scaleout_table(curves))
+    html: str = console.export_html(inline_styles=True, code_format='<pre class="cli">{code}</pre>')
+    return html
+
+
+def headline(run: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for s in run.get("steps", []):
+        agg = s.get("aggregate")
+        if not agg:
+            continue
+        bound = agg.get("bound_by") or {}
+        for d in ("read", "write"):
+            a = agg.get(d)
+            if a:
+                lat = a["clat_ns"]
+                rows.append(
+                    {
+                        "step": s["step"],
+                        "point": s.get("point") or "",
+                        "clients": agg["clients"],
+                        "dir": d,
+                        "iops": a["iops"],
+                        "bw_bytes": a["bw_bytes"],
+                        "p50": lat.get("p50"),
+                        "p99": lat.get("p99"),
+                        "p999": lat.get("p99.9"),
+                        "basis": agg.get("basis", ""),
+                        "bound_by": f"{bound.get('kind', '')} {bound.get('name') or ''}".strip(),
+                    }
+                )
+    return rows
+
+
+def run_figures(report: RunReport) -> list[Figure]:
+    figures = [
+        f for f in (latency_curve_figure(report.curves), scaleout_figure(report.curves)) if f
+    ]
+    steps = {s["step"]: s for s in report.run["steps"]}
+    for step in report.steps:
+        figures += step_figures(report, step, step_heading(steps[step.step]))
+    return figures
+
+
+def run_page(report: RunReport, *, nav: bool = False) -> str:
+    run = report.run
+    return render(
+        "run.html.j2",
+        figures=run_figures(report),
+        nav=nav,
+        title=f"run {run['id']}",
+        run=run,
+        generated_at=report.generated_at,
+        headline=headline(run),
+        verdicts=verdict_lines(run),
+        cli_tables=cli_tables(run, report.curves),
+        target_facts=json.dumps(report.target_facts, indent=2) if report.target_facts else "",
+        request_json=json.dumps(
+            {"request": run.get("request"), "resolved workload": run.get("workload")}, indent=2
+        ),
+    )
+
+
+def series_page(report: SeriesReport, *, nav: bool = False) -> str:
+    h = report.history
+    return render(
+        "series.html.j2",
+        figures=series_figures(h),
+        nav=nav,
+        title=f"series {h['series_key']}",
+        h=h,
+        generated_at=report.generated_at,
+        link_base=RUN_LINK,
+    )

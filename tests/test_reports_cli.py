@@ -1,0 +1,216 @@
+"""benchctl as a new user met it (issue 16, point 6), and the report's charts on figures
+known in advance (pure: no stack)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import Progress, TextColumn
+
+from benchctl.cli import _progress_rows
+from benchctl.local_space import space_problem
+from benchctl.localstack import Stack
+from benchctl.render import print_run, profiles_table
+from benchctl.render_lists import curves_markdown
+from core.catalogue import PROFILES
+from core.units import clients_text, parse_size
+from reports.figures import latency_curve_figure, scaleout_figure, series_figures
+from tests.conftest import TmpfsFactory
+
+
+def benchctl(*args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "BENCH_API_URL": "", **kw.pop("env", {})}
+    return subprocess.run(
+        [sys.executable, "-m", "benchctl", *args], text=True, env=env, timeout=60, **kw
+    )
+
+
+def recorded(draw: Any) -> str:
+    console = Console(record=True, width=200, file=io.StringIO())
+    draw(console)
+    return console.export_text()
+
+
+def _agg(step: int, clients: int, iops: float) -> dict[str, Any]:
+    lat = {"p50": 1e5, "p99": 2e5, "p99.9": 3e5}
+    read = {"iops": iops, "bw_bytes": iops * 4096, "clat_ns": lat, "percentiles_basis": "x"}
+    return {"step": step, "clients": clients, "point": None, "read": read, "per_client": []}
+
+
+def test_table_output_shows_steady_state_fill_and_repetition_spread() -> None:
+    result = {
+        "fill": {"ran": True, "seconds": 3.5, "marker": "m"},
+        "steadystate": {"ss": "iops_slope", "attained": 1},
+    }
+    items = [
+        {"id": f"i{s}{c}", "step": s, "client": c, "state": "completed", "agent_id": f"agent-{c}"}
+        | {"result": result}
+        for s in (0, 1)
+        for c in (0, 1)
+    ]
+    steps = [
+        {"step": s, "clients": 2, "point": None, "aggregate": _agg(s, 2, iops)}
+        for s, iops in ((0, 1000.0), (1, 1200.0))
+    ]
+    run = {"id": "r-1", "target": "t", "state": "completed", "fill": True}
+    run |= {"items": items, "steps": steps, "aggregate": None}
+    text = recorded(lambda c: print_run(run, c))
+    assert "step 0 (2 clients): steady state (iops_slope): attained on 2 of 2 clients" in text
+    assert "step 1 (2 clients): fill ran on 2 of 2 clients (longest 3.5 s)" in text
+    # Mean 1,100, population sd 100: CV 9.1 %.
+    assert "spread across 2 repetitions (2 clients): mean 1,100, min 1,000, max 1,200" in text
+    assert "CV 9.1%" in text
+    skipped = {**result, "fill": {"ran": False, "seconds": 0.0, "marker": "m"}}
+    run["items"] = [{**i, "result": skipped} for i in items]
+    assert "fill skipped on 2 clients: a valid fill marker" in recorded(lambda c: print_run(run, c))
+
+
+def test_progress_bar_names_each_clients_agent() -> None:
+    run = {"state": "running", "target": "t", "steps": [{"step": 0, "workload": {"runtime": 5}}]}
+    run["items"] = [
+        {"id": "a", "step": 0, "client": 0, "state": "running", "agent_id": "agent-1"},
+        {"id": "b", "step": 0, "client": 1, "state": "queued", "agent_id": None},
+    ]
+    rows = _progress_rows(run, 0)
+
+    def draw(console: Console) -> None:
+        with Progress(TextColumn("{task.description}"), console=console, auto_refresh=False) as p:
+            for _, desc, total, done in rows:
+                p.add_task(desc, total=total, completed=int(done))
+
+    text = recorded(draw)
+    assert "step 0 client 0 [agent-1]: running" in text
+    assert "step 0 client 1 [unclaimed]: queued" in text
+
+
+def test_one_client_is_singular() -> None:
+    assert clients_text(1) == "1 client" and clients_text(4) == "4 clients"
+
+
+def test_profiles_table_shows_each_profiles_working_set_per_client() -> None:
+    text = recorded(lambda c: c.print(profiles_table([p.describe() for p in PROFILES])))
+    lines = {line.split("│")[1].strip(): line for line in text.splitlines() if "│" in line}
+    # 25 jobs x 10 GiB each (fio: one file per job).
+    assert "250 GiB" in lines["anf-vdbench-randread-8k"]
+    for p in PROFILES:
+        w = p.workload
+        jobs = w.numjobs if "fio" in p.engines else 1
+        files = max(jobs, p.files_per_target if "diskspd" in p.engines else 1)
+        want = files * parse_size(w.size)
+        assert f"{want / 2**30:g} GiB" in lines[p.name] or want < 2**30, (p.name, want)
+
+
+def test_show_curve_markdown_is_markdown() -> None:
+    curves = {
+        "run_id": "r-1",
+        "latency": [
+            {"step": 0, "point": None, "clients": 1, "iops": 1000.0, "read_p50_ns": 1e5}
+            | {"read_p99_ns": 3e5}
+        ],
+        "scaleout": [
+            {"point": "", "clients": 1, "iops": 1000.0, "bw_bytes": 4096000.0}
+            | {"linear_iops": 1000.0, "efficiency": 1.0}
+        ],
+        "repetitions": [],
+    }
+    md = curves_markdown(curves)
+    assert md.startswith("### Curves of run `r-1`")
+    assert "| 0 |  | 1 | 1,000 | 0.100 / 0.300 | - |" in md
+    assert "| - | 1 | 1,000 | 3.9 | 1,000 | 100% |" in md and "┃" not in md
+
+
+def test_detect_exits_0_on_an_improvement_and_3_on_a_regression(tmp_path: Path) -> None:
+    rows = [f"2026-11-01T{i // 60:02d}:{i % 60:02d}:00Z" for i in range(80)]
+    for name, after, code in (("up.csv", 60_000, 0), ("down.csv", 40_000, 3)):
+        values = [50_000 + (i % 3) * 100 if i < 40 else after + (i % 3) * 100 for i in range(80)]
+        path = tmp_path / name
+        lines = [f"{t},{v}\n" for t, v in zip(rows, values, strict=True)]
+        path.write_text("timestamp,value\n" + "".join(lines))
+        r = benchctl("detect", "--higher-is-better", str(path), capture_output=True)
+        assert r.returncode == code, (name, r.stdout, r.stderr)
+
+
+def test_output_into_a_closed_pipe_ends_quietly() -> None:
+    for fmt in ("table", "json"):  # rich's console, and print()
+        read, write = os.pipe()
+        os.close(read)  # like `| head` once it has what it wanted
+        try:
+            r = benchctl("profiles", "--format", fmt, stdout=write, stderr=subprocess.PIPE)
+        finally:
+            os.close(write)
+        # No traceback; 1 as Python's own convention for EPIPE (and rich's).
+        assert r.returncode == 1 and r.stderr == "", (fmt, r.stderr)
+
+
+def test_local_stack_refuses_a_working_set_larger_than_the_targets_free_space(
+    tmpfs: TmpfsFactory, tmp_path: Path
+) -> None:
+    target = tmpfs(tmp_path / "small", size="16m")
+    body = {"target": "scratch", "clients": [1, 2], "workload": {"size": "12m", "runtime": 1}}
+    # Every local agent lays out in the same directory: 2 clients x 12 MiB > 16 MiB.
+    problem = space_problem(body, {"scratch": str(target)})
+    assert problem is not None and problem.startswith("workload.size:")
+    assert "12 MiB per client x 2 clients = 24 MiB on local target scratch" in problem
+    assert space_problem({**body, "clients": 1}, {"scratch": str(target)}) is None
+    assert space_problem(body, {"other": str(target)}) is None  # not a local directory
+
+    # benchctl refuses before submitting: the API it would submit to does not even listen.
+    state = tmp_path / "state"
+    stack = Stack(dir=str(state), queue_port=1, cosmos_port=1, api_port=9, blob_port=1)
+    stack.targets = {"scratch": str(target)}
+    stack.save()
+    r = benchctl(
+        "--api-url",
+        stack.api_url,
+        "run",
+        "--target",
+        "scratch",
+        "--clients",
+        "1,2",
+        "--size",
+        "12m",
+        "--runtime",
+        "1",
+        env={"BENCH_LOCAL_DIR": str(state)},
+        capture_output=True,
+    )
+    assert r.returncode == 2, r.stderr
+    assert "workload.size" in r.stderr and "24 MiB on local target scratch" in r.stderr
+
+
+def test_charts_of_a_rate_sweep_and_a_series_on_known_figures() -> None:
+    latency = [
+        {"step": i, "point": f"rate={p}%", "clients": 1, "iops": 100.0 * p}
+        | {"read_p50_ns": 1e5 * (1 + i), "read_p99_ns": 4e5 * (1 + i)}
+        for i, p in enumerate((10, 50, 100))
+    ]
+    fig = latency_curve_figure({"latency": latency, "scaleout": []})
+    assert fig is not None
+    traces = {t.name: t for t in fig.fig.data}
+    assert list(traces["read p99"].x) == [1000.0, 5000.0, 10000.0]
+    assert list(traces["read p99"].y) == [0.4, 0.8, 1.2]
+    assert scaleout_figure({"scaleout": [{"point": "", "clients": 1}]}) is None  # 1 point
+
+    rows = [
+        {"time_ms": 1_700_000_000_000 + i * 60_000, "run_id": f"r-{i}", "segment": i // 4}
+        | {"new_segment": i == 4, "read.iops": 1000.0 if i < 6 else 800.0}
+        | {"gate": {"read.iops": {"verdict": "regression" if i == 6 else "pass"}}}
+        for i in range(8)
+    ]
+    regression: dict[str, Any] = {"metric": "read.iops", "kind": "regression"}
+    regression |= {"first_run_id": "r-6", "change_pct": -20.0}
+    (fig_iops,) = series_figures({"history": rows, "regressions": [regression]})
+    spec = json.loads(fig_iops.json())
+    assert len(spec["data"][0]["x"]) == 8
+    assert spec["data"][1]["name"] == "gate failed" and len(spec["data"][1]["x"]) == 1
+    lines = [s for s in spec["layout"]["shapes"] if s["type"] == "line"]
+    assert [s["x0"] for s in lines] == [rows[4]["time_ms"], rows[6]["time_ms"]]
+    notes = [a["text"] for a in spec["layout"]["annotations"]]
+    assert notes == ["segment 1", "regression -20.0%"]
