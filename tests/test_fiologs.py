@@ -110,6 +110,23 @@ def test_a_client_stamped_on_the_half_second() -> None:
     assert all(r["iops"] == pytest.approx(1000.0) for r in series)
 
 
+def test_stamps_drifting_late_under_load_still_count_every_io() -> None:
+    """fio rates each line over the time since its previous line, so when a busy machine
+    makes its stamps drift 24 ms late per interval, 1,000 IOPS is still 1,000: the lines
+    tile time (measured with real fio under load; clamping each line to 1 s read 977)."""
+    stamps = [T0 + 1024 * (k + 1) for k in range(6)]
+    tl = timeline_from_logs([log_text(stamps, 1000)], [log_text(stamps, 1000 * BS / 1024)])
+    assert tl is not None
+    agg = aggregate([ClientSample(client=0, dirs={"read": whole_run(1000)}, timeline=tl)])
+    assert agg["read"]["iops"] == pytest.approx(1000.0, rel=0.001)
+    # A gap of two intervals is an interval with no I/O (fio wrote no line): zero there.
+    gap = [T0 + 1000, T0 + 2000, T0 + 4000, T0 + 5000]
+    tl = timeline_from_logs([log_text(gap, 1000)], [log_text(gap, 1000 * BS / 1024)])
+    assert tl is not None
+    agg = aggregate([ClientSample(client=0, dirs={"read": whole_run(800)}, timeline=tl)])
+    assert agg["read"]["iops"] == pytest.approx(4000 / 5, rel=0.001)
+
+
 jitter = st.integers(-3, 3)
 phase = st.one_of(st.just(500), st.integers(497, 503), st.integers(0, 999))
 

@@ -57,8 +57,12 @@ def start_fio(directory: Path, **options: Any) -> subprocess.Popen[bytes]:
     directory.mkdir(parents=True, exist_ok=True)
     path = job(directory, **options)
     out = directory / "fio.json"
+    # The rate cap is a known load only if fio gets the CPU to keep it: on a busy machine
+    # (the suite's servers, other work) a starved fio fell 2 % short of its cap for
+    # seconds. We are root: raise its priority, as one would on a client VM under test.
     return subprocess.Popen(
-        ["fio", "--output-format=json+", f"--output={out}", str(path)], cwd=directory
+        ["nice", "-n", "-15", "fio", "--output-format=json+", f"--output={out}", str(path)],
+        cwd=directory,
     )
 
 
