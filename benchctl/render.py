@@ -36,13 +36,22 @@ def _dir_cells(d: dict[str, Any] | None) -> list[str]:
 
 def run_table(run: dict[str, Any]) -> Table:
     t = Table(title=f"run {run['id']} on {run['target']}: {run['state']}")
-    for col in ("client", "agent", "state", "dir", "IOPS", "MiB/s", "p50 ms", "p99 ms", "p99.9 ms"):
-        t.add_column(col, justify="right" if col not in ("agent", "state", "dir") else "left")
+    # With several steps each row names its step by what the step swept (issue 11.3).
+    steps = {s["step"]: s for s in run.get("steps", [])}
+    heading = len(steps) > 1
+    columns = ("client", "agent", "state", "dir", "IOPS", "MiB/s", "p50 ms", "p99 ms", "p99.9 ms")
+    for col in ("step", *columns) if heading else columns:
+        t.add_column(
+            col, justify="right" if col not in ("step", "agent", "state", "dir") else "left"
+        )
     for item in run.get("items", []):
         res = item.get("result") or {}
         dirs = [d for d in ("read", "write") if res.get(d)] or ["-"]
+        step = steps.get(item.get("step"))
+        lead = [step_heading(step) if step else str(item.get("step"))] if heading else []
         for d in dirs:
             t.add_row(
+                *lead,
                 str(item["client"]),
                 item.get("agent_id") or "-",
                 item["state"],
@@ -54,6 +63,7 @@ def run_table(run: dict[str, Any]) -> Table:
         for d in ("read", "write"):
             if agg.get(d):
                 t.add_row(
+                    *([""] if heading else []),
                     "all",
                     clients_text(agg["clients"]),
                     BASIS_TEXT.get(agg.get("basis", ""), agg.get("basis", "")),

@@ -136,6 +136,11 @@ def test_a_run_survives_killed_agent_api_azurite_and_cosmos(
     assert max(per_client) <= 1, per_client  # nothing stored twice
     survivor = next(i for i in run["items"] if i["agent_id"] != victim.name)
     assert survivor["state"] == "completed" and per_client[survivor["client"]] == 1
+    if run["state"] == "completed":  # one result per client, the redelivered one too
+        assert per_client == [1, 1], per_client
+    else:  # the killed client's item failed, saying why
+        lost = next(i for i in run["items"] if i["client"] != survivor["client"])
+        assert lost["state"] != "completed" and (lost["errors"] or lost["reason"]), lost
     print("run", run["state"], run["error"], [(i["client"], i["state"]) for i in run["items"]])
 
     # No fio of the run is left running, and the target is free: the next run is admitted.

@@ -20,6 +20,7 @@ from benchctl.localstack import Stack
 from benchctl.render import print_run, profiles_table
 from benchctl.render_lists import curves_markdown
 from core.catalogue import PROFILES
+from core.runs.working_set import human_bytes
 from core.units import clients_text, parse_size
 from reports.figures import latency_curve_figure, scaleout_figure, series_figures
 from tests.conftest import TmpfsFactory
@@ -104,6 +105,9 @@ def test_profiles_table_shows_each_profiles_working_set_per_client() -> None:
         jobs = w.numjobs if "fio" in p.engines else 1
         files = max(jobs, p.files_per_target if "diskspd" in p.engines else 1)
         want = files * parse_size(w.size)
+        if w.metadata is not None:  # a tree of small files: each job's files of file_size
+            want = w.numjobs * w.metadata.files_per_dir * w.metadata.file_size
+            assert human_bytes(want) in lines[p.name], (p.name, want)
         assert f"{want / 2**30:g} GiB" in lines[p.name] or want < 2**30, (p.name, want)
 
 
@@ -214,3 +218,25 @@ def test_charts_of_a_rate_sweep_and_a_series_on_known_figures() -> None:
     assert [s["x0"] for s in lines] == [rows[4]["time_ms"], rows[6]["time_ms"]]
     notes = [a["text"] for a in spec["layout"]["annotations"]]
     assert notes == ["segment 1", "regression -20.0%"]
+
+
+def test_step_headings_and_per_client_rows_name_the_swept_value() -> None:
+    """An iodepth sweep on one client: each step's heading and each client's row say which
+    iodepth it ran (issue 11.3), and no scaling efficiency is claimed between them."""
+    lat = {"p50": 1e5, "p99": 2e5, "p99.9": 3e5}
+    items, steps = [], []
+    for s, depth in enumerate((1, 64)):
+        read = {"iops": 1000.0 * (s + 1), "bw_bytes": 4096e3 * (s + 1), "clat_ns": lat}
+        items.append(
+            {"id": f"i{s}", "step": s, "client": 0, "state": "completed", "agent_id": "agent-1"}
+            | {"result": {"read": read}}
+        )
+        agg = _agg(s, 1, 1000.0 * (s + 1)) | {"point": f"iodepth={depth}"}
+        steps.append({"step": s, "clients": 1, "point": f"iodepth={depth}", "aggregate": agg})
+    run = {"id": "r-sweep", "target": "vol1", "state": "completed", "items": items}
+    text = recorded(lambda c: print_run(run | {"steps": steps}, c))
+    assert "step 0 (iodepth=1, 1 client)" in text and "step 1 (iodepth=64, 1 client)" in text
+    rows = [line for line in text.splitlines() if "agent-1" in line]
+    assert len(rows) == 2
+    assert "iodepth=1," in rows[0] and "iodepth=64," in rows[1]
+    assert "efficiency" not in text
