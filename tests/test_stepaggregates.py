@@ -170,3 +170,23 @@ def test_a_client_far_from_the_steps_instant_makes_the_step_partial() -> None:
     assert agg["partial"] is True and agg["clients"] == 1
     (failed,) = agg["failed_clients"]
     assert failed["client"] == 1 and "58,808 ms from the step's common instant" in failed["error"]
+
+
+def test_a_healthy_diskspd_run_over_ten_files_is_not_flagged_by_littles_law() -> None:
+    """The Azure Files profile: 8 threads x 8 outstanding on each of 10 files is 640 I/Os in
+    flight. Through the service's own aggregation (issue 11.4: it ignored files per target
+    and flagged every healthy run against 64)."""
+    run, steps, items, results, timelines = sweep_run([(8, 1, 640_000.0)])
+    doc = results[0]
+    doc["engine"] = "diskspd"
+    doc["workload"] = {**doc["workload"], "numjobs": 8, "iodepth": 8}
+    # 640,000 IOPS at 1 ms each: 640 I/Os in flight, exactly what was kept outstanding.
+    doc["read"]["lat_ns"] = doc["read"]["clat_ns"] = {"min": 1, "max": 1, "mean": 1e6, "stddev": 0}
+    healthy = run.model_copy(update={"engine": "diskspd", "files_per_target": 10})
+    (agg,) = build_aggregates(healthy, steps, items, results, timelines)
+    law = agg["littles_law"]
+    assert law["outstanding_ios"] == 640 and not law["flagged"]
+    assert law["implied_ios"] == pytest.approx(640, rel=0.01)
+    # Counting one file per target, as before, would have flagged it 10x off.
+    (old,) = build_aggregates(run.model_copy(update={"engine": "diskspd"}), steps, items, results)
+    assert old["littles_law"]["outstanding_ios"] == 64 and old["littles_law"]["flagged"]
