@@ -1,0 +1,121 @@
+"""Typed contract of the service: run requests, work items and results.
+
+These pydantic models are the single source of ``schemas/*.schema.json`` (regenerate with
+``make schemas``; a test fails when they drift). The API validates request bodies against the
+JSON Schema files, then builds these models for typed use.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from core.models.common import (
+    ALIAS_PATTERN,
+    ALIAS_RULE,
+    DATASET_DIR_PATTERN,
+    DATASET_NAME_PATTERN,
+    DEFAULT_METADATA_OPS,
+    ITEM_ID_PATTERN,
+    MAX_BS,
+    MAX_CLIENTS,
+    MAX_DATASET_FILES,
+    MAX_DIR_DEPTH,
+    MAX_FILE_SIZE,
+    MAX_FILES_PER_DIR,
+    MAX_IODEPTH,
+    MAX_META_FILE_SIZE,
+    MAX_NUMJOBS,
+    MAX_STEPS,
+    MAX_TARGETS,
+    MIN_BS,
+    MIN_FILE_SIZE,
+    POOL_PATTERN,
+    RESERVED_ALIAS_PATTERN,
+    RUN_ID_PATTERN,
+    TAG_KEY_PATTERN,
+    Alias,
+    Clients,
+    Engine,
+    IoEngine,
+    MetadataOp,
+    ReadWrite,
+    Strict,
+    check_alias,
+)
+from core.models.request import RunRequest, WorkItem
+from core.models.result import (
+    ARTIFACT_NAMES,
+    ArtifactName,
+    ArtifactRef,
+    Direction,
+    DirectionResult,
+    FillInfo,
+    HostFacts,
+    LatencyStats,
+    MountFacts,
+    Result,
+    SeriesPoint,
+    StartInfo,
+)
+from core.models.workload import DataSet, FieldSweep, Metadata, RateSweep, SteadyState, Workload
+
+SCHEMA_MODELS: dict[str, type[BaseModel]] = {
+    "run-request": RunRequest,
+    "work-item": WorkItem,
+    "result": Result,
+}
+
+__all__ = [
+    "ALIAS_PATTERN",
+    "ALIAS_RULE",
+    "ARTIFACT_NAMES",
+    "DATASET_DIR_PATTERN",
+    "DATASET_NAME_PATTERN",
+    "DEFAULT_METADATA_OPS",
+    "ITEM_ID_PATTERN",
+    "MAX_BS",
+    "MAX_CLIENTS",
+    "MAX_DATASET_FILES",
+    "MAX_DIR_DEPTH",
+    "MAX_FILES_PER_DIR",
+    "MAX_FILE_SIZE",
+    "MAX_IODEPTH",
+    "MAX_META_FILE_SIZE",
+    "MAX_NUMJOBS",
+    "MAX_STEPS",
+    "MAX_TARGETS",
+    "MIN_BS",
+    "MIN_FILE_SIZE",
+    "POOL_PATTERN",
+    "RESERVED_ALIAS_PATTERN",
+    "RUN_ID_PATTERN",
+    "SCHEMA_MODELS",
+    "TAG_KEY_PATTERN",
+    "Alias",
+    "ArtifactName",
+    "ArtifactRef",
+    "Clients",
+    "DataSet",
+    "Direction",
+    "DirectionResult",
+    "Engine",
+    "FieldSweep",
+    "FillInfo",
+    "HostFacts",
+    "IoEngine",
+    "LatencyStats",
+    "Metadata",
+    "MetadataOp",
+    "MountFacts",
+    "RateSweep",
+    "ReadWrite",
+    "Result",
+    "RunRequest",
+    "SeriesPoint",
+    "StartInfo",
+    "SteadyState",
+    "Strict",
+    "WorkItem",
+    "Workload",
+    "check_alias",
+]

@@ -1,0 +1,88 @@
+"""Names, patterns and bounds every model shares, and the strict base model."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+)
+
+ALIAS_PATTERN = r"^[a-z][a-z0-9-]{0,30}$"
+# An alias names its fio job section, and fio reads every section whose name starts with
+# "global" as the [global] section (fio init.c, __parse_jobs_ini: strncmp(name, "global", 6);
+# HOWTO "Job file format"): "global-vol" would merge into the shared options, and two
+# [global] sections would end up in one job file. No other section name is special to fio.
+RESERVED_ALIAS_PATTERN = r"^global"
+ALIAS_RULE = 'lowercase, e.g. scratch; not starting with "global", which fio reserves'
+RUN_ID_PATTERN = r"^r-[0-9a-f]{32}$"
+ITEM_ID_PATTERN = r"^r-[0-9a-f]{32}\.s[0-9]{1,4}\.c[0-9]{1,4}$"
+POOL_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,28}[a-z0-9])?$"
+TAG_KEY_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
+
+# Bounds: wide enough for the published methods (64 KiB x 40 threads, 256 KiB sequential,
+# 600 s measured), narrow enough that a typo cannot fill a volume or pin an agent for a day.
+MIN_BS, MAX_BS = 512, 16 << 20
+MIN_FILE_SIZE, MAX_FILE_SIZE = 1 << 20, 16 << 40
+MAX_CLIENTS = 64
+MAX_NUMJOBS, MAX_IODEPTH = 256, 1024
+MAX_TARGETS = 16
+MAX_STEPS = 16
+# A data set serves every client its own files (client c, job j: file c x numjobs + j).
+MAX_DATASET_FILES = MAX_CLIENTS * MAX_NUMJOBS
+# Relative to the mount: 1 to 8 names of letters, digits, '.', '_' or '-', none starting with
+# '.', so no segment can be '.' or '..' and the path cannot leave the mount by its text.
+DATASET_DIR_PATTERN = (
+    r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}(?:/[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}){0,7}$"
+)
+# One "{i}" (the file's index) in a plain file name: fio would misread ':' in filename=.
+DATASET_NAME_PATTERN = r"^[A-Za-z0-9._-]{0,30}\{i\}[A-Za-z0-9._-]{0,30}$"
+
+ReadWrite = Literal["read", "write", "randread", "randwrite", "rw", "randrw"]
+IoEngine = Literal["libaio", "io_uring", "psync", "sync", "posixaio"]
+Engine = Literal["fio", "diskspd"]
+Clients = Annotated[int, Field(ge=1, le=MAX_CLIENTS)]
+MetadataOp = Literal["create", "stat", "open", "delete"]
+# A phase's files: files_per_dir per job (fio's nrfiles), one leaf directory per job.
+MAX_FILES_PER_DIR = 1_000_000
+MAX_DIR_DEPTH = 16
+MAX_META_FILE_SIZE = 64 << 10
+DEFAULT_METADATA_OPS: tuple[MetadataOp, ...] = ("create", "stat", "delete")
+
+
+def check_alias(alias: str) -> str:
+    """``alias`` if it may name a mount (and so a fio job section); else ValueError.
+
+    Every door checks aliases here: run requests (API, CLI, bots, schedules), the agent's
+    mounts, the target registry and the job file writer."""
+    if not isinstance(alias, str) or not re.fullmatch(ALIAS_PATTERN, alias):
+        raise ValueError(f"mount alias {alias!r} is not valid ({ALIAS_RULE})")
+    if re.match(RESERVED_ALIAS_PATTERN, alias):
+        raise ValueError(
+            f"mount alias {alias!r} is reserved: fio reads a job section named global... as "
+            "its [global] section"
+        )
+    return alias
+
+
+Alias = Annotated[
+    str,
+    Field(
+        pattern=ALIAS_PATTERN,
+        description=f"a mount alias that agents expose ({ALIAS_RULE}), not a path",
+        # pydantic's regex engine has no look-ahead, so the reserved prefix is a rule of its
+        # own, for JSON Schema readers too.
+        json_schema_extra={"not": {"pattern": RESERVED_ALIAS_PATTERN}},
+    ),
+    AfterValidator(check_alias),
+]
+
+
+class Strict(BaseModel):
+    """Unknown fields are errors; values never change after validation."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)

@@ -1,0 +1,127 @@
+"""A client's result as the agent reports it and the service stores it."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import (
+    Field,
+)
+
+from core.host_counters import CountersSummary
+from core.models.common import ITEM_ID_PATTERN, RUN_ID_PATTERN, Engine, Strict
+from core.models.workload import Workload
+
+Direction = Literal["read", "write"]
+
+
+class LatencyStats(Strict):
+    min: float
+    max: float
+    mean: float
+    stddev: float
+
+
+class DirectionResult(Strict):
+    """One direction of one client's result, in fio's units (ns, bytes)."""
+
+    io_bytes: int = Field(ge=0)
+    total_ios: int = Field(ge=0)
+    runtime_ms: int = Field(ge=0)
+    iops: float = Field(ge=0)
+    bw_bytes: float = Field(ge=0, description="Bytes per second")
+    lat_ns: LatencyStats
+    clat_ns: LatencyStats
+    clat_percentiles_ns: dict[str, float] = Field(description="fio's percentiles, key '99.900000'")
+    clat_bins_ns: dict[str, int] = Field(description="fio json+ histogram: bucket value -> count")
+
+
+class SeriesPoint(Strict):
+    """One second of one client: t is the Unix second the sample interval ended in."""
+
+    t: int
+    iops: float = Field(ge=0)
+    bw_bytes: float = Field(ge=0)
+
+
+class HostFacts(Strict):
+    hostname: str
+    kernel: str
+    os: str
+    cpu_count: int
+    vm_size: str | None = None
+    region: str | None = None
+
+
+class MountFacts(Strict):
+    alias: str
+    path: str
+    mount_point: str
+    fstype: str
+    options: str
+    source: str
+
+
+class FillInfo(Strict):
+    ran: bool = Field(description="False when a valid fill marker was found")
+    seconds: float
+    marker: str
+
+
+class StartInfo(Strict):
+    """When this client was told to start and when it did: the start skew it saw."""
+
+    scheduled_ms: int = Field(description="the step's common start instant, Unix ms")
+    released_ms: float = Field(description="when this agent opened fio's start gate, Unix ms")
+    skew_ms: float = Field(
+        description="fio's measured start (its first 1 s log line minus 1 s) minus scheduled"
+    )
+
+
+ARTIFACT_NAMES = ("timeline", "raw", "logs", "counters")
+ArtifactName = Literal["timeline", "raw", "logs", "counters"]
+
+
+class ArtifactRef(Strict):
+    """A large output kept in Blob Storage beside the result (a Cosmos DB document is at
+    most 2 MB): the per-second timeline with histogram rows, the engine's own output, the
+    raw logs. Stored gzip-compressed."""
+
+    name: ArtifactName
+    bytes: int = Field(ge=0, description="compressed size")
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
+class Result(Strict):
+    """What an agent stores for one work item; id equals the item id, so a retry writes once.
+
+    Figures of the whole measured period are here; the per-second timeline (I/Os, bytes
+    and latency histogram per second), the engine's own output and its logs are artifacts
+    in Blob Storage, named in ``artifacts``."""
+
+    # Ids have their work item's forms: they become Cosmos DB ids and partition keys.
+    id: str = Field(pattern=ITEM_ID_PATTERN)
+    run_id: str = Field(pattern=RUN_ID_PATTERN)
+    item_id: str = Field(pattern=ITEM_ID_PATTERN)
+    step: int
+    client: int
+    agent_id: str
+    engine: Engine
+    engine_version: str
+    targets: list[str]
+    workload: Workload
+    started_at_ms: int = Field(description="Unix ms when measuring started (after ramp)")
+    ended_at_ms: int
+    read: DirectionResult | None = None
+    write: DirectionResult | None = None
+    start: StartInfo | None = None
+    fill: FillInfo | None = None
+    steadystate: dict[str, Any] | None = Field(None, description="fio's steady-state verdict")
+    host: HostFacts
+    mounts: list[MountFacts]
+    artifacts: dict[ArtifactName, ArtifactRef] = Field(
+        default_factory=dict, description="artifacts in Blob Storage, by name"
+    )
+    counters: CountersSummary | None = Field(
+        None, description="host CPU, network and NFS counters sampled each second"
+    )
