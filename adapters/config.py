@@ -16,6 +16,7 @@ from azure.identity import DefaultAzureCredential
 
 from core.analysis.changepoint import DEFAULT_MIN_MAGNITUDE_PCT
 from core.errors import BenchError
+from core.fleet.pools import PoolConfig, parse_pools
 from core.runs.guardrails import AGENT_ROLE, ROLES, TargetInfo, parse_targets
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -63,6 +64,8 @@ class Settings:
     cosmos_database: str = "bench"
     max_deliveries: int = 5
     pools: tuple[str, ...] = ("default",)  # agent pools that have queues (Bicep creates them)
+    # Each pool's size, elasticity and VM price (BENCH_POOLS NAME[:key=value...]).
+    pool_configs: tuple[PoolConfig, ...] = ()
     local_emulators: bool = False
     local_timer_seconds: float = 0.0  # > 0: run the timer functions in-process (local stack)
     managed_identity_client_id: str | None = None
@@ -95,13 +98,18 @@ class Settings:
         missing = [k for k in required if not e.get(k)]
         if missing:
             raise ConfigError(f"missing settings: {', '.join(missing)}")
+        try:
+            pool_configs = parse_pools(e.get("BENCH_POOLS", "default"))
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
         settings = cls(
             queue_uri=e["BENCH_QUEUE_URI"].rstrip("/"),
             blob_uri=e["BENCH_BLOB_URI"].rstrip("/"),
             cosmos_endpoint=e["BENCH_COSMOS_ENDPOINT"],
             cosmos_database=e.get("BENCH_COSMOS_DATABASE", "bench"),
             max_deliveries=int(e.get("BENCH_MAX_DELIVERIES", "5")),
-            pools=tuple(p.strip() for p in e.get("BENCH_POOLS", "default").split(",") if p.strip()),
+            pools=tuple(p.name for p in pool_configs),
+            pool_configs=pool_configs,
             local_emulators=e.get("BENCH_LOCAL_EMULATORS") == "1",
             local_timer_seconds=float(e.get("BENCH_LOCAL_TIMER_SECONDS", "0")),
             managed_identity_client_id=e.get("AZURE_CLIENT_ID") or None,
@@ -131,6 +139,11 @@ class Settings:
                 if urlparse(uri).hostname not in LOOPBACK_HOSTS:
                     raise ConfigError(f"local emulator mode only talks to loopback, not {uri}")
         return settings
+
+    def pool(self, name: str) -> PoolConfig:
+        """A pool's configuration (a bare name when BENCH_POOLS declares nothing)."""
+        found = {p.name: p for p in self.pool_configs}
+        return found.get(name) or PoolConfig(name=name)
 
 
 def _percent(setting: str, value: str, default: float) -> float:

@@ -41,6 +41,7 @@ from benchctl.render import (
     run_markdown,
     scaleout_table,
 )
+from benchctl.render_fleet import print_agents
 from core.analysis.changepoint import DEFAULT_MIN_MAGNITUDE_PCT, detect_csv
 from core.analysis.concurrency import shape_for
 from core.analysis.offline import ClientLogs, InputError, aggregate_files
@@ -272,6 +273,16 @@ def cmd_show(a: argparse.Namespace) -> int:
         print(json.dumps(curves, indent=2))
     else:
         console_for_stdout().print(latency_table(curves), scaleout_table(curves))
+    return EXIT_OK
+
+
+def cmd_agents(a: argparse.Namespace) -> int:
+    """The agent registry and the pools: sizes, live agents, client VM time and cost."""
+    view = _api(a).agents(a.pool)
+    if a.format == "json":
+        print(json.dumps(view, indent=2))
+    else:
+        print_agents(view, console_for_stdout())
     return EXIT_OK
 
 
@@ -574,6 +585,11 @@ def parser() -> argparse.ArgumentParser:
     sh.add_argument("--curve", action="store_true", help="latency-vs-IOPS and scale-out curves")
     sh.add_argument("--format", choices=FORMATS, default="table")
     sh.set_defaults(func=cmd_show)
+
+    ag = sub.add_parser("agents", help="the agents the service knows, and its pools")
+    ag.add_argument("--pool")
+    ag.add_argument("--format", choices=("table", "json"), default="table")
+    ag.set_defaults(func=cmd_agents)
 
     cp = sub.add_parser("compare", help="two runs side by side, against the series' noise")
     cp.add_argument("run_a", metavar="RUN_A")

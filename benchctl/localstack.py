@@ -91,6 +91,7 @@ class Stack:
     procs: list[Proc] = field(default_factory=list)
     visibility_timeout: int = 30
     max_deliveries: int = 5
+    heartbeat_s: float = 30.0  # agents' registry heartbeat
 
     @property
     def queue_uri(self) -> str:
@@ -118,6 +119,11 @@ class Stack:
             "BENCH_MAX_DELIVERIES": str(self.max_deliveries),
             "BENCH_POOLS": ",".join(self.pools),
         }
+
+    @property
+    def pool_names(self) -> list[str]:
+        """The pools' names (``pools`` entries may carry BENCH_POOLS settings)."""
+        return [p.split(":", 1)[0] for p in self.pools]
 
     def data_dir(self, name: str) -> Path:
         return Path(self.dir) / name
@@ -231,7 +237,7 @@ def start_emulators(stack: Stack) -> None:
     # Azurite saves its database before it answers each queue created: 8 at a time, the
     # tests' 242 queues took 0.9-1.5 s instead of 1.5-2.3 s one by one.
     with ThreadPoolExecutor(8) as creators:
-        list(creators.map(ensure_pool, stack.pools))  # re-raises the first error
+        list(creators.map(ensure_pool, stack.pool_names))  # re-raises the first error
     BlobArtifacts.connect(settings.blob_uri, local_emulators=True).ensure_container()
 
 
@@ -274,7 +280,7 @@ def start_agent(
     argv = [sys.executable, "-m", "agent", "--api-url", stack.api_url]
     argv += ["--queue-uri", stack.queue_uri, "--pool", pool, "--agent-id", f"agent-{index}"]
     argv += ["--local-emulators", "--visibility-timeout", str(stack.visibility_timeout)]
-    argv += ["--retry-delay", "1", "--idle-max", "1"]
+    argv += ["--retry-delay", "1", "--idle-max", "1", "--heartbeat", str(stack.heartbeat_s)]
     for alias, path in (stack.targets if targets is None else targets).items():
         argv += ["--mount", f"{alias}={path}"]
     return _spawn(stack, f"agent-{index}", argv + (extra or []))

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from benchctl.render_ceilings import ceilings_markdown, print_ceilings
+from benchctl.render_fleet import usage_line
 
 MIB = 1024 * 1024
 
@@ -74,6 +75,9 @@ def print_run(run: dict[str, Any], console: Console | None = None) -> None:
     for item in run.get("items", []):
         if item.get("reason") and item["state"] == "failed":
             console.print(f"[red]client {item['client']}: {item['reason']}[/red]")
+    usage = usage_line(run)
+    if usage:
+        console.print(usage)
 
 
 def clients_text(n: int) -> str:

@@ -195,11 +195,19 @@ class StepView(OpenDoc):
     aggregate: Aggregate | None
 
 
+class RunUsage(BaseModel):
+    agent_s: float = Field(description="client VM time held: each item's claim to its end")
+    items: int = Field(description="items that were claimed")
+    price_per_hour: float | None = Field(description="the pool's price per client VM and hour")
+    cost: float | None = Field(description="agent_s at price_per_hour")
+
+
 class RunView(RunSummary):
     queue_position: int | None = Field(None, description="only while waiting for the target")
     steps: list[StepView]
     items: list[ItemView]
     aggregate: Aggregate | None = Field(description="the last step's")
+    usage: RunUsage
 
 
 class LatencyPoint(OpenDoc):

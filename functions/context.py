@@ -61,6 +61,7 @@ def service() -> RunService:
         artifacts(),
         max_deliveries=s.max_deliveries,
         pools=s.pools,
+        pool_configs=s.pool_configs,
         monitor=monitor(),
         targets=list(s.targets),
     )
