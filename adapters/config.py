@@ -46,6 +46,9 @@ SETTING_NAMES = (
     "BENCH_BOT_SECRET",
     "BENCH_BOT_ROLE",
     "BENCH_TARGETS",
+    "BENCH_LOCAL_SCALER_DIR",
+    "BENCH_AZURE_SUBSCRIPTION_ID",
+    "BENCH_AZURE_RESOURCE_GROUP",
 )
 
 
@@ -85,6 +88,11 @@ class Settings:
     bot_secret: str | None = None  # generic signed webhook; Key Vault
     bot_role: str = "runner"  # what chat users may run
     targets: tuple[TargetInfo, ...] = ()  # empty: any alias the agents mount
+    # Elastic pools' scaler: the local stack's agent processes (its directory), or in
+    # Azure the scale sets (pool setting vmss) in this subscription and resource group.
+    local_scaler_dir: str | None = None
+    azure_subscription_id: str | None = None
+    azure_resource_group: str | None = None
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -133,7 +141,12 @@ class Settings:
             bot_secret=e.get("BENCH_BOT_SECRET") or None,
             bot_role=_role("BENCH_BOT_ROLE", e.get("BENCH_BOT_ROLE", "runner")),
             targets=tuple(_targets(e.get("BENCH_TARGETS", ""))),
+            local_scaler_dir=e.get("BENCH_LOCAL_SCALER_DIR") or None,
+            azure_subscription_id=e.get("BENCH_AZURE_SUBSCRIPTION_ID") or None,
+            azure_resource_group=e.get("BENCH_AZURE_RESOURCE_GROUP") or None,
         )
+        if settings.local_scaler_dir and not settings.local_emulators:
+            raise ConfigError("BENCH_LOCAL_SCALER_DIR is for the local stack only")
         if settings.local_emulators:
             for uri in (settings.queue_uri, settings.blob_uri, settings.cosmos_endpoint):
                 if urlparse(uri).hostname not in LOOPBACK_HOSTS:

@@ -26,6 +26,7 @@ from core.fleet.registry import AgentMount, Registration
 from core.models import HostFacts
 
 log = logging.getLogger(__name__)
+RETRY_S = 2.0
 
 
 def agent_version() -> str:
@@ -111,14 +112,20 @@ class Beacon:
             return False
 
     def start(self) -> Beacon:
-        self.beat()
-        self._thread = threading.Thread(target=self._loop, name="beacon", daemon=True)
+        first = self.beat()
+        self._thread = threading.Thread(
+            target=self._loop, args=(first,), name="beacon", daemon=True
+        )
         self._thread.start()
         return self
 
-    def _loop(self) -> None:
-        while not self._stop.wait(self.config.heartbeat_s):
-            self.beat()
+    def _loop(self, ok: bool) -> None:
+        # A beat that failed (the API not up yet, a blip) is tried again within a second
+        # or two, not a whole period later: an agent unknown to the registry gets no runs.
+        wait = self.config.heartbeat_s if ok else min(RETRY_S, self.config.heartbeat_s)
+        while not self._stop.wait(wait):
+            ok = self.beat()
+            wait = self.config.heartbeat_s if ok else min(RETRY_S, self.config.heartbeat_s)
 
     def stop(self) -> None:
         """Stop beating and tell the service this agent is released."""

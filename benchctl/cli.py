@@ -471,7 +471,10 @@ def cmd_local(a: argparse.Namespace) -> int:
             targets=targets,
             visibility_timeout=a.visibility_timeout,
             fresh=a.fresh,
-            api_env={"BENCH_TARGETS": registry} if registry else None,
+            api_env={"BENCH_TARGETS": registry},
+            max_agents=a.max_agents,
+            idle_s=a.idle,
+            price=a.price,
         )
         print(
             f"local stack up: API {stack.api_url}, {a.agents} agent(s), "
@@ -693,6 +696,16 @@ def parser() -> argparse.ArgumentParser:
         '"quota_tib": 100}\'',
     )
     lu.add_argument("--visibility-timeout", type=int, default=30)
+    lu.add_argument(
+        "--max-agents",
+        type=int,
+        help="make the pool elastic: start agents up to this many when runs need them, "
+        "stop them back down to --agents when idle",
+    )
+    lu.add_argument(
+        "--idle", type=float, default=900, help="seconds idle before an elastic pool shrinks"
+    )
+    lu.add_argument("--price", type=float, help="hourly price of a client VM, for usage costs")
     lu.add_argument(
         "--fresh",
         action="store_true",

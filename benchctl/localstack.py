@@ -27,11 +27,16 @@ from adapters.config import Settings
 from adapters.cosmos import CosmosStore
 from adapters.local import azurite_blob_uri, azurite_queue_uri
 from adapters.queue import WorkQueues
+from core.fleet.pools import DEFAULT_IDLE_S
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / "node_modules" / ".bin"
 SCRIPTS = ROOT / "scripts"
-DATA_DIRS = ("azurite", "cosmosdb")  # in the stack's directory: what `up --fresh` removes
+DATA_DIRS = ("azurite", "cosmosdb")
+# The API's local pool scaler (benchctl.local_scaler) works on the stack in this directory.
+LOCAL_SCALER_SETTING = (
+    "BENCH_LOCAL_SCALER_DIR"  # in the stack's directory: what `up --fresh` removes
+)
 
 
 class StackError(RuntimeError):
@@ -64,6 +69,7 @@ class Proc:
     pid: int
     log: str
     port: int | None = None
+    pool: str | None = None  # an agent's pool
 
     def alive(self) -> bool:
         try:
@@ -155,6 +161,7 @@ def _spawn(
     argv: list[str],
     env: dict[str, str] | None = None,
     port: int | None = None,
+    pool: str | None = None,
 ) -> Proc:
     logs = Path(stack.dir) / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -169,7 +176,7 @@ def _spawn(
             env={**os.environ, **(env or {})},
             start_new_session=True,
         )  # outlives `benchctl local up`
-    p = Proc(name, proc.pid, str(log_path), port)
+    p = Proc(name, proc.pid, str(log_path), port, pool)
     stack.procs.append(p)
     stack.save()
     return p
@@ -283,7 +290,7 @@ def start_agent(
     argv += ["--retry-delay", "1", "--idle-max", "1", "--heartbeat", str(stack.heartbeat_s)]
     for alias, path in (stack.targets if targets is None else targets).items():
         argv += ["--mount", f"{alias}={path}"]
-    return _spawn(stack, f"agent-{index}", argv + (extra or []))
+    return _spawn(stack, f"agent-{index}", argv + (extra or []), pool=pool)
 
 
 def up(
@@ -296,6 +303,10 @@ def up(
     timer_seconds: float = 1.0,
     api_env: dict[str, str] | None = None,
     fresh: bool = False,
+    max_agents: int | None = None,
+    idle_s: float = DEFAULT_IDLE_S,
+    heartbeat_s: float = 30.0,
+    price: float | None = None,
 ) -> Stack:
     """Start the stack in ``directory``, on the data kept there (none with ``fresh``)."""
     directory = directory or state_dir()
@@ -319,13 +330,30 @@ def up(
         targets=targets,
         visibility_timeout=visibility_timeout,
         max_deliveries=max_deliveries,
+        heartbeat_s=heartbeat_s,
     )
+    if max_agents is not None:
+        # An elastic pool (core.fleet.scaling): the API's timer starts agents up to
+        # max_agents when runs need them and stops them down to `agents` when idle.
+        if max_agents < max(agents, 1):
+            raise StackError(f"--max-agents {max_agents} is below --agents {agents}")
+        stack.pools = [f"default:max={max_agents}:min={agents}:idle={idle_s:g}"]
+    if price is not None:  # the hourly price of a client VM: usage has a cost
+        stack.pools = [f"{stack.pools[0]}:price={price:g}"]
     stack.save()
+    # The stack's targets are the API's target registry (GET /api/targets, the bot's
+    # `targets`), unless the caller declared more of them (benchctl.local_targets).
+    registry = [{"alias": alias, "pool": "default"} for alias in targets]
+    api_env = {"BENCH_TARGETS": json.dumps(registry), **(api_env or {})}
+    if max_agents is not None:
+        api_env[LOCAL_SCALER_SETTING] = str(Path(stack.dir).resolve())
     try:
         start_emulators(stack)
-        start_api(stack, timer_seconds, api_env)
+        # Agents before the API: once the API runs, its pool scaler may start agents too,
+        # and the stack's state file then has one writer (they register once it answers).
         for i in range(1, agents + 1):
             start_agent(stack, i)
+        start_api(stack, timer_seconds, api_env)
     except BaseException:
         down(directory)
         raise

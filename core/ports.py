@@ -32,6 +32,7 @@ class RunRepo(Protocol):
         continuation: str | None,
     ) -> tuple[list[Run], str | None]: ...
     def due(self, now_ms: int) -> list[Run]: ...  # runs whose due_ms has come
+    def active(self, pool: str) -> list[Run]: ...  # admitted to the pool, not finished
 
 
 class ItemRepo(Protocol):

@@ -64,6 +64,15 @@ class RequestedBy(BaseModel):
     door: Door
 
 
+class Provisioning(BaseModel):
+    since_ms: int
+    step: int
+    needed: int = Field(description="agents the step needs live")
+    live: int
+    missing: int = Field(description="agents still to register")
+    reason: str
+
+
 class RunSummary(OpenDoc):
     id: str
     state: RunState
@@ -93,6 +102,9 @@ class RunSummary(OpenDoc):
     error: str | None
     cancel_requested: bool
     requested_by: RequestedBy
+    provisioning: Provisioning | None = Field(
+        None, description="state provisioning: its elastic pool is growing; who is missing"
+    )
 
 
 class RunList(BaseModel):
@@ -143,6 +155,7 @@ class ItemView(OpenDoc):
     attempts: int
     errors: list[ItemError]
     reason: str | None
+    claimed_at: str | None = Field(None, description="when its agent took it (usage counts from)")
     started_at: str | None
     ended_at: str | None
     result: ResultSummary | None

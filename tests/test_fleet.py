@@ -9,6 +9,8 @@ import platform
 import signal
 import time
 import uuid
+from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -197,3 +199,98 @@ def test_a_run_the_pool_cannot_serve_is_refused_naming_the_field(
         )
     finally:
         localstack.stop_proc(agent, signal.SIGKILL, timeout=5)
+
+
+# ---- 3 and 4: the local stack's targets, and an elastic pool grown and shrunk ------------
+
+IDLE_S = 4
+PRICE = 0.5
+
+
+@pytest.fixture
+def elastic_stack(tmp_path: Path) -> Iterator[Stack]:
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    stack = localstack.up(
+        agents=1,
+        max_agents=4,
+        idle_s=IDLE_S,
+        price=PRICE,
+        heartbeat_s=1.0,
+        targets={"scratch": str(scratch)},
+        directory=tmp_path / "stack",
+        visibility_timeout=6,
+        timer_seconds=0.5,
+        fresh=True,
+    )
+    try:
+        yield stack
+    finally:
+        localstack.down(tmp_path / "stack")
+
+
+def _ms(iso: str) -> int:
+    return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+def test_an_elastic_pool_grows_for_a_run_and_shrinks_when_idle(
+    elastic_stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stack = elastic_stack
+    api = httpx.Client(base_url=stack.api_url, timeout=30)
+    # 3. The stack's --target is in the target registry.
+    listed = api.get("/api/targets").json()["targets"]
+    assert [(t["alias"], t["pool"], t["busy"]) for t in listed] == [("scratch", "default", False)]
+    wait_until(
+        lambda: [a["status"] for a in api.get("/api/agents").json()["agents"]] == ["live"],
+        30,
+        what="the one agent registered",
+    )
+
+    # 4. A 4-client run on a pool with 1 live agent: provisioning, then grown to 4.
+    body = run_body("default")
+    body["clients"] = 4
+    r = api.post("/api/runs", json=body)
+    assert r.status_code == 202, r.text
+    run_id = r.json()["id"]
+    first = api.get(f"/api/runs/{run_id}").json()
+    assert first["state"] == "provisioning", first
+    held = first["provisioning"]
+    assert held["needed"] == 4 and held["missing"] == 4 - held["live"] >= 1
+    assert held["reason"].startswith("pool default is growing to 4 agents: ")
+    run = wait_state(api, run_id, ("completed", "failed"), timeout=120)
+    assert run["state"] == "completed", run
+    assert len({i["agent_id"] for i in run["items"]}) == 4
+    view = api.get("/api/agents").json()
+    [pool] = view["pools"]
+    assert pool["elastic"] and pool["size"] == 4 and pool["min"] == 1
+    assert pool["capacity"] == 4 and pool["live"] == 4
+
+    # ... and back to 1 after the idle period (not before it).
+    ended = max(_ms(i["ended_at"]) for i in run["items"])
+    view = wait_until(
+        lambda: (
+            (v := api.get("/api/agents").json())["pools"][0]["live"] == 1
+            and v["pools"][0]["capacity"] == 1
+            and v
+        ),
+        IDLE_S + 30,
+        what="the pool back to 1 agent",
+    )
+    states = sorted(a["status"] for a in view["agents"])
+    assert states == ["live", "stopped", "stopped", "stopped"]
+    assert next(a for a in view["agents"] if a["status"] == "live")["id"] == "agent-1"
+    for a in view["agents"]:
+        if a["status"] == "stopped":
+            assert a["released_ms"] - ended >= IDLE_S * 1000
+
+    # 5. Usage and cost: the run's (items held) and the pool's (registration to release).
+    usage = run["usage"]
+    held_s = sum(_ms(i["ended_at"]) - _ms(i["claimed_at"]) for i in run["items"]) / 1000
+    assert usage["agent_s"] == pytest.approx(held_s, abs=0.01) and usage["items"] == 4
+    assert usage["cost"] == pytest.approx(usage["agent_s"] / 3600 * PRICE, abs=1e-6)
+    pool = view["pools"][0]
+    assert pool["used_s"] == pytest.approx(sum(a["used_s"] for a in view["agents"]), abs=0.01)
+    assert pool["cost"] == pytest.approx(pool["used_s"] / 3600 * PRICE, abs=1e-5)
+    assert benchctl(["--api-url", stack.api_url, "show", run_id]) == 0
+    assert f"cost {usage['cost']:.4f} at 0.5 per VM-hour" in capsys.readouterr().out

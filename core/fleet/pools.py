@@ -9,6 +9,7 @@ Each comma-separated entry is a pool name with optional ``:key=value`` settings:
 - ``max`` (elastic): the service raises the pool's capacity up to ``max`` when runs need
   more agents than are live and lowers it back to ``min`` (default 0) after ``idle``
   seconds without work (default 900).
+- ``vmss`` (Azure, elastic): the name of the pool's agent scale set (the deployment sets it).
 - ``price``: the hourly price of one client VM (list price, in the account's currency),
   used to turn client VM time into cost.
 
@@ -34,6 +35,11 @@ class PoolConfig(BaseModel):
     min: int = Field(0, ge=0, le=1000, description="elastic pool: the size it returns to")
     idle: float = Field(DEFAULT_IDLE_S, gt=0, le=7 * 86400, description="seconds before shrinking")
     price: float | None = Field(None, ge=0, le=10_000, description="per client VM and hour")
+    vmss: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$",
+        description="in Azure: the agents' scale set whose capacity an elastic pool sets",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> PoolConfig:

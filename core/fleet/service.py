@@ -3,18 +3,22 @@ sizes and usage, and the admission check (over the agents repository)."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from core.errors import Conflict, FieldError, NotFound, ValidationFailed
+from core.errors import BenchError, Conflict, FieldError, NotFound, ValidationFailed
 from core.fleet.admission import fleet_errors
 from core.fleet.pools import PoolConfig
 from core.fleet.registry import AgentRecord, Registration, record_from
+from core.fleet.scaling import PoolScaler, Waiting
 from core.ports import AgentRepo
 from core.runs.guardrails import Forbidden
 from core.runs.holder import AgentRef
+from core.runs.state import Run
 
+log = logging.getLogger(__name__)
 CAS_ATTEMPTS = 5
 
 
@@ -33,6 +37,7 @@ class Fleet:
         self.agents = agents
         self.pools = {p.name: p for p in pools}
         self.clock = clock
+        self.scaler: PoolScaler | None = None  # elastic pools' capacity (core.fleet.scaling)
 
     def price_of(self, pool: str) -> float | None:
         config = self.pools.get(pool)
@@ -74,6 +79,16 @@ class Fleet:
                 continue  # a concurrent beat of the same agent: read it again
         raise Conflict(f"agent {reg.agent_id} changed concurrently")
 
+    def waiting(self, run: Run, clients: int) -> Waiting | None:
+        """The gate of an elastic pool: a step of ``clients`` waits until that many of
+        its agents are live (fixed pools never wait here: their barrier does)."""
+        config = self.pools.get(run.pool)
+        if config is None or not config.elastic:
+            return None
+        now = self.now_ms()
+        live = sum(1 for r in self.agents.all(run.pool) if r.live(now))
+        return None if live >= clients else Waiting(needed=clients, live=live)
+
     def records(self, pool: str | None = None) -> list[AgentRecord]:
         return self.agents.all(pool)
 
@@ -96,6 +111,16 @@ class Fleet:
             records=self.agents.all(pool),
             now_ms=self.now_ms(),
         )
+
+    def _capacity(self, config: PoolConfig, live: int) -> dict[str, int | None]:
+        if not config.elastic or self.scaler is None:
+            return {"capacity": None, "missing": None}
+        try:
+            capacity = self.scaler.capacity(config.name)
+        except BenchError as e:  # the listing still answers; the capacity is unknown
+            log.warning("capacity of pool %s unknown: %s", config.name, e)
+            return {"capacity": None, "missing": None}
+        return {"capacity": capacity, "missing": max(0, capacity - live)}
 
     def view(self, pool: str | None = None) -> dict[str, Any]:
         """GET /api/agents: every agent the registry knows and each pool's summary."""
@@ -120,6 +145,7 @@ class Fleet:
                     "used_s": round(used_s, 3),
                     "price_per_hour": config.price,
                     "cost": cost(used_s, config.price),
+                    **self._capacity(config, sum(1 for r in mine if r.live(now))),
                 }
             )
         return {"agents": [r.view(now) for r in records], "pools": pools}

@@ -52,6 +52,7 @@ class RunService:
             monitor=monitor,
             on_finished=on_finished,
         )
+        self.lifecycle.gate = self.fleet.waiting  # elastic pools grow before a step is sent
         self.intake = Intake(
             store, self.admission, self.lifecycle, pools=pools, targets=targets, fleet=self.fleet
         )

@@ -40,6 +40,7 @@ _RUN_PUBLIC = (
     "error",
     "cancel_requested",
     "requested_by",
+    "provisioning",
 )
 _STEP_PUBLIC = (
     "step",
@@ -61,6 +62,7 @@ _ITEM_PUBLIC = (
     "attempts",
     "errors",
     "reason",
+    "claimed_at",
     "started_at",
     "ended_at",
     "start_at_ms",  # an instant of its own, when it heard its step's too late
@@ -71,7 +73,10 @@ _ITEM_PUBLIC = (
 def public_run(run: Run, items: list[Item] | None = None) -> Doc:
     doc = run.doc()
     out = {k: doc.get(k) for k in _RUN_PUBLIC}
-    if run.delivery.state in ("pending", "failed"):
+    # A step held while its pool grows is not a delivery in trouble: `provisioning` says it.
+    if run.delivery.state == "failed" or (
+        run.delivery.state == "pending" and run.provisioning is None
+    ):
         out["delivery"] = run.delivery.model_dump(mode="json")
     if items is not None:
         counts: dict[str, int] = {}
