@@ -31,7 +31,7 @@ async def register(request: Request) -> dict[str, Any]:
     return {"status": "registered", "heartbeat_s": record.heartbeat_s}
 
 
-@router.get("/api/agents", **doc(f.AgentList, errors=STORE))
+@router.get("/api/agents", **doc(f.AgentList, errors=(400, *STORE)))
 async def agents(
     pool: Annotated[str | None, Query(pattern=POOL_PATTERN)] = None,
 ) -> dict[str, Any]:

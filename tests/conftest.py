@@ -31,22 +31,19 @@ BOT_POOL = "bot"  # where the chat tests' target "chat" lives
 # Schemathesis' generated runs go to a pool and target no other test uses; no agent listens
 # on it, so whatever it accepts stays queued and no fio runs.
 FUZZ_POOL = FUZZ_TARGET = "fuzz"
-# The fleet tests' pools (tests/test_fleet.py): one that declares no size, so it is judged
-# on its live agents alone, and an elastic one the local scaler grows and shrinks.
+# The fleet tests' pool (tests/test_fleet.py): it declares no size, so it is judged on its
+# live agents alone. (The elastic pool test has a stack of its own.)
 FLEET_POOL = "fleet"
-ELASTIC_POOL = "elastic"
-ELASTIC_SPEC = f"{ELASTIC_POOL}:max=4:min=1:idle=4:price=0.5"
+# Schemathesis' generated registrations land here (tests/schemathesis_hooks.py).
+FUZZ_AGENT_POOL = "fuzz-agents"
 PER_TEST_POOLS = [f"t{i}" for i in range(1, 121)]
-TEST_POOLS = ["default", *PER_TEST_POOLS, BOT_POOL, FUZZ_POOL, FLEET_POOL, ELASTIC_POOL]
+TEST_POOLS = ["default", *PER_TEST_POOLS, BOT_POOL, FUZZ_POOL, FLEET_POOL, FUZZ_AGENT_POOL]
 _pool_names = iter(PER_TEST_POOLS)
 # What the pools declare (BENCH_POOLS). The per-test pools declare a size of 16, what the
 # tests' agents could be: tests start their agents before or after they submit, and some
 # ask for more clients than they start (to see a step fail at its barrier), so a per-test
 # pool is never judged on how many of its agents happen to be registered yet.
-POOL_SPECS = [
-    f"{p}:size=16" if p in PER_TEST_POOLS else ELASTIC_SPEC if p == ELASTIC_POOL else p
-    for p in TEST_POOLS
-]
+POOL_SPECS = [f"{p}:size=16" if p in PER_TEST_POOLS else p for p in TEST_POOLS]
 _agent_ids = itertools.count(1)
 
 

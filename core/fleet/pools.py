@@ -73,7 +73,10 @@ def parse_pools(text: str) -> tuple[PoolConfig, ...]:
         try:
             pools.append(PoolConfig.model_validate(fields))
         except ValidationError as e:
-            why = "; ".join(f"{f.field}: {f.message}" for f in field_errors(e.errors()))
+            why = "; ".join(
+                f.message if f.field == "(body)" else f"{f.field}: {f.message}"
+                for f in field_errors(e.errors())
+            )
             raise ValueError(f"BENCH_POOLS: {entry!r}: {why}") from None
     names = [p.name for p in pools]
     if len(set(names)) != len(names):

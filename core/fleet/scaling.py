@@ -59,7 +59,8 @@ def wanted_capacity(
     agents holding an item; ``idle_since_ms``: since when there has been neither."""
     assert config.max is not None, "only elastic pools scale"
     if demand > current:
-        return min(max(demand, config.min), config.max)
+        grown = min(max(demand, config.min), config.max)
+        return grown if grown > current else None  # never shrink a pool runs need
     if current < config.min:
         return config.min
     if demand == 0 and busy == 0 and current > config.min:
