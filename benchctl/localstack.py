@@ -332,6 +332,9 @@ def up(
         max_deliveries=max_deliveries,
         heartbeat_s=heartbeat_s,
     )
+    # The pool declares its size, so a run is judged on it even before every agent has
+    # registered (core.fleet.admission).
+    stack.pools = [f"default:size={agents}"] if agents > 0 else ["default"]
     if max_agents is not None:
         # An elastic pool (core.fleet.scaling): the API's timer starts agents up to
         # max_agents when runs need them and stops them down to `agents` when idle.

@@ -117,7 +117,7 @@ class Fleet:
             return {"capacity": None, "missing": None}
         try:
             capacity = self.scaler.capacity(config.name)
-        except BenchError as e:  # the listing still answers; the capacity is unknown
+        except (BenchError, RuntimeError, ValueError) as e:  # the listing still answers
             log.warning("capacity of pool %s unknown: %s", config.name, e)
             return {"capacity": None, "missing": None}
         return {"capacity": capacity, "missing": max(0, capacity - live)}
