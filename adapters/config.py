@@ -23,6 +23,7 @@ from pydantic_settings.sources.utils import parse_env_vars
 
 from core.analysis.changepoint import DEFAULT_MIN_MAGNITUDE_PCT
 from core.errors import BenchError
+from core.fleet.pools import PoolConfig, parse_pools
 from core.runs.guardrails import AGENT_ROLE, ROLES, TargetInfo, parse_targets
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -59,7 +60,13 @@ class Settings(BaseSettings):
     blob_uri: str  # the artifacts container's account (Blob Storage endpoint)
     cosmos_database: str = "bench"
     max_deliveries: int = Field(5, ge=1, le=100)  # before a message goes to the poison queue
-    pools: tuple[str, ...] = ("default",)  # agent pools that have queues (Bicep creates them)
+    # The agent pools that have queues (Bicep creates them), each with its size, elasticity
+    # and VM price: BENCH_POOLS, NAME[:key=value...] comma-separated (core.fleet.pools).
+    pool_configs: tuple[PoolConfig, ...] = Field(
+        (PoolConfig(name="default"),), validation_alias="BENCH_POOLS"
+    )
+    # Each pool's size, elasticity and VM price (BENCH_POOLS NAME[:key=value...]).
+    pool_configs: tuple[PoolConfig, ...] = ()
     local_emulators: bool = False
     # > 0: run the timer functions in-process (local stack)
     local_timer_seconds: float = Field(0.0, ge=0.0, allow_inf_nan=False)
@@ -83,6 +90,16 @@ class Settings(BaseSettings):
     bot_secret: str | None = Field(None, repr=False)  # generic signed webhook; Key Vault
     bot_role: str = "runner"  # what chat users may run
     targets: tuple[TargetInfo, ...] = ()  # empty: any alias the agents mount
+    # Elastic pools' scaler: the local stack's agent processes (its directory), or in
+    # Azure the scale sets (pool setting vmss) in this subscription and resource group.
+    local_scaler_dir: str | None = None
+    azure_subscription_id: str | None = None
+    azure_resource_group: str | None = None
+    # Elastic pools' scaler: the local stack's agent processes (its directory), or in
+    # Azure the scale sets (pool setting vmss) in this subscription and resource group.
+    local_scaler_dir: str | None = None
+    azure_subscription_id: str | None = None
+    azure_resource_group: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -106,7 +123,21 @@ class Settings(BaseSettings):
     def _no_trailing_slash(cls, value: str) -> str:
         return value.rstrip("/")
 
-    @field_validator("pools", "agent_principals", mode="before")
+    @property
+    def pools(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.pool_configs)
+
+    def pool(self, name: str) -> PoolConfig:
+        """A pool's configuration (a bare name when BENCH_POOLS declares nothing)."""
+        found = {p.name: p for p in self.pool_configs}
+        return found.get(name) or PoolConfig(name=name)
+
+    @field_validator("pool_configs", mode="before")
+    @classmethod
+    def _pools(cls, value: Any) -> Any:
+        return parse_pools(value) if isinstance(value, str) else value
+
+    @field_validator("agent_principals", mode="before")
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
         return _csv(value)
@@ -147,6 +178,8 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _loopback_only_when_local(self) -> Settings:
+        if self.local_scaler_dir and not self.local_emulators:
+            raise ValueError("BENCH_LOCAL_SCALER_DIR is for the local stack only")
         if self.local_emulators:
             for uri in (self.queue_uri, self.blob_uri, self.cosmos_endpoint):
                 if urlparse(uri).hostname not in LOOPBACK_HOSTS:

@@ -12,6 +12,7 @@ from types import FrameType
 from adapters.config import azure_credential
 from adapters.queue import WorkQueues
 from agent.api_client import ApiClient
+from agent.beacon import Beacon
 from agent.config import AgentConfig, MountSpec
 from agent.mounts import MountWatch
 from agent.worker import Worker
@@ -48,6 +49,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--diskspd", dest="diskspd_binary", help="DiskSpd binary (Windows agents)")
     p.add_argument("--fio", dest="fio_binary", help="fio binary (default: fio on the PATH)")
+    p.add_argument(
+        "--heartbeat",
+        type=float,
+        dest="heartbeat_s",
+        help="seconds between registry heartbeats (default 30)",
+    )
     p.add_argument("--once", action="store_true", help="poll once and exit")
     p.add_argument("--max-items", type=int)
     p.add_argument("--log-level", default="INFO")
@@ -85,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         "imds": a.imds,
         "diskspd_binary": a.diskspd_binary,
         "fio_binary": a.fio_binary,
+        "heartbeat_s": a.heartbeat_s,
         "mounts": mounts or None,
     }
     try:
@@ -131,7 +139,12 @@ def main(argv: list[str] | None = None) -> int:
         config.pool,
         {alias: spec.model_dump(exclude_none=True) for alias, spec in config.mounts.items()},
     )
-    worker.work(once=a.once, max_items=a.max_items)
+    beacon = Beacon(config, api, worker.host).start()
+    worker.beacon = beacon
+    try:
+        worker.work(once=a.once, max_items=a.max_items)
+    finally:
+        beacon.stop()
     return 0
 
 

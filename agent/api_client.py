@@ -186,5 +186,9 @@ class ApiClient:
     def put_result(self, result: dict[str, Any]) -> dict[str, Any]:
         return self._call("PUT", f"/api/agent/results/{result['item_id']}", result)
 
+    def register(self, registration: dict[str, Any]) -> dict[str, Any]:
+        """Registration and heartbeat in the registry: one attempt (the next beat follows)."""
+        return self._send("POST", "/api/agent/register", registration, timeout=10.0)
+
     def close(self) -> None:
         self._transport.close()

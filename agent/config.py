@@ -98,6 +98,7 @@ class AgentConfig:
     imds: bool = False  # ask Azure's instance metadata for the VM size
     diskspd_binary: str = "diskspd.exe"  # Windows agents run engine "diskspd" items
     fio_binary: str = "fio"
+    heartbeat_s: float = 30.0  # registry heartbeat (core.fleet.registry): one call a period
 
     def __post_init__(self) -> None:
         if not re.match(POOL_PATTERN, self.pool):
@@ -108,6 +109,8 @@ class AgentConfig:
                 raise TypeError(f"mounts.{alias} must be a MountSpec")
             # Windows agents mount shares as drive letters or UNC paths.
             target_files([spec.path]) if os.name == "nt" else check_path(spec.path)
+        if not 0.5 <= self.heartbeat_s <= 3600:
+            raise ValueError("heartbeat_s must be between 0.5 and 3600 seconds")
         if self.visibility_timeout < 4:
             raise ValueError("visibility_timeout must be at least 4 seconds")
 

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from adapters.queue import LeaseLost, Message, WorkQueues
 from agent import metadata
 from agent.api_client import ApiClient, ApiError
+from agent.beacon import Beacon
 from agent.config import AgentConfig
 from agent.counters import CounterSampler
 from agent.dataset import read_only_files
@@ -36,7 +37,7 @@ from core.engines.fio_check import fio_messages, measurement_problems, rejection
 from core.engines.fio_logs import timeline_from_logs
 from core.engines.results import build_diskspd_result, build_result
 from core.errors import StoreUnavailable
-from core.models import ArtifactName, ArtifactRef, Result, WorkItem
+from core.models import ArtifactName, ArtifactRef, HostFacts, MountFacts, Result, WorkItem
 
 log = logging.getLogger(__name__)
 BARRIER_POLL_S = 0.25
@@ -59,9 +60,14 @@ class Worker:
         self.stop_after_current = threading.Event()
         self.stop_now = threading.Event()
         self._host = host_facts(use_imds=config.imds)
+        self.beacon: Beacon | None = None  # the registry heartbeat (agent.beacon), if any
         self._work_root = Path(config.work_dir or tempfile.gettempdir()) / (
             "benchagent-" + safe_name(config.agent_id)
         )
+
+    @property
+    def host(self) -> HostFacts:
+        return self._host
 
     def request_stop(self) -> None:
         """First call: finish the current item, then exit. Second call: stop now."""
@@ -114,6 +120,8 @@ class Worker:
             heartbeat=lambda: self.api.heartbeat(item, self.config.agent_id),
         )
         lease.start()
+        if self.beacon is not None:
+            self.beacon.item_id = item.item_id
         try:
             # Transient API failures are retried while the lease is held (agent.api_client).
             with self.api.retry_until(lease.lost):
@@ -131,6 +139,8 @@ class Worker:
             return "error"
         finally:
             lease.stop()
+            if self.beacon is not None:
+                self.beacon.item_id = None
 
     def _run_item(self, item: WorkItem, lease: Lease) -> str:
         agent = self.config.agent_id

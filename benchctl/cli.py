@@ -45,6 +45,7 @@ from benchctl.render import (
     scaleout_table,
 )
 from benchctl.render_lists import curves_markdown, headline, list_table
+from benchctl.render_fleet import print_agents
 from core.analysis.changepoint import DEFAULT_MIN_MAGNITUDE_PCT, detect_csv
 from core.analysis.concurrency import shape_for
 from core.analysis.offline import ClientLogs, InputError, aggregate_files
@@ -284,6 +285,16 @@ def cmd_show(a: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_agents(a: argparse.Namespace) -> int:
+    """The agent registry and the pools: sizes, live agents, client VM time and cost."""
+    view = _api(a).agents(a.pool)
+    if a.format == "json":
+        print(json.dumps(view, indent=2))
+    else:
+        print_agents(view, console_for_stdout())
+    return EXIT_OK
+
+
 def cmd_compare(a: argparse.Namespace) -> int:
     """Side by side with deltas, each judged against the noise of run A's series."""
     cmp = _api(a).compare(a.run_a, a.run_b)
@@ -479,7 +490,10 @@ def cmd_local(a: argparse.Namespace) -> int:
             targets=targets,
             visibility_timeout=a.visibility_timeout,
             fresh=a.fresh,
-            api_env={"BENCH_TARGETS": registry} if registry else None,
+            api_env={"BENCH_TARGETS": registry},
+            max_agents=a.max_agents,
+            idle_s=a.idle,
+            price=a.price,
         )
         print(
             f"local stack up: API {stack.api_url}, {a.agents} agent(s), "
@@ -594,6 +608,11 @@ def parser() -> argparse.ArgumentParser:
     sh.add_argument("--format", choices=FORMATS, default="table")
     sh.set_defaults(func=cmd_show)
 
+    ag = sub.add_parser("agents", help="the agents the service knows, and its pools")
+    ag.add_argument("--pool")
+    ag.add_argument("--format", choices=("table", "json"), default="table")
+    ag.set_defaults(func=cmd_agents)
+
     cp = sub.add_parser("compare", help="two runs side by side, against the series' noise")
     cp.add_argument("run_a", metavar="RUN_A")
     cp.add_argument("run_b", metavar="RUN_B")
@@ -698,6 +717,16 @@ def parser() -> argparse.ArgumentParser:
         '"quota_tib": 100}\'',
     )
     lu.add_argument("--visibility-timeout", type=int, default=30)
+    lu.add_argument(
+        "--max-agents",
+        type=int,
+        help="make the pool elastic: start agents up to this many when runs need them, "
+        "stop them back down to --agents when idle",
+    )
+    lu.add_argument(
+        "--idle", type=float, default=900, help="seconds idle before an elastic pool shrinks"
+    )
+    lu.add_argument("--price", type=float, help="hourly price of a client VM, for usage costs")
     lu.add_argument(
         "--fresh",
         action="store_true",

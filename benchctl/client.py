@@ -174,6 +174,11 @@ class Api:
         data: dict[str, Any] = self._call("GET", f"/api/runs/{run_id}", **kw).json()
         return data
 
+    def agents(self, pool: str | None = None) -> dict[str, Any]:
+        params = {"pool": pool} if pool else {}
+        data: dict[str, Any] = self._call("GET", "/api/agents", params=params).json()
+        return data
+
     def list(self, **params: Any) -> dict[str, Any]:
         clean = {k: v for k, v in params.items() if v is not None}
         data: dict[str, Any] = self._call("GET", "/api/runs", params=clean).json()

@@ -42,12 +42,10 @@ def _limits(text: str, flag: str, name: str) -> dict[str, float]:
 
 def local_registry(
     targets: dict[str, str], limits: list[str], facts: list[str], pool: str = "default"
-) -> str | None:
-    """BENCH_TARGETS for the local API, or None when nothing is declared (any alias an agent
-    mounts may then be used, as before). Raises TargetDeclarationError naming the flag and
-    the field."""
-    if not limits and not facts:
-        return None
+) -> str:
+    """BENCH_TARGETS for the local API: every ``--target`` in ``pool``, with what is declared
+    of it, so that GET /api/targets and the bot's ``targets`` list them. Raises
+    TargetDeclarationError naming the flag and the field."""
     entries: dict[str, dict[str, Any]] = {a: {"alias": a, "pool": pool} for a in targets}
     for value in limits:
         name, rest = _split(value, "--target-limits")

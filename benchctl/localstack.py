@@ -27,11 +27,16 @@ from adapters.config import Settings
 from adapters.cosmos import CosmosStore
 from adapters.local import azurite_blob_uri, azurite_queue_uri
 from adapters.queue import WorkQueues
+from core.fleet.pools import DEFAULT_IDLE_S
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / "node_modules" / ".bin"
 SCRIPTS = ROOT / "scripts"
-DATA_DIRS = ("azurite", "cosmosdb")  # in the stack's directory: what `up --fresh` removes
+DATA_DIRS = ("azurite", "cosmosdb")
+# The API's local pool scaler (benchctl.local_scaler) works on the stack in this directory.
+LOCAL_SCALER_SETTING = (
+    "BENCH_LOCAL_SCALER_DIR"  # in the stack's directory: what `up --fresh` removes
+)
 
 
 class StackError(RuntimeError):
@@ -64,6 +69,7 @@ class Proc:
     pid: int
     log: str
     port: int | None = None
+    pool: str | None = None  # an agent's pool
 
     def alive(self) -> bool:
         try:
@@ -91,6 +97,7 @@ class Stack:
     procs: list[Proc] = field(default_factory=list)
     visibility_timeout: int = 30
     max_deliveries: int = 5
+    heartbeat_s: float = 30.0  # agents' registry heartbeat
 
     @property
     def queue_uri(self) -> str:
@@ -118,6 +125,11 @@ class Stack:
             "BENCH_MAX_DELIVERIES": str(self.max_deliveries),
             "BENCH_POOLS": ",".join(self.pools),
         }
+
+    @property
+    def pool_names(self) -> list[str]:
+        """The pools' names (``pools`` entries may carry BENCH_POOLS settings)."""
+        return [p.split(":", 1)[0] for p in self.pools]
 
     def data_dir(self, name: str) -> Path:
         return Path(self.dir) / name
@@ -149,6 +161,7 @@ def _spawn(
     argv: list[str],
     env: dict[str, str] | None = None,
     port: int | None = None,
+    pool: str | None = None,
 ) -> Proc:
     logs = Path(stack.dir) / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -163,7 +176,7 @@ def _spawn(
             env={**os.environ, **(env or {})},
             start_new_session=True,
         )  # outlives `benchctl local up`
-    p = Proc(name, proc.pid, str(log_path), port)
+    p = Proc(name, proc.pid, str(log_path), port, pool)
     stack.procs.append(p)
     stack.save()
     return p
@@ -231,7 +244,7 @@ def start_emulators(stack: Stack) -> None:
     # Azurite saves its database before it answers each queue created: 8 at a time, the
     # tests' 242 queues took 0.9-1.5 s instead of 1.5-2.3 s one by one.
     with ThreadPoolExecutor(8) as creators:
-        list(creators.map(ensure_pool, stack.pools))  # re-raises the first error
+        list(creators.map(ensure_pool, stack.pool_names))  # re-raises the first error
     BlobArtifacts.connect(settings.blob_uri, local_emulators=True).ensure_container()
 
 
@@ -274,10 +287,10 @@ def start_agent(
     argv = [sys.executable, "-m", "agent", "--api-url", stack.api_url]
     argv += ["--queue-uri", stack.queue_uri, "--pool", pool, "--agent-id", f"agent-{index}"]
     argv += ["--local-emulators", "--visibility-timeout", str(stack.visibility_timeout)]
-    argv += ["--retry-delay", "1", "--idle-max", "1"]
+    argv += ["--retry-delay", "1", "--idle-max", "1", "--heartbeat", str(stack.heartbeat_s)]
     for alias, path in (stack.targets if targets is None else targets).items():
         argv += ["--mount", f"{alias}={path}"]
-    return _spawn(stack, f"agent-{index}", argv + (extra or []))
+    return _spawn(stack, f"agent-{index}", argv + (extra or []), pool=pool)
 
 
 def up(
@@ -290,6 +303,10 @@ def up(
     timer_seconds: float = 1.0,
     api_env: dict[str, str] | None = None,
     fresh: bool = False,
+    max_agents: int | None = None,
+    idle_s: float = DEFAULT_IDLE_S,
+    heartbeat_s: float = 30.0,
+    price: float | None = None,
 ) -> Stack:
     """Start the stack in ``directory``, on the data kept there (none with ``fresh``)."""
     directory = directory or state_dir()
@@ -313,13 +330,33 @@ def up(
         targets=targets,
         visibility_timeout=visibility_timeout,
         max_deliveries=max_deliveries,
+        heartbeat_s=heartbeat_s,
     )
+    # The pool declares its size, so a run is judged on it even before every agent has
+    # registered (core.fleet.admission).
+    stack.pools = [f"default:size={agents}"] if agents > 0 else ["default"]
+    if max_agents is not None:
+        # An elastic pool (core.fleet.scaling): the API's timer starts agents up to
+        # max_agents when runs need them and stops them down to `agents` when idle.
+        if max_agents < max(agents, 1):
+            raise StackError(f"--max-agents {max_agents} is below --agents {agents}")
+        stack.pools = [f"default:max={max_agents}:min={agents}:idle={idle_s:g}"]
+    if price is not None:  # the hourly price of a client VM: usage has a cost
+        stack.pools = [f"{stack.pools[0]}:price={price:g}"]
     stack.save()
+    # The stack's targets are the API's target registry (GET /api/targets, the bot's
+    # `targets`), unless the caller declared more of them (benchctl.local_targets).
+    registry = [{"alias": alias, "pool": "default"} for alias in targets]
+    api_env = {"BENCH_TARGETS": json.dumps(registry), **(api_env or {})}
+    if max_agents is not None:
+        api_env[LOCAL_SCALER_SETTING] = str(Path(stack.dir).resolve())
     try:
         start_emulators(stack)
-        start_api(stack, timer_seconds, api_env)
+        # Agents before the API: once the API runs, its pool scaler may start agents too,
+        # and the stack's state file then has one writer (they register once it answers).
         for i in range(1, agents + 1):
             start_agent(stack, i)
+        start_api(stack, timer_seconds, api_env)
     except BaseException:
         down(directory)
         raise

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from benchctl.render_ceilings import ceilings_markdown, print_ceilings
+from benchctl.render_fleet import usage_line
 from benchctl.render_verdicts import repetition_lines, result_verdicts, step_heading
 from core.models import Workload
 from core.runs.working_set import human_bytes, working_set
@@ -92,6 +93,9 @@ def print_run(run: dict[str, Any], console: Console | None = None) -> None:
     for item in run.get("items", []):
         if item.get("reason") and item["state"] == "failed":
             console.print(f"[red]client {item['client']}: {item['reason']}[/red]")
+    usage = usage_line(run)
+    if usage:
+        console.print(usage)
 
 
 BASIS_TEXT = {"common-window": "common window", "whole-run": "whole run"}

@@ -79,7 +79,7 @@ param agentKeyVaultPublicNetworkAccess string = 'Enabled'
 @description('Purge protection on both Key Vaults. false: azd down --purge frees the names at once, but anyone with rights can purge the secrets irrecoverably.')
 param keyVaultPurgeProtection bool = true
 
-@description('Linux agent pools: [{name, vmSize, instanceCount, mounts: [{alias, kind: nfs|smb, source, nfs_version, nconnect, rsize, wsize, smb_secret_name}]}].')
+@description('Linux agent pools: [{name, vmSize, instanceCount, mounts: [{alias, kind: nfs|smb, source, nfs_version, nconnect, rsize, wsize, smb_secret_name}], pricePerHour?}]. With maxCount (and optional minCount, idleSeconds) a pool is elastic: created with capacity 0, the API sets its capacity (README "Agents and pools").')
 param pools array = [
   {
     name: 'default'
@@ -124,6 +124,30 @@ param windowsAdminPassword string
 var token = toLower(uniqueString(subscription().id, resourceGroup().id, environmentName))
 var tags = union(extraTags, { 'azd-env-name': environmentName, application: 'benchsvc' })
 var linuxPoolNames = [for p in pools: p.name]
+var fixedPools = filter(pools, p => !contains(p, 'maxCount'))
+var elasticPools = filter(pools, p => contains(p, 'maxCount'))
+// The scale set names agentpool-linux.bicep gives (vmss-<pool>-<token>).
+var elasticScaleSets = [for p in elasticPools: 'vmss-${p.name}-${token}']
+// BENCH_POOLS (core/fleet/pools.py): a fixed pool declares its size, an elastic one its
+// range, idle period and scale set; either may carry the hourly price of its VMs.
+var fixedPoolSettings = [
+  for p in fixedPools: format('{0}:size={1}{2}', p.name, p.instanceCount, contains(p, 'pricePerHour') ? ':price=${p.pricePerHour}' : '')
+]
+var elasticPoolSettings = [
+  for p in elasticPools: format(
+    '{0}:max={1}:min={2}:idle={3}:vmss=vmss-{0}-{4}{5}',
+    p.name,
+    p.maxCount,
+    contains(p, 'minCount') ? p.minCount : 0,
+    contains(p, 'idleSeconds') ? p.idleSeconds : 900,
+    token,
+    contains(p, 'pricePerHour') ? ':price=${p.pricePerHour}' : ''
+  )
+]
+var poolSettings = concat(fixedPoolSettings, elasticPoolSettings, deployWindowsPool ? [windowsPool.name] : [])
+// The API's address, known before the app exists (functionapp.bicep names it so): elastic
+// pools are created before the role assignments, which the app depends on.
+var apiUrlByName = 'https://func-bench-${token}.azurewebsites.net'
 var allPools = deployWindowsPool ? concat(linuxPoolNames, [windowsPool.name]) : linuxPoolNames
 var apiScope = 'api://${apiClientId}/.default'
 
@@ -190,7 +214,12 @@ module agentVault 'modules/keyvault.bicep' = {
 
 module roles 'modules/roleassignments.bicep' = {
   name: 'roleassignments'
+  // The app's scaling role is scoped to each elastic pool's scale set: it must exist.
+  dependsOn: [
+    elasticAgentPools
+  ]
   params: {
+    elasticScaleSets: elasticScaleSets
     appPrincipalId: identities.outputs.appPrincipalId
     agentPrincipalId: identities.outputs.agentPrincipalId
     storageAccountName: storage.outputs.name
@@ -227,7 +256,7 @@ module functionApp 'modules/functionapp.bicep' = {
     appInsightsConnectionString: monitoring.outputs.connectionString
     keyVaultName: appVault.outputs.name
     keyVaultSecrets: keyVaultSecrets
-    pools: allPools
+    pools: poolSettings
     targets: targets
     gatePct: gatePct
     minMagnitudePct: minMagnitudePct
@@ -240,7 +269,7 @@ module functionApp 'modules/functionapp.bicep' = {
 }
 
 module linuxPools 'modules/agentpool-linux.bicep' = [
-  for pool in pools: {
+  for pool in fixedPools: {
     name: 'agentpool-${pool.name}'
     dependsOn: [
       roles
@@ -258,6 +287,34 @@ module linuxPools 'modules/agentpool-linux.bicep' = [
       agentIdentityId: identities.outputs.agentId
       agentIdentityClientId: identities.outputs.agentClientId
       apiUrl: functionApp.outputs.url
+      queueUri: storage.outputs.queueEndpoint
+      apiScope: apiScope
+      agentPackageUrl: agentPackageUrl
+      agentKeyVaultUri: agentVault.outputs.uri
+      mounts: pool.mounts
+      encryptionAtHost: agentEncryptionAtHost
+    }
+  }
+]
+
+// Elastic pools: created empty; the API sets their capacity (adapters/azure_scaler.py).
+module elasticAgentPools 'modules/agentpool-linux.bicep' = [
+  for pool in elasticPools: {
+    name: 'agentpool-${pool.name}'
+    // Capacity 0: no VM boots before the API grows the pool, so no role is needed yet.
+    params: {
+      location: location
+      tags: tags
+      token: token
+      poolName: pool.name
+      vmSize: pool.vmSize
+      instanceCount: 0
+      subnetId: agentSubnetId
+      adminUsername: agentAdminUsername
+      sshPublicKey: agentSshPublicKey
+      agentIdentityId: identities.outputs.agentId
+      agentIdentityClientId: identities.outputs.agentClientId
+      apiUrl: apiUrlByName
       queueUri: storage.outputs.queueEndpoint
       apiScope: apiScope
       agentPackageUrl: agentPackageUrl

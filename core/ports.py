@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from core.fleet.registry import AgentRecord
 from core.models import WorkItem
 from core.runs.state import Item, Run, Step, TargetLock
 
@@ -31,6 +32,7 @@ class RunRepo(Protocol):
         continuation: str | None,
     ) -> tuple[list[Run], str | None]: ...
     def due(self, now_ms: int) -> list[Run]: ...  # runs whose due_ms has come
+    def active(self, pool: str) -> list[Run]: ...  # admitted to the pool, not finished
 
 
 class ItemRepo(Protocol):
@@ -85,6 +87,15 @@ class ActivityRepo(Protocol):
     def create(self, doc: Doc) -> bool: ...  # False when already seen
 
 
+class AgentRepo(Protocol):
+    """The agent registry, one document per agent id."""
+
+    def get(self, agent_id: str) -> AgentRecord: ...
+    def create(self, record: AgentRecord) -> AgentRecord: ...
+    def replace(self, record: AgentRecord) -> AgentRecord: ...  # if-match record.etag
+    def all(self, pool: str | None = None) -> list[AgentRecord]: ...
+
+
 @dataclass
 class Store:
     """The repositories, one per container."""
@@ -96,6 +107,7 @@ class Store:
     series: SeriesRepo
     schedules: ScheduleRepo
     activities: ActivityRepo
+    agents: AgentRepo
 
 
 class Artifacts(Protocol):

@@ -64,6 +64,15 @@ class RequestedBy(BaseModel):
     door: Door
 
 
+class Provisioning(BaseModel):
+    since_ms: int
+    step: int
+    needed: int = Field(description="agents the step needs live")
+    live: int
+    missing: int = Field(description="agents still to register")
+    reason: str
+
+
 class RunSummary(OpenDoc):
     id: str
     state: RunState
@@ -93,6 +102,9 @@ class RunSummary(OpenDoc):
     error: str | None
     cancel_requested: bool
     requested_by: RequestedBy
+    provisioning: Provisioning | None = Field(
+        None, description="state provisioning: its elastic pool is growing; who is missing"
+    )
 
 
 class RunList(BaseModel):
@@ -147,6 +159,7 @@ class ItemView(OpenDoc):
     attempts: int
     errors: list[ItemError]
     reason: str | None
+    claimed_at: str | None = Field(None, description="when its agent took it (usage counts from)")
     started_at: str | None
     ended_at: str | None
     result: ResultSummary | None
@@ -199,11 +212,19 @@ class StepView(OpenDoc):
     aggregate: Aggregate | None
 
 
+class RunUsage(BaseModel):
+    agent_s: float = Field(description="client VM time held: each item's claim to its end")
+    items: int = Field(description="items that were claimed")
+    price_per_hour: float | None = Field(description="the pool's price per client VM and hour")
+    cost: float | None = Field(description="agent_s at price_per_hour")
+
+
 class RunView(RunSummary):
     queue_position: int | None = Field(None, description="only while waiting for the target")
     steps: list[StepView]
     items: list[ItemView]
     aggregate: Aggregate | None = Field(description="the last step's")
+    usage: RunUsage
 
 
 class LatencyPoint(OpenDoc):

@@ -4,14 +4,17 @@
 from __future__ import annotations
 
 from functools import cache
+from pathlib import Path
 
 from adapters.blob import BlobArtifacts
-from adapters.config import Settings
+from adapters.config import Settings, azure_credential
 from adapters.cosmos import CosmosStore
 from adapters.notifier import WebhookNotifier
 from adapters.queue import WorkQueues
 from core.chat.announce import Announcer
 from core.chat.bot import Bot
+from core.fleet.autoscaler import Autoscaler
+from core.fleet.scaling import PoolScaler
 from core.monitoring.monitor import Monitor
 from core.monitoring.scheduler import Scheduler
 from core.ports import Notifier
@@ -61,12 +64,40 @@ def service() -> RunService:
         artifacts(),
         max_deliveries=s.max_deliveries,
         pools=s.pools,
+        pool_configs=s.pool_configs,
         monitor=monitor(),
         targets=list(s.targets),
     )
     # A chat-requested run's result goes back to its chat when the run is finalized.
     svc.lifecycle.on_finished = Announcer(svc.get_run, notifier(), public_url=s.public_url)
     return svc
+
+
+@cache
+def autoscaler() -> Autoscaler | None:
+    """Elastic pools' scaling, when there are elastic pools and a scaler for them."""
+    s = settings()
+    if not any(p.elastic for p in s.pool_configs):
+        return None
+    scaler: PoolScaler
+    if s.local_scaler_dir:
+        from benchctl.local_scaler import LocalScaler  # the local stack only
+
+        scaler = LocalScaler(Path(s.local_scaler_dir))
+    elif s.azure_subscription_id and s.azure_resource_group:
+        from adapters.azure_scaler import AzureScaler, scale_sets
+
+        scaler = AzureScaler(
+            azure_credential(s.managed_identity_client_id),
+            s.azure_subscription_id,
+            s.azure_resource_group,
+            scale_sets(s.pool_configs),
+        )
+    else:
+        return None
+    svc = service()
+    svc.fleet.scaler = scaler
+    return Autoscaler(svc.fleet, svc.store.runs, scaler)
 
 
 @cache

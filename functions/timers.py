@@ -15,6 +15,14 @@ SCHEDULES_SCHEDULE = "5 */1 * * * *"  # every minute, a few seconds after the mi
 
 
 def finalize_tick() -> list[str]:
+    scaling = context.autoscaler()
+    if scaling is not None:
+        try:
+            changed = scaling.tick()
+            if changed:
+                log.info("pool capacities set: %s", changed)
+        except (BenchError, ValueError, RuntimeError) as e:  # runs still advance
+            log.warning("scaling pools failed: %s", e)
     done = context.service().tick()
     if done:
         log.info("finalized runs: %s", ", ".join(done))

@@ -31,8 +31,19 @@ BOT_POOL = "bot"  # where the chat tests' target "chat" lives
 # Schemathesis' generated runs go to a pool and target no other test uses; no agent listens
 # on it, so whatever it accepts stays queued and no fio runs.
 FUZZ_POOL = FUZZ_TARGET = "fuzz"
-TEST_POOLS = ["default", *(f"t{i}" for i in range(1, 121)), BOT_POOL, FUZZ_POOL]
-_pool_names = iter(TEST_POOLS[1:-2])
+# The fleet tests' pool (tests/test_fleet.py): it declares no size, so it is judged on its
+# live agents alone. (The elastic pool test has a stack of its own.)
+FLEET_POOL = "fleet"
+# Schemathesis' generated registrations land here (tests/schemathesis_hooks.py).
+FUZZ_AGENT_POOL = "fuzz-agents"
+PER_TEST_POOLS = [f"t{i}" for i in range(1, 121)]
+TEST_POOLS = ["default", *PER_TEST_POOLS, BOT_POOL, FUZZ_POOL, FLEET_POOL, FUZZ_AGENT_POOL]
+_pool_names = iter(PER_TEST_POOLS)
+# What the pools declare (BENCH_POOLS). The per-test pools declare a size of 16, what the
+# tests' agents could be: tests start their agents before or after they submit, and some
+# ask for more clients than they start (to see a step fail at its barrier), so a per-test
+# pool is never judged on how many of its agents happen to be registered yet.
+POOL_SPECS = [f"{p}:size=16" if p in PER_TEST_POOLS else p for p in TEST_POOLS]
 _agent_ids = itertools.count(1)
 
 
@@ -118,9 +129,10 @@ def stack(
         cosmos_port=localstack.free_port(),
         api_port=localstack.free_port(),
         blob_port=localstack.free_port(),
-        pools=TEST_POOLS,
+        pools=POOL_SPECS,
         visibility_timeout=6,
         max_deliveries=3,
+        heartbeat_s=2.0,
     )
     st.save()
     try:

@@ -121,8 +121,10 @@ def test_a_missing_mount_fails_on_first_delivery(
     pool: str,
     scratch: Path,
 ) -> None:
-    agents(targets={"other": str(scratch)})  # has no mount called scratch
+    # Submitted before the agent registers: once it has, the service itself refuses a run
+    # on a mount no agent of the pool has (tests/test_fleet.py); this is the agent's own check.
     run_id = submit(api, run_body(pool))
+    agents(targets={"other": str(scratch)})  # has no mount called scratch
     run = failed_at_first_delivery(api, queues, pool, run_id)
     assert "has no mount 'scratch' (it has: other)" in run["error"]
 
@@ -187,8 +189,10 @@ def test_an_item_for_a_mount_that_is_not_what_it_says_fails_at_once(
 ) -> None:
     share = tmp_path / "share"
     share.mkdir()  # a share that failed to mount: a plain directory at its path
-    agents(targets={"scratch": str(scratch), "vol1": f"{share},fstype=nfs"})
+    # Submitted before the agent registers (which would report vol1 unusable, and the run
+    # would be refused at intake): this is the agent's own check.
     run_id = submit(api, on("vol1", run_body(pool)))
+    agents(targets={"scratch": str(scratch), "vol1": f"{share},fstype=nfs"})
     run = failed_at_first_delivery(api, queues, pool, run_id)
     assert f"cannot use its mount: mount vol1: {share} is not a mount point" in run["error"]
     assert store.results.of_run(run_id) == []

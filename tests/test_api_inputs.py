@@ -20,7 +20,7 @@ from tests.conftest import BOT_SECRET, FUZZ_POOL, TEAMS_BOT_SECRET_B64, result_f
 
 RUN = "r-" + "0" * 32
 ITEM = RUN + ".s0.c0"
-AGENT_VERBS = ("claim", "ready", "barrier", "heartbeat", "failure", "cancelled")
+AGENT_VERBS = ("claim", "ready", "barrier", "heartbeat", "failure", "cancelled", "register")
 
 
 def errors_of(r: httpx.Response, status: int = 400) -> dict[str, str]:

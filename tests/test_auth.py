@@ -23,7 +23,7 @@ from core.models import RunRequest, Workload
 from core.runs.guardrails import Caller, TargetInfo, check_run
 from core.runs.plan import plan_steps
 from functions.auth import NoAppRole, Unauthorized, resolve_caller
-from tests.conftest import TEST_TARGETS, AgentFactory, run_body
+from tests.conftest import FUZZ_AGENT_POOL, TEST_TARGETS, AgentFactory, run_body
 
 KEYS = {
     "ci": ("engineer", "ci-key-0123456789abcdef"),
@@ -384,3 +384,20 @@ def test_an_agents_identity_comes_from_its_credential() -> None:
     assert agent_ref(resolve_caller(mi, s), "vm7") == AgentRef("vm7", principal="agent:oid-pool")
     # Open local mode: no credential, the agent id given is all there is.
     assert agent_ref(resolve_caller({}, settings()), "vm3") == AgentRef("vm3")
+
+
+def test_an_agent_registers_only_as_itself(keyed: Stack) -> None:
+    """The registry (issue 18): a per-agent key registers its own id, no other."""
+    reg = {"agent_id": "vm1", "pool": FUZZ_AGENT_POOL, "session": "a" * 32}
+    with httpx.Client(base_url=keyed.api_url, timeout=30) as c:
+        as_other = c.post(
+            "/api/agent/register", json={**reg, "agent_id": "vm2"}, headers=key("vm1")
+        )
+        assert as_other.status_code == 403
+        assert as_other.json()["errors"][0]["field"] == "agent_id"
+        by_person = c.post("/api/agent/register", json=reg, headers=key("ci"))
+        assert by_person.status_code == 403  # agents only
+        assert c.post("/api/agent/register", json=reg, headers=key("vm1")).status_code == 200
+        listed = c.get("/api/agents", params={"pool": FUZZ_AGENT_POOL}, headers=key("viewer"))
+        assert "vm1" in {a["id"] for a in listed.json()["agents"]}
+        assert "vm2" not in {a["id"] for a in listed.json()["agents"]}

@@ -505,6 +505,7 @@ BUILT_IN_ROLES = {
     "00000000-0000-0000-0000-000000000002": "Cosmos DB Built-in Data Contributor",
 }
 CUSTOM_QUEUE_ROLE = "custom: queue agent"
+CUSTOM_SCALER_ROLE = "custom: pool scaler"
 
 # (principal, role, scope): the whole table; widening a scope or adding a role fails here.
 EXPECTED_ASSIGNMENTS = {
@@ -516,6 +517,8 @@ EXPECTED_ASSIGNMENTS = {
     ("app", "Cosmos DB Built-in Data Contributor", "cosmos database"),
     ("agent", CUSTOM_QUEUE_ROLE, "queue: bench-<pool>"),
     ("agent", "Key Vault Secrets User", "key vault: agent"),
+    # Elastic pools (issue 18): the app sets the capacity of each one's scale set, only.
+    ("app", CUSTOM_SCALER_ROLE, "scale set: elastic pool"),
 }
 PRINCIPALS = {"appPrincipalId": "app", "agentPrincipalId": "agent"}
 
@@ -541,6 +544,12 @@ def _scope_kind(tree: dict[str, Any], symbol: str) -> str:
     }
     if rtype == "Microsoft.Storage/storageAccounts/queueServices/queues":
         return "queue: " + name.replace("${pool}", "<pool>")
+    if rtype == "Microsoft.Compute/virtualMachineScaleSets":
+        assert name == "name" and resource["config"]["loop_type"]["detail"] == {
+            "item_name": "name",
+            "array_name": "elasticScaleSets",
+        }, resource
+        return "scale set: elastic pool"
     if rtype == "Microsoft.KeyVault/vaults":
         return {"appKeyVaultName": "key vault: app", "agentKeyVaultName": "key vault: agent"}[name]
     return kinds[rtype]
@@ -554,6 +563,8 @@ def _role(tree: dict[str, Any], definition: Node) -> str:
     ref = fn["parameters"]["resource_name_1"]["operator"]["operands"]
     if ref["operand_1"] == "queueAgentRole":
         return CUSTOM_QUEUE_ROLE
+    if ref["operand_1"] == "poolScalerRole":
+        return CUSTOM_SCALER_ROLE
     assert ref["operand_1"] == "roles"
     return BUILT_IN_ROLES[roles[ref["operand_2"]]]
 
@@ -626,6 +637,29 @@ def test_the_agents_custom_role_can_only_process_messages_in_this_resource_group
     accessor = scope["operator"]["operands"]
     assert accessor["operand_1"]["function"]["type"] == "resource_group"
     assert accessor["operand_2"] == "id"
+
+
+def test_the_apps_scaler_role_can_only_read_and_write_scale_sets() -> None:
+    tree = module("roleassignments")
+    props = body(tree["resources"]["poolScalerRole"])["properties"]
+    (permissions,) = props["permissions"]
+    assert sorted(permissions["actions"]) == [
+        "Microsoft.Compute/virtualMachineScaleSets/read",
+        "Microsoft.Compute/virtualMachineScaleSets/write",
+    ]
+    assert permissions["dataActions"] == [] and permissions["notActions"] == []
+    (scope,) = props["assignableScopes"]
+    assert scope["operator"]["operands"]["operand_1"]["function"]["type"] == "resource_group"
+
+
+def test_elastic_pools_are_created_empty_before_the_app_may_scale_them() -> None:
+    main = parse(BICEP / "main.bicep")["modules"]
+    elastic = body(main["elasticAgentPools"])["params"]
+    assert elastic["instanceCount"] == 0
+    fixed = body(main["linuxPools"])["params"]
+    assert fixed["instanceCount"] != 0  # fixed pools keep their count
+    # The role assignment on a scale set needs the scale set: roles come after them.
+    assert "elasticAgentPools" in str(body(main["roles"]).get("dependsOn"))
 
 
 # ---- e. app settings against the code ---------------------------------------------------

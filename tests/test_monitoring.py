@@ -41,7 +41,14 @@ def test_schedule_fires_once_under_concurrency_and_once_after_a_gap(
     pool: str,
 ) -> None:
     clock = Clock("2031-03-04T10:00:10+00:00")
-    service = RunService(store, queues, artifacts, pools=tuple(stack.pools), clock=clock)
+    service = RunService(
+        store,
+        queues,
+        artifacts,
+        pools=tuple(stack.pool_names),
+        pool_configs=stack.settings().pool_configs,
+        clock=clock,
+    )
     scheduler = Scheduler(store, service, clock=clock)
     sched = scheduler.create({"cron": "* * * * *", "owner": "ci", "request": run_body(pool)})
 

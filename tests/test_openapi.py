@@ -32,6 +32,7 @@ from core.validation import schema_path
 from functions.api import create_app
 from tests.conftest import (
     BOT_SECRET,
+    FUZZ_AGENT_POOL,
     FUZZ_POOL,
     FUZZ_TARGET,
     TEAMS_BOT_SECRET_B64,
@@ -241,6 +242,13 @@ def test_real_answers_of_every_operation_match_the_document(
     check(api.patch(url, json={"state": "bogus"}), triage)  # 400
     check(api.patch(url, json={"state": reg.get("state", "new")}), triage)  # 200, or 404
     check(api.get("/api/targets"), "/api/targets")
+    # The registry: a registration (its own pool: no test runs there), the listing, errors.
+    agent_reg = {"agent_id": "conformance", "pool": FUZZ_AGENT_POOL, "session": "c" * 32}
+    check(api.post("/api/agent/register", json=agent_reg), "/api/agent/register")
+    unknown_pool = {**agent_reg, "pool": "nosuch"}
+    check(api.post("/api/agent/register", json=unknown_pool), "/api/agent/register")  # 400
+    check(api.get("/api/agents"), "/api/agents")
+    check(api.get("/api/agents", params={"pool": "Bad!"}), "/api/agents")  # 400
     check(api.get("/api/profiles"), "/api/profiles")
     check(api.get("/api/profiles/smoke-randread-4k"), "/api/profiles/{name}")
     check(api.get("/api/health"), "/api/health")

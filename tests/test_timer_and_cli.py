@@ -28,7 +28,13 @@ def test_two_timers_at_once_store_one_aggregate(
     artifacts: BlobArtifacts,
     pool: str,
 ) -> None:
-    service = RunService(store, queues, artifacts, pools=tuple(stack.pools))
+    service = RunService(
+        store,
+        queues,
+        artifacts,
+        pools=tuple(stack.pool_names),
+        pool_configs=stack.settings().pool_configs,
+    )
     run, _ = service.submit(run_body(pool))
     item = store.items.get_item(run["id"], f"{run['id']}.s0.c0").work_item
     agent = AgentRef("timer-test")  # results are taken only from the item's holder

@@ -14,6 +14,7 @@ Containers and partition keys (see README, "Storage"):
 - schedules   /id      point reads by schedule id; the timer lists them all.
 - targets     /id      one lock document per pool and target, with its waiting runs.
 - activities  /id      bot activity ids seen (replay protection; TTL in Azure).
+- agents      /id      the agent registry: one document per agent id, its heartbeats.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from urllib3.exceptions import InsecureRequestWarning
 from urllib3.util.retry import Retry
 
 from adapters.config import Settings, azure_credential
+from adapters.cosmos.agents import CosmosAgents
 from adapters.cosmos.base import Container, wrap
 from adapters.cosmos.items import CosmosItems
 from adapters.cosmos.monitoring import CosmosActivities, CosmosSchedules, CosmosSeries
@@ -50,6 +52,7 @@ CONTAINERS: dict[str, str] = {
     "schedules": "/id",
     "targets": "/id",
     "activities": "/id",
+    "agents": "/id",
 }
 
 
@@ -99,6 +102,7 @@ class CosmosStore(Store):
             series=CosmosSeries(c["series"], c["regressions"]),
             schedules=CosmosSchedules(c["schedules"]),
             activities=CosmosActivities(c["activities"]),
+            agents=CosmosAgents(c["agents"]),
         )
 
     @classmethod

@@ -55,6 +55,13 @@ class CosmosRuns:
         )
         return [Run.model_validate(d) for d in docs]
 
+    def active(self, pool: str) -> list[Run]:
+        docs = self._c.query(
+            "SELECT * FROM c WHERE c.pool = @pool AND c.admitted = true AND c.finished = false",
+            [{"name": "@pool", "value": pool}],
+        )
+        return [Run.model_validate(d) for d in docs]
+
 
 class CosmosTargets:
     def __init__(self, container: Container) -> None:

@@ -40,6 +40,7 @@ var containers = [
   { name: 'regressions', pk: '/series_key', excluded: defaultExcluded }
   { name: 'schedules', pk: '/id', excluded: defaultExcluded }
   { name: 'targets', pk: '/id', excluded: defaultExcluded }
+  { name: 'agents', pk: '/id', excluded: defaultExcluded }
 ]
 
 resource account 'Microsoft.DocumentDB/databaseAccounts@2024-11-15' = {

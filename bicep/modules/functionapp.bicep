@@ -17,6 +17,7 @@ param appInsightsConnectionString string
 param keyVaultName string
 @description('Names of the secrets already set in the app Key Vault; the others stay empty.')
 param keyVaultSecrets array
+@description('BENCH_POOLS entries: NAME[:key=value...] (core/fleet/pools.py).')
 param pools array
 param targets array
 param gatePct string
@@ -133,6 +134,10 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
         { name: 'BENCH_BOT_SECRET', value: kvRefs.botSecret }
         { name: 'BENCH_BOT_ROLE', value: botRole }
         { name: 'BENCH_TARGETS', value: string(targets) }
+        // ---- elastic pools: their scale sets, in this subscription and resource group
+        { name: 'BENCH_LOCAL_SCALER_DIR', value: '' }
+        { name: 'BENCH_AZURE_SUBSCRIPTION_ID', value: subscription().subscriptionId }
+        { name: 'BENCH_AZURE_RESOURCE_GROUP', value: resourceGroup().name }
       ]
     }
   }

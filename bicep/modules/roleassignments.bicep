@@ -12,6 +12,8 @@ param agentKeyVaultName string
 param appInsightsName string
 param cosmosAccountName string
 param cosmosDatabaseName string
+@description('Elastic pools\' scale sets: the app sets their capacity, and nothing else anywhere.')
+param elasticScaleSets array = []
 
 // Built-in role definition ids (the same in every tenant).
 var roles = {
@@ -87,6 +89,39 @@ resource queueAgentRole 'Microsoft.Authorization/roleDefinitions@2022-04-01' = {
           'Microsoft.Storage/storageAccounts/queueServices/queues/messages/delete'
           'Microsoft.Storage/storageAccounts/queueServices/queues/messages/process/action'
         ]
+        notDataActions: []
+      }
+    ]
+    assignableScopes: [
+      resourceGroup().id
+    ]
+  }
+}
+
+resource scaleSets 'Microsoft.Compute/virtualMachineScaleSets@2024-07-01' existing = [
+  for name in elasticScaleSets: {
+    name: name
+  }
+]
+
+// The app's scaling role: read a scale set and write it (a PATCH of sku.capacity is a
+// write; ARM has no narrower action for it). No built-in role is this small (Virtual
+// Machine Contributor also covers VMs, disks, run commands...). Assigned per elastic
+// pool's scale set below, so it reaches no other resource.
+resource poolScalerRole 'Microsoft.Authorization/roleDefinitions@2022-04-01' = {
+  name: guid(resourceGroup().id, 'benchsvc-pool-scaler')
+  properties: {
+    roleName: 'Bench pool scaler ${uniqueString(resourceGroup().id)} (${resourceGroup().name})'
+    description: 'Read an agent scale set and set its capacity.'
+    type: 'CustomRole'
+    permissions: [
+      {
+        actions: [
+          'Microsoft.Compute/virtualMachineScaleSets/read'
+          'Microsoft.Compute/virtualMachineScaleSets/write'
+        ]
+        notActions: []
+        dataActions: []
         notDataActions: []
       }
     ]
@@ -194,3 +229,16 @@ resource agentSecrets 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
     principalType: 'ServicePrincipal'
   }
 }
+
+// Elastic pools: the app sets the capacity of each pool's scale set (adapters/azure_scaler.py).
+resource appScalePools 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
+  for (name, i) in elasticScaleSets: {
+    name: guid(scaleSets[i].id, appPrincipalId, poolScalerRole.name)
+    scope: scaleSets[i]
+    properties: {
+      roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', poolScalerRole.name)
+      principalId: appPrincipalId
+      principalType: 'ServicePrincipal'
+    }
+  }
+]

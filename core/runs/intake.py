@@ -20,6 +20,7 @@ from typing import Any
 
 from core.catalogue import get_profile, resolve
 from core.errors import Conflict, FieldError, NotFound, ValidationFailed
+from core.fleet.service import Fleet
 from core.limits.facts import run_target_facts
 from core.models import RunRequest
 from core.ports import Store
@@ -61,8 +62,10 @@ class Intake:
         pools: tuple[str, ...] = ("default",),
         targets: list[TargetInfo] | None = None,
         clock: Callable[[], float] | None = None,
+        fleet: Fleet | None = None,
     ) -> None:
         self.store = store
+        self.fleet = fleet
         self.admission = admission
         self.life = lifecycle
         self.pools = pools
@@ -98,6 +101,16 @@ class Intake:
         specs = plan_steps(request, base)  # raises ValidationFailed for bad sweep values
         fill = request.fill if request.fill is not None else bool(profile and profile.fill)
         check_run(request, specs, base, fill, caller, self.targets)
+        if self.fleet is not None:  # can the pool serve it at all (core.fleet.admission)
+            fleet_errors = self.fleet.admission_errors(
+                pool=request.pool,
+                targets=request.all_targets,
+                single_target=bool(request.target),
+                engine=request.engine,
+                clients=max(s["clients"] for s in specs),
+            )
+            if fleet_errors:
+                raise ValidationFailed(fleet_errors)
 
         run_id = run_id_for_key(idempotency_key) if idempotency_key else new_run_id()
         digest = body_hash(body)

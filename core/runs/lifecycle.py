@@ -22,11 +22,13 @@ from core.analysis.step_aggregates import build_aggregates
 from core.analysis.timeline import ClientTimeline
 from core.artifacts import pack_json, sha256_hex, unpack_timeline
 from core.errors import Conflict, NotFound, StoreUnavailable
+from core.fleet.scaling import Waiting
 from core.monitoring.monitor import Monitor
 from core.ports import Artifacts, Doc, Queue, Store
 from core.runs.admission import Admission, run_keys
 from core.runs.cas import update
 from core.runs.plan import plan_items, resolve_dynamic, step_id
+from core.runs.provisioning import AwaitingAgents, hold
 from core.runs.state import (
     Item,
     ItemState,
@@ -60,6 +62,9 @@ class Lifecycle:
         monitor: Monitor | None = None,
         on_finished: Callable[[str], object] | None = None,
     ) -> None:
+        # An elastic pool's gate (core.fleet.service.Fleet.waiting): whether a step of N
+        # clients must wait for the pool to grow before it is sent.
+        self.gate: Callable[[Run, int], Waiting | None] | None = None
         self.store = store
         self.queue = queue
         self.artifacts = artifacts
@@ -106,6 +111,16 @@ class Lifecycle:
         now = self.now_ms()
         try:
             self.enqueue_step(run, 0)
+        except AwaitingAgents as e:
+            if run.cancel_requested:  # cancelled while its pool grew: nothing to send
+
+                def nothing(r: Run) -> None:
+                    r.delivery.state, r.provisioning = "sent", None
+
+                self.update_run(run.id, nothing)
+                return self.advance(run.id)
+            run = hold(self, run, 0, e.waiting)
+            return self.advance(run.id) if run.delivery.state == "failed" else run
         except StoreUnavailable as e:
             log.warning("run %s: first step not sent yet: %s", run.id, e)
             error = str(e)[:500]
@@ -130,6 +145,9 @@ class Lifecycle:
 
         def sent(r: Run) -> None:
             r.delivery.state, r.delivery.last_error = "sent", None
+            if r.provisioning is not None:
+                r.provisioning = None
+                r.state = RunState.QUEUED if r.state == RunState.PROVISIONING else r.state
 
         return self.update_run(run.id, sent)
 
@@ -140,6 +158,9 @@ class Lifecycle:
         step = self.store.items.get_step(run.id, number)
         if step.enqueued:
             return
+        waiting = self.gate(run, step.clients) if self.gate is not None else None
+        if waiting is not None:
+            raise AwaitingAgents(waiting)
         if step.workload is None:  # a rate-curve or target_iops step
             assert step.ref_step is not None
             ref = self._step_aggregate(run, step.ref_step)
@@ -211,6 +232,15 @@ class Lifecycle:
         ):
             try:
                 self.enqueue_step(run, next_step.step)
+            except AwaitingAgents as e:
+                held = hold(self, run, next_step.step, e.waiting)
+                if held.provisioning is None:  # gave up: the step fails, saying why
+                    why = held.error or "its pool did not grow"
+                    self.update_step(
+                        run_id, next_step.step, lambda s: None if s.fail(why) else False
+                    )
+                    return self.advance(run_id)
+                return held
             except StoreUnavailable as e:
                 log.warning("run %s: step %d not sent yet: %s", run_id, next_step.step, e)
 
@@ -230,6 +260,7 @@ class Lifecycle:
 
         def apply(r: Run) -> None:
             r.finished = finished
+            r.provisioning = None  # its steps are sent: nothing is held
             r.state = derive_run_state(
                 items,
                 cancel_requested=r.cancel_requested,

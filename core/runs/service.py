@@ -8,6 +8,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from core.fleet.pools import PoolConfig
+from core.fleet.service import Fleet
 from core.monitoring.monitor import Monitor
 from core.ports import Artifacts, Doc, Queue, Store
 from core.runs.admission import Admission
@@ -36,8 +38,10 @@ class RunService:
         monitor: Monitor | None = None,
         targets: list[TargetInfo] | None = None,
         on_finished: Callable[[str], object] | None = None,
+        pool_configs: tuple[PoolConfig, ...] = (),
     ) -> None:
         self.store = store
+        self.fleet = Fleet(store.agents, pool_configs or [PoolConfig(name=p) for p in pools], clock)
         self.admission = Admission(store, clock)
         self.lifecycle = Lifecycle(
             store,
@@ -48,14 +52,17 @@ class RunService:
             monitor=monitor,
             on_finished=on_finished,
         )
-        self.intake = Intake(store, self.admission, self.lifecycle, pools=pools, targets=targets)
+        self.lifecycle.gate = self.fleet.waiting  # elastic pools grow before a step is sent
+        self.intake = Intake(
+            store, self.admission, self.lifecycle, pools=pools, targets=targets, fleet=self.fleet
+        )
         self.protocol = AgentProtocol(
             self.lifecycle,
             max_deliveries=max_deliveries,
             barrier_lead_ms=barrier_lead_ms,
             rejoin_late_ms=rejoin_late_ms,
         )
-        self.views = Views(store, self.admission, self.lifecycle)
+        self.views = Views(store, self.admission, self.lifecycle, self.fleet.price_of)
         # The agents' protocol, as the API's agent routes call it.
         self.claim = self.protocol.claim
         self.ready = self.protocol.ready

@@ -34,6 +34,9 @@ def now_iso() -> str:
 class RunState(StrEnum):
     WAITING = "waiting"  # its target is held by another run
     QUEUED = "queued"
+    # Admitted to an elastic pool that is growing: its step is sent once enough agents
+    # are live (core.fleet.scaling); ``provisioning`` says why and who is missing.
+    PROVISIONING = "provisioning"
     RUNNING = "running"
     COMPLETED = "completed"
     FAILED = "failed"
@@ -201,6 +204,18 @@ class Delivery(BaseModel):
     deadline_ms: int | None = None
 
 
+class Provisioning(BaseModel):
+    """A step held back while its elastic pool grows."""
+
+    model_config = ConfigDict(extra="ignore")
+    since_ms: int
+    step: int
+    needed: int
+    live: int
+    missing: int
+    reason: str
+
+
 class Run(_Stored):
     id: str
     created_at: str
@@ -232,6 +247,7 @@ class Run(_Stored):
     finalized: bool = False  # aggregates stored, monitor told
     error: str | None = None
     due_ms: int | None = None  # when the timer must look at it (None: nothing due)
+    provisioning: Provisioning | None = None  # while its pool grows (state provisioning)
     # What the run was judged with (core.limits.facts.run_target_facts): kept with the run,
     # so a later change of the registry or the catalogue does not rewrite its explanation.
     target_facts: dict[str, Any] | None = None

@@ -6,11 +6,13 @@ raw output and histogram bins stay in the full result and in Blob Storage).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from core.analysis.curves import latency_curve, repetition_spread, scaleout_curve
 from core.analysis.timeline import per_second
 from core.artifacts import unpack_json
+from core.fleet.usage import run_usage
 from core.ports import Doc, Store
 from core.runs.admission import Admission, lock_keys
 from core.runs.guardrails import TargetInfo
@@ -38,6 +40,7 @@ _RUN_PUBLIC = (
     "error",
     "cancel_requested",
     "requested_by",
+    "provisioning",
 )
 _STEP_PUBLIC = (
     "step",
@@ -59,6 +62,7 @@ _ITEM_PUBLIC = (
     "attempts",
     "errors",
     "reason",
+    "claimed_at",
     "started_at",
     "ended_at",
     "start_at_ms",  # an instant of its own, when it heard its step's too late
@@ -69,7 +73,10 @@ _ITEM_PUBLIC = (
 def public_run(run: Run, items: list[Item] | None = None) -> Doc:
     doc = run.doc()
     out = {k: doc.get(k) for k in _RUN_PUBLIC}
-    if run.delivery.state in ("pending", "failed"):
+    # A step held while its pool grows is not a delivery in trouble: `provisioning` says it.
+    if run.delivery.state == "failed" or (
+        run.delivery.state == "pending" and run.provisioning is None
+    ):
         out["delivery"] = run.delivery.model_dump(mode="json")
     if items is not None:
         counts: dict[str, int] = {}
@@ -132,10 +139,17 @@ def _strip(doc: Doc | None) -> Doc | None:
 
 
 class Views:
-    def __init__(self, store: Store, admission: Admission, lifecycle: Lifecycle) -> None:
+    def __init__(
+        self,
+        store: Store,
+        admission: Admission,
+        lifecycle: Lifecycle,
+        price_of: Callable[[str], float | None] = lambda pool: None,
+    ) -> None:
         self.store = store
         self.admission = admission
         self.life = lifecycle
+        self.price_of = price_of  # a pool's hourly price per client VM (BENCH_POOLS)
 
     def summary(self, run: Run, items: list[Item] | None = None) -> Doc:
         """The run as its submitter is told: its state, and its place in line if waiting."""
@@ -155,6 +169,7 @@ class Views:
         ordered = sorted(items, key=lambda i: (i.step, i.client))
         return {
             **self.summary(run, items),
+            "usage": run_usage(items, self.life.now_ms(), self.price_of(run.pool)),
             "steps": public_steps,
             "items": [public_item(i, results.get(i.id)) for i in ordered],
             "aggregate": public_steps[-1]["aggregate"] if public_steps else None,

@@ -1,0 +1,55 @@
+"""Holding a run's step while its elastic pool grows (core.fleet.scaling): the run shows
+state ``provisioning`` with the reason and the agents still missing, and the timer looks
+again every second; after PROVISION_TIMEOUT_S it fails, saying so."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from core.errors import BenchError
+from core.fleet.scaling import PROVISION_TIMEOUT_S, Waiting
+from core.runs.state import Provisioning, Run, RunState
+
+if TYPE_CHECKING:
+    from core.runs.lifecycle import Lifecycle
+
+PROVISION_RECHECK_MS = 1_000
+
+
+class AwaitingAgents(BenchError):
+    """The step cannot be sent yet: its pool has fewer live agents than it needs."""
+
+    def __init__(self, waiting: Waiting) -> None:
+        super().__init__(f"{waiting.missing} agents still missing")
+        self.waiting = waiting
+
+
+def hold(life: Lifecycle, run: Run, step: int, waiting: Waiting) -> Run:
+    """Record that ``step`` waits for agents; give up after PROVISION_TIMEOUT_S. A run
+    given up on has ``provisioning`` None and its ``error`` set (and, for the first step,
+    its delivery failed)."""
+    now = life.now_ms()
+
+    def change(r: Run) -> None:
+        p = r.provisioning
+        since = p.since_ms if p is not None and p.step == step else now
+        reason = waiting.reason(r.pool)
+        if now - since > PROVISION_TIMEOUT_S * 1000:
+            r.provisioning = None
+            r.error = f"{reason} after {PROVISION_TIMEOUT_S} s: gave up"
+            if step == 0:
+                r.delivery.state, r.delivery.last_error = "failed", r.error
+            r.due_ms = now
+            return
+        r.provisioning = Provisioning(
+            since_ms=since,
+            step=step,
+            needed=waiting.needed,
+            live=waiting.live,
+            missing=waiting.missing,
+            reason=reason,
+        )
+        r.state = RunState.PROVISIONING
+        r.due_ms = now + PROVISION_RECHECK_MS
+
+    return life.update_run(run.id, change)
