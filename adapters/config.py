@@ -65,8 +65,6 @@ class Settings(BaseSettings):
     pool_configs: tuple[PoolConfig, ...] = Field(
         (PoolConfig(name="default"),), validation_alias="BENCH_POOLS"
     )
-    # Each pool's size, elasticity and VM price (BENCH_POOLS NAME[:key=value...]).
-    pool_configs: tuple[PoolConfig, ...] = ()
     local_emulators: bool = False
     # > 0: run the timer functions in-process (local stack)
     local_timer_seconds: float = Field(0.0, ge=0.0, allow_inf_nan=False)
@@ -90,11 +88,6 @@ class Settings(BaseSettings):
     bot_secret: str | None = Field(None, repr=False)  # generic signed webhook; Key Vault
     bot_role: str = "runner"  # what chat users may run
     targets: tuple[TargetInfo, ...] = ()  # empty: any alias the agents mount
-    # Elastic pools' scaler: the local stack's agent processes (its directory), or in
-    # Azure the scale sets (pool setting vmss) in this subscription and resource group.
-    local_scaler_dir: str | None = None
-    azure_subscription_id: str | None = None
-    azure_resource_group: str | None = None
     # Elastic pools' scaler: the local stack's agent processes (its directory), or in
     # Azure the scale sets (pool setting vmss) in this subscription and resource group.
     local_scaler_dir: str | None = None

@@ -37,7 +37,7 @@ from core.engines.fio_check import fio_messages, measurement_problems, rejection
 from core.engines.fio_logs import timeline_from_logs
 from core.engines.results import build_diskspd_result, build_result
 from core.errors import StoreUnavailable
-from core.models import ArtifactName, ArtifactRef, HostFacts, MountFacts, Result, WorkItem
+from core.models import ArtifactName, ArtifactRef, HostFacts, Result, WorkItem
 
 log = logging.getLogger(__name__)
 BARRIER_POLL_S = 0.25

@@ -44,8 +44,8 @@ from benchctl.render import (
     run_markdown,
     scaleout_table,
 )
-from benchctl.render_lists import curves_markdown, headline, list_table
 from benchctl.render_fleet import print_agents
+from benchctl.render_lists import curves_markdown, headline, list_table
 from core.analysis.changepoint import DEFAULT_MIN_MAGNITUDE_PCT, detect_csv
 from core.analysis.concurrency import shape_for
 from core.analysis.offline import ClientLogs, InputError, aggregate_files
