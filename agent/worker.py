@@ -157,6 +157,11 @@ class Worker:
         refused = self._refusal(item)
         if refused:
             return self._failed(item, lease, refused, permanent=True)
+        down = self._mount_down(item)
+        if down:
+            # This VM's mount may come back, and another VM of the pool may serve the item
+            # now: an attempt that failed, handed back, never a measurement (issue 13.2).
+            return self._failed(item, lease, down)
         if item.engine == "diskspd":
             return self._run_diskspd(item, lease)
         lease.start(heartbeats=True)
@@ -249,22 +254,27 @@ class Worker:
         return self._store(result, lease, work_dir)
 
     def _refusal(self, item: WorkItem) -> str:
-        """Why this agent can never run ``item`` as it stands: a mount it lacks or that is
-        not what its configuration declares, or an engine it cannot start."""
+        """Why this agent can never run ``item`` as it stands: a mount it lacks, or an
+        engine it cannot start."""
         agent = self.config.agent_id
         missing = [t for t in item.targets if t not in self.config.mounts]
         if missing:
             have = ", ".join(sorted(self.config.mounts)) or "none"
             names = ", ".join(repr(t) for t in missing)
             return f"agent {agent} has no mount {names} (it has: {have})"
-        problems = self.mounts.check()
-        unusable = [problems[t] for t in item.targets if problems[t]]
-        if unusable:
-            return f"agent {agent} cannot use its mount: {'; '.join(p for p in unusable if p)}"
         if item.datasets and item.engine != "fio":
             return f"target {', '.join(item.datasets)} is read-only: DiskSpd would lay out files"
         if item.engine == "fio" and shutil.which(self.fio_binary) is None:
             return f"agent {agent} cannot run fio ({self.fio_binary} not found)"
+        return ""
+
+    def _mount_down(self, item: WorkItem) -> str:
+        """Why a mount the item needs is not, right now, what this agent's configuration
+        declares (not mounted, another filesystem or source): checked before every item."""
+        problems = self.mounts.check()
+        unusable = [p for t in item.targets if (p := problems[t])]
+        if unusable:
+            return f"agent {self.config.agent_id} cannot use its mount: {'; '.join(unusable)}"
         return ""
 
     def _upload(
