@@ -1,0 +1,209 @@
+"""benchctl's commands that need no run: profiles, planning, offline aggregation and
+detection, schedules and the local stack."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+from benchctl import localstack
+from benchctl.cli_common import EXIT_BAD_INPUT, EXIT_OK, EXIT_REGRESSION, _api, _pairs
+from benchctl.client import CliError
+from benchctl.local_targets import TargetDeclarationError, local_registry
+from benchctl.render import (
+    aggregate_table,
+    console_for_stdout,
+    print_aggregate_notes,
+    profiles_table,
+)
+from core.analysis.changepoint import detect_csv
+from core.analysis.concurrency import shape_for
+from core.analysis.offline import ClientLogs, InputError, aggregate_files
+from core.catalogue import PROFILES
+from core.runs.plan import outstanding_for
+
+
+def cmd_profiles(a: argparse.Namespace) -> int:
+    profiles = _api(a).profiles() if a.remote else [p.describe() for p in PROFILES]
+    if a.format == "json":
+        print(json.dumps(profiles, indent=2))
+    else:
+        console_for_stdout().print(profiles_table(profiles))
+    return EXIT_OK
+
+
+def cmd_plan(a: argparse.Namespace) -> int:
+    """Little's law sizing: outstanding I/Os = IOPS x latency, split over clients."""
+    if a.latency_ms <= 0 or a.iops <= 0 or min(a.clients, a.mounts, a.files_per_target) < 1:
+        raise CliError(
+            "--latency-ms and --iops must be positive; --clients, --mounts and "
+            "--files-per-target at least 1",
+            EXIT_BAD_INPUT,
+        )
+    outstanding = outstanding_for(a.iops, a.latency_ms / 1000)
+    shape = shape_for(
+        outstanding,
+        a.clients,
+        engine=a.engine,
+        ioengine=a.ioengine,
+        mounts=a.mounts,
+        files_per_target=a.files_per_target,
+    )
+    result = {
+        "latency_ms": a.latency_ms,
+        "iops": a.iops,
+        "outstanding_exact": a.iops * a.latency_ms / 1000,
+        "outstanding": outstanding,
+        "clients": a.clients,
+        "mounts": a.mounts,
+        "per_client": shape,
+    }
+    if a.format == "json":
+        print(json.dumps(result, indent=2))
+    else:
+        print(
+            f"{a.latency_ms} ms x {a.iops:g} IOPS = {result['outstanding_exact']:.2f} I/Os in "
+            f"flight -> {outstanding} outstanding"
+        )
+        where = f"per mount ({a.mounts})" if a.mounts > 1 else "per client"
+        if a.engine == "diskspd":
+            where = f"per file ({a.files_per_target} on each of {a.mounts} mount(s))"
+        print(
+            f"{where}, on each of {a.clients} client(s): numjobs={shape['numjobs']} x "
+            f"iodepth={shape['iodepth']} ({a.engine if a.engine == 'diskspd' else a.ioengine})"
+        )
+    return EXIT_OK
+
+
+def cmd_aggregate(a: argparse.Namespace) -> int:
+    inputs = []
+    for name in a.files:
+        path = Path(name)
+        try:
+            text = path.read_text()
+        except OSError as e:
+            raise CliError(f"{name}: {e.strerror}", EXIT_BAD_INPUT) from None
+        logs = None
+        if a.logs:  # one directory per client: its fio JSON beside its 1 s logs
+            iops = [p.read_text() for p in sorted(path.parent.glob("*_iops.*log"))]
+            bw = [p.read_text() for p in sorted(path.parent.glob("*_bw.*log"))]
+            hist = [p.read_text() for p in sorted(path.parent.glob("*_clat_hist.*log"))]
+            logs = ClientLogs(iops, bw, hist) if iops or bw else None
+        inputs.append((name, text, logs))
+    try:
+        agg = aggregate_files(inputs)
+    except InputError as e:
+        raise CliError(str(e), EXIT_BAD_INPUT) from None
+    if a.format == "json":
+        print(json.dumps(agg, indent=2))
+    else:
+        console = console_for_stdout()
+        console.print(aggregate_table(agg))
+        print_aggregate_notes(agg, console)
+    return EXIT_OK
+
+
+def cmd_detect(a: argparse.Namespace) -> int:
+    """Change points in one series (CSV: timestamp,value), E-divisive means."""
+    if not (math.isfinite(a.min_magnitude) and a.min_magnitude >= 0):
+        message = f"--min-magnitude: {a.min_magnitude:g} is not a percentage >= 0"
+        raise CliError(message, EXIT_BAD_INPUT)
+    try:
+        text = Path(a.file).read_text()
+    except OSError as e:
+        raise CliError(f"{a.file}: {e.strerror}", EXIT_BAD_INPUT) from None
+    higher = True if a.higher_is_better else False if a.lower_is_better else None
+    try:
+        found = detect_csv(
+            text, higher_is_better=higher, pvalue=a.pvalue, min_magnitude_pct=a.min_magnitude
+        )
+    except ValueError as e:
+        raise CliError(f"{a.file}: {e}", EXIT_BAD_INPUT) from None
+    if a.format == "json":
+        print(json.dumps(found))
+    else:
+        for cp in found["change_points"]:
+            kind = f" {cp['kind']}" if "kind" in cp else ""
+            print(
+                f"row {cp['index']} ({cp['timestamp']}): {cp['before']:.6g} -> "
+                f"{cp['after']:.6g} ({cp['change_pct']:+.1f}%), p={cp['pvalue']:.2g}{kind}"
+            )
+        if not found["change_points"]:
+            print("no change point")
+    # Without a direction every change counts: the CLI cannot tell better from worse.
+    worse = [cp for cp in found["change_points"] if cp.get("kind", "regression") == "regression"]
+    return EXIT_REGRESSION if worse else EXIT_OK
+
+
+def cmd_schedule(a: argparse.Namespace) -> int:
+    api = _api(a)
+    if a.schedule_cmd == "create":
+        try:
+            template = json.loads(Path(a.request).read_text())
+        except (OSError, ValueError) as e:
+            raise CliError(f"--request {a.request}: {e}", EXIT_BAD_INPUT) from None
+        body = {"cron": a.cron, "owner": a.owner, "request": template, "enabled": not a.disabled}
+        if a.name:
+            body["name"] = a.name
+        out = api.schedules("POST", body=body)
+    elif a.schedule_cmd == "list":
+        out = api.schedules("GET")
+    elif a.schedule_cmd == "show":
+        out = api.schedules("GET", f"/{a.id}")
+    elif a.schedule_cmd in ("enable", "disable"):
+        out = api.schedules("PATCH", f"/{a.id}", {"enabled": a.schedule_cmd == "enable"})
+    else:
+        api.schedules("DELETE", f"/{a.id}")
+        out = {"deleted": a.id}
+    print(json.dumps(out, indent=2))
+    return EXIT_OK
+
+
+def cmd_local(a: argparse.Namespace) -> int:
+    if a.local_cmd == "up":
+        targets = _pairs(a.target, "--target")
+        if not targets:
+            raise CliError("give at least one --target NAME=DIR", EXIT_BAD_INPUT)
+        try:
+            registry = local_registry(targets, a.target_limits, a.target_facts)
+        except TargetDeclarationError as e:
+            raise CliError(str(e), EXIT_BAD_INPUT) from None
+        localstack.ensure_installed()
+        stack = localstack.up(
+            agents=a.agents,
+            targets=targets,
+            visibility_timeout=a.visibility_timeout,
+            fresh=a.fresh,
+            api_env={"BENCH_TARGETS": registry},
+            max_agents=a.max_agents,
+            idle_s=a.idle,
+            price=a.price,
+        )
+        print(
+            f"local stack up: API {stack.api_url}, {a.agents} agent(s), "
+            f"targets {', '.join(f'{k}={v}' for k, v in stack.targets.items())}"
+        )
+        print(_data_line(stack.dir, "started empty" if a.fresh else "kept from before"))
+        return EXIT_OK
+    if a.local_cmd == "down":
+        stopped = localstack.down()
+        print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
+        return EXIT_OK
+    current = localstack.Stack.load()
+    if current is None:
+        print("local stack: not running")
+        print(_data_line(str(localstack.state_dir()), "kept for the next `up`"))
+        return EXIT_OK
+    print(f"local stack in {current.dir}: API {current.api_url}")
+    for p in current.procs:
+        port = f" port {p.port}" if p.port else ""
+        print(f"  {p.name:<12} pid {p.pid:<7} {'running' if p.alive() else 'stopped'}{port}")
+    print(_data_line(current.dir, "kept across `down`/`up`; `up --fresh` starts empty"))
+    return EXIT_OK
+
+
+def _data_line(directory: str, note: str) -> str:
+    dirs = ", ".join(str(Path(directory) / name) for name in localstack.DATA_DIRS)
+    return f"data: {dirs} ({note})"
