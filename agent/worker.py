@@ -29,6 +29,7 @@ from agent.dataset import read_only_files
 from agent.diskspd_runner import DiskSpdProcess
 from agent.fio_runner import FioProcess, safe_name
 from agent.hostfacts import host_facts, mount_facts
+from agent.item_checks import mount_down, refusal
 from agent.layout import ItemFailed, lay_out
 from agent.lease import Lease, sleep_until
 from agent.mounts import MountWatch, mount_changes
@@ -154,10 +155,10 @@ class Worker:
             log.info("handing back %s: %s", item.item_id, decision.reason)
             self._release(lease, self.config.retry_delay_s)
             return "released"
-        refused = self._refusal(item)
+        refused = refusal(item, self.config.agent_id, self.config.mounts, self.fio_binary)
         if refused:
             return self._failed(item, lease, refused, permanent=True)
-        down = self._mount_down(item)
+        down = mount_down(item, self.config.agent_id, self.mounts)
         if down:
             # This VM's mount may come back, and another VM of the pool may serve the item
             # now: an attempt that failed, handed back, never a measurement (issue 13.2).
@@ -252,30 +253,6 @@ class Worker:
         uploaded = self._upload(item, artifacts)
         result = result.model_copy(update={"artifacts": uploaded, "counters": summary})
         return self._store(result, lease, work_dir)
-
-    def _refusal(self, item: WorkItem) -> str:
-        """Why this agent can never run ``item`` as it stands: a mount it lacks, or an
-        engine it cannot start."""
-        agent = self.config.agent_id
-        missing = [t for t in item.targets if t not in self.config.mounts]
-        if missing:
-            have = ", ".join(sorted(self.config.mounts)) or "none"
-            names = ", ".join(repr(t) for t in missing)
-            return f"agent {agent} has no mount {names} (it has: {have})"
-        if item.datasets and item.engine != "fio":
-            return f"target {', '.join(item.datasets)} is read-only: DiskSpd would lay out files"
-        if item.engine == "fio" and shutil.which(self.fio_binary) is None:
-            return f"agent {agent} cannot run fio ({self.fio_binary} not found)"
-        return ""
-
-    def _mount_down(self, item: WorkItem) -> str:
-        """Why a mount the item needs is not, right now, what this agent's configuration
-        declares (not mounted, another filesystem or source): checked before every item."""
-        problems = self.mounts.check()
-        unusable = [p for t in item.targets if (p := problems[t])]
-        if unusable:
-            return f"agent {self.config.agent_id} cannot use its mount: {'; '.join(unusable)}"
-        return ""
 
     def _upload(
         self, item: WorkItem, packed: dict[ArtifactName, bytes]
