@@ -105,7 +105,7 @@ def headline(run: dict[str, Any]) -> list[dict[str, Any]]:
                         "p99": lat.get("p99"),
                         "p999": lat.get("p99.9"),
                         "basis": agg.get("basis", ""),
-                        "bound_by": f"{bound.get('kind', '')} {bound.get('name') or ''}".strip(),
+                        "bound_by": _bound_text(bound),
                     }
                 )
     return rows
@@ -151,3 +151,14 @@ def series_page(report: SeriesReport, *, nav: bool = False) -> str:
         generated_at=report.generated_at,
         link_base=RUN_LINK,
     )
+
+
+def _bound_text(bound: dict[str, Any]) -> str:
+    """``target (target vol1 throughput, 99%)``, or ``none reached (nearest: …, 84%)``."""
+    if not bound:
+        return ""
+    share = f", {bound['utilisation']:.0%}" if bound.get("utilisation") is not None else ""
+    if bound.get("kind") == "none":
+        nearest = bound.get("name")
+        return f"none reached (nearest: {nearest}{share})" if nearest else "no limit known"
+    return f"{bound.get('kind')} ({bound.get('name')}{share})"
