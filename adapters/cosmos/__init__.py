@@ -36,6 +36,7 @@ from adapters.cosmos.items import CosmosItems
 from adapters.cosmos.monitoring import CosmosActivities, CosmosSchedules, CosmosSeries
 from adapters.cosmos.results import CosmosResults
 from adapters.cosmos.runs import CosmosRuns, CosmosTargets
+from adapters.cosmos.threadsafe import per_thread_headers
 from adapters.local import COSMOS_EMULATOR_KEY
 from core.ports import Store
 
@@ -109,6 +110,8 @@ class CosmosStore(Store):
                 credential=credential,
                 transport=_pooled_transport(pool_size),
             )
+        # The API's worker threads share this client: see adapters/cosmos/threadsafe.py.
+        per_thread_headers(client)
         # The local server answers 500, not 404, for a missing document: point reads only
         # in Azure (the barrier poll every agent makes 4 times a second is one).
         return cls(client, settings.cosmos_database, point_reads=not settings.local_emulators)
