@@ -22,7 +22,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 import uuid
+from collections import deque
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
@@ -39,7 +41,7 @@ from tenacity import (
 )
 
 from core.errors import BenchError, StoreUnavailable
-from core.models import WorkItem
+from core.models import MAX_RTT_MS, WorkItem
 
 log = logging.getLogger(__name__)
 RETRY_BUDGET_S = 120.0  # at least 60 s (issue 12.9): an API restart or a Functions cold start
@@ -75,6 +77,13 @@ class ApiClient:
         self._api_key = api_key
         self.retry_budget_s = retry_budget_s
         self._give_up = threading.Event()  # never set: retry for the whole budget
+        # Round trips of the last answered calls, ms: the start barrier's lead is derived
+        # from them (core.runs.protocol.AgentProtocol.lead_ms).
+        self._round_trips: deque[float] = deque(maxlen=8)
+
+    def round_trip_ms(self) -> int | None:
+        """The slowest of the recent round trips to the API, ms (None before any)."""
+        return round(max(self._round_trips)) if self._round_trips else None
 
     @contextlib.contextmanager
     def retry_until(self, give_up: threading.Event) -> Iterator[None]:
@@ -105,6 +114,7 @@ class ApiClient:
         headers = self._headers()
         if content_type:
             headers["Content-Type"] = content_type
+        sent = time.perf_counter()
         try:
             r = self._http.request(
                 method,
@@ -116,6 +126,8 @@ class ApiClient:
             )
         except httpx.TransportError as e:  # refused, reset, timed out
             raise StoreUnavailable(f"API unreachable: {e!r}") from e
+        if content is None:  # an upload's time is its size's, not the round trip's
+            self._round_trips.append((time.perf_counter() - sent) * 1000)
         if r.status_code >= 500 or r.status_code == 429:
             raise StoreUnavailable(f"API answered {r.status_code}: {r.text[:300]}")
         if r.status_code >= 400:
@@ -160,7 +172,11 @@ class ApiClient:
         return {"run_id": item.run_id, "item_id": item.item_id, "agent_id": agent_id}
 
     def ready(self, item: WorkItem, agent_id: str) -> dict[str, Any]:
-        return self._call("POST", "/api/agent/ready", self._ref(item, agent_id))
+        body: dict[str, Any] = self._ref(item, agent_id)
+        rtt = self.round_trip_ms()
+        if rtt is not None:
+            body["rtt_ms"] = min(rtt, MAX_RTT_MS)
+        return self._call("POST", "/api/agent/ready", body)
 
     def barrier(self, item: WorkItem, agent_id: str) -> dict[str, Any]:
         return self._call("POST", "/api/agent/barrier", self._ref(item, agent_id))
