@@ -71,7 +71,9 @@ def measure(tree: Path, callers: list[int], seconds: float, tag: str) -> dict[st
     python = str(tree / ".venv" / "bin" / "python")
     work = Path(tempfile.mkdtemp(prefix="bench-api-"))
     env = {**os.environ, "BENCH_LOCAL_DIR": str(work / "stack")}
+    (work / "scratch").mkdir()
     up = [python, "-m", "benchctl", "local", "up", "--agents", "0"]
+    up += ["--target", f"read-me={work / 'scratch'}"]
     subprocess.run(up, cwd=tree, env=env, check=True, capture_output=True)
     state = json.loads((work / "stack" / "stack.json").read_text())
     url = f"http://127.0.0.1:{state['api_port']}"
