@@ -13,8 +13,9 @@ Figures: the ratio of the service's summed IOPS to raw fio's, per repetition (me
 how many repetitions the service was lower); per service run, request to the first I/O
 (the step's start instant plus the client's measured skew, minus the POST's send time),
 the part of it before the step's common start instant (queue poll, claim, layout, barrier),
-and from the last client's fio end to the run seen ``completed`` (an upper bound of "last
-result stored to completed": it also holds the artifact uploads and the result's POST).
+from the last client's measured period's end (``ended_at_ms``: the end of its last whole
+1 s log interval, up to a second before fio exits) to the run seen ``completed``, and from
+the last item's result stored to the run's completing write (both the API's clock).
 
 The target is a tmpfs directory with buffered I/O by default: fio is CPU-bound there, so
 whatever the agent does on the same cores while fio measures shows in the ratio.
@@ -31,6 +32,7 @@ import statistics
 import subprocess
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +69,10 @@ def raw_fio(workload: Workload, n: int, mount: Path, work: Path, tag: str) -> fl
     return total
 
 
+def _ms(iso: str) -> float:
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000
+
+
 def service(api: httpx.Client, workload: Workload, n: int) -> dict[str, float]:
     body = {"target": "scratch", "clients": n, "workload": workload.model_dump()}
     sent_ms = time.time() * 1000
@@ -94,6 +100,10 @@ def service(api: httpx.Client, workload: Workload, n: int) -> dict[str, float]:
         "request_to_first_io_ms": first_io - sent_ms,
         "request_to_start_instant_ms": scheduled - sent_ms,
         "fio_end_to_completed_ms": seen_ms - max(r["ended_at_ms"] for r in results),
+        # The run's last write (it became completed) after the last item's (its result was
+        # stored): what the service adds once the agents are done.
+        "result_stored_to_completed_ms": _ms(run["updated_at"])
+        - max(_ms(i["ended_at"]) for i in run["items"]),
         "request_to_completed_ms": seen_ms - sent_ms,
     }
 
@@ -128,6 +138,7 @@ def measure(n: int, repeat: int, workload: Workload, mount_root: Path) -> dict[s
         "worst": {
             "request_to_first_io_ms": max(r["request_to_first_io_ms"] for r in rows),
             "fio_end_to_completed_ms": max(r["fio_end_to_completed_ms"] for r in rows),
+            "result_stored_to_completed_ms": max(r["result_stored_to_completed_ms"] for r in rows),
         },
         "service_lower": sum(r["ratio"] < 1 for r in rows),
     }
