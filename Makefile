@@ -45,6 +45,13 @@ demo: install
 schemas: $(VENV)/.installed
 	$(PY) scripts/gen_schemas.py
 
+# Performance figures (README, "Performance figures"): each bench writes bench/out/<name>.json.
+# About 25 minutes on 2 cores; run it on a quiet machine and compare ratios, not absolutes.
+BENCHES := bench.overhead bench.start_skew bench.aggregate_scale bench.detect_scale \
+	bench.detect bench.api_latency bench.intake bench.idle_polls bench.bot_latency
+bench: install
+	@set -e; for b in $(BENCHES); do echo "== $$b"; $(PY) -m $$b; done
+
 clean:
 	-$(VENV)/bin/benchctl local down
 	rm -rf .local .pytest_cache .mypy_cache .ruff_cache .venv-checkov

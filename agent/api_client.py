@@ -18,7 +18,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 import uuid
+from collections import deque
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -29,7 +31,7 @@ from tenacity import RetryCallState
 
 from apiclient import Refused, Transport, Unavailable, retrying
 from core.errors import BenchError, StoreUnavailable
-from core.models import WorkItem
+from core.models import MAX_RTT_MS, WorkItem
 from core.runs.protocol import BarrierDecision, ClaimDecision
 
 if TYPE_CHECKING:
@@ -73,6 +75,13 @@ class ApiClient:
         )
         self.retry_budget_s = retry_budget_s
         self._give_up = threading.Event()  # never set: retry for the whole budget
+        # Round trips of the last answered calls, ms: the start barrier's lead is derived
+        # from them (core.runs.protocol.AgentProtocol.lead_ms).
+        self._round_trips: deque[float] = deque(maxlen=8)
+
+    def round_trip_ms(self) -> int | None:
+        """The slowest of the recent round trips to the API, ms (None before any)."""
+        return round(max(self._round_trips)) if self._round_trips else None
 
     @contextlib.contextmanager
     def retry_until(self, give_up: threading.Event) -> Iterator[None]:
@@ -94,6 +103,7 @@ class ApiClient:
         timeout: float | None = None,
     ) -> dict[str, Any]:
         """One attempt. StoreUnavailable for what may pass, ApiError for a refusal."""
+        sent = time.perf_counter()
         try:
             r = self._transport.request(
                 method,
@@ -107,6 +117,8 @@ class ApiClient:
             raise StoreUnavailable(str(e)) from e
         except Refused as e:
             raise ApiError(e.status, e.text) from None
+        if content is None:  # an upload's time is its size's, not the round trip's
+            self._round_trips.append((time.perf_counter() - sent) * 1000)
         data: dict[str, Any] = r.json()
         return data
 
@@ -147,7 +159,11 @@ class ApiClient:
         return {"run_id": item.run_id, "item_id": item.item_id, "agent_id": agent_id}
 
     def ready(self, item: WorkItem, agent_id: str) -> BarrierDecision:
-        reply = self._call("POST", "/api/agent/ready", self._ref(item, agent_id))
+        body: dict[str, Any] = self._ref(item, agent_id)
+        rtt = self.round_trip_ms()
+        if rtt is not None:
+            body["rtt_ms"] = min(rtt, MAX_RTT_MS)
+        reply = self._call("POST", "/api/agent/ready", body)
         return BARRIER_REPLY.validate_python(reply)
 
     def barrier(self, item: WorkItem, agent_id: str) -> BarrierDecision:

@@ -287,7 +287,7 @@ def start_agent(
     argv = [sys.executable, "-m", "agent", "--api-url", stack.api_url]
     argv += ["--queue-uri", stack.queue_uri, "--pool", pool, "--agent-id", f"agent-{index}"]
     argv += ["--local-emulators", "--visibility-timeout", str(stack.visibility_timeout)]
-    argv += ["--retry-delay", "1", "--idle-max", "1", "--heartbeat", str(stack.heartbeat_s)]
+    argv += ["--retry-delay", "1", "--heartbeat", str(stack.heartbeat_s)]
     for alias, path in (stack.targets if targets is None else targets).items():
         argv += ["--mount", f"{alias}={path}"]
     return _spawn(stack, f"agent-{index}", argv + (extra or []), pool=pool)

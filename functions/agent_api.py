@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import FieldError, ValidationFailed
-from core.models import ITEM_ID_PATTERN, RUN_ID_PATTERN, ArtifactName, WorkItem
+from core.models import ITEM_ID_PATTERN, MAX_RTT_MS, RUN_ID_PATTERN, ArtifactName, WorkItem
 from core.models import Result as WorkResult
 from core.runs.holder import AgentRef
 from core.runs.protocol import BarrierDecision
@@ -43,6 +43,16 @@ class ClaimBody(_AgentBody):
 class ItemRef(_AgentBody):
     run_id: str = Field(pattern=RUN_ID_PATTERN)
     item_id: str = Field(pattern=ITEM_ID_PATTERN)
+
+
+class ReadyBody(ItemRef):
+    rtt_ms: int | None = Field(
+        None,
+        ge=0,
+        le=MAX_RTT_MS,
+        description="the agent's slowest recent round trip to the API, ms: the start "
+        "barrier's lead is derived from the step's agents' round trips",
+    )
 
 
 class FailureBody(ItemRef):
@@ -76,11 +86,12 @@ def _barrier(x: BarrierDecision) -> dict[str, Any]:
     return {"status": x.status, "start_at_ms": x.start_at_ms, "reason": x.reason}
 
 
-@router.post("/api/agent/ready", **doc(d.BarrierReply, body=ItemRef, errors=AGENT))
+@router.post("/api/agent/ready", **doc(d.BarrierReply, body=ReadyBody, errors=AGENT))
 async def ready(request: Request) -> dict[str, Any]:
-    b: ItemRef = parse(ItemRef, await json_body(request))
+    b: ReadyBody = parse(ReadyBody, await json_body(request))
     agent = _agent(request, b.agent_id)
-    return _barrier(await asyncio.to_thread(svc().ready, b.run_id, b.item_id, agent))
+    decision = await asyncio.to_thread(svc().ready, b.run_id, b.item_id, agent, b.rtt_ms)
+    return _barrier(decision)
 
 
 @router.post("/api/agent/barrier", **doc(d.BarrierReply, body=ItemRef, errors=AGENT))

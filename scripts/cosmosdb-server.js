@@ -8,6 +8,22 @@
 // Usage: node scripts/cosmosdb-server.js HOST PORT [DATA_DIR]
 // COSMOSDB_COMPACT_BYTES: journal size that triggers the first compaction (default 16 MiB).
 "use strict";
+// A point read of a missing document: the package's handler reads a property of the
+// undefined document and answers 500; Cosmos DB answers 404. Answer 404, so the adapter can
+// read by id here as in Azure instead of by a query, which this server answers by scanning
+// the whole container (the timer's and intake's cost then grew with the runs stored).
+// Patched before the router loads, which keeps a reference to the handler.
+const readDocument = require("@vercel/cosmosdb-server/lib/handler/read-document");
+const readDocumentAsPackaged = readDocument.default;
+readDocument.default = (account, req, res, params) => {
+  try {
+    return readDocumentAsPackaged(account, req, res, params);
+  } catch (err) {
+    if (!(err instanceof TypeError)) throw err;
+    res.statusCode = 404;
+    return { code: "NotFound", message: "Entity with the specified id does not exist in the system." };
+  }
+};
 const accountModule = require("@vercel/cosmosdb-server/lib/account");
 const { createHttpsServer } = require("@vercel/cosmosdb-server");
 

@@ -8,6 +8,8 @@ from typing import Any
 
 import httpx
 
+from adapters.cosmos import CosmosStore
+from core.runs.state import TargetLock, Waiter
 from tests.conftest import AgentFactory, run_body, wait_state
 
 
@@ -88,3 +90,14 @@ def test_concurrent_submits_admit_exactly_one(api: httpx.Client, pool: str, stac
     assert positions == list(range(1, 8))
     for r in replies:
         api.delete(f"/api/runs/{r['id']}")
+
+
+def test_the_timer_asks_only_for_free_targets_with_waiters(store: CosmosStore, pool: str) -> None:
+    """A held target's queue (a thousand runs long in bench/intake.py) is never read by the
+    timer: its waiters start when the holder releases it."""
+    queue = [Waiter(run_id=f"r-{i}", created_ms=i) for i in range(3)]
+    store.targets.create(TargetLock(id=f"{pool}:held", run_id="r-h", queue=queue))
+    store.targets.create(TargetLock(id=f"{pool}:stalled", queue=queue))
+    store.targets.create(TargetLock(id=f"{pool}:idle"))
+    mine = [k for k in store.targets.free_with_waiters() if k.startswith(f"{pool}:")]
+    assert mine == [f"{pool}:stalled"]

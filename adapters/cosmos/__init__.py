@@ -39,6 +39,7 @@ from adapters.cosmos.items import CosmosItems
 from adapters.cosmos.monitoring import CosmosActivities, CosmosSchedules, CosmosSeries
 from adapters.cosmos.results import CosmosResults
 from adapters.cosmos.runs import CosmosRuns, CosmosTargets
+from adapters.cosmos.threadsafe import per_thread_headers
 from adapters.local import COSMOS_EMULATOR_KEY
 from core.ports import Store
 
@@ -86,11 +87,11 @@ BOUNDED: dict[str, Any] = {
 class CosmosStore(Store):
     """The repositories over one client and database."""
 
-    def __init__(self, client: CosmosClient, database: str, *, point_reads: bool) -> None:
+    def __init__(self, client: CosmosClient, database: str) -> None:
         self._client = client
         self._db = client.get_database_client(database)
         c = {
-            name: Container(self._db.get_container_client(name), pk, point_reads=point_reads)
+            name: Container(self._db.get_container_client(name), pk)
             for name, pk in CONTAINERS.items()
         }
         self._containers = c
@@ -128,9 +129,9 @@ class CosmosStore(Store):
                 transport=_pooled_transport(pool_size),
                 **BOUNDED,
             )
-        # The local server answers 500, not 404, for a missing document: point reads only
-        # in Azure (the barrier poll every agent makes 4 times a second is one).
-        return cls(client, settings.cosmos_database, point_reads=not settings.local_emulators)
+        # The API's worker threads share this client: see adapters/cosmos/threadsafe.py.
+        per_thread_headers(client)
+        return cls(client, settings.cosmos_database)
 
     def container(self, name: str) -> Container:
         """A container as raw documents (local tooling and tests of the storage itself)."""

@@ -68,15 +68,12 @@ def _decode_continuation(continuation: str) -> str:
 
 
 class Container:
-    """A container and its partition key path. ``point_reads``: read a document by id and
-    partition key directly; off for the local server, which answers 500 instead of 404
-    for a missing document, so there a read is a single-partition query."""
+    """A container and its partition key path."""
 
-    def __init__(self, proxy: ContainerProxy, pk: str, *, point_reads: bool) -> None:
+    def __init__(self, proxy: ContainerProxy, pk: str) -> None:
         self.proxy = proxy
         self.name = proxy.id
         self.pk_field = pk.lstrip("/")
-        self.point_reads = point_reads
 
     def create(self, doc: Doc) -> Doc:
         _check_size(self.name, doc)
@@ -93,19 +90,12 @@ class Container:
             return False
 
     def read(self, id_: str, pk: str) -> Doc:
-        if self.point_reads:
-            try:
-                return _clean(self.proxy.read_item(id_, partition_key=pk))
-            except (cx.CosmosHttpResponseError, AzureError) as e:
-                raise wrap(e, f"{self.name}/{id_}") from e
-        rows = self.query(
-            f"SELECT * FROM c WHERE c.{self.pk_field} = @pk AND c.id = @id",  # noqa: S608
-            [{"name": "@pk", "value": pk}, {"name": "@id", "value": id_}],
-            pk=pk,
-        )
-        if not rows:
-            raise NotFound(f"{self.name}/{id_}")
-        return rows[0]
+        """A point read: by id and partition key, never a query (the local server answers
+        queries by scanning the container; scripts/cosmosdb-server.js)."""
+        try:
+            return _clean(self.proxy.read_item(id_, partition_key=pk))
+        except (cx.CosmosHttpResponseError, AzureError) as e:
+            raise wrap(e, f"{self.name}/{id_}") from e
 
     def replace(self, doc: Doc, etag: str | None) -> Doc:
         """Write ``doc`` over its stored version only if that still has ``etag``."""

@@ -30,6 +30,7 @@ MIN_BS, MAX_BS = 512, 16 << 20
 MIN_FILE_SIZE, MAX_FILE_SIZE = 1 << 20, 16 << 40
 MAX_CLIENTS = 64
 MAX_NUMJOBS, MAX_IODEPTH = 256, 1024
+MAX_RTT_MS = 60_000  # an agent's reported round trip to the API, at most
 MAX_TARGETS = 16
 MAX_STEPS = 16
 # A data set serves every client its own files (client c, job j: file c x numjobs + j).

@@ -235,5 +235,8 @@ class Admission:
         self._change(key, drop)
 
     def stalled(self) -> list[str]:
-        """Targets with runs waiting: where the timer looks for a start a crash missed."""
-        return [lock.id for lock in self.store.targets.with_waiters()]
+        """Free targets with runs waiting: where the timer looks for a start a crash missed.
+        A held target's waiters start when its holder releases it (and a holder that
+        crashed while finishing is due itself, core.runs.lifecycle), so the timer never
+        reads a held target's queue."""
+        return self.store.targets.free_with_waiters()

@@ -35,10 +35,29 @@ from core.runs.state import (
 from core.units import clients_text
 
 log = logging.getLogger(__name__)
-BARRIER_LEAD_MS = 1500  # time between "all ready" and the start, for every agent to hear it
+# Without the agents' round trips (an agent that reports none): the lead between "all ready"
+# and the start instant, for every agent to hear it, plus 50 ms per client.
+BARRIER_LEAD_MS = 1500
+BARRIER_POLL_MS = 250  # how often a waiting agent asks (agent.worker.BARRIER_POLL_S)
+# fio's own start-up after the agent hears "go": spawn, read the job, open its files, wait
+# at the gate (a late fio still starts on the gate, only later: its skew shows it).
+FIO_START_MS = 150
 # A client that hears "go" up to this late still starts on the common instant (at once, so
 # still within the aggregation's 1 s start-skew bound); a later one gets an instant of its own.
 REJOIN_LATE_MS = 500
+
+
+def barrier_lead_ms(clients: int, round_trips: list[int], fixed_ms: int) -> int:
+    """Time from "all ready" to the start instant, for every agent to hear it and start
+    fio. From the agents' measured round trips when each reported one: the client that
+    completes the set hears "go" in its own answer (within its round trip); the others at
+    their next poll (every ``BARRIER_POLL_MS``), so the poll interval and twice the slowest
+    round trip cover a poll sent just before the instant was set and the answer to the next.
+    Otherwise ``fixed_ms`` plus 50 ms per client."""
+    if not round_trips or len(round_trips) < clients:
+        return fixed_ms + 50 * clients
+    hear = max(round_trips) if clients == 1 else BARRIER_POLL_MS + 2 * max(round_trips)
+    return hear + FIO_START_MS
 
 
 @dataclass(frozen=True)
@@ -69,9 +88,8 @@ class AgentProtocol:
         self.barrier_lead_ms = barrier_lead_ms
         self.rejoin_late_ms = rejoin_late_ms
 
-    def lead_ms(self, clients: int) -> int:
-        """Time from "all ready" to the start, for every agent's next poll to hear it."""
-        return self.barrier_lead_ms + 50 * clients
+    def lead_ms(self, clients: int, round_trips: list[int] | None = None) -> int:
+        return barrier_lead_ms(clients, round_trips or [], self.barrier_lead_ms)
 
     def _end(self, run_id: str, item: str, to: ItemState, reason: str) -> None:
         moved = self.life.update_item(run_id, item, lambda d: None if d.end(to, reason) else False)
@@ -194,7 +212,9 @@ class AgentProtocol:
 
     # ---- the start barrier --------------------------------------------------------------
 
-    def ready(self, run_id: str, item_id: str, agent: AgentRef) -> BarrierDecision:
+    def ready(
+        self, run_id: str, item_id: str, agent: AgentRef, rtt_ms: int | None = None
+    ) -> BarrierDecision:
         """The agent has laid out its files and waits for the step's start instant.
 
         Readiness is recorded on the step document by compare-and-swap, and the client that
@@ -222,8 +242,11 @@ class AgentProtocol:
             if s.start_at_ms is not None or s.failed_reason:
                 return False
             s.ready[item_id] = agent.id
+            if rtt_ms is not None:
+                s.rtt_ms[item_id] = rtt_ms
             if len(s.ready) == s.clients and len(set(s.ready.values())) == s.clients:
-                s.start_at_ms = now + self.lead_ms(s.clients)
+                trips = [s.rtt_ms[i] for i in s.ready if i in s.rtt_ms]
+                s.start_at_ms = now + self.lead_ms(s.clients, trips)
             return None
 
         self.life.update_step(run_id, doc.step, join)
@@ -298,7 +321,8 @@ class AgentProtocol:
         now = self.life.now_ms()
         assert step.start_at_ms is not None
         common = step.start_at_ms
-        fresh = now + self.lead_ms(1)
+        trip = step.rtt_ms.get(item_id)
+        fresh = now + self.lead_ms(1, None if trip is None else [trip])
         if step.clients == 1:
 
             def move(s: Step) -> bool | None:

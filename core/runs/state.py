@@ -177,6 +177,7 @@ class Step(_Stored):
     start_at_ms: int | None = None  # the common start instant
     failed_reason: str | None = None
     ready: dict[str, str] = Field(default_factory=dict)  # item id -> agent id
+    rtt_ms: dict[str, int] = Field(default_factory=dict)  # item id -> its agent's round trip
 
     def fail(self, reason: str) -> bool:
         """A barrier that never completed; True when this call failed it."""

@@ -1,0 +1,121 @@
+"""API latency and throughput at 1, 8 and 32 callers (issue 17, points 6 and 8).
+
+For a source tree (this one by default, or another checkout with ``--tree``), it starts
+that tree's local stack with no agent, submits one run to read, and then for each caller
+count runs for ``--seconds``:
+
+- ``GET /api/runs/{id}``: every caller reads the same run in a loop;
+- ``POST /api/runs``: every caller submits runs, each to a target of its own (nothing waits).
+
+Figures per operation and caller count: requests per second, p50/p99 latency, and the
+answers that were not 2xx (a 500 here was the shared Cosmos client's race, issue 17.5).
+Trees are measured one after the other with ``--rounds`` alternations when several are
+given, so the machine's drift hits each alike: compare the ratios.
+Usage: .venv/bin/python bench/api_latency.py [--tree PATH ...] [--callers 1 8 32]
+[--seconds 10] [--rounds 1] [--out bench/out/api_latency.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN = {"rw": "randread", "bs": "4k", "size": "8m", "runtime": 5, "iodepth": 1}
+
+
+def load(url: str, callers: int, seconds: float, op: str, run_id: str, tag: str) -> dict[str, Any]:
+    deadline = time.monotonic() + seconds
+
+    def caller(k: int) -> tuple[list[float], int]:
+        lat: list[float] = []
+        bad = 0
+        with httpx.Client(base_url=url, timeout=60) as api:
+            while time.monotonic() < deadline:
+                start = time.perf_counter()
+                if op == "get":
+                    r = api.get(f"/api/runs/{run_id}")
+                else:
+                    body = {"target": f"{tag}c{k}n{len(lat)}", "workload": RUN}
+                    r = api.post("/api/runs", json=body)
+                lat.append((time.perf_counter() - start) * 1000)
+                bad += r.status_code >= 300
+        return lat, bad
+
+    started = time.monotonic()
+    with cf.ThreadPoolExecutor(callers) as pool:
+        outs = list(pool.map(caller, range(callers)))
+    wall = time.monotonic() - started
+    lat = sorted(x for o in outs for x in o[0])
+    return {
+        "callers": callers,
+        "requests": len(lat),
+        "per_s": len(lat) / wall,
+        "p50_ms": statistics.median(lat),
+        "p99_ms": lat[int(0.99 * (len(lat) - 1))],
+        "not_2xx": sum(o[1] for o in outs),
+    }
+
+
+def measure(tree: Path, callers: list[int], seconds: float, tag: str) -> dict[str, Any]:
+    python = str(tree / ".venv" / "bin" / "python")
+    work = Path(tempfile.mkdtemp(prefix="bench-api-"))
+    env = {**os.environ, "BENCH_LOCAL_DIR": str(work / "stack")}
+    (work / "scratch").mkdir()
+    up = [python, "-m", "benchctl", "local", "up", "--agents", "0"]
+    up += ["--target", f"read-me={work / 'scratch'}"]
+    subprocess.run(up, cwd=tree, env=env, check=True, capture_output=True)
+    state = json.loads((work / "stack" / "stack.json").read_text())
+    url = f"http://127.0.0.1:{state['api_port']}"
+    out: dict[str, Any] = {"tree": str(tree), "get": [], "post": []}
+    try:
+        with httpx.Client(base_url=url, timeout=60) as api:
+            r = api.post("/api/runs", json={"target": "read-me", "workload": RUN})
+            run_id = r.json()["id"]
+            for _ in range(20):  # warm the API's connections
+                api.get(f"/api/runs/{run_id}")
+        for n in callers:
+            out["get"].append(load(url, n, seconds, "get", run_id, tag))
+            out["post"].append(load(url, n, seconds, "post", run_id, f"{tag}{n}"))
+    finally:
+        down = [python, "-m", "benchctl", "local", "down"]
+        subprocess.run(down, cwd=tree, env=env, capture_output=True)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tree", type=Path, nargs="+", default=[ROOT])
+    parser.add_argument("--callers", type=int, nargs="+", default=[1, 8, 32])
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "api_latency.json")
+    a = parser.parse_args()
+    rounds = []
+    for r in range(a.rounds):
+        trees = a.tree if r % 2 == 0 else list(reversed(a.tree))
+        rounds.append(
+            [measure(t.resolve(), a.callers, a.seconds, f"r{r}t{i}") for i, t in enumerate(trees)]
+        )
+    report = {"seconds": a.seconds, "note": "2 shared cores, other work running", "rounds": rounds}
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(report, indent=2))
+    for tree_runs in rounds:
+        for m in tree_runs:
+            for op in ("get", "post"):
+                for row in m[op]:
+                    print(m["tree"], op, json.dumps(row))
+
+
+if __name__ == "__main__":
+    main()

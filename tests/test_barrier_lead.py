@@ -1,0 +1,75 @@
+"""The start barrier's lead from the agents' measured round trips (issue 17.4): every agent
+hears "go" before the instant, with time for fio to start; no fixed 1.5 s."""
+
+from __future__ import annotations
+
+import time
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from adapters.blob import BlobArtifacts
+from adapters.cosmos import CosmosStore
+from adapters.queue import WorkQueues
+from benchctl.localstack import Stack
+from core.runs.holder import AgentRef
+from core.runs.protocol import BARRIER_LEAD_MS, BARRIER_POLL_MS, FIO_START_MS, barrier_lead_ms
+from core.runs.service import RunService
+from tests.conftest import result_from_capture, run_body
+
+
+def heard_at(ready_at: float, phase: float, rtt: float) -> float:
+    """When an agent polling in a loop (send, answer after ``rtt``, sleep the poll interval)
+    hears "go" set on the server at ``ready_at``: brute force over its polls, the request
+    reaching the server half a round trip after it is sent."""
+    sent = phase
+    while sent + rtt / 2 < ready_at:
+        sent += rtt + BARRIER_POLL_MS
+    return sent + rtt
+
+
+@given(
+    trips=st.lists(st.integers(0, 5_000), min_size=2, max_size=64),
+    phases=st.lists(st.floats(0, 1), min_size=64, max_size=64),
+)
+def test_every_polling_agent_hears_go_in_time_to_start_fio(
+    trips: list[int], phases: list[float]
+) -> None:
+    lead = barrier_lead_ms(len(trips), trips, BARRIER_LEAD_MS)
+    for rtt, phase in zip(trips, phases, strict=False):
+        # The agent's last poll before the set completed was sent up to one cycle earlier.
+        first = -phase * (rtt + BARRIER_POLL_MS) - rtt / 2
+        assert heard_at(0.0, first, rtt) + FIO_START_MS <= lead
+
+
+@given(rtt=st.integers(0, 5_000))
+def test_a_lone_client_hears_go_in_its_own_answer(rtt: int) -> None:
+    assert barrier_lead_ms(1, [rtt], BARRIER_LEAD_MS) == rtt + FIO_START_MS
+
+
+def test_without_every_agent_s_round_trip_the_fixed_lead_holds() -> None:
+    assert barrier_lead_ms(4, [20, 30, 25], BARRIER_LEAD_MS) == BARRIER_LEAD_MS + 200
+    assert barrier_lead_ms(2, [], BARRIER_LEAD_MS) == BARRIER_LEAD_MS + 100
+
+
+def test_the_service_sets_the_instant_from_the_reported_round_trip(
+    stack: Stack, store: CosmosStore, queues: WorkQueues, artifacts: BlobArtifacts, pool: str
+) -> None:
+    service = RunService(store, queues, artifacts, pools=tuple(stack.pools))
+    agent = AgentRef("lead-test")
+    leads = []
+    for rtt in (40, None):
+        run, _ = service.submit(run_body(pool))
+        item = store.items.get_item(run["id"], f"{run['id']}.s0.c0").work_item
+        assert service.claim(item, agent=agent, dequeue_count=1, message_id="m").action == "run"
+        before = time.time() * 1000
+        go = service.ready(run["id"], item.item_id, agent, rtt)
+        after = time.time() * 1000
+        assert go.status == "go" and go.start_at_ms is not None
+        leads.append((go.start_at_ms - after, go.start_at_ms - before))
+        # Done, so the next run gets the target.
+        assert service.store_result(result_from_capture(item, agent.id), agent) is True
+    # The instant is the server's "now" (between before and after) plus the lead.
+    expected = (40 + FIO_START_MS, BARRIER_LEAD_MS + 50)
+    for (after_lead, before_lead), lead in zip(leads, expected, strict=True):
+        assert after_lead <= lead < before_lead + 1
