@@ -55,7 +55,7 @@ def test_without_every_agent_s_round_trip_the_fixed_lead_holds() -> None:
 def test_the_service_sets_the_instant_from_the_reported_round_trip(
     stack: Stack, store: CosmosStore, queues: WorkQueues, artifacts: BlobArtifacts, pool: str
 ) -> None:
-    service = RunService(store, queues, artifacts, pools=tuple(stack.pools))
+    service = RunService(store, queues, artifacts, pools=tuple(stack.pool_names))
     agent = AgentRef("lead-test")
     leads = []
     for rtt in (40, None):
