@@ -31,7 +31,11 @@ def own_stack(tmp_path: Path) -> Iterator[Stack]:
         agents=3,
         targets={"scratch": str(scratch)},
         directory=tmp_path / "stack",
-        visibility_timeout=6,
+        # Longer than an emulator's kill and restart (a few seconds, more on a loaded
+        # machine): an agent that cannot renew its lease until the visibility runs out
+        # must stop (another agent may have its message), which is not what this test is
+        # about; 6 s made the surviving client's outcome depend on restart time.
+        visibility_timeout=15,
         timer_seconds=0.5,
         fresh=True,
     )
