@@ -4,8 +4,8 @@ over the repositories; the reports while an item runs and its result: core.runs.
 Every report is accepted only from the agent holding the item (core.runs.holder), in a
 state where it makes sense, and each decision is taken inside the compare-and-swap on the
 document as freshly read for the write: a racing or forged report changes nothing. A report
-changes only its item and its step; when an item ends, the run is advanced
-(core.runs.lifecycle), the one place where runs move on.
+changes only its item and its step; when an item ends (or a queued run's first item is
+claimed) the run is advanced (core.runs.lifecycle), the one place where runs move on.
 
 A step of N clients: N distinct agents claim its items, lay out their files, report ready,
 and are given one common start instant (the start barrier). A step whose clients do not
@@ -27,7 +27,6 @@ from core.runs.state import (
     Item,
     ItemState,
     Rebarrier,
-    Run,
     RunState,
     Step,
     now_iso,
@@ -193,22 +192,11 @@ class AgentProtocol:
         after = self.life.update_item(work.run_id, work.item_id, take)
         if verdict[0].action == "run":
             self.life.update_step(work.run_id, work.step, open_barrier)
-            if run_state == RunState.QUEUED:
-                self._running(work.run_id)
-        if after.ended:
+        # The run's first claim (it now shows as running) or an item that ended: the run
+        # moves on, in the one place runs do (core.runs.lifecycle.advance).
+        if after.ended or (verdict[0].action == "run" and run_state == RunState.QUEUED):
             self.life.advance(work.run_id)
         return verdict[0]
-
-    def _running(self, run_id: str) -> None:
-        """The run's first claim: it is running (shown in lists and filters)."""
-
-        def running(r: Run) -> bool | None:
-            if r.state != RunState.QUEUED:
-                return False
-            r.state = RunState.RUNNING
-            return None
-
-        self.life.update_run(run_id, running)
 
     # ---- the start barrier --------------------------------------------------------------
 
