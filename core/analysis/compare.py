@@ -36,30 +36,34 @@ def compare_aggregates(
     a: Mapping[str, Any], b: Mapping[str, Any], noise: Mapping[str, float]
 ) -> list[dict[str, Any]]:
     ma, mb = metrics_of(a), metrics_of(b)
-    rows = []
-    for metric in [m for m in METRICS if m in ma and m in mb]:
-        va, vb = ma[metric], mb[metric]
-        delta_pct = 100 * (vb - va) / va if va else None
-        sigma = noise.get(metric)
-        if delta_pct is None or sigma is None:
-            verdict = "no noise estimate"
-        elif abs(delta_pct) <= NOISE_SIGMAS * sigma:
-            verdict = "within noise"
-        else:
-            better = (delta_pct > 0) == METRICS[metric]
-            verdict = "better" if better else "worse"
-        rows.append(
-            {
-                "metric": metric,
-                "a": va,
-                "b": vb,
-                "delta": vb - va,
-                "delta_pct": delta_pct,
-                "noise_pct": sigma,
-                "verdict": verdict,
-            }
-        )
-    return rows
+    return [
+        judged(metric, ma[metric], mb[metric], noise.get(metric), METRICS[metric])
+        for metric in METRICS
+        if metric in ma and metric in mb
+    ]
+
+
+def judged(
+    metric: str, va: float, vb: float, sigma: float | None, higher_better: bool
+) -> dict[str, Any]:
+    """One row of a comparison: B against A, judged against NOISE_SIGMAS x the series'
+    noise (a percentage), or "no noise estimate" without one."""
+    delta_pct = 100 * (vb - va) / va if va else None
+    if delta_pct is None or sigma is None:
+        verdict = "no noise estimate"
+    elif abs(delta_pct) <= NOISE_SIGMAS * sigma:
+        verdict = "within noise"
+    else:
+        verdict = "better" if (delta_pct > 0) == higher_better else "worse"
+    return {
+        "metric": metric,
+        "a": va,
+        "b": vb,
+        "delta": vb - va,
+        "delta_pct": delta_pct,
+        "noise_pct": sigma,
+        "verdict": verdict,
+    }
 
 
 def summary(rows: Sequence[Mapping[str, Any]]) -> str:
@@ -103,28 +107,8 @@ def compare_phase(
     metadata runs; the noise of iops and percentiles is their series' (the direction's)."""
     ma, mb = phase_metrics(a), phase_metrics(b)
     d = "read" if a.get("read") else "write"
-    rows = []
-    for metric, higher_better in PHASE_METRICS.items():
-        if metric not in ma or metric not in mb:
-            continue
-        va, vb = ma[metric], mb[metric]
-        delta_pct = 100 * (vb - va) / va if va else None
-        sigma = series_noise.get(f"{d}.{metric}")
-        if delta_pct is None or sigma is None:
-            verdict = "no noise estimate"
-        elif abs(delta_pct) <= NOISE_SIGMAS * sigma:
-            verdict = "within noise"
-        else:
-            verdict = "better" if (delta_pct > 0) == higher_better else "worse"
-        rows.append(
-            {
-                "metric": f"{op}.{metric}",
-                "a": va,
-                "b": vb,
-                "delta": vb - va,
-                "delta_pct": delta_pct,
-                "noise_pct": sigma,
-                "verdict": verdict,
-            }
-        )
-    return rows
+    return [
+        judged(f"{op}.{metric}", ma[metric], mb[metric], series_noise.get(f"{d}.{metric}"), up)
+        for metric, up in PHASE_METRICS.items()
+        if metric in ma and metric in mb
+    ]
