@@ -89,7 +89,7 @@ def test_run_flows_to_a_stored_result(
         names = tar.getnames()
     assert "run.fio" in names and any("clat_hist" in n for n in names)
     timeline = unpack_timeline(artifacts.get(run_id, item["id"], "timeline"))
-    assert timeline.read is not None and timeline.read.hist is not None
+    assert timeline.read is not None and timeline.read.hist_rows  # fio's histogram lines kept
     # The measured period is the timeline's, to the millisecond: one log interval per
     # second, each stamped near its nominal second (a little off on a busy machine).
     assert (doc["started_at_ms"], doc["ended_at_ms"]) == (timeline.start_ms, timeline.end_ms)

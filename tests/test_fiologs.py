@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.analysis.aggregate import ClientSample, aggregate
-from core.analysis.timeline import ClientTimeline
+from core.analysis.timeline import ClientTimeline, histogram_in
 from core.engines.fio_logs import plat_idx_to_val, timeline_from_logs
 from core.models import DirectionResult, LatencyStats
 
@@ -248,3 +248,17 @@ def test_percentiles_come_from_the_seconds_all_clients_ran() -> None:
     )
     assert whole["read"]["percentiles_basis"] == "whole-run"
     assert whole["read"]["clat_ns"]["p50"] == fast_ns
+
+
+def test_a_windows_histogram_is_its_exact_overlap_with_fios_lines() -> None:
+    """Histogram lines that straddle the client's 1 s grid: the window [1 s, 2 s) holds
+    exactly the second line (all slow). Spreading lines into grid bins first mixed half a
+    fast line into it (a p99.9 one bucket off on real fio, against a brute-force sum)."""
+    fast, slow = 738, 802
+    iops = [T0 + 500 + 1000 * k for k in range(4)]  # the grid starts at T0 - 500
+    hist = hist_text([T0 + 1000], fast, 1000) + hist_text([T0 + 2000], slow, 1000)
+    hist += hist_text([T0 + 3000], fast, 1000)
+    tl = timeline_from_logs([log_text(iops, 1000)], [log_text(iops, 4000)], [hist])
+    assert tl is not None and tl.start_ms == T0 - 500
+    got = histogram_in(tl, "read", (T0 + 1000, T0 + 2000))
+    assert got == {plat_idx_to_val(slow): 1000.0}

@@ -26,6 +26,14 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class HistInterval(_Frozen):
+    """One fio histogram log line: the completions of [start_ms, end_ms), by bucket."""
+
+    start_ms: int
+    end_ms: int
+    counts: dict[str, float] = Field(description="bucket value in ns -> completions")
+
+
 class DirectionTimeline(_Frozen):
     """One direction of a client, per bin of its grid."""
 
@@ -35,6 +43,11 @@ class DirectionTimeline(_Frozen):
         None,
         description="per bin, completion-latency histogram as fio's json+ bins: "
         "bucket value in ns -> count (fractions where a log interval straddles bins)",
+    )
+    hist_rows: list[HistInterval] | None = Field(
+        None,
+        description="fio's histogram log lines as they are, so a window's histogram is "
+        "their exact overlap with it (bins split a line between seconds)",
     )
 
 
@@ -118,6 +131,15 @@ def histogram_in(timeline: ClientTimeline, d: Direction, window: Window) -> dict
     """The latency histogram (bucket value ns -> count) of the I/Os inside the window."""
     dt = timeline.direction(d)
     out: dict[int, float] = {}
+    if dt is not None and dt.hist_rows is not None:
+        # Each line spread evenly over its own interval, the part inside the window: the
+        # same reading as the I/O counts, without a second spreading into 1 s bins.
+        for row in dt.hist_rows:
+            share = overlap((row.start_ms, row.end_ms), window) / (row.end_ms - row.start_ms)
+            if share:
+                for k, v in row.counts.items():
+                    out[int(k)] = out.get(int(k), 0.0) + v * share
+        return out
     if dt is None or dt.hist is None:
         return out
     for i, f in _fractions(timeline, window):
@@ -130,7 +152,7 @@ def histogram_in(timeline: ClientTimeline, d: Direction, window: Window) -> dict
 
 def has_histograms(timeline: ClientTimeline, d: Direction) -> bool:
     dt = timeline.direction(d)
-    return dt is not None and dt.hist is not None
+    return dt is not None and (dt.hist is not None or dt.hist_rows is not None)
 
 
 def seconds_of(window: Window) -> list[Window]:
@@ -179,32 +201,6 @@ def rebin(
             part = overlap((a, b), (b0, min(b0 + bin_ms, end_ms)))
             if part:
                 out[i] += amount * part / (b - a)
-    return out
-
-
-def rebin_histograms(
-    intervals: Iterable[tuple[int, int, Mapping[int, float]]],
-    start_ms: int,
-    end_ms: int,
-    bin_ms: int = BIN_MS,
-) -> list[dict[str, float]]:
-    """``rebin`` for histograms: each interval's bucket counts are spread over the bins it
-    overlaps, in proportion to the overlap."""
-    n = max(0, -(-(end_ms - start_ms) // bin_ms))
-    out: list[dict[str, float]] = [{} for _ in range(n)]
-    for a, b, counts in intervals:
-        if b <= a or not counts:
-            continue
-        first = max(0, (max(a, start_ms) - start_ms) // bin_ms)
-        last = min(n - 1, (min(b, end_ms) - 1 - start_ms) // bin_ms)
-        for i in range(int(first), int(last) + 1):
-            b0 = start_ms + i * bin_ms
-            share = overlap((a, b), (b0, min(b0 + bin_ms, end_ms))) / (b - a)
-            if share:
-                row = out[i]
-                for k, v in counts.items():
-                    key = str(k)
-                    row[key] = row.get(key, 0.0) + v * share
     return out
 
 

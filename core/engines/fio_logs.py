@@ -29,8 +29,8 @@ from core.analysis.timeline import (
     DIRECTIONS,
     ClientTimeline,
     DirectionTimeline,
+    HistInterval,
     rebin,
-    rebin_histograms,
 )
 from core.models import Direction
 
@@ -173,7 +173,7 @@ def timeline_from_logs(
         dirs[d] = DirectionTimeline(
             ios=rebin(ios, start, end),
             bytes=rebin(nbytes, start, end),
-            hist=_hist_bins(hists, index, start, end, interval_ms) if hists else None,
+            hist_rows=_hist_rows(hists, index, interval_ms) if hists else None,
         )
     return ClientTimeline(start_ms=start, end_ms=end, bin_ms=BIN_MS, **dirs)
 
@@ -190,13 +190,16 @@ def _rate_intervals(
     return out
 
 
-def _hist_bins(
-    hists: Sequence[Sequence[HistRow]], direction: int, start: int, end: int, interval_ms: int
-) -> list[dict[str, float]]:
-    intervals: list[tuple[int, int, Mapping[int, float]]] = []
+def _hist_rows(
+    hists: Sequence[Sequence[HistRow]], direction: int, interval_ms: int
+) -> list[HistInterval]:
+    """Every job's histogram lines of one direction, each with the interval it covers."""
+    out: list[HistInterval] = []
     for rows in hists:
         mine = sorted((r for r in rows if r.direction == direction), key=lambda r: r.t_ms)
         spans = _intervals([r.t_ms for r in mine], interval_ms, since_previous=True)
         for (a, b), row in zip(spans, mine, strict=True):
-            intervals.append((a, b, {k: float(v) for k, v in row.counts.items()}))
-    return rebin_histograms(intervals, start, end)
+            if b > a:
+                counts = {str(k): float(v) for k, v in row.counts.items()}
+                out.append(HistInterval(start_ms=a, end_ms=b, counts=counts))
+    return out
