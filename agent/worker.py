@@ -41,6 +41,8 @@ from core.errors import StoreUnavailable
 from core.models import ArtifactName, ArtifactRef, HostFacts, Result, WorkItem
 
 log = logging.getLogger(__name__)
+MOUNT_DOWN = "failed: mount down, handed back"
+MOUNT_DOWN_PAUSE_S = 5.0
 BARRIER_POLL_S = 0.25
 
 
@@ -100,6 +102,10 @@ class Worker:
             outcome = self.process(msg)
             log.info("message %s: %s", msg.id, outcome)
             handled += 1
+            if outcome == MOUNT_DOWN:
+                # Let the pool's other agents take the item back first: polling again at
+                # once, this agent would spend every delivery on a mount it cannot use.
+                self.stop_after_current.wait(self.config.retry_delay_s + MOUNT_DOWN_PAUSE_S)
             if once or (max_items is not None and handled >= max_items):
                 break
         return handled
@@ -162,7 +168,8 @@ class Worker:
         if down:
             # This VM's mount may come back, and another VM of the pool may serve the item
             # now: an attempt that failed, handed back, never a measurement (issue 13.2).
-            return self._failed(item, lease, down)
+            self._failed(item, lease, down)
+            return MOUNT_DOWN
         if item.engine == "diskspd":
             return self._run_diskspd(item, lease)
         lease.start(heartbeats=True)
