@@ -190,12 +190,13 @@ class Aggregate(OpenDoc):
     ceilings: list[dict[str, Any]] | None = Field(
         None,
         description="every limit that applies: kind, name, metric, direction, limit, measured, "
-        'utilisation, applies, rule, source (README, "What bound the run")',
+        'utilisation, applies, reached_at, rule, source (README, "What bound the run")',
     )
     bound_by: dict[str, Any] | None = Field(
         None,
         description="kind (target, client-network, client-cpu, vm-disk or none), name, limit, "
-        "measured, utilisation: the limit reached (>= 90 %), or none with the nearest",
+        "measured, utilisation: the limit reached (utilisation >= its reached_at: 0.9, an "
+        "interface's line rate 0.85), or none with the nearest",
     )
 
 

@@ -171,19 +171,38 @@ def test_twelve_e32s_v5_writing_8518_mibps_reach_no_limit_and_name_the_nearest()
     assert egress["utilisation"] == pytest.approx(8_518 * MIB / (12 * 2e9))
 
 
-def test_one_e104id_v5_reading_10000_mibps_is_nearest_its_nic() -> None:
+def test_one_e104id_v5_reading_10000_mibps_is_bound_by_its_nic() -> None:
     # Scale-up: one E104id_v5 with nconnect reads about 10,000 MiB/s, the NIC's line rate.
     agg = aggregate_of(ULTRA_LARGE_101, [result(0, "Standard_E104id_v5", read=10_000 * MIB)])
     nic = next(c for c in agg["ceilings"] if "NIC" in c["name"])
-    assert nic["limit"] == 100_000e6 / 8 and nic["applies"]
-    # 10,000 MiB/s is 83.9 % of 100 Gbps: the nearest limit, above the volume's 78 %, but
-    # under the 90 % this service calls "reached" (see the README).
+    # 100 Gbps carries 1,448 bytes of TCP payload in every 1,538 on the wire at MTU 1,500.
+    assert nic["limit"] == pytest.approx(100_000e6 / 8 * 1448 / 1538)
+    assert nic["limit"] / MIB == pytest.approx(11_224, abs=1)
+    assert nic["applies"] and nic["reached_at"] == 0.85
+    assert agg["bound_by"]["kind"] == "client-network"
     assert agg["bound_by"]["name"] == nic["name"]
-    assert agg["bound_by"]["utilisation"] == pytest.approx(10_000 * MIB / 12.5e9)
-    assert agg["bound_by"]["kind"] == "none"
-    # At line rate (11,500 MiB/s of payload) the NIC is the bound.
-    fast = aggregate_of(ULTRA_LARGE_101, [result(0, "Standard_E104id_v5", read=11_500 * MIB)])
-    assert fast["bound_by"]["kind"] == "client-network"
+    assert agg["bound_by"]["utilisation"] == pytest.approx(0.891, abs=0.001)
+    volume = next(c for c in agg["ceilings"] if c["name"] == "target vol1 throughput")
+    assert volume["utilisation"] == pytest.approx(10_000 / 12_800)  # 78 %: not the volume
+    # Well under the line (8,000 MiB/s, 71 %) it is only the nearest.
+    slow = aggregate_of(ULTRA_LARGE_101, [result(0, "Standard_E104id_v5", read=8_000 * MIB)])
+    assert slow["bound_by"]["kind"] == "none"
+    assert slow["bound_by"]["name"] == nic["name"]
+
+
+def test_a_metered_limit_is_reached_at_90_percent_a_line_at_85() -> None:
+    from core.analysis.ceilings import Ceiling, bound_by
+
+    def cap(kind: str, used: float, reached_at: float = 0.90) -> Ceiling:
+        return Ceiling(kind, kind, "bw_bytes", "read", 100.0, used, reached_at=reached_at)  # type: ignore[arg-type]
+
+    assert bound_by([cap("target", 89.9)])["kind"] == "none"
+    assert bound_by([cap("target", 90.0)])["kind"] == "target"
+    assert bound_by([cap("client-network", 84.9, 0.85)])["kind"] == "none"
+    assert bound_by([cap("client-network", 85.0, 0.85)])["kind"] == "client-network"
+    # The nearest by utilisation among those reached: a line at 86 % over a volume at 91 %.
+    both = bound_by([cap("target", 91.0), cap("client-network", 86.0, 0.85)])
+    assert both["kind"] == "target"
 
 
 def test_d32s_v3_reading_2_7_gibps_from_a_premium_share_exceeds_its_egress() -> None:
