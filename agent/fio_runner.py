@@ -244,11 +244,39 @@ class FioProcess:
                 stderr=err,
             )
 
+    @property
+    def jobs(self) -> int:
+        return self._workload.numjobs * (len(self.data_dirs) + len(self.read_files))
+
+    def parked_jobs(self) -> int | None:
+        """How many of fio's jobs wait at the gate: each runs the gate's ``read`` in a shell
+        of its own (exec_prerun, system()), a child of one of fio's threads. None when the
+        kernel does not list children (/proc/PID/task/TID/children)."""
+        assert self._proc is not None
+        tasks = Path(f"/proc/{self._proc.pid}/task")
+        try:
+            return sum(len((t / "children").read_text().split()) for t in tasks.iterdir())
+        except OSError:
+            return None
+
+    def wait_parked(self, timeout_s: float) -> bool:
+        """Wait until every job waits at the gate (fio has started up and opened its
+        files), so the start instant need not leave time for that. False on timeout, when
+        fio exited, or when the kernel cannot tell."""
+        deadline = time.monotonic() + timeout_s
+        while self.poll() is None and time.monotonic() < deadline:
+            parked = self.parked_jobs()
+            if parked is None:
+                return False
+            if parked >= self.jobs:
+                return True
+            time.sleep(0.005)
+        return False
+
     def release(self) -> float:
         """Open the gate: one line per fio job. Returns the instant, Unix ms."""
-        jobs = self._workload.numjobs * (len(self.data_dirs) + len(self.read_files))
         assert self._gate_fd is not None
-        os.write(self._gate_fd, b"\n" * jobs)
+        os.write(self._gate_fd, b"\n" * self.jobs)
         return time.time() * 1000
 
     def _close_gate(self) -> None:

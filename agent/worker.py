@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 MOUNT_DOWN = "failed: mount down, handed back"
 MOUNT_DOWN_PAUSE_S = 5.0
 BARRIER_POLL_S = 0.25
+PARK_TIMEOUT_S = 5.0  # fio's start-up before ready; a slower one starts late (its skew shows)
 
 
 class Worker:
@@ -205,12 +206,23 @@ class Worker:
         if fill is not None:
             log.info("fill of %s: %s", item.item_id, "ran" if fill.ran else "marker valid")
 
-        scheduled = self._await_start(item, lease)
-        if isinstance(scheduled, str):
-            return scheduled
         # Host counters each second while fio runs (what bound the run, core.analysis.ceilings)
         sampler = CounterSampler([before[t].mount_point for t in item.targets]).start()
-        fio.start()  # fio starts up now and waits at its gate for the common instant
+        # fio starts up and waits at its gate before the agent says ready, so the start
+        # instant only has to leave time for every agent to hear it (core.runs.protocol).
+        fio.start()
+        try:
+            if not fio.wait_parked(PARK_TIMEOUT_S):
+                log.warning("fio of %s not at its gate yet; reporting ready", item.item_id)
+            scheduled = self._await_start(item, lease)
+        except BaseException:
+            fio.stop()
+            sampler.stop()
+            raise
+        if isinstance(scheduled, str):
+            fio.stop()
+            sampler.stop()
+            return scheduled
         sleep_until(scheduled / 1000)
         released = fio.release()
         stop = self._wait_for(fio, lease, item)

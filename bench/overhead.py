@@ -95,9 +95,16 @@ def service(api: httpx.Client, workload: Workload, n: int) -> dict[str, float]:
     scheduled = starts[0]["scheduled_ms"]
     first_io = max(s["scheduled_ms"] + s["skew_ms"] for s in starts)
     iops = sum((r.get(d) or {}).get("iops", 0.0) for r in results for d in ("read", "write"))
+    claimed = max(_ms(i["claimed_at"]) for i in run["items"])
+    ready = max(_ms(i["ready_at"]) for i in run["items"])
     return {
         "iops": iops,
         "request_to_first_io_ms": first_io - sent_ms,
+        # Where the time to the first I/O goes: the queue poll and the claim, the layout
+        # (fio's create_only pass) and ready, then the barrier's lead to the start instant.
+        "request_to_last_claim_ms": claimed - sent_ms,
+        "last_claim_to_last_ready_ms": ready - claimed,
+        "last_ready_to_start_instant_ms": scheduled - ready,
         "request_to_start_instant_ms": scheduled - sent_ms,
         "fio_end_to_completed_ms": seen_ms - max(r["ended_at_ms"] for r in results),
         # The run's last write (it became completed) after the last item's (its result was

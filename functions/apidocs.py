@@ -160,6 +160,9 @@ class ItemView(OpenDoc):
     errors: list[ItemError]
     reason: str | None
     claimed_at: str | None = Field(None, description="when its agent took it (usage counts from)")
+    ready_at: str | None = Field(
+        None, description="when its agent had laid out its files and reported ready"
+    )
     started_at: str | None
     ended_at: str | None
     result: ResultSummary | None

@@ -1,5 +1,6 @@
 """The start barrier's lead from the agents' measured round trips (issue 17.4): every agent
-hears "go" before the instant, with time for fio to start; no fixed 1.5 s."""
+hears "go" before the instant, with time to wake and open fio's gate (fio is started and
+waiting at it before the agent reports ready); no fixed 1.5 s."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from adapters.cosmos import CosmosStore
 from adapters.queue import WorkQueues
 from benchctl.localstack import Stack
 from core.runs.holder import AgentRef
-from core.runs.protocol import BARRIER_LEAD_MS, BARRIER_POLL_MS, FIO_START_MS, barrier_lead_ms
+from core.runs.protocol import BARRIER_LEAD_MS, BARRIER_POLL_MS, WAKE_MS, barrier_lead_ms
 from core.runs.service import RunService
 from tests.conftest import result_from_capture, run_body
 
@@ -39,12 +40,12 @@ def test_every_polling_agent_hears_go_in_time_to_start_fio(
     for rtt, phase in zip(trips, phases, strict=False):
         # The agent's last poll before the set completed was sent up to one cycle earlier.
         first = -phase * (rtt + BARRIER_POLL_MS) - rtt / 2
-        assert heard_at(0.0, first, rtt) + FIO_START_MS <= lead
+        assert heard_at(0.0, first, rtt) + WAKE_MS <= lead
 
 
 @given(rtt=st.integers(0, 5_000))
 def test_a_lone_client_hears_go_in_its_own_answer(rtt: int) -> None:
-    assert barrier_lead_ms(1, [rtt], BARRIER_LEAD_MS) == rtt + FIO_START_MS
+    assert barrier_lead_ms(1, [rtt], BARRIER_LEAD_MS) == rtt + WAKE_MS
 
 
 def test_without_every_agent_s_round_trip_the_fixed_lead_holds() -> None:
@@ -70,6 +71,6 @@ def test_the_service_sets_the_instant_from_the_reported_round_trip(
         # Done, so the next run gets the target.
         assert service.store_result(result_from_capture(item, agent.id), agent) is True
     # The instant is the server's "now" (between before and after) plus the lead.
-    expected = (40 + FIO_START_MS, BARRIER_LEAD_MS + 50)
+    expected = (40 + WAKE_MS, BARRIER_LEAD_MS + 50)
     for (after_lead, before_lead), lead in zip(leads, expected, strict=True):
         assert after_lead <= lead < before_lead + 1

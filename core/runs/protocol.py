@@ -38,9 +38,9 @@ log = logging.getLogger(__name__)
 # and the start instant, for every agent to hear it, plus 50 ms per client.
 BARRIER_LEAD_MS = 1500
 BARRIER_POLL_MS = 250  # how often a waiting agent asks (agent.worker.BARRIER_POLL_S)
-# fio's own start-up after the agent hears "go": spawn, read the job, open its files, wait
-# at the gate (a late fio still starts on the gate, only later: its skew shows it).
-FIO_START_MS = 150
+# After an agent hears "go": waking to write fio's gate at the instant. fio itself is
+# started and waiting at its gate before the agent reports ready (agent.worker).
+WAKE_MS = 25
 # A client that hears "go" up to this late still starts on the common instant (at once, so
 # still within the aggregation's 1 s start-skew bound); a later one gets an instant of its own.
 REJOIN_LATE_MS = 500
@@ -56,7 +56,7 @@ def barrier_lead_ms(clients: int, round_trips: list[int], fixed_ms: int) -> int:
     if not round_trips or len(round_trips) < clients:
         return fixed_ms + 50 * clients
     hear = max(round_trips) if clients == 1 else BARRIER_POLL_MS + 2 * max(round_trips)
-    return hear + FIO_START_MS
+    return hear + WAKE_MS
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,7 @@ _ITEM_PUBLIC = (
     "errors",
     "reason",
     "claimed_at",
+    "ready_at",
     "started_at",
     "ended_at",
     "start_at_ms",  # an instant of its own, when it heard its step's too late

@@ -1,0 +1,62 @@
+"""fio is started and parked at its gate before the agent reports ready (issue 17.4): the
+agent can tell when every job waits there, none does I/O before the gate opens, and a
+layout pass that would find nothing to do is not run."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from agent.fio_runner import FioProcess
+from agent.layout import lay_out
+from core.models import Workload
+
+
+def test_every_job_parks_at_the_gate_and_does_no_io_before_it_opens(tmp_path: Path) -> None:
+    w = Workload(rw="randread", bs="4k", size="4m", numjobs=3, runtime=1, direct=False)
+    data = {"a": tmp_path / "a", "b": tmp_path / "b"}
+    fio = FioProcess(w, data_dirs=data, work_dir=tmp_path / "work")
+    lay_out(fio, w, fill=False)
+    fio.start()
+    try:
+        assert fio.wait_parked(10), "every job reaches the gate"
+        assert fio.jobs == 6 and fio.parked_jobs() == 6
+        time.sleep(0.3)  # parked: still waiting, nothing measured yet
+        assert fio.poll() is None
+        assert not any((tmp_path / "work").glob("bench_iops.*log")) or all(
+            not p.read_text().strip() for p in (tmp_path / "work").glob("bench_iops.*log")
+        )
+        released = fio.release()
+    except BaseException:
+        fio.stop()
+        raise
+    out = fio.collect()
+    assert out.returncode == 0 and out.doc is not None
+    jobs = out.doc["jobs"]  # the job file reports its jobs as one group
+    assert jobs and all(j["read"]["total_ios"] > 0 for j in jobs)
+    # The I/O began at the release, not when fio started: each job's first 1 s log line is
+    # stamped (Unix ms, log_unix_epoch) a second after its epoch.
+    firsts = [int(log.split(",", 1)[0]) for log in out.iops_logs if log.strip()]
+    assert len(firsts) == 6
+    assert all(abs(t - 1000 - released) < 100 for t in firsts), (firsts, released)
+
+
+def test_a_layout_with_nothing_to_do_runs_no_fio(tmp_path: Path) -> None:
+    w = Workload(rw="randread", bs="4k", size="2m", numjobs=2, runtime=1, direct=False)
+    data = {"a": tmp_path / "a"}
+    first = FioProcess(w, data_dirs=data, work_dir=tmp_path / "w1")
+    lay_out(first, w, fill=False)
+    assert (tmp_path / "w1" / "prepare.json").exists()  # the first layout ran fio
+    files = sorted((tmp_path / "a").iterdir())
+    assert len(files) == 2 and all(f.stat().st_size == 2 << 20 for f in files)
+    again = FioProcess(w, data_dirs=data, work_dir=tmp_path / "w2")
+    lay_out(again, w, fill=False)
+    assert not (tmp_path / "w2" / "prepare.json").exists()  # complete files: no fio pass
+    # A file cut short is laid out again.
+    with files[0].open("r+b") as f:
+        f.truncate(1 << 20)
+    third = FioProcess(w, data_dirs=data, work_dir=tmp_path / "w3")
+    lay_out(third, w, fill=False)
+    assert json.loads((tmp_path / "w3" / "prepare.json").read_text())["jobs"]
+    assert files[0].stat().st_size == 2 << 20
