@@ -59,6 +59,9 @@ def _log_retry(state: RetryCallState) -> None:
     log.warning("API call failed (%s); retry %d", failed, state.attempt_number)
 
 
+BARRIER_PATHS = frozenset({"/api/agent/ready", "/api/agent/barrier"})
+
+
 class ApiClient:
     def __init__(
         self,
@@ -76,12 +79,16 @@ class ApiClient:
         self.retry_budget_s = retry_budget_s
         self._give_up = threading.Event()  # never set: retry for the whole budget
         # Round trips of the last answered calls, ms: the start barrier's lead is derived
-        # from them (core.runs.protocol.AgentProtocol.lead_ms).
+        # from them (core.runs.barrier_timing). The barrier's own calls (ready and its
+        # polls) are kept apart: hearing "go" takes one of those, not a claim or a result.
         self._round_trips: deque[float] = deque(maxlen=8)
+        self._barrier_trips: deque[float] = deque(maxlen=8)
 
     def round_trip_ms(self) -> int | None:
-        """The slowest of the recent round trips to the API, ms (None before any)."""
-        return round(max(self._round_trips)) if self._round_trips else None
+        """The slowest of the recent barrier calls' round trips, ms; before any, of the
+        recent calls' (None before any call)."""
+        trips = self._barrier_trips or self._round_trips
+        return round(max(trips)) if trips else None
 
     @contextlib.contextmanager
     def retry_until(self, give_up: threading.Event) -> Iterator[None]:
@@ -118,7 +125,10 @@ class ApiClient:
         except Refused as e:
             raise ApiError(e.status, e.text) from None
         if content is None:  # an upload's time is its size's, not the round trip's
-            self._round_trips.append((time.perf_counter() - sent) * 1000)
+            trip = (time.perf_counter() - sent) * 1000
+            self._round_trips.append(trip)
+            if path in BARRIER_PATHS:
+                self._barrier_trips.append(trip)
         data: dict[str, Any] = r.json()
         return data
 

@@ -39,11 +39,11 @@ from core.engines.fio_logs import timeline_from_logs
 from core.engines.results import build_diskspd_result, build_result
 from core.errors import StoreUnavailable
 from core.models import ArtifactName, ArtifactRef, HostFacts, Result, WorkItem
+from core.runs.barrier_timing import barrier_poll_ms
 
 log = logging.getLogger(__name__)
 MOUNT_DOWN = "failed: mount down, handed back"
 MOUNT_DOWN_PAUSE_S = 5.0
-BARRIER_POLL_S = 0.25
 PARK_TIMEOUT_S = 5.0  # fio's start-up before ready; a slower one starts late (its skew shows)
 
 
@@ -153,7 +153,9 @@ class Worker:
     def _run_item(self, item: WorkItem, lease: Lease) -> str:
         agent = self.config.agent_id
         msg = lease.message
+        t0 = time.perf_counter()
         decision = self.api.claim(item, agent, msg.dequeue_count, msg.id)
+        t_claimed = time.perf_counter()
         if decision.action == "drop":
             log.info("dropping %s: %s", item.item_id, decision.reason)
             self._delete(lease.message)
@@ -212,9 +214,20 @@ class Worker:
         # instant only has to leave time for every agent to hear it (core.runs.protocol).
         fio.start()
         try:
+            t_laid = time.perf_counter()
             if not fio.wait_parked(PARK_TIMEOUT_S):
                 log.warning("fio of %s not at its gate yet; reporting ready", item.item_id)
+            t_parked = time.perf_counter()
             scheduled = self._await_start(item, lease)
+            log.info(
+                "item %s: claim %.0f ms, checks and layout %.0f ms, fio at its gate %.0f ms, "
+                "barrier %.0f ms",
+                item.item_id,
+                (t_claimed - t0) * 1000,
+                (t_laid - t_claimed) * 1000,
+                (t_parked - t_laid) * 1000,
+                (time.perf_counter() - t_parked) * 1000,
+            )
         except BaseException:
             fio.stop()
             sampler.stop()
@@ -290,7 +303,7 @@ class Worker:
             stop = self._interrupted(lease, item)
             if stop:
                 return stop
-            time.sleep(BARRIER_POLL_S)
+            time.sleep(barrier_poll_ms(item.clients) / 1000)
             barrier = self.api.barrier(item, agent)
         if barrier.status != "go":
             log.info("step of %s aborted: %s", item.item_id, barrier.reason)

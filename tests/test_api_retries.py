@@ -33,17 +33,20 @@ ITEM = WorkItem(
 class Scripted:
     """Answers each request with the next status of ``statuses`` (the last one repeats)."""
 
-    def __init__(self, statuses: list[int]) -> None:
+    def __init__(self, statuses: list[int], delays: dict[str, float] | None = None) -> None:
         self.statuses = statuses
         self.seen: list[tuple[float, dict[str, Any]]] = []
-        seen, script = self.seen, self.statuses
+        seen, script, slow = self.seen, self.statuses, delays or {}
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
+                time.sleep(slow.get(self.path, 0.0))
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 seen.append((time.monotonic(), {**body, "key": self.headers.get("X-Api-Key")}))
                 status = script[min(len(seen), len(script)) - 1]
-                reply = json.dumps({"status": "go", "start_at_ms": 1, "final": True}).encode()
+                reply = json.dumps(
+                    {"status": "go", "start_at_ms": 1, "final": True, "action": "run"}
+                ).encode()
                 self.send_response(status)
                 self.send_header("Content-Length", str(len(reply)))
                 self.end_headers()
@@ -63,8 +66,8 @@ class Scripted:
 def scripted() -> Iterator[Any]:
     servers: list[Scripted] = []
 
-    def make(statuses: list[int]) -> Scripted:
-        servers.append(Scripted(statuses))
+    def make(statuses: list[int], delays: dict[str, float] | None = None) -> Scripted:
+        servers.append(Scripted(statuses, delays))
         return servers[-1]
 
     yield make
@@ -121,3 +124,20 @@ def test_heartbeats_are_not_retried(scripted: Any) -> None:
     with pytest.raises(StoreUnavailable):
         ApiClient(server.url).heartbeat(ITEM, "vm1")
     assert len(server.seen) == 1
+
+
+def test_the_round_trip_sent_with_ready_is_the_barrier_calls_once_there_are_some(
+    scripted: Any,
+) -> None:
+    """The start's lead covers a barrier poll's round trip: a slow claim (300 ms) counts
+    only until the agent has timed a barrier call of its own."""
+    server = scripted([200], delays={"/api/agent/claim": 0.3})
+    client = ApiClient(server.url)
+    client.claim(ITEM, "vm1", 1, "m1")
+    client.ready(ITEM, "vm1")  # no barrier call timed yet: the claim's round trip
+    client.barrier(ITEM, "vm1")
+    client.ready(ITEM, "vm1")
+    sent = [body.get("rtt_ms") for _, body in server.seen if "rtt_ms" in body]
+    assert len(sent) == 2
+    assert sent[0] >= 300
+    assert sent[1] < 100

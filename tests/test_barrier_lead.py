@@ -13,19 +13,19 @@ from adapters.blob import BlobArtifacts
 from adapters.cosmos import CosmosStore
 from adapters.queue import WorkQueues
 from benchctl.localstack import Stack
+from core.runs.barrier_timing import BARRIER_LEAD_MS, WAKE_MS, barrier_lead_ms, barrier_poll_ms
 from core.runs.holder import AgentRef
-from core.runs.protocol import BARRIER_LEAD_MS, BARRIER_POLL_MS, WAKE_MS, barrier_lead_ms
 from core.runs.service import RunService
 from tests.conftest import result_from_capture, run_body
 
 
-def heard_at(ready_at: float, phase: float, rtt: float) -> float:
+def heard_at(ready_at: float, phase: float, rtt: float, poll: int) -> float:
     """When an agent polling in a loop (send, answer after ``rtt``, sleep the poll interval)
     hears "go" set on the server at ``ready_at``: brute force over its polls, the request
     reaching the server half a round trip after it is sent."""
     sent = phase
     while sent + rtt / 2 < ready_at:
-        sent += rtt + BARRIER_POLL_MS
+        sent += rtt + poll
     return sent + rtt
 
 
@@ -37,10 +37,20 @@ def test_every_polling_agent_hears_go_in_time_to_start_fio(
     trips: list[int], phases: list[float]
 ) -> None:
     lead = barrier_lead_ms(len(trips), trips, BARRIER_LEAD_MS)
+    poll = barrier_poll_ms(len(trips))
     for rtt, phase in zip(trips, phases, strict=False):
         # The agent's last poll before the set completed was sent up to one cycle earlier.
-        first = -phase * (rtt + BARRIER_POLL_MS) - rtt / 2
-        assert heard_at(0.0, first, rtt) + WAKE_MS <= lead
+        first = -phase * (rtt + poll) - rtt / 2
+        assert heard_at(0.0, first, rtt, poll) + WAKE_MS <= lead
+
+
+@given(clients=st.integers(1, 1_000))
+def test_a_steps_agents_together_poll_at_most_40_times_a_second_until_each_polls_at_4(
+    clients: int,
+) -> None:
+    per_second = clients * 1000 / barrier_poll_ms(clients)
+    assert per_second <= max(40, clients * 4)
+    assert 100 <= barrier_poll_ms(clients) <= 250
 
 
 @given(rtt=st.integers(0, 5_000))

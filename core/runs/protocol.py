@@ -21,6 +21,7 @@ from typing import Literal
 
 from core.errors import NotFound
 from core.models import WorkItem
+from core.runs.barrier_timing import BARRIER_LEAD_MS, REJOIN_LATE_MS, barrier_lead_ms
 from core.runs.holder import AgentRef, holds, refuse
 from core.runs.lifecycle import Lifecycle
 from core.runs.state import (
@@ -34,29 +35,6 @@ from core.runs.state import (
 from core.units import clients_text
 
 log = logging.getLogger(__name__)
-# Without the agents' round trips (an agent that reports none): the lead between "all ready"
-# and the start instant, for every agent to hear it, plus 50 ms per client.
-BARRIER_LEAD_MS = 1500
-BARRIER_POLL_MS = 250  # how often a waiting agent asks (agent.worker.BARRIER_POLL_S)
-# After an agent hears "go": waking to write fio's gate at the instant. fio itself is
-# started and waiting at its gate before the agent reports ready (agent.worker).
-WAKE_MS = 25
-# A client that hears "go" up to this late still starts on the common instant (at once, so
-# still within the aggregation's 1 s start-skew bound); a later one gets an instant of its own.
-REJOIN_LATE_MS = 500
-
-
-def barrier_lead_ms(clients: int, round_trips: list[int], fixed_ms: int) -> int:
-    """Time from "all ready" to the start instant, for every agent to hear it and start
-    fio. From the agents' measured round trips when each reported one: the client that
-    completes the set hears "go" in its own answer (within its round trip); the others at
-    their next poll (every ``BARRIER_POLL_MS``), so the poll interval and twice the slowest
-    round trip cover a poll sent just before the instant was set and the answer to the next.
-    Otherwise ``fixed_ms`` plus 50 ms per client."""
-    if not round_trips or len(round_trips) < clients:
-        return fixed_ms + 50 * clients
-    hear = max(round_trips) if clients == 1 else BARRIER_POLL_MS + 2 * max(round_trips)
-    return hear + WAKE_MS
 
 
 @dataclass(frozen=True)
@@ -237,7 +215,16 @@ class AgentProtocol:
                 s.start_at_ms = now + self.lead_ms(s.clients, trips)
             return None
 
-        self.life.update_step(run_id, doc.step, join)
+        step = self.life.update_step(run_id, doc.step, join)
+        if step.start_at_ms is not None and step.start_at_ms > now:
+            log.info(
+                "run %s step %d: all %d ready, start in %d ms (round trips %s ms)",
+                run_id,
+                step.step,
+                step.clients,
+                step.start_at_ms - now,
+                sorted(step.rtt_ms.values()),
+            )
         return self._barrier(run_id, doc, agent)
 
     def barrier(self, run_id: str, item_id: str, agent: AgentRef) -> BarrierDecision:

@@ -13,11 +13,12 @@ from core.fleet.service import Fleet
 from core.monitoring.monitor import Monitor
 from core.ports import Artifacts, Doc, Queue, Store
 from core.runs.admission import Admission
+from core.runs.barrier_timing import BARRIER_LEAD_MS, REJOIN_LATE_MS
 from core.runs.guardrails import LOCAL_CALLER, Caller, TargetInfo
 from core.runs.intake import Intake
 from core.runs.lifecycle import Lifecycle
 from core.runs.ownership import check_owner
-from core.runs.protocol import BARRIER_LEAD_MS, REJOIN_LATE_MS, AgentProtocol
+from core.runs.protocol import AgentProtocol
 from core.runs.reports import Reports
 from core.runs.state import FINISHED_RUN, ItemState, Run
 from core.runs.views import Views

@@ -1,0 +1,36 @@
+"""When a step's clients start (pure): how often an agent waiting at the start barrier asks,
+and the lead from "all ready" to the common start instant, from the agents' measured round
+trips. Shared by the API (core.runs.protocol sets the instant) and the agent (it polls)."""
+
+from __future__ import annotations
+
+# Without the agents' round trips (an agent that reports none): the lead between "all ready"
+# and the start instant, for every agent to hear it, plus 50 ms per client.
+BARRIER_LEAD_MS = 1500
+# After an agent hears "go": waking to write fio's gate at the instant. fio itself is
+# started and waiting at its gate before the agent reports ready (agent.worker).
+WAKE_MS = 25
+# A client that hears "go" up to this late still starts on the common instant (at once, so
+# still within the aggregation's 1 s start-skew bound); a later one gets an instant of its own.
+REJOIN_LATE_MS = 500
+
+
+def barrier_poll_ms(clients: int) -> int:
+    """How often an agent waiting at a step's barrier asks (agent.worker): every 100 ms in
+    a small step, for a fast start, slower in a larger one, so that a step's agents
+    together ask at most 40 times a second until every agent polls every 250 ms."""
+    return min(250, max(100, 25 * clients))
+
+
+def barrier_lead_ms(clients: int, round_trips: list[int], fixed_ms: int) -> int:
+    """Time from "all ready" to the start instant, for every agent to hear it and start
+    fio. From the agents' measured round trips when each reported one: the client that
+    completes the set hears "go" in its own answer (within its round trip); the others at
+    their next poll (every ``barrier_poll_ms``), so the poll interval and twice the slowest
+    round trip cover a poll sent just before the instant was set and the answer to the next.
+    Otherwise ``fixed_ms`` plus 50 ms per client."""
+    if not round_trips or len(round_trips) < clients:
+        return fixed_ms + 50 * clients
+    slowest = max(round_trips)
+    hear = slowest if clients == 1 else barrier_poll_ms(clients) + 2 * slowest
+    return hear + WAKE_MS
