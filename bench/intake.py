@@ -5,7 +5,8 @@ For a source tree (this one by default, or another checkout with ``--tree``, e.g
 older commit as the reference), it starts that tree's local stack with no agent and:
 
 1. ``POST /api/runs`` one at a time (each to a target nobody holds): p50 and p95 latency,
-   then throughput with 4 callers for 10 s, on an empty service;
+   then throughput with 4 callers for 10 s (each caller to a target of its own, its runs
+   waiting behind its first), on an empty service;
 2. the same after ``--backlog`` runs were made to wait behind a held target;
 3. the idle API's and Cosmos DB server's CPU over 20 s with that backlog (the timer ticks
    every second locally);
@@ -73,24 +74,35 @@ def body(target: str) -> dict[str, Any]:
     return {"target": target, "workload": w, "tags": {"bench": "intake"}}
 
 
-def post_latencies(api: httpx.Client, prefix: str, n: int) -> list[float]:
+FREE = 240  # targets used once each by the one-at-a-time POSTs (warm 20, then 2 x 100)
+
+
+def registry(scratch: Path, active: int) -> list[str]:
+    """``--target`` flags: the stack's registry refuses runs to targets it does not name."""
+    names = ["held", *(f"free{i}" for i in range(FREE)), *(f"thru{k}" for k in range(4))]
+    names += [f"wide{i}" for i in range(active)]
+    return [flag for n in names for flag in ("--target", f"{n}={scratch}")]
+
+
+def post_latencies(api: httpx.Client, first: int, n: int) -> list[float]:
     out = []
-    for i in range(n):
+    for i in range(first, first + n):
         start = time.perf_counter()
-        r = api.post("/api/runs", json=body(f"{prefix}{i}"))
+        r = api.post("/api/runs", json=body(f"free{i}"))
         out.append((time.perf_counter() - start) * 1000)
         assert r.status_code in (200, 202), r.text
     return out
 
 
-def throughput(url: str, prefix: str, seconds: float, callers: int = 4) -> float:
+def throughput(url: str, seconds: float, callers: int = 4) -> float:
     deadline = time.monotonic() + seconds
 
     def caller(k: int) -> int:
         done = 0
         with httpx.Client(base_url=url, timeout=60) as api:
             while time.monotonic() < deadline:
-                assert api.post("/api/runs", json=body(f"{prefix}{k}x{done}")).status_code < 300
+                r = api.post("/api/runs", json=body(f"thru{k}"))
+                assert r.status_code < 300, r.text
                 done += 1
         return done
 
@@ -114,7 +126,7 @@ def measure(tree: Path, backlog: int, active: int, active_clients: int) -> dict[
     scratch = work / "scratch"
     scratch.mkdir()
     up = [python, "-m", "benchctl", "local", "up", "--agents", "0"]
-    up += ["--target", f"held={scratch}"]
+    up += registry(scratch, active)
     subprocess.run(up, cwd=tree, env=env, check=True, capture_output=True)
     state = json.loads((work / "stack" / "stack.json").read_text())
     url = f"http://127.0.0.1:{state['api_port']}"
@@ -123,22 +135,24 @@ def measure(tree: Path, backlog: int, active: int, active_clients: int) -> dict[
     out: dict[str, Any] = {"tree": str(tree)}
     try:
         with httpx.Client(base_url=url, timeout=120) as api:
-            post_latencies(api, "warm", 20)
-            out["empty"] = summary(post_latencies(api, "empty", 100))
-            out["empty"]["per_s_4_callers"] = throughput(url, "thru", 10)
+            post_latencies(api, 0, 20)
+            out["empty"] = summary(post_latencies(api, 20, 100))
+            out["empty"]["per_s_4_callers"] = throughput(url, 10)
             groups = {"api": api_pids, "cosmos": cosmos_pids}
             out["idle_empty_cpu"] = cpu_shares(groups, 20)
             # One run holds "held"; the backlog waits behind it (no agent: it never ends).
             for _ in range(backlog + 1):
-                assert api.post("/api/runs", json=body("held")).status_code == 202
+                r = api.post("/api/runs", json=body("held"))
+                assert r.status_code == 202, r.text
             out["backlog"] = backlog
-            out["with_backlog"] = summary(post_latencies(api, "busy", 100))
-            out["with_backlog"]["per_s_4_callers"] = throughput(url, "thru2", 10)
+            out["with_backlog"] = summary(post_latencies(api, 120, 100))
+            out["with_backlog"]["per_s_4_callers"] = throughput(url, 10)
             out["idle_backlog_cpu"] = cpu_shares(groups, 20)
             many = {**body("wide"), "clients": active_clients}
             for i in range(active):
                 many["target"] = f"wide{i}"
-                assert api.post("/api/runs", json=many).status_code == 202
+                r = api.post("/api/runs", json=many)
+                assert r.status_code == 202, r.text
             out["active_runs"] = {"runs": active, "clients": active_clients}
             out["idle_active_cpu"] = cpu_shares(groups, 20)
     finally:

@@ -121,12 +121,18 @@ class Admission:
             return self._now_ms() - waiter.created_ms < UNWRITTEN_HOLDER_GRACE_MS
         return not run.admitted and not run.cancel_requested
 
-    def busy(self, keys: list[str], me: Waiter) -> Busy | None:
+    def busy(
+        self, keys: list[str], me: Waiter, seen: dict[str, TargetLock] | None = None
+    ) -> Busy | None:
         """The first of ``keys`` another run holds or an earlier run waits for. Only the
         first waiter ahead is looked up (a queue's entries leave it when their run starts
-        or is cancelled; a dead one is dropped when found)."""
+        or is cancelled; a dead one is dropped when found). The locks read are left in
+        ``seen``: the change that follows starts from them instead of reading them again
+        (a stale one fails its compare-and-swap and is read afresh)."""
         for key in keys:
             lock = self._lock(key)
+            if seen is not None:
+                seen[key] = lock
             before = ahead(lock, me)
             if self.holds(lock, me.run_id):
                 return Busy(key, lock.run_id, len(before))
@@ -143,21 +149,23 @@ class Admission:
 
     # ---- taking and waiting -------------------------------------------------------------
 
-    def try_acquire(self, keys: list[str], me: Waiter) -> bool:
+    def try_acquire(
+        self, keys: list[str], me: Waiter, seen: dict[str, TargetLock] | None = None
+    ) -> bool:
         """Take every lock for ``me`` or none (what was taken is handed back). A lock is
         taken only if no earlier live waiter queues for it. ``me`` stays in the queues
         until it is marked admitted (``leave``): a crash in between leaves it at their
         head, where the timer finds it and finishes its admission."""
         taken: list[str] = []
         for key in keys:
-            if not self._take(key, me):
+            if not self._take(key, me, seen):
                 for k in taken:
                     self._give_back(k, me.run_id)
                 return False
             taken.append(key)
         return True
 
-    def _take(self, key: str, me: Waiter) -> bool:
+    def _take(self, key: str, me: Waiter, seen: dict[str, TargetLock] | None = None) -> bool:
         got: list[bool] = [False]
 
         def take(lock: TargetLock) -> bool | None:
@@ -171,7 +179,7 @@ class Admission:
             got[0] = True
             return None
 
-        self._change(key, take)
+        self._change(key, take, seen)
         return got[0]
 
     def _give_back(self, key: str, run_id: str) -> None:
@@ -183,10 +191,19 @@ class Admission:
 
         self._change(key, give)
 
-    def _change(self, key: str, change: Callable[[TargetLock], bool | None]) -> TargetLock:
-        return update(lambda: self._lock(key), self.store.targets.replace, change, f"target {key}")
+    def _change(
+        self,
+        key: str,
+        change: Callable[[TargetLock], bool | None],
+        seen: dict[str, TargetLock] | None = None,
+    ) -> TargetLock:
+        def read() -> TargetLock:
+            known = seen.pop(key, None) if seen is not None else None
+            return known if known is not None else self._lock(key)
 
-    def wait(self, keys: list[str], me: Waiter) -> None:
+        return update(read, self.store.targets.replace, change, f"target {key}")
+
+    def wait(self, keys: list[str], me: Waiter, seen: dict[str, TargetLock] | None = None) -> None:
         """Join every key's queue, in submission order (idempotent)."""
 
         def join(lock: TargetLock) -> bool | None:
@@ -196,7 +213,7 @@ class Admission:
             return None
 
         for key in keys:
-            self._change(key, join)
+            self._change(key, join, seen)
 
     def leave(self, run: Run) -> None:
         """Out of every queue: a waiting run admitted, or cancelled."""

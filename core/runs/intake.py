@@ -42,7 +42,7 @@ from core.runs.plan import (
     run_id_for_key,
     step_id,
 )
-from core.runs.state import Delivery, Requester, Run, RunState, Step, Waiter, now_iso
+from core.runs.state import Delivery, Requester, Run, RunState, Step, TargetLock, Waiter, now_iso
 from core.validation import validate
 
 INLINE_DELIVERY_GRACE_MS = 5_000
@@ -190,13 +190,14 @@ class Intake:
     def _admit_or_wait(self, keys: list[str], me: Waiter, on_busy: str) -> bool:
         """Take the run's target locks now if nobody holds them or waits for them; else
         join their queues, or refuse."""
-        busy = self.admission.busy(keys, me)
-        if busy is None and self.admission.try_acquire(keys, me):
+        seen: dict[str, TargetLock] = {}  # the locks busy() read, for the change that follows
+        busy = self.admission.busy(keys, me, seen)
+        if busy is None and self.admission.try_acquire(keys, me, seen):
             return True
         if on_busy == "refuse":
             who = f"run {busy.holder}" if busy and busy.holder else "another run"
             waiting = f"; {busy.waiting} waiting" if busy and busy.waiting else ""
             target = target_of(busy.key if busy else keys[0])
             raise TargetBusy(f"target {target} is busy with {who}{waiting}")
-        self.admission.wait(keys, me)
+        self.admission.wait(keys, me, seen)
         return False
