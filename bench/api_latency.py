@@ -4,7 +4,8 @@ For a source tree (this one by default, or another checkout with ``--tree``), it
 that tree's local stack with no agent, submits one run to read, and then for each caller
 count runs for ``--seconds``:
 
-- ``GET /api/runs/{id}``: every caller reads the same run in a loop;
+- ``GET /api/runs/{id}``: every caller reads the same queued run in a loop;
+- the same for a finished run (one cancelled before any agent took it: its view is kept);
 - ``POST /api/runs``: every caller submits runs to a target of its own (the stack registers
   one per caller; a caller's runs wait behind its first, as a pipeline's on one volume).
 
@@ -35,7 +36,9 @@ ROOT = Path(__file__).resolve().parent.parent
 RUN = {"rw": "randread", "bs": "4k", "size": "8m", "runtime": 5, "iodepth": 1}
 
 
-def load(url: str, callers: int, seconds: float, op: str, run_id: str) -> dict[str, Any]:
+def load(
+    url: str, callers: int, seconds: float, op: str, run_id: str, done_id: str = ""
+) -> dict[str, Any]:
     deadline = time.monotonic() + seconds
 
     def caller(k: int) -> tuple[list[float], int]:
@@ -46,6 +49,8 @@ def load(url: str, callers: int, seconds: float, op: str, run_id: str) -> dict[s
                 start = time.perf_counter()
                 if op == "get":
                     r = api.get(f"/api/runs/{run_id}")
+                elif op == "get_finished":
+                    r = api.get(f"/api/runs/{done_id}")
                 else:
                     body = {"target": f"c{k}", "workload": RUN}
                     r = api.post("/api/runs", json=body)
@@ -74,21 +79,25 @@ def measure(tree: Path, callers: list[int], seconds: float) -> dict[str, Any]:
     env = {**os.environ, "BENCH_LOCAL_DIR": str(work / "stack")}
     (work / "scratch").mkdir()
     up = [python, "-m", "benchctl", "local", "up", "--agents", "0"]
-    up += ["--target", f"read-me={work / 'scratch'}"]
+    up += ["--target", f"read-me={work / 'scratch'}", "--target", f"done={work / 'scratch'}"]
     for k in range(max(callers)):  # the registry refuses runs to targets it does not name
         up += ["--target", f"c{k}={work / 'scratch'}"]
     subprocess.run(up, cwd=tree, env=env, check=True, capture_output=True)
     state = json.loads((work / "stack" / "stack.json").read_text())
     url = f"http://127.0.0.1:{state['api_port']}"
-    out: dict[str, Any] = {"tree": str(tree), "get": [], "post": []}
+    out: dict[str, Any] = {"tree": str(tree), "get": [], "get_finished": [], "post": []}
     try:
         with httpx.Client(base_url=url, timeout=60) as api:
             r = api.post("/api/runs", json={"target": "read-me", "workload": RUN})
             run_id = r.json()["id"]
+            r = api.post("/api/runs", json={"target": "done", "workload": RUN})
+            done_id = r.json()["id"]
+            assert api.delete(f"/api/runs/{done_id}").status_code == 202
             for _ in range(20):  # warm the API's connections
                 api.get(f"/api/runs/{run_id}")
         for n in callers:
             out["get"].append(load(url, n, seconds, "get", run_id))
+            out["get_finished"].append(load(url, n, seconds, "get_finished", run_id, done_id))
             out["post"].append(load(url, n, seconds, "post", run_id))
     finally:
         down = [python, "-m", "benchctl", "local", "down"]
@@ -113,7 +122,7 @@ def main() -> None:
     a.out.write_text(json.dumps(report, indent=2))
     for tree_runs in rounds:
         for m in tree_runs:
-            for op in ("get", "post"):
+            for op in ("get", "get_finished", "post"):
                 for row in m[op]:
                     print(m["tree"], op, json.dumps(row))
 
