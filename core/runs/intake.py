@@ -34,6 +34,7 @@ from core.runs.guardrails import (
     unknown_targets,
 )
 from core.runs.lifecycle import Lifecycle
+from core.runs.locks import Waiter
 from core.runs.plan import (
     body_hash,
     comparison_key,
@@ -42,7 +43,7 @@ from core.runs.plan import (
     run_id_for_key,
     step_id,
 )
-from core.runs.state import Delivery, Requester, Run, RunState, Step, Waiter, now_iso
+from core.runs.state import Delivery, Requester, Run, RunState, Step, now_iso
 from core.validation import validate
 
 INLINE_DELIVERY_GRACE_MS = 5_000

@@ -261,26 +261,6 @@ class Run(_Stored):
         return self.requested_by.name
 
 
-class Waiter(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    run_id: str
-    created_ms: int
-
-    @property
-    def order(self) -> tuple[int, str]:
-        return (self.created_ms, self.run_id)
-
-
-class TargetLock(_Stored):
-    """One target of one pool: which run holds it and which wait for it, in submission
-    order (one document, so admission reads this target only)."""
-
-    id: str  # "<pool>:<target>"
-    run_id: str | None = None  # the holder
-    since_ms: int = 0
-    queue: list[Waiter] = Field(default_factory=list)
-
-
 def derive_run_state(
     items: list[Item], *, cancel_requested: bool, finalized: bool, finished: bool, admitted: bool
 ) -> RunState:
