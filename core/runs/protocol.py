@@ -182,12 +182,8 @@ class AgentProtocol:
 
         def open_barrier(s: Step) -> None:
             if s.clients == 1 and s.start_at_ms:
-                s.start_at_ms, s.first_claim_ms = None, None  # a retry: a fresh barrier
-            if s.start_at_ms is None:
-                s.ready.pop(work.item_id, None)
-            if s.first_claim_ms is None:
-                s.first_claim_ms = now
-                s.deadline_ms = now + work.barrier_timeout_s * 1000
+                s.reopen()  # a retry: a fresh barrier
+            s.claimed(work.item_id, now, work.barrier_timeout_s * 1000)
 
         after = self.life.update_item(work.run_id, work.item_id, take)
         if verdict[0].action == "run":
@@ -234,7 +230,7 @@ class AgentProtocol:
                 s.rtt_ms[item_id] = rtt_ms
             if len(s.ready) == s.clients and len(set(s.ready.values())) == s.clients:
                 trips = [s.rtt_ms[i] for i in s.ready if i in s.rtt_ms]
-                s.start_at_ms = now + self.lead_ms(s.clients, trips)
+                s.start(now + self.lead_ms(s.clients, trips))
             return None
 
         self.life.update_step(run_id, doc.step, join)
@@ -316,7 +312,7 @@ class AgentProtocol:
             def move(s: Step) -> bool | None:
                 if s.start_at_ms != common:
                     return False  # a retry of this poll moved it already
-                s.start_at_ms = fresh
+                s.move_start(fresh)
                 return None
 
             fresh = self.life.update_step(run_id, step.step, move).start_at_ms or fresh

@@ -17,7 +17,7 @@ from core.ports import Doc, Store
 from core.runs.admission import Admission, lock_keys
 from core.runs.guardrails import TargetInfo
 from core.runs.lifecycle import Lifecycle
-from core.runs.state import Item, Run, RunState, Step
+from core.runs.state import DeliveryState, Item, Run, RunState, Step
 
 _RUN_PUBLIC = (
     "id",
@@ -74,8 +74,8 @@ def public_run(run: Run, items: list[Item] | None = None) -> Doc:
     doc = run.doc()
     out = {k: doc.get(k) for k in _RUN_PUBLIC}
     # A step held while its pool grows is not a delivery in trouble: `provisioning` says it.
-    if run.delivery.state == "failed" or (
-        run.delivery.state == "pending" and run.provisioning is None
+    if run.delivery.state == DeliveryState.FAILED or (
+        run.delivery.state == DeliveryState.PENDING and run.provisioning is None
     ):
         out["delivery"] = run.delivery.model_dump(mode="json")
     if items is not None:
