@@ -8,9 +8,9 @@ the run's targets and admits the runs waiting for them.
 
 The timer never scans: it reads the runs whose ``due_ms`` has come (a failed delivery to
 retry, a finish left half-done by a crash, a step running longer than it should) and the
-step barriers past their deadline, and starts waiting runs a crash left behind. A run that
-is simply running is not read until its step should have ended. The first step's delivery
-(the outbox): core.runs.delivery.
+step barriers past their deadline (failing the step; ``advance`` fails its items), and
+starts waiting runs a crash left behind. A run that is simply running is not read until its
+step should have ended. The first step's delivery (the outbox): core.runs.delivery.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from core.runs.state import (
     derive_run_state,
     now_iso,
 )
+from core.units import clients_text
 
 log = logging.getLogger(__name__)
 STEP_SLACK_MS = 60_000  # a step's expected length plus this, then the timer looks
@@ -172,6 +173,7 @@ class Lifecycle:
         once no item will run any more."""
         run = self.store.runs.get(run_id)
         steps, items = self.store.items.of_run(run_id)
+        items = self._fail_with_steps(run_id, steps, items)
         if run.admitted and run.delivery.state == DeliveryState.PENDING:
             return run  # its first step is still to be sent (the timer retries)
         step_failed: list[str] = [s.failed_reason for s in steps if s.failed_reason]
@@ -247,6 +249,18 @@ class Lifecycle:
         if announce and self.on_finished is not None:
             self.on_finished(run.id)  # once, by whoever finalized it, with its final state
         return run
+
+    def _fail_with_steps(self, run_id: str, steps: list[Step], items: list[Item]) -> list[Item]:
+        """The items of a failed step that have not ended fail with it, saying why: the one
+        place an item is failed for its step (an agent's call ends only its own)."""
+        why = {s.step: s.failed_reason for s in steps if s.failed_reason}
+        out = []
+        for item in items:
+            reason = why.get(item.step)
+            if reason is not None and not item.ended:
+                item = self.update_item(run_id, item.id, _failing(reason))
+            out.append(item)
+        return out
 
     def _finalize(self, run: Run, steps: list[Step], items: list[Item]) -> bool:
         """Aggregate every step that ran; tell the monitor; mark the run finalized. True
@@ -334,14 +348,36 @@ class Lifecycle:
         )
         return aggs[0] if aggs else None
 
+    # ---- the start barrier's deadline ----------------------------------------------------
+
+    def barrier_reason(self, step: Step) -> str:
+        """Why a step's barrier failed at its deadline: too few claimed, or too few ready."""
+        assert step.deadline_ms is not None and step.first_claim_ms is not None
+        _, items = self.store.items.of_run(step.run_id)
+        claimed = sum(1 for i in items if i.step == step.step and i.held)
+        secs = (step.deadline_ms - step.first_claim_ms) // 1000
+        if claimed < step.clients:
+            return f"{claimed} of {clients_text(step.clients)} claimed within {secs} s"
+        return f"{len(step.ready)} of {clients_text(step.clients)} were ready within {secs} s"
+
+    def expire_barrier(self, step: Step) -> Step:
+        """The step's clients did not all claim and get ready in time: the step fails with
+        the count, and the run moves on (``advance`` fails its items with it). A step that
+        got its start instant just before is returned as it is."""
+        reason = self.barrier_reason(step)
+        step = self.update_step(step.run_id, step.step, lambda s: None if s.fail(reason) else False)
+        if step.start_at_ms is None:
+            self.advance(step.run_id)
+        return step
+
     # ---- the timer ----------------------------------------------------------------------
 
-    def tick(self, expire_barrier: Callable[[Step], object]) -> list[str]:
+    def tick(self) -> list[str]:
         """What is due: deliveries to retry, barriers past their deadline, runs to look at,
         waiting runs a crash left behind. Returns the runs finalized."""
         now = self.now_ms()
         for step in self.store.items.overdue_barriers(now):
-            expire_barrier(step)
+            self.expire_barrier(step)
         done = []
         for run in self.store.runs.due(now):
             if run.admitted and run.delivery.state == DeliveryState.PENDING:
@@ -354,3 +390,7 @@ class Lifecycle:
         for key in self.admission.stalled():
             self.admit([key])
         return done
+
+
+def _failing(reason: str) -> Callable[[Item], bool | None]:
+    return lambda d: None if d.end(ItemState.FAILED, reason) else False

@@ -125,4 +125,4 @@ class RunService:
 
     def tick(self) -> list[str]:
         """The timer: whatever is due. Returns the runs finalized."""
-        return self.lifecycle.tick(self.protocol.expire_barrier)
+        return self.lifecycle.tick()
