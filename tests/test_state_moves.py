@@ -289,9 +289,10 @@ def test_a_failed_step_cannot_be_reopened() -> None:
 
 def test_reopen_gives_a_fresh_barrier_from_the_next_claim() -> None:
     step = step_in(StepState.STARTED, clients=1)
+    step.ready[f"{RUN}.s0.c0"] = "a1"
     step.reopen()
     assert step.state == StepState.OPEN
-    assert (step.start_at_ms, step.first_claim_ms) == (None, None)
+    assert (step.start_at_ms, step.first_claim_ms, step.ready) == (None, None, {})
     step.claimed(f"{RUN}.s0.c0", 50_000, 30_000)
     assert (step.first_claim_ms, step.deadline_ms) == (50_000, 80_000)
 

@@ -272,9 +272,10 @@ class Step(_Stored):
         self.start_at_ms = at_ms
 
     def reopen(self) -> None:
-        """A lone client retried after its start: a fresh barrier, from its next claim."""
+        """A lone client retried after its start: a fresh barrier (nobody ready, no instant),
+        its deadline from its next claim."""
         self._check(StepState.OPEN if self.enqueued else StepState.PLANNED)
-        self.start_at_ms, self.first_claim_ms = None, None
+        self.start_at_ms, self.first_claim_ms, self.ready = None, None, {}
 
     def move_start(self, at_ms: int) -> None:
         """A lone client heard "go" too late: the step's instant moves with it."""
