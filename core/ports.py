@@ -13,7 +13,8 @@ from typing import Any, Protocol
 
 from core.fleet.registry import AgentRecord
 from core.models import WorkItem
-from core.runs.state import Item, Run, Step, TargetLock
+from core.runs.locks import TargetLock
+from core.runs.state import Item, Run, Step
 
 Doc = dict[str, Any]
 

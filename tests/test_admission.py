@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from core.runs.admission import ahead, holder_done, lock_keys, position, run_keys
-from core.runs.state import Run, RunState, TargetLock, Waiter
+from core.runs.locks import TargetLock, Waiter
+from core.runs.state import Run, RunState
 
 
 def run(**fields: Any) -> Run:

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 
 from adapters.cosmos import CosmosStore
-from core.runs.state import TargetLock, Waiter
+from core.runs.locks import TargetLock, Waiter
 from tests.conftest import AgentFactory, run_body, wait_state
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from adapters.cosmos.base import Container
-from core.runs.state import Run, TargetLock
+from core.runs.locks import TargetLock
+from core.runs.state import Run
 
 
 class CosmosRuns:

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from core.errors import Conflict, NotFound
 from core.ports import Store
 from core.runs.cas import update
-from core.runs.state import Run, RunState, TargetLock, Waiter
+from core.runs.locks import TargetLock, Waiter
+from core.runs.state import Run, RunState
 
 # A lock taken for a run whose document is not written yet (the write follows at once).
 UNWRITTEN_HOLDER_GRACE_MS = 60_000

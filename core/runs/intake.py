@@ -34,6 +34,7 @@ from core.runs.guardrails import (
     unknown_targets,
 )
 from core.runs.lifecycle import Lifecycle
+from core.runs.locks import TargetLock, Waiter
 from core.runs.plan import (
     body_hash,
     comparison_key,
@@ -42,7 +43,7 @@ from core.runs.plan import (
     run_id_for_key,
     step_id,
 )
-from core.runs.state import Delivery, Requester, Run, RunState, Step, TargetLock, Waiter, now_iso
+from core.runs.state import Delivery, DeliveryState, Requester, Run, RunState, Step, now_iso
 from core.validation import validate
 
 INLINE_DELIVERY_GRACE_MS = 5_000
@@ -154,7 +155,7 @@ class Intake:
             items_total=sum(s["clients"] for s in specs),
             state=RunState.QUEUED if admitted else RunState.WAITING,
             admitted=admitted,
-            delivery=Delivery(state="pending" if admitted else "waiting"),
+            delivery=Delivery(state=DeliveryState.PENDING if admitted else DeliveryState.WAITING),
             requested_by=Requester(**caller.as_doc()),
             body_hash=digest,
             idempotency_key=idempotency_key,
@@ -183,7 +184,7 @@ class Intake:
             raise IdempotencyMismatch(
                 "Idempotency-Key was already used with a different request body"
             )
-        if run.admitted and run.delivery.state == "pending":
+        if run.admitted and run.delivery.state == DeliveryState.PENDING:
             run = self.life.deliver(run)
         return run
 

@@ -8,8 +8,9 @@ the run's targets and admits the runs waiting for them.
 
 The timer never scans: it reads the runs whose ``due_ms`` has come (a failed delivery to
 retry, a finish left half-done by a crash, a step running longer than it should) and the
-step barriers past their deadline, and starts waiting runs a crash left behind. A run that
-is simply running is not read until its step should have ended.
+step barriers past their deadline (failing the step; ``advance`` fails its items), and
+starts waiting runs a crash left behind. A run that is simply running is not read until its
+step should have ended. The first step's delivery (the outbox): core.runs.delivery.
 """
 
 from __future__ import annotations
@@ -27,9 +28,12 @@ from core.monitoring.monitor import Monitor
 from core.ports import Artifacts, Doc, Queue, Store
 from core.runs.admission import Admission, run_keys
 from core.runs.cas import update
+from core.runs.delivery import DELIVERY_BACKOFF_MS, deliver
 from core.runs.plan import plan_items, resolve_dynamic, step_id
 from core.runs.provisioning import AwaitingAgents, hold
 from core.runs.state import (
+    FINISHED_RUN,
+    DeliveryState,
     Item,
     ItemState,
     Run,
@@ -38,10 +42,9 @@ from core.runs.state import (
     derive_run_state,
     now_iso,
 )
+from core.units import clients_text
 
 log = logging.getLogger(__name__)
-DELIVERY_DEADLINE_MS = 10 * 60_000  # after this long without reaching the queue, fail
-DELIVERY_BACKOFF_MS = (1_000, 2_000, 5_000, 10_000, 30_000)
 STEP_SLACK_MS = 60_000  # a step's expected length plus this, then the timer looks
 RECHECK_MS = 30_000  # a run found still running is looked at again this much later
 
@@ -103,53 +106,11 @@ class Lifecycle:
             step_id(run_id, step),
         )
 
-    # ---- delivery (the outbox) ----------------------------------------------------------
+    # ---- sending steps ------------------------------------------------------------------
 
     def deliver(self, run: Run) -> Run:
-        """Send an admitted run's first step. If the queue cannot be reached the run stays
-        queued with its delivery pending, and the timer tries again, until the deadline."""
-        now = self.now_ms()
-        try:
-            self.enqueue_step(run, 0)
-        except AwaitingAgents as e:
-            if run.cancel_requested:  # cancelled while its pool grew: nothing to send
-
-                def nothing(r: Run) -> None:
-                    r.delivery.state, r.provisioning = "sent", None
-
-                self.update_run(run.id, nothing)
-                return self.advance(run.id)
-            run = hold(self, run, 0, e.waiting)
-            return self.advance(run.id) if run.delivery.state == "failed" else run
-        except StoreUnavailable as e:
-            log.warning("run %s: first step not sent yet: %s", run.id, e)
-            error = str(e)[:500]
-
-            def pending(r: Run) -> None:
-                d = r.delivery
-                d.state, d.attempts, d.last_error = "pending", d.attempts + 1, error
-                d.deadline_ms = d.deadline_ms or now + DELIVERY_DEADLINE_MS
-                if now >= d.deadline_ms:
-                    d.state = "failed"
-                    r.error = (
-                        f"the queue service could not be reached for "
-                        f"{DELIVERY_DEADLINE_MS // 60_000} min: {d.last_error}"
-                    )
-                    r.due_ms = now  # finish it (and free its targets) at once
-                else:
-                    backoff = DELIVERY_BACKOFF_MS[min(d.attempts, len(DELIVERY_BACKOFF_MS)) - 1]
-                    r.due_ms = now + backoff
-
-            run = self.update_run(run.id, pending)
-            return self.advance(run.id) if run.delivery.state == "failed" else run
-
-        def sent(r: Run) -> None:
-            r.delivery.state, r.delivery.last_error = "sent", None
-            if r.provisioning is not None:
-                r.provisioning = None
-                r.state = RunState.QUEUED if r.state == RunState.PROVISIONING else r.state
-
-        return self.update_run(run.id, sent)
+        """Send an admitted run's first step (core.runs.delivery)."""
+        return deliver(self, run)
 
     def enqueue_step(self, run: Run, number: int) -> None:
         """Resolve, create and send a step's items, then mark the step enqueued. Racing
@@ -193,10 +154,7 @@ class Lifecycle:
         for w in work:
             self.queue.send(w)
 
-        def enqueued(s: Step) -> None:
-            s.enqueued = True
-
-        self.update_step(run.id, number, enqueued)
+        self.update_step(run.id, number, lambda s: s.mark_sent())
         w0 = step.workload
         expected = (
             run.request.barrier_timeout_s + w0.ramp_time + w0.runtime + run.cooldown_s
@@ -215,12 +173,13 @@ class Lifecycle:
         once no item will run any more."""
         run = self.store.runs.get(run_id)
         steps, items = self.store.items.of_run(run_id)
-        if run.admitted and run.delivery.state == "pending":
+        items = self._fail_with_steps(run_id, steps, items)
+        if run.admitted and run.delivery.state == DeliveryState.PENDING:
             return run  # its first step is still to be sent (the timer retries)
         step_failed: list[str] = [s.failed_reason for s in steps if s.failed_reason]
         next_step = next((s for s in sorted(steps, key=lambda s: s.step) if not s.enqueued), None)
         all_ended = all(i.ended for i in items)
-        delivery_failed = run.delivery.state == "failed"
+        delivery_failed = run.delivery.state == DeliveryState.FAILED
         if (
             next_step is not None
             and all_ended
@@ -228,13 +187,14 @@ class Lifecycle:
             and not step_failed
             and not run.cancel_requested
             and not delivery_failed
-            and run.delivery.state == "sent"
+            and run.delivery.state == DeliveryState.SENT
         ):
             try:
                 self.enqueue_step(run, next_step.step)
             except AwaitingAgents as e:
                 held = hold(self, run, next_step.step, e.waiting)
-                if held.provisioning is None:  # gave up: the step fails, saying why
+                if held.provisioning is None and held.state not in FINISHED_RUN:
+                    # Gave up (a run finished meanwhile is left as it was): the step fails.
                     why = held.error or "its pool did not grow"
                     self.update_step(
                         run_id, next_step.step, lambda s: None if s.fail(why) else False
@@ -258,25 +218,29 @@ class Lifecycle:
             i.reason for i in items if i.state == ItemState.FAILED and i.reason
         ]
 
-        def apply(r: Run) -> None:
+        def apply(r: Run) -> bool | None:
+            if not finished and (r.finished or r.finalized):
+                # Items read before the last one ended, written after a call that saw it:
+                # this call knows less than the one that finished the run.
+                return False
             r.finished = finished
             r.provisioning = None  # its steps are sent: nothing is held
-            r.state = derive_run_state(
+            derived = derive_run_state(
                 items,
                 cancel_requested=r.cancel_requested,
                 finalized=r.finalized,
                 finished=finished,
                 admitted=r.admitted,
             )
-            if delivery_failed:
-                r.state = RunState.FAILED
-            else:
+            r.move(RunState.FAILED if delivery_failed else derived)
+            if not delivery_failed:
                 reasons = step_failed + item_reasons
                 r.error = reasons[0] if reasons else None
             if finished:
                 r.due_ms = self.now_ms() if owes and not r.finalized else None
             elif r.due_ms is not None and r.due_ms <= self.now_ms():
                 r.due_ms = self.now_ms() + RECHECK_MS  # still running: look again later
+            return None
 
         was_finished = run.finished
         run = self.update_run(run_id, apply)
@@ -285,6 +249,18 @@ class Lifecycle:
         if announce and self.on_finished is not None:
             self.on_finished(run.id)  # once, by whoever finalized it, with its final state
         return run
+
+    def _fail_with_steps(self, run_id: str, steps: list[Step], items: list[Item]) -> list[Item]:
+        """The items of a failed step that have not ended fail with it, saying why: the one
+        place an item is failed for its step (an agent's call ends only its own)."""
+        why = {s.step: s.failed_reason for s in steps if s.failed_reason}
+        out = []
+        for item in items:
+            reason = why.get(item.step)
+            if reason is not None and not item.ended:
+                item = self.update_item(run_id, item.id, _failing(reason))
+            out.append(item)
+        return out
 
     def _finalize(self, run: Run, steps: list[Step], items: list[Item]) -> bool:
         """Aggregate every step that ran; tell the monitor; mark the run finalized. True
@@ -329,7 +305,10 @@ class Lifecycle:
             def admitted(r: Run) -> bool | None:
                 if r.admitted:
                     return False
-                r.admitted, r.state, r.delivery.state = True, RunState.QUEUED, "pending"
+                r.admitted = True
+                r.delivery.move(DeliveryState.PENDING)
+                if not r.cancel_requested:  # cancelled meanwhile: it reads cancelled
+                    r.move(RunState.QUEUED)
                 return None
 
             run = self.update_run(waiting.id, admitted)
@@ -369,19 +348,41 @@ class Lifecycle:
         )
         return aggs[0] if aggs else None
 
+    # ---- the start barrier's deadline ----------------------------------------------------
+
+    def barrier_reason(self, step: Step) -> str:
+        """Why a step's barrier failed at its deadline: too few claimed, or too few ready."""
+        assert step.deadline_ms is not None and step.first_claim_ms is not None
+        _, items = self.store.items.of_run(step.run_id)
+        claimed = sum(1 for i in items if i.step == step.step and i.held)
+        secs = (step.deadline_ms - step.first_claim_ms) // 1000
+        if claimed < step.clients:
+            return f"{claimed} of {clients_text(step.clients)} claimed within {secs} s"
+        return f"{len(step.ready)} of {clients_text(step.clients)} were ready within {secs} s"
+
+    def expire_barrier(self, step: Step) -> Step:
+        """The step's clients did not all claim and get ready in time: the step fails with
+        the count, and the run moves on (``advance`` fails its items with it). A step that
+        got its start instant just before is returned as it is."""
+        reason = self.barrier_reason(step)
+        step = self.update_step(step.run_id, step.step, lambda s: None if s.fail(reason) else False)
+        if step.start_at_ms is None:
+            self.advance(step.run_id)
+        return step
+
     # ---- the timer ----------------------------------------------------------------------
 
-    def tick(self, expire_barrier: Callable[[Step], object]) -> list[str]:
+    def tick(self) -> list[str]:
         """What is due: deliveries to retry, barriers past their deadline, runs to look at,
         waiting runs a crash left behind. Returns the runs finalized."""
         now = self.now_ms()
         for step in self.store.items.overdue_barriers(now):
-            expire_barrier(step)
+            self.expire_barrier(step)
         done = []
         for run in self.store.runs.due(now):
-            if run.admitted and run.delivery.state == "pending":
+            if run.admitted and run.delivery.state == DeliveryState.PENDING:
                 run = self.deliver(run)
-            if run.delivery.state != "pending":
+            if run.delivery.state != DeliveryState.PENDING:
                 was = run.finalized
                 run = self.advance(run.id)
                 if run.finalized and not was:
@@ -389,3 +390,7 @@ class Lifecycle:
         for key in self.admission.stalled():
             self.admit([key])
         return done
+
+
+def _failing(reason: str) -> Callable[[Item], bool | None]:
+    return lambda d: None if d.end(ItemState.FAILED, reason) else False

@@ -9,8 +9,9 @@ claimed) the run is advanced (core.runs.lifecycle), the one place where runs mov
 
 A step of N clients: N distinct agents claim its items, lay out their files, report ready,
 and are given one common start instant (the start barrier). A step whose clients do not
-all claim and get ready within the barrier timeout fails with the count, and its agents are
-released.
+all claim and get ready within the barrier timeout fails with the count (an agent polling
+past the deadline fails it and ends its own item; the lifecycle fails the others), and its
+agents are released.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from core.runs.state import (
     Step,
     now_iso,
 )
-from core.units import clients_text
 
 log = logging.getLogger(__name__)
 
@@ -160,12 +160,8 @@ class AgentProtocol:
 
         def open_barrier(s: Step) -> None:
             if s.clients == 1 and s.start_at_ms:
-                s.start_at_ms, s.first_claim_ms = None, None  # a retry: a fresh barrier
-            if s.start_at_ms is None:
-                s.ready.pop(work.item_id, None)
-            if s.first_claim_ms is None:
-                s.first_claim_ms = now
-                s.deadline_ms = now + work.barrier_timeout_s * 1000
+                s.reopen()  # a retry: a fresh barrier
+            s.claimed(work.item_id, now, work.barrier_timeout_s * 1000)
 
         after = self.life.update_item(work.run_id, work.item_id, take)
         if verdict[0].action == "run":
@@ -212,7 +208,7 @@ class AgentProtocol:
                 s.rtt_ms[item_id] = rtt_ms
             if len(s.ready) == s.clients and len(set(s.ready.values())) == s.clients:
                 trips = [s.rtt_ms[i] for i in s.ready if i in s.rtt_ms]
-                s.start_at_ms = now + self.lead_ms(s.clients, trips)
+                s.start(now + self.lead_ms(s.clients, trips))
             return None
 
         step = self.life.update_step(run_id, doc.step, join)
@@ -250,38 +246,15 @@ class AgentProtocol:
             return self._rebarrier(run_id, doc.id, step, agent, late_ms)
         if step.deadline_ms is None or self.life.now_ms() <= step.deadline_ms:
             return BarrierDecision("wait")
-        step = self.expire_barrier(step)
+        # Past the deadline: this call fails the step and ends its own item; the run's
+        # advance fails the step's other items (core.runs.lifecycle).
+        reason = self.life.barrier_reason(step)
+        step = self.life.update_step(run_id, doc.step, lambda s: None if s.fail(reason) else False)
         if step.start_at_ms is not None:  # completed just before the deadline
             return BarrierDecision("go", start_at_ms=step.start_at_ms)
-        return BarrierDecision("abort", reason=step.failed_reason or "barrier failed")
-
-    def expire_barrier(self, step: Step) -> Step:
-        """The step's clients did not all claim and get ready in time: the step fails with
-        the count, its items with it, and the run moves on."""
-        assert step.deadline_ms is not None and step.first_claim_ms is not None
-        _, items = self.store.items.of_run(step.run_id)
-        members = [i for i in items if i.step == step.step]
-        claimed = sum(1 for i in members if i.held)
-        secs = (step.deadline_ms - step.first_claim_ms) // 1000
-        reason = (
-            f"{claimed} of {clients_text(step.clients)} claimed within {secs} s"
-            if claimed < step.clients
-            else f"{len(step.ready)} of {clients_text(step.clients)} were ready within {secs} s"
-        )
-        step = self.life.update_step(
-            step.run_id, step.step, lambda s: None if s.fail(reason) else False
-        )
-        if step.start_at_ms is not None:
-            return step
         failed = step.failed_reason or reason
-
-        def fail(d: Item) -> bool | None:
-            return None if d.end(ItemState.FAILED, failed) else False
-
-        for i in members:
-            self.life.update_item(step.run_id, i.id, fail)
-        self.life.advance(step.run_id)
-        return step
+        self._end(run_id, doc.id, ItemState.FAILED, failed)
+        return BarrierDecision("abort", reason=failed)
 
     def _rebarrier(
         self, run_id: str, item_id: str, step: Step, agent: AgentRef, late_ms: int
@@ -303,7 +276,7 @@ class AgentProtocol:
             def move(s: Step) -> bool | None:
                 if s.start_at_ms != common:
                     return False  # a retry of this poll moved it already
-                s.start_at_ms = fresh
+                s.move_start(fresh)
                 return None
 
             fresh = self.life.update_step(run_id, step.step, move).start_at_ms or fresh

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from core.errors import BenchError
 from core.fleet.scaling import PROVISION_TIMEOUT_S, Waiting
-from core.runs.state import Provisioning, Run, RunState
+from core.runs.state import FINISHED_RUN, DeliveryState, Provisioning, Run, RunState
 
 if TYPE_CHECKING:
     from core.runs.lifecycle import Lifecycle
@@ -27,10 +27,13 @@ class AwaitingAgents(BenchError):
 def hold(life: Lifecycle, run: Run, step: int, waiting: Waiting) -> Run:
     """Record that ``step`` waits for agents; give up after PROVISION_TIMEOUT_S. A run
     given up on has ``provisioning`` None and its ``error`` set (and, for the first step,
-    its delivery failed)."""
+    its delivery failed). A run that finished meanwhile (cancelled), or whose first step a
+    racing call sent, is left as it is."""
     now = life.now_ms()
 
-    def change(r: Run) -> None:
+    def change(r: Run) -> bool | None:
+        if r.state in FINISHED_RUN or (step == 0 and r.delivery.state != DeliveryState.PENDING):
+            return False
         p = r.provisioning
         since = p.since_ms if p is not None and p.step == step else now
         reason = waiting.reason(r.pool)
@@ -38,9 +41,10 @@ def hold(life: Lifecycle, run: Run, step: int, waiting: Waiting) -> Run:
             r.provisioning = None
             r.error = f"{reason} after {PROVISION_TIMEOUT_S} s: gave up"
             if step == 0:
-                r.delivery.state, r.delivery.last_error = "failed", r.error
+                r.delivery.move(DeliveryState.FAILED)
+                r.delivery.last_error = r.error
             r.due_ms = now
-            return
+            return None
         r.provisioning = Provisioning(
             since_ms=since,
             step=step,
@@ -49,7 +53,8 @@ def hold(life: Lifecycle, run: Run, step: int, waiting: Waiting) -> Run:
             missing=waiting.missing,
             reason=reason,
         )
-        r.state = RunState.PROVISIONING
+        r.move(RunState.PROVISIONING)
         r.due_ms = now + PROVISION_RECHECK_MS
+        return None
 
     return life.update_run(run.id, change)

@@ -110,7 +110,7 @@ class Reports:
             if s.start_at_ms is None:
                 return None if s.ready.pop(item_id, None) is not None else False
             if s.clients == 1:
-                s.start_at_ms, s.first_claim_ms, s.ready = None, None, {}  # a fresh barrier
+                s.reopen()  # a fresh barrier
                 return None
             return False
 

@@ -96,12 +96,15 @@ class RunService:
             return self.views.summary(run)
 
         def cancel(r: Run) -> bool | None:
-            if r.cancel_requested:
+            # Decided again on the fresh document: a run that finished meanwhile stays so.
+            if r.cancel_requested or r.state in FINISHED_RUN:
                 return False
             r.cancel_requested = True
             return None
 
         run = self.lifecycle.update_run(run_id, cancel)
+        if run.state in FINISHED_RUN:
+            return self.views.summary(run)
         if not run.admitted:
             self.admission.leave(run)
         _, items = self.store.items.of_run(run_id)
@@ -123,4 +126,4 @@ class RunService:
 
     def tick(self) -> list[str]:
         """The timer: whatever is due. Returns the runs finalized."""
-        return self.lifecycle.tick(self.protocol.expire_barrier)
+        return self.lifecycle.tick()

@@ -12,7 +12,10 @@ taken by a distinct agent. An item's life::
                  +---------+---------+--> queued   (a failed attempt, to be redelivered)
                  +---------+---------+--> claimed  (redelivered: the holder's lease ran out)
 
-A run's state follows from its items and steps (``derive_run_state``).
+A run's state follows from its items and steps (``derive_run_state``) and moves along
+``RUN_MOVES``; its outbox (``Delivery``) along ``DELIVERY_MOVES``. A step's start barrier
+has no stored state: it is read from its fields (``Step.state``), which change only through
+the step's methods, along ``STEP_MOVES``.
 """
 
 from __future__ import annotations
@@ -57,6 +60,26 @@ HELD = frozenset({ItemState.CLAIMED, ItemState.READY, ItemState.RUNNING})
 TERMINAL = frozenset({ItemState.COMPLETED, ItemState.FAILED, ItemState.CANCELLED})
 FINISHED_RUN = frozenset({RunState.COMPLETED, RunState.FAILED, RunState.CANCELLED})
 
+# A finished run never changes state again. Every edge below is one ``derive_run_state`` or
+# the elastic pool's hold can take; the ones that look backwards are marked.
+RUN_MOVES: dict[RunState, frozenset[RunState]] = {
+    # Admitted, or cancelled while it waited (derive checks the cancel first). A waiting run
+    # cannot fail: its delivery fails only once it is admitted.
+    RunState.WAITING: frozenset({RunState.QUEUED, RunState.CANCELLED}),
+    # Completed straight from queued: the first claim's advance did not happen (a crash) and
+    # the next one finds the run finalized.
+    RunState.QUEUED: frozenset({RunState.PROVISIONING, RunState.RUNNING}) | FINISHED_RUN,
+    # Back to queued once its first step is sent; to running once a later one is. Completed:
+    # a later step given up on leaves no failed item, and the run completes with the steps
+    # that ran, its error saying why (as a step that could not be sized does).
+    RunState.PROVISIONING: frozenset({RunState.QUEUED, RunState.RUNNING}) | FINISHED_RUN,
+    # Queued: every item of its step went back to the queue to be redelivered (or an advance
+    # that read the items before the first claim wrote after one that read them after).
+    # Provisioning: its next step waits for its elastic pool to grow.
+    RunState.RUNNING: frozenset({RunState.QUEUED, RunState.PROVISIONING}) | FINISHED_RUN,
+    **{done: frozenset() for done in FINISHED_RUN},
+}
+
 ITEM_MOVES: dict[ItemState, frozenset[ItemState]] = {
     ItemState.QUEUED: frozenset({ItemState.CLAIMED, ItemState.FAILED, ItemState.CANCELLED}),
     **{
@@ -87,6 +110,44 @@ class _Stored(BaseModel):
 
     def doc(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
+
+
+class DeliveryState(StrEnum):
+    """A run's outbox: its first step, sent once the run is admitted."""
+
+    WAITING = "waiting"  # not admitted yet
+    PENDING = "pending"  # admitted, its first step not sent yet (the timer retries)
+    SENT = "sent"
+    FAILED = "failed"  # the queue, or the elastic pool, never took it: the run fails
+
+
+DELIVERY_MOVES: dict[DeliveryState, frozenset[DeliveryState]] = {
+    DeliveryState.WAITING: frozenset({DeliveryState.PENDING}),
+    DeliveryState.PENDING: frozenset({DeliveryState.SENT, DeliveryState.FAILED}),
+    DeliveryState.SENT: frozenset(),
+    DeliveryState.FAILED: frozenset(),
+}
+
+
+class StepState(StrEnum):
+    """A step's start barrier, as read from its fields (not stored)."""
+
+    PLANNED = "planned"  # its items are not marked sent
+    OPEN = "open"  # sent: waiting for its clients to claim and get ready
+    STARTED = "started"  # the common start instant is set
+    FAILED = "failed"  # the barrier never completed (or the step could not be sent)
+
+
+STEP_MOVES: dict[StepState, frozenset[StepState]] = {
+    # Failed unsent: it could not be sized, or its elastic pool did not grow. Started unsent:
+    # its clients got ready before the write marking it sent (or a crash skipped that write).
+    StepState.PLANNED: frozenset({StepState.OPEN, StepState.STARTED, StepState.FAILED}),
+    StepState.OPEN: frozenset({StepState.STARTED, StepState.FAILED}),
+    # A lone client retried gets a fresh barrier (back to planned only if a crash left the
+    # step unmarked). Its instant moving with a late client is no move (``move_start``).
+    StepState.STARTED: frozenset({StepState.OPEN, StepState.PLANNED}),
+    StepState.FAILED: frozenset(),
+}
 
 
 class ItemError(BaseModel):
@@ -179,10 +240,55 @@ class Step(_Stored):
     ready: dict[str, str] = Field(default_factory=dict)  # item id -> agent id
     rtt_ms: dict[str, int] = Field(default_factory=dict)  # item id -> its agent's round trip
 
+    @property
+    def state(self) -> StepState:
+        if self.failed_reason:
+            return StepState.FAILED
+        if self.start_at_ms is not None:
+            return StepState.STARTED
+        return StepState.OPEN if self.enqueued else StepState.PLANNED
+
+    def _check(self, to: StepState) -> None:
+        if to not in STEP_MOVES[self.state]:
+            raise IllegalMove(f"step {self.id}: {self.state} -> {to}")
+
+    def mark_sent(self) -> None:
+        """Its items are on the queue. A step failed or started meanwhile stays so."""
+        if self.state == StepState.PLANNED:
+            self._check(StepState.OPEN)
+        self.enqueued = True
+
+    def claimed(self, item_id: str, at_ms: int, timeout_ms: int) -> None:
+        """One of its items was claimed (again): a client of a barrier not yet complete must
+        report ready again; the first claim starts the barrier's deadline."""
+        if self.start_at_ms is None:
+            self.ready.pop(item_id, None)
+        if self.first_claim_ms is None:
+            self.first_claim_ms, self.deadline_ms = at_ms, at_ms + timeout_ms
+
+    def start(self, at_ms: int) -> None:
+        """Every client is ready: the common start instant."""
+        self._check(StepState.STARTED)
+        self.start_at_ms = at_ms
+
+    def reopen(self) -> None:
+        """A lone client retried after its start: a fresh barrier (nobody ready, no instant),
+        its deadline from its next claim."""
+        self._check(StepState.OPEN if self.enqueued else StepState.PLANNED)
+        self.start_at_ms, self.first_claim_ms, self.ready = None, None, {}
+
+    def move_start(self, at_ms: int) -> None:
+        """A lone client heard "go" too late: the step's instant moves with it."""
+        if self.state != StepState.STARTED:
+            raise IllegalMove(f"step {self.id}: {self.state}, no start instant to move")
+        self.start_at_ms = at_ms
+
     def fail(self, reason: str) -> bool:
-        """A barrier that never completed; True when this call failed it."""
-        if self.start_at_ms is not None or self.failed_reason:
+        """A barrier that never completed; True when this call failed it (False when it has
+        started or failed already)."""
+        if self.state in (StepState.STARTED, StepState.FAILED):
             return False
+        self._check(StepState.FAILED)
         self.failed_reason = reason
         return True
 
@@ -199,10 +305,15 @@ class Delivery(BaseModel):
     could not be reached, the timer sends it, until ``deadline_ms`` (then the run fails)."""
 
     model_config = ConfigDict(extra="ignore")
-    state: Literal["waiting", "pending", "sent", "failed"] = "waiting"
+    state: DeliveryState = DeliveryState.WAITING
     attempts: int = 0
     last_error: str | None = None
     deadline_ms: int | None = None
+
+    def move(self, to: DeliveryState) -> None:
+        if to != self.state and to not in DELIVERY_MOVES[self.state]:
+            raise IllegalMove(f"delivery: {self.state} -> {to}")
+        self.state = to
 
 
 class Provisioning(BaseModel):
@@ -256,29 +367,14 @@ class Run(_Stored):
     # carried by every work item to the agents.
     datasets: dict[str, DataSet] = Field(default_factory=dict)
 
+    def move(self, to: RunState) -> None:
+        if to != self.state and to not in RUN_MOVES[self.state]:
+            raise IllegalMove(f"run {self.id}: {self.state} -> {to}")
+        self.state = to
+
     @property
     def owner(self) -> str:
         return self.requested_by.name
-
-
-class Waiter(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    run_id: str
-    created_ms: int
-
-    @property
-    def order(self) -> tuple[int, str]:
-        return (self.created_ms, self.run_id)
-
-
-class TargetLock(_Stored):
-    """One target of one pool: which run holds it and which wait for it, in submission
-    order (one document, so admission reads this target only)."""
-
-    id: str  # "<pool>:<target>"
-    run_id: str | None = None  # the holder
-    since_ms: int = 0
-    queue: list[Waiter] = Field(default_factory=list)
 
 
 def derive_run_state(

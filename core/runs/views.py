@@ -20,7 +20,7 @@ from core.ports import Doc, Store
 from core.runs.admission import Admission, lock_keys
 from core.runs.guardrails import TargetInfo
 from core.runs.lifecycle import Lifecycle
-from core.runs.state import FINISHED_RUN, Item, ItemState, Run, RunState, Step
+from core.runs.state import FINISHED_RUN, DeliveryState, Item, ItemState, Run, RunState, Step
 
 FINISHED_VIEWS = 512  # views of finished runs kept in memory (each a few KiB)
 
@@ -80,8 +80,8 @@ def public_run(run: Run, items: list[Item] | None = None) -> Doc:
     doc = run.doc()
     out = {k: doc.get(k) for k in _RUN_PUBLIC}
     # A step held while its pool grows is not a delivery in trouble: `provisioning` says it.
-    if run.delivery.state == "failed" or (
-        run.delivery.state == "pending" and run.provisioning is None
+    if run.delivery.state == DeliveryState.FAILED or (
+        run.delivery.state == DeliveryState.PENDING and run.provisioning is None
     ):
         out["delivery"] = run.delivery.model_dump(mode="json")
     if items is not None:
