@@ -26,9 +26,10 @@ from agent.beacon import Beacon
 from agent.config import AgentConfig
 from agent.counters import CounterSampler
 from agent.dataset import read_only_files
+from agent.diskspd_item import run_diskspd
 from agent.diskspd_runner import DiskSpdProcess
 from agent.fio_runner import FioProcess, safe_name
-from agent.hostfacts import host_facts, mount_facts
+from agent.hostfacts import host_facts
 from agent.item_checks import mount_down, refusal
 from agent.layout import ItemFailed, lay_out
 from agent.lease import Lease, sleep_until
@@ -36,7 +37,7 @@ from agent.mounts import MountWatch, mount_changes
 from core.artifacts import pack_json, pack_timeline, ref
 from core.engines.fio_check import fio_messages, measurement_problems, rejection
 from core.engines.fio_logs import timeline_from_logs
-from core.engines.results import build_diskspd_result, build_result
+from core.engines.results import build_result
 from core.errors import StoreUnavailable
 from core.models import ArtifactName, ArtifactRef, HostFacts, Result, WorkItem
 from core.runs.barrier_timing import barrier_poll_ms
@@ -174,7 +175,7 @@ class Worker:
             self._failed(item, lease, down)
             return MOUNT_DOWN
         if item.engine == "diskspd":
-            return self._run_diskspd(item, lease)
+            return run_diskspd(self, item, lease)
         lease.start(heartbeats=True)
         work_dir = self._work_root / safe_name(item.item_id)
         shutil.rmtree(work_dir, ignore_errors=True)
@@ -311,62 +312,6 @@ class Worker:
             return "aborted"
         assert barrier.start_at_ms is not None, "the API sends a start instant with every go"
         return barrier.start_at_ms
-
-    def _run_diskspd(self, item: WorkItem, lease: Lease) -> str:
-        agent = self.config.agent_id
-        binary = self.config.diskspd_binary
-        if shutil.which(binary) is None:
-            return self._failed(
-                item, lease, f"agent {agent} cannot run DiskSpd ({binary})", permanent=True
-            )
-        lease.start(heartbeats=True)
-        work_dir = self._work_root / safe_name(item.item_id)
-        shutil.rmtree(work_dir, ignore_errors=True)
-        dirs = [Path(self.config.path(t)) / "benchsvc" / safe_name(agent) for t in item.targets]
-        for d in dirs:
-            d.mkdir(parents=True, exist_ok=True)
-        proc = DiskSpdProcess(
-            item.workload,
-            targets=[str(d) for d in dirs],
-            work_dir=work_dir,
-            files_per_target=item.files_per_target,
-            cooldown_s=item.cooldown_s,
-            binary=binary,
-        )
-        # Lay the files out before reporting ready, as fio's create_only pass does: the
-        # measured run then opens them as they are, and creates nothing after the start.
-        rc, err = proc.layout()
-        if rc != 0:
-            return self._failed(item, lease, f"DiskSpd file layout exited {rc}: {err[-1500:]}")
-        scheduled = self._await_start(item, lease)
-        if isinstance(scheduled, str):
-            return scheduled
-        sleep_until(scheduled / 1000)
-        proc.start()
-        stop = self._wait_for(proc, lease, item)
-        if stop:
-            return stop
-        out = proc.collect()
-        try:
-            result, timeline = build_diskspd_result(
-                item,
-                xml=out.xml,
-                launched_s=out.launched_s,
-                written_s=out.written_s,
-                agent_id=agent,
-                host=self._host,
-                mounts=[mount_facts(t, self.config.path(t)) for t in item.targets],
-                scheduled_ms=scheduled,
-            )
-        except ValueError as e:
-            return self._failed(
-                item, lease, f"DiskSpd exited {out.returncode}: {e}; {out.stderr.strip()[-1000:]}"
-            )
-        artifacts: dict[ArtifactName, bytes] = {"raw": pack_json({"diskspd_xml": out.xml})}
-        if timeline is not None:
-            artifacts["timeline"] = pack_timeline(timeline)
-        result = result.model_copy(update={"artifacts": self._upload(item, artifacts)})
-        return self._store(result, lease, work_dir)
 
     def _wait_for(self, proc: FioProcess | DiskSpdProcess, lease: Lease, item: WorkItem) -> str:
         """Wait for the engine to finish; returns why it was stopped, or '' when it ended."""
