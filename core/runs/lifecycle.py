@@ -90,13 +90,21 @@ class Lifecycle:
             stamp=_stamp,
         )
 
-    def update_item(self, run_id: str, item: str, change: Callable[[Item], bool | None]) -> Item:
-        return update(
-            lambda: self.store.items.get_item(run_id, item),
-            self.store.items.replace_item,
-            change,
-            item,
-        )
+    def update_item(
+        self,
+        run_id: str,
+        item: str,
+        change: Callable[[Item], bool | None],
+        read: Item | None = None,
+    ) -> Item:
+        """``read``: the item as just read, tried first (a stale copy fails the swap)."""
+        first = [read]
+
+        def get() -> Item:
+            known, first[0] = first[0], None
+            return known if known is not None else self.store.items.get_item(run_id, item)
+
+        return update(get, self.store.items.replace_item, change, item)
 
     def update_step(self, run_id: str, step: int, change: Callable[[Step], bool | None]) -> Step:
         return update(

@@ -8,6 +8,7 @@ compare-and-swap; it changes only its item (and step); an item that ends advance
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from core.errors import FieldError, NotFound, ValidationFailed
@@ -16,6 +17,10 @@ from core.runs.holder import AgentRef, holds, refuse
 from core.runs.lifecycle import Lifecycle
 from core.runs.state import Item, ItemError, ItemState, Step, now_iso
 from core.validation import validate
+
+# An agent heartbeats its item every 2 s (for cancellation and the start of its step);
+# the item records that sign of life at most this often, so heartbeats write little.
+HEARTBEAT_RECORD_S = 30
 
 
 class Reports:
@@ -31,22 +36,28 @@ class Reports:
         doc = self.store.items.get_item(run_id, item_id)
         if not holds(doc, agent) or not doc.held:
             raise refuse(doc, agent, "heartbeat")
-        start = doc.start_at_ms
-        if start is None:
-            start = self.store.items.get_step(run_id, doc.step).start_at_ms
-        started = start is not None and start <= self.life.now_ms()
+        started = False
+        if doc.state == ItemState.READY:  # only a ready item moves on (to running)
+            start = doc.start_at_ms
+            if start is None:
+                start = self.store.items.get_step(run_id, doc.step).start_at_ms
+            started = start is not None and start <= self.life.now_ms()
         held: list[bool] = []
+        now = self.life.now_ms()
 
         def beat(d: Item) -> bool | None:
             held[:] = [holds(d, agent) and d.held]
             if not held[0]:
                 return False
+            promote = started and d.state == ItemState.READY
+            if not promote and not _stale(d.heartbeat_at, now):
+                return False  # nothing to record: no write (they come every 2 s per agent)
             d.heartbeat_at = now_iso()
-            if started and d.state == ItemState.READY:
+            if promote:
                 d.move(ItemState.RUNNING, started_at=now_iso())
             return None
 
-        doc = self.life.update_item(run_id, item_id, beat)
+        doc = self.life.update_item(run_id, item_id, beat, read=doc)
         if not held[0]:
             raise refuse(doc, agent, "heartbeat")
         return {"cancel": run.cancel_requested}
@@ -211,3 +222,11 @@ class Reports:
         if flipped[0]:
             self.life.advance(result.run_id)
         return created
+
+
+def _stale(stamp: str | None, now_ms: int) -> bool:
+    """Whether an item's recorded sign of life is older than HEARTBEAT_RECORD_S."""
+    if stamp is None:
+        return True
+    at = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() * 1000
+    return now_ms - at >= HEARTBEAT_RECORD_S * 1000
