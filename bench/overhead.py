@@ -8,8 +8,8 @@ repetitions, the service first on odd ones), so the machine's drift hits both al
 - raw: N ``fio`` processes at once, each with the job file the agent writes
   (core.engines.fio_job.job_file, without the start gate), on the same mount, with the
   stack's agents stopped (SIGSTOP) meanwhile, as on a VM without the agent;
-- service: ``POST /api/runs`` with ``clients`` N, then ``GET`` once a second until fio
-  should be done and every 50 ms after, until completed.
+- service: ``POST /api/runs`` with ``clients`` N, then ``GET`` once, none until fio
+  should be done, and every 50 ms after, until completed.
 
 Figures: the ratio of the service's summed IOPS to raw fio's, per repetition (median and
 how many repetitions the service was lower); per service run, request to the first I/O
@@ -100,8 +100,8 @@ def service(api: httpx.Client, workload: Workload, n: int) -> dict[str, float]:
     r.raise_for_status()
     run_id = r.json()["id"]
     # Not while fio measures: every GET costs the API and the database CPU on the cores fio
-    # runs on (polling every 50 ms throughout took 8 % off 4 clients' IOPS). Once a second
-    # until fio should be done, then every 50 ms to time the end.
+    # runs on (polling every 50 ms throughout took 8 % off 4 clients' IOPS). Nothing until
+    # fio should be done, then every 50 ms to time the end.
     deadline = time.monotonic() + workload.runtime + 300
     fast_from = time.monotonic() + workload.ramp_time + workload.runtime
     while True:
@@ -111,7 +111,7 @@ def service(api: httpx.Client, workload: Workload, n: int) -> dict[str, float]:
             break
         if time.monotonic() > deadline:
             raise RuntimeError(f"run {run_id} did not finish")
-        time.sleep(0.05 if time.monotonic() >= fast_from else 1.0)
+        time.sleep(max(0.05, fast_from - time.monotonic()))
     if run["state"] != "completed":
         raise RuntimeError(f"run {run_id}: {run['state']}: {run.get('error')}")
     results = [i["result"] for i in run["items"]]
