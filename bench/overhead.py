@@ -20,7 +20,9 @@ from the last client's measured period's end (``ended_at_ms``: the end of its la
 the last item's result stored to the run's completing write (both the API's clock).
 
 The target is a tmpfs directory with buffered I/O by default: fio is CPU-bound there, so
-whatever the agent does on the same cores while fio measures shows in the ratio.
+whatever the agent does on the same cores while fio measures shows in the ratio; and so
+does what the local API, Cosmos DB server and Azurite do, which in Azure run elsewhere:
+``--services-aside`` gives them the lowest CPU weight, as a model of a client VM.
 Usage: .venv/bin/python bench/overhead.py [--clients 1 4] [--repeat 5] [--runtime 10]
 Writes bench/out/overhead.json.
 """
@@ -139,12 +141,26 @@ def service(api: httpx.Client, workload: Workload, n: int) -> dict[str, float]:
     }
 
 
-def measure(n: int, repeat: int, workload: Workload, mount_root: Path) -> dict[str, Any]:
+def services_aside(stack: localstack.Stack) -> None:
+    """Model a client VM, where the API, the database and the queue service do not run: their
+    processes' scheduling groups (each runs in a session of its own, so the kernel's
+    autogroup is theirs alone) get the lowest CPU weight, for raw and service runs alike.
+    The agents keep theirs: on a client VM they share its cores with fio."""
+    for p in stack.procs:
+        if not p.name.startswith("agent-") and p.alive():
+            Path(f"/proc/{p.pid}/autogroup").write_text("19")
+
+
+def measure(
+    n: int, repeat: int, workload: Workload, mount_root: Path, aside: bool = False
+) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix=f"overhead-{n}-"))
     mount = Path(tempfile.mkdtemp(prefix="overhead-", dir=mount_root))
     work = root / "raw"
     work.mkdir()
     stack = localstack.up(agents=n, targets={"scratch": str(mount)}, directory=root / "stack")
+    if aside:
+        services_aside(stack)
     rows: list[dict[str, float]] = []
     try:
         with httpx.Client(base_url=stack.api_url, timeout=60) as api:
@@ -185,6 +201,11 @@ def main() -> None:
     p.add_argument("--runtime", type=int, default=10)
     p.add_argument("--mount-root", type=Path, default=Path("/dev/shm"))
     p.add_argument("--direct", action="store_true", help="O_DIRECT (not on tmpfs)")
+    p.add_argument(
+        "--services-aside",
+        action="store_true",
+        help="the API, Cosmos DB server and Azurite at the lowest CPU weight (a client VM)",
+    )
     p.add_argument("--out", type=Path, default=OUT / "overhead.json")
     a = p.parse_args()
     localstack.ensure_installed()
@@ -196,7 +217,10 @@ def main() -> None:
         "mount_root": str(a.mount_root),
         "repeat": a.repeat,
         "note": "2 shared cores, other work running: compare the alternated ratios",
-        "by_clients": [measure(n, a.repeat, workload, a.mount_root) for n in a.clients],
+        "services_aside": a.services_aside,
+        "by_clients": [
+            measure(n, a.repeat, workload, a.mount_root, a.services_aside) for n in a.clients
+        ],
     }
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(report, indent=2))

@@ -14,7 +14,8 @@ from core.models import Workload
 
 
 def test_every_job_parks_at_the_gate_and_does_no_io_before_it_opens(tmp_path: Path) -> None:
-    w = Workload(rw="randread", bs="4k", size="4m", numjobs=3, runtime=1, direct=False)
+    # 2 s: every job logs at least one whole second (a 1 s job may end before its line).
+    w = Workload(rw="randread", bs="4k", size="4m", numjobs=3, runtime=2, direct=False)
     data = {"a": tmp_path / "a", "b": tmp_path / "b"}
     fio = FioProcess(w, data_dirs=data, work_dir=tmp_path / "work")
     lay_out(fio, w, fill=False)
