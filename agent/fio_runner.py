@@ -39,6 +39,29 @@ def _die_with_agent() -> list[str]:
     return [setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []
 
 
+PROC = Path("/proc")
+
+
+def parked_children(process: Path) -> int | None:
+    """The children of all of a process's threads (``process``: its /proc directory). A
+    thread that ends while they are counted (fio's start-up threads do) counts none; None
+    when the process is gone or its main thread lists no children file."""
+    main = process / "task" / process.name / "children"
+    if not main.exists():
+        return None
+    try:
+        tasks = list((process / "task").iterdir())
+    except OSError:
+        return None
+    total = 0
+    for task in tasks:
+        try:
+            total += len((task / "children").read_text().split())
+        except OSError:
+            continue  # the thread ended meanwhile
+    return total
+
+
 def safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", text)[:100]
 
@@ -248,16 +271,12 @@ class FioProcess:
     def jobs(self) -> int:
         return self._workload.numjobs * (len(self.data_dirs) + len(self.read_files))
 
-    def parked_jobs(self) -> int | None:
+    def parked_jobs(self, proc: Path = PROC) -> int | None:
         """How many of fio's jobs wait at the gate: each runs the gate's ``read`` in a shell
-        of its own (exec_prerun, system()), a child of one of fio's threads. None when the
-        kernel does not list children (/proc/PID/task/TID/children)."""
+        of its own (exec_prerun, system()), a child of one of fio's threads. None when fio
+        has exited or the kernel does not list children (/proc/PID/task/TID/children)."""
         assert self._proc is not None
-        tasks = Path(f"/proc/{self._proc.pid}/task")
-        try:
-            return sum(len((t / "children").read_text().split()) for t in tasks.iterdir())
-        except OSError:
-            return None
+        return parked_children(proc / str(self._proc.pid))
 
     def wait_parked(self, timeout_s: float) -> bool:
         """Wait until every job waits at the gate (fio has started up and opened its

@@ -8,7 +8,7 @@ import json
 import time
 from pathlib import Path
 
-from agent.fio_runner import FioProcess
+from agent.fio_runner import FioProcess, parked_children
 from agent.layout import lay_out
 from core.models import Workload
 
@@ -61,3 +61,22 @@ def test_a_layout_with_nothing_to_do_runs_no_fio(tmp_path: Path) -> None:
     lay_out(third, w, fill=False)
     assert json.loads((tmp_path / "w3" / "prepare.json").read_text())["jobs"]
     assert files[0].stat().st_size == 2 << 20
+
+
+def test_a_thread_that_ends_while_counted_counts_no_children(tmp_path: Path) -> None:
+    """fio's start-up threads come and go: one listed by the directory but gone when its
+    file is read must not make the count unknown (CI's rehearsal: the agent, and this
+    file's first test, saw 'not parked' for 10 s)."""
+    fio = tmp_path / "4242"
+    (fio / "task" / "4242").mkdir(parents=True)
+    (fio / "task" / "4242" / "children").write_text("")
+    for tid, children in (("4243", "5001 "), ("4244", "5002 5003 ")):
+        (fio / "task" / tid).mkdir()
+        (fio / "task" / tid / "children").write_text(children)
+    (fio / "task" / "4245").mkdir()  # ended: its files are gone
+    assert parked_children(fio) == 3
+    # The main thread lists no children file: the kernel cannot tell.
+    (fio / "task" / "4242" / "children").unlink()
+    assert parked_children(fio) is None
+    # fio has exited.
+    assert parked_children(tmp_path / "4300") is None
