@@ -399,5 +399,12 @@ def down(directory: Path | None = None) -> list[str]:
             # A second SIGTERM makes an agent stop at once instead of finishing its item.
             stop_proc(p)
             stopped.append(p.name)
+    # Agents the API's pool scaler started meanwhile (benchctl.local_scaler records them in
+    # this file): with the API stopped nothing starts more, so stop those too.
+    again = Stack.load(Path(stack.dir))
+    for p in again.agents() if again is not None else []:
+        if p.alive():
+            stop_proc(p)
+            stopped.append(p.name)
     (Path(stack.dir) / "stack.json").unlink(missing_ok=True)
     return stopped
