@@ -226,6 +226,16 @@ def wait_until(
         time.sleep(interval)
 
 
+class Clock:
+    """A service's clock (RunService(clock=...)) that tests move ahead by ``offset`` s."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.offset
+
+
 def run_body(pool: str, **workload: Any) -> dict[str, Any]:
     w = {"rw": "randread", "bs": "4k", "size": "8m", "runtime": 2, "iodepth": 4}
     w.update(workload)

@@ -4,8 +4,6 @@ on, fails the step's other items with the same reason, and the run (issue 14).""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from adapters.blob import BlobArtifacts
@@ -15,17 +13,9 @@ from benchctl.localstack import Stack
 from core.runs.holder import AgentRef
 from core.runs.service import RunService
 from core.runs.state import ItemState, Run, RunState
-from tests.conftest import run_body
+from tests.conftest import Clock, run_body
 
 TIMEOUT_S = 30  # the barrier's; this test's clock jumps past it, the API's timer never gets there
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.offset = 0.0
-
-    def __call__(self) -> float:
-        return time.time() + self.offset
 
 
 def two_client_run(

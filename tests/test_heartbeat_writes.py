@@ -15,15 +15,7 @@ from core.runs.holder import AgentRef
 from core.runs.reports import HEARTBEAT_RECORD_S
 from core.runs.service import RunService
 from core.runs.state import ItemState
-from tests.conftest import run_body
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.offset = 0.0
-
-    def __call__(self) -> float:
-        return time.time() + self.offset
+from tests.conftest import Clock, run_body
 
 
 def test_heartbeats_write_only_a_move_or_a_stale_sign_of_life(

@@ -198,11 +198,9 @@ class Admission:
         change: Callable[[TargetLock], bool | None],
         seen: dict[str, TargetLock] | None = None,
     ) -> TargetLock:
-        def read() -> TargetLock:
-            known = seen.pop(key, None) if seen is not None else None
-            return known if known is not None else self._lock(key)
-
-        return update(read, self.store.targets.replace, change, f"target {key}")
+        known = seen.pop(key, None) if seen is not None else None
+        replace = self.store.targets.replace
+        return update(lambda: self._lock(key), replace, change, f"target {key}", first=known)
 
     def wait(self, keys: list[str], me: Waiter, seen: dict[str, TargetLock] | None = None) -> None:
         """Join every key's queue, in submission order (idempotent)."""

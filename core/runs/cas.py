@@ -29,12 +29,15 @@ def update(
     what: str,
     *,
     stamp: Callable[[M], None] | None = None,
+    first: M | None = None,
 ) -> M:
     """``change`` edits a copy of the document as read and returns False for "nothing to
     write"; the document is returned as written (or as read, when nothing changed).
-    ``stamp`` marks a document that did change (an ``updated_at``) before it is written."""
+    ``stamp`` marks a document that did change (an ``updated_at``) before it is written.
+    ``first``: the document as the caller just read it, tried instead of a first read (a
+    stale copy fails its swap and is read afresh)."""
     for attempt in range(CAS_ATTEMPTS):
-        current = read()
+        current = first if attempt == 0 and first is not None else read()
         draft = current.model_copy(deep=True)
         if change(draft) is False or draft.model_dump() == current.model_dump():
             return current

@@ -97,14 +97,11 @@ class Lifecycle:
         change: Callable[[Item], bool | None],
         read: Item | None = None,
     ) -> Item:
-        """``read``: the item as just read, tried first (a stale copy fails the swap)."""
-        first = [read]
-
-        def get() -> Item:
-            known, first[0] = first[0], None
-            return known if known is not None else self.store.items.get_item(run_id, item)
-
-        return update(get, self.store.items.replace_item, change, item)
+        """``read``: the item as just read, tried first (core.runs.cas.update's ``first``)."""
+        get = self.store.items.get_item
+        return update(
+            lambda: get(run_id, item), self.store.items.replace_item, change, item, first=read
+        )
 
     def update_step(self, run_id: str, step: int, change: Callable[[Step], bool | None]) -> Step:
         return update(
