@@ -11,7 +11,8 @@ param instanceCount int
 param subnetId string
 param adminUsername string
 @secure()
-@description('Local administrator password (Windows has no SSH-key-only login).')
+@minLength(12)
+@description('Local administrator password (Windows has no SSH-key-only login); the deployment stops here, before any VM, when it is missing (main.bicep windowsAdminPassword).')
 param adminPassword string
 param agentIdentityId string
 param agentIdentityClientId string
