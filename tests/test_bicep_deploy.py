@@ -35,7 +35,7 @@ def main() -> dict[str, Any]:
 
 
 def parameters_file() -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((BICEP / "main.parameters.json").read_text())
+    data: dict[str, dict[str, Any]] = json.loads((BICEP / "main.parameters.json").read_text())
     return data["parameters"]
 
 
