@@ -23,10 +23,15 @@ from urllib.parse import urlsplit
 import httpx
 
 from core.monitoring.notify import sign, teams_card, webhook_body
+from core.teams import teams_url_kind
 
 log = logging.getLogger(__name__)
 
 USER_AGENT = "benchsvc-webhook/1"
+CONNECTOR_RETIRED = (
+    "an Office 365 connector URL: connectors were retired; create a Teams Workflows webhook "
+    "(docs/deploy.md, step 6) and set it as teams-webhook-url"
+)
 # Legacy Teams connectors answer throttling with a 2xx whose body carries this text instead of
 # a 429 (msteams-docs, connectors-using.md, "Rate limiting for connectors").
 _TEAMS_THROTTLED = "HTTP error 429"
@@ -116,7 +121,10 @@ class WebhookSender:
         return self.send_message(url, card)
 
     def send_message(self, url: str, message: Mapping[str, Any]) -> Delivery:
-        """Any ready-made Teams message: a regression card, a bot's result card."""
+        """Any ready-made Teams message: a regression card, a bot's result card. A retired
+        Office 365 connector URL is not tried: it says how to replace it instead."""
+        if teams_url_kind(url) == "connector":
+            return self._give_up(url, 0, None, CONNECTOR_RETIRED)
         body = json.dumps(message, default=str).encode()
         headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT}
         return self._deliver(url, lambda: (body, headers), teams=True)

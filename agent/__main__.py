@@ -7,6 +7,7 @@ import logging
 import os
 import signal
 import sys
+from dataclasses import dataclass
 from types import FrameType
 
 from adapters.config import azure_credential
@@ -61,13 +62,48 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
+@dataclass(frozen=True)
+class Agent:
+    """An agent ready to poll: its worker and registry heartbeat (``serve`` runs it)."""
+
+    config: AgentConfig
+    worker: Worker
+    api: ApiClient
+    once: bool = False
+    max_items: int | None = None
+
+    def serve(self) -> int:
+        logging.getLogger("agent").info(
+            "agent %s polling pool %s with mounts %s",
+            self.config.agent_id,
+            self.config.pool,
+            {
+                alias: spec.model_dump(exclude_none=True)
+                for alias, spec in self.config.mounts.items()
+            },
+        )
+        beacon = Beacon(self.config, self.api, self.worker.host).start()
+        self.worker.beacon = beacon
+        try:
+            self.worker.work(once=self.once, max_items=self.max_items)
+        finally:
+            beacon.stop()
+        return 0
+
+
+def prepare(argv: list[str] | None = None, *, log_to_stderr: bool = True) -> Agent | int:
+    """Read the configuration and connect: the agent, or the exit status (2) of a bad
+    configuration, already explained on stderr. ``python -m agent`` and the Windows service
+    (agent.winservice) both start here."""
     a = parse_args(argv)
-    logging.basicConfig(
-        level=a.log_level,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    if log_to_stderr:
+        logging.basicConfig(
+            level=a.log_level,
+            stream=sys.stderr,
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        )
+    else:
+        logging.getLogger().setLevel(a.log_level)
     # The SDK logs every HTTP exchange at INFO; one poll a second would drown the agent's log.
     logging.getLogger("azure").setLevel(logging.WARNING)
     logging.getLogger("httpx").setLevel(logging.WARNING)
@@ -122,6 +158,14 @@ def main(argv: list[str] | None = None) -> int:
         client_id=config.managed_identity_client_id,
     )
     worker = Worker(config, queues, api)
+    return Agent(config, worker, api, once=a.once, max_items=a.max_items)
+
+
+def main(argv: list[str] | None = None) -> int:
+    agent = prepare(argv)
+    if isinstance(agent, int):
+        return agent
+    worker = agent.worker
 
     def on_signal(signum: int, _: FrameType | None) -> None:
         logging.getLogger("agent").info(
@@ -133,19 +177,7 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    logging.getLogger("agent").info(
-        "agent %s polling pool %s with mounts %s",
-        config.agent_id,
-        config.pool,
-        {alias: spec.model_dump(exclude_none=True) for alias, spec in config.mounts.items()},
-    )
-    beacon = Beacon(config, api, worker.host).start()
-    worker.beacon = beacon
-    try:
-        worker.work(once=a.once, max_items=a.max_items)
-    finally:
-        beacon.stop()
-    return 0
+    return agent.serve()
 
 
 if __name__ == "__main__":

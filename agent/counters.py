@@ -4,7 +4,8 @@ statistics (/proc/self/mountstats), parsed by core.counters.
 
 It reads three small files a second and keeps a few numbers per reading, so it does not
 disturb fio (measured in tests/test_counters_agent.py). Where /proc does not exist (a
-Windows agent) it records nothing.
+Windows agent) it records nothing: DiskSpd measures the client's CPU itself
+(core.engines.diskspd_cpu).
 """
 
 from __future__ import annotations

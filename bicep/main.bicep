@@ -1,6 +1,8 @@
 // benchsvc on Azure: the API (Function App, Flex Consumption), its storage queues, Cosmos DB,
-// Key Vaults, monitoring, and the agent VM pools. Identity only: no keys, no connection
-// strings, no secret values in the template. See docs/deploy.md.
+// Key Vaults, monitoring, the API's app registration, optionally a private network, and the
+// agent VM pools. Identity only: no keys, no connection strings, no secret values in the
+// template. Every parameter has a default or comes from azd's own values, so
+// `azd up --no-prompt` asks nothing (tests/test_bicep_deploy.py). See docs/deploy.md.
 targetScope = 'resourceGroup'
 
 @minLength(1)
@@ -8,13 +10,60 @@ targetScope = 'resourceGroup'
 @description('Environment name (azd: AZURE_ENV_NAME); part of every resource name\'s token.')
 param environmentName string
 
-param location string = resourceGroup().location
+// The regions that offer Flex Consumption, as Microsoft's Flex Consumption azd samples list
+// them (remote-mcp-functions-python, infra/main.bicep); scripts/preflight.py also asks
+// `az functionapp list-flexconsumption-locations`, which is the live answer.
+@minLength(1)
+@allowed([
+  'australiaeast'
+  'australiasoutheast'
+  'brazilsouth'
+  'canadacentral'
+  'centralindia'
+  'centralus'
+  'eastasia'
+  'eastus'
+  'eastus2'
+  'eastus2euap'
+  'francecentral'
+  'germanywestcentral'
+  'italynorth'
+  'japaneast'
+  'koreacentral'
+  'northcentralus'
+  'northeurope'
+  'norwayeast'
+  'southafricanorth'
+  'southcentralus'
+  'southeastasia'
+  'southindia'
+  'spaincentral'
+  'swedencentral'
+  'uaenorth'
+  'uksouth'
+  'ukwest'
+  'westcentralus'
+  'westeurope'
+  'westus'
+  'westus2'
+  'westus3'
+])
+@metadata({
+  azd: {
+    type: 'location'
+  }
+})
+@description('Region of every resource; one that offers Flex Consumption (azd: AZURE_LOCATION).')
+param location string
 
 @description('Extra tags for every resource.')
 param extraTags object = {}
 
-@description('Client id of the existing Entra app registration of the API (Bicep cannot create it).')
-param apiClientId string
+@description('Client id of an existing app registration of the API (the manual path, docs/deploy.md step 3b). Empty: the template creates it with the Microsoft Graph Bicep extension.')
+param apiClientId string = ''
+
+@description('Object id of the person deploying (azd: AZURE_PRINCIPAL_ID): Bench.Admin on a registration the template creates; empty: nobody.')
+param deployerPrincipalId string = ''
 
 @description('Cosmos DB database name.')
 param cosmosDatabaseName string = 'bench'
@@ -36,9 +85,10 @@ param minMagnitudePct string = '2'
 param defaultRole string = 'none'
 
 // Client ids of the applications people sign in through; Easy Auth admits tokens obtained by
-// these and by the agents' identity only (defaultAuthorizationPolicy.allowedApplications).
-// Add each pipeline's service principal (its client id) and, if used, Visual Studio Code
-// (aebc6443-996d-45c2-90f0-388ff96faa56). Pre-authorize the same clients on the app
+// these, by the API's own registration (the web UI's sign-in) and by the agents' identities
+// only (defaultAuthorizationPolicy.allowedApplications). Add each pipeline's service
+// principal (its client id) and, if used, Visual Studio Code
+// (aebc6443-996d-45c2-90f0-388ff96faa56). The same clients are pre-authorized on the app
 // registration (bicep/entra/api-preauthorize.json). docs/deploy.md, "Who may call the API".
 @description('Client (application) ids allowed to call the API besides the agents: people\'s tools and pipelines\' service principals.')
 param apiClientApplications array = [
@@ -61,15 +111,11 @@ param webhookUrl string = ''
 @description('Secrets already set in the app Key Vault (teams-webhook-url, webhook-secret, teams-bot-secret, bot-secret); the others stay empty app settings.')
 param keyVaultSecrets array = []
 
-// Only the agent vault's network access is a choice. The app vault stays reachable: the Function
-// App reads it through Key Vault references, which Flex Consumption does not resolve from a
-// network-restricted vault, even with VNet integration (Microsoft Learn, Azure Functions Flex
-// Consumption plan hosting, Considerations; this template has no VNet integration either).
 @allowed([
   'Enabled'
   'Disabled'
 ])
-@description('Public network access of the agent vault (kv-agt-*). Disabled needs a private endpoint and DNS in the agents\' VNet, not part of this template. The app vault is always Enabled: Flex Consumption cannot resolve Key Vault references from a network-restricted vault.')
+@description('Public network access of the agent vault (kv-agt-*) without vnetEnabled; Disabled then needs your own private endpoint and DNS. With vnetEnabled it is Disabled and reached through the template\'s private endpoint. The app vault is always Enabled: Flex Consumption cannot resolve Key Vault references from a network-restricted vault.')
 param agentKeyVaultPublicNetworkAccess string = 'Enabled'
 
 // Purge protection keeps a deleted vault and its secrets recoverable for the retention period
@@ -79,51 +125,57 @@ param agentKeyVaultPublicNetworkAccess string = 'Enabled'
 @description('Purge protection on both Key Vaults. false: azd down --purge frees the names at once, but anyone with rights can purge the secrets irrecoverably.')
 param keyVaultPurgeProtection bool = true
 
-@description('Linux agent pools: [{name, vmSize, instanceCount, mounts: [{alias, kind: nfs|smb, source, nfs_version, nconnect, rsize, wsize, smb_secret_name}], pricePerHour?}]. With maxCount (and optional minCount, idleSeconds) a pool is elastic: created with capacity 0, the API sets its capacity (README "Agents and pools").')
-param pools array = [
-  {
-    name: 'default'
-    vmSize: 'Standard_D4s_v5'
-    instanceCount: 1
-    mounts: []
-  }
-]
+@description('The service\'s own virtual network: the Function App\'s VNet integration, private endpoints and DNS for Storage, Cosmos DB, the agents\' vault and the API, and a subnet for the agents (azd: BENCH_VNET_ENABLED).')
+param vnetEnabled bool = false
 
-@description('Benchmark targets the API accepts: [{alias, pool, read_only}] (BENCH_TARGETS).')
-param targets array = []
+@description('Address space of that virtual network: /24 for the app, /24 for private endpoints, /22 for agents.')
+param vnetAddressPrefix string = '10.40.0.0/16'
 
-@description('Resource id of an existing subnet for the agent VMs; it must reach the volumes and the internet (packages, API, queue).')
-param agentSubnetId string
+@minValue(0)
+@description('With vnetEnabled: an Azure Files NFS 4.1 share of this many GiB (at least 100) to benchmark; 0: none (azd: BENCH_NFS_SHARE_GIB).')
+param nfsShareGiB int = 0
 
-@description('URL of the benchsvc wheel the agents pip-install (no token in it).')
-param agentPackageUrl string
+@description('Linux agent pools, a JSON array (azd: BENCH_POOLS_JSON): [{name, vmSize, instanceCount, mounts: [{alias, kind: nfs|smb, source, nfs_version, nconnect, rsize, wsize, smb_secret_name}], pricePerHour?}]. With maxCount (and optional minCount, idleSeconds) a pool is elastic. Default: no pool (bicep/examples/pools.json has samples).')
+param poolsJson string = '[]'
+
+@description('Benchmark targets the API accepts, a JSON array (azd: BENCH_TARGETS_JSON): [{alias, pool, read_only}] (BENCH_TARGETS).')
+param targetsJson string = '[]'
+
+@description('Current capacity of each elastic pool\'s scale set, a JSON object {scale set name: capacity}: a redeploy keeps it instead of setting 0 under running agents. scripts/preflight.py preprovision records it (azd: BENCH_ELASTIC_CAPACITIES).')
+param elasticCapacitiesJson string = '{}'
+
+@description('Resource id of an existing subnet for the agent VMs when vnetEnabled is off; it must reach the volumes and the internet (packages, API, queue). Needed only when a pool is deployed.')
+param agentSubnetId string = ''
+
+@description('URL of the benchsvc wheel the agents pip-install (no token in it). Needed only when a pool is deployed.')
+param agentPackageUrl string = ''
 
 param agentAdminUsername string = 'benchadmin'
 
-@description('SSH public key for the Linux agents\' admin user.')
-param agentSshPublicKey string
+@description('SSH public key for the Linux agents\' admin user. Needed only when a Linux pool is deployed.')
+param agentSshPublicKey string = ''
 
 @description('Encryption at host for agent VMs: needs the subscription feature Microsoft.Compute/EncryptionAtHost registered (scripts/preflight.py checks it before azd provisions).')
 param agentEncryptionAtHost bool = true
 
-@description('Also deploy the Windows (DiskSpd) agent pool.')
-param deployWindowsPool bool = false
+@description('The Windows (DiskSpd) pool, a JSON object (azd: BENCH_WINDOWS_POOL_JSON): {name, vmSize, instanceCount, mounts: [{alias, path}]}. Empty: no Windows pool.')
+param windowsPoolJson string = ''
 
-@description('Windows pool: {name, vmSize, instanceCount, mounts: [{alias, path}]}.')
-param windowsPool object = {
-  name: 'win'
-  vmSize: 'Standard_D4s_v5'
-  instanceCount: 1
-  mounts: []
-}
-
+// Empty is not a password: the Windows pool module requires 12 characters, so a Windows pool
+// without one stops the deployment before any VM exists (and the preflight says so first).
 @secure()
-@description('Windows agents\' local administrator password; only used with deployWindowsPool.')
-param windowsAdminPassword string
+@description('Windows agents\' local administrator password (azd: BENCH_WINDOWS_ADMIN_PASSWORD); needed only with a Windows pool.')
+param windowsAdminPassword string = ''
 
 var token = toLower(uniqueString(subscription().id, resourceGroup().id, environmentName))
 var tags = union(extraTags, { 'azd-env-name': environmentName, application: 'benchsvc' })
+var pools = json(poolsJson)
+var targets = json(targetsJson)
+var elasticCapacities = json(elasticCapacitiesJson)
+var deployWindowsPool = !empty(windowsPoolJson)
+var windowsPool = deployWindowsPool ? json(windowsPoolJson) : { name: 'win', mounts: [] }
 var linuxPoolNames = [for p in pools: p.name]
+var allPools = deployWindowsPool ? concat(linuxPoolNames, [windowsPool.name]) : linuxPoolNames
 var fixedPools = filter(pools, p => !contains(p, 'maxCount'))
 var elasticPools = filter(pools, p => contains(p, 'maxCount'))
 // The scale set names agentpool-linux.bicep gives (vmss-<pool>-<token>).
@@ -147,9 +199,16 @@ var elasticPoolSettings = [
 var poolSettings = concat(fixedPoolSettings, elasticPoolSettings, deployWindowsPool ? [windowsPool.name] : [])
 // The API's address, known before the app exists (functionapp.bicep names it so): elastic
 // pools are created before the role assignments, which the app depends on.
-var apiUrlByName = 'https://func-bench-${token}.azurewebsites.net'
-var allPools = deployWindowsPool ? concat(linuxPoolNames, [windowsPool.name]) : linuxPoolNames
-var apiScope = 'api://${apiClientId}/.default'
+var appHostName = 'func-bench-${token}.azurewebsites.net'
+var apiUrlByName = 'https://${appHostName}'
+// No client id given: the template creates the registration (modules/entra-app.bicep).
+var createApiApp = empty(apiClientId)
+var apiAppClientId = createApiApp ? entraApp.outputs.clientId : apiClientId
+var apiIdentifierUri = createApiApp ? entraApp.outputs.identifierUri : 'api://${apiClientId}'
+var apiScope = '${apiIdentifierUri}/.default'
+var agentsSubnet = vnetEnabled ? network.outputs.agentsSubnetId : agentSubnetId
+// Each SMB mount's secret, read by its own pool's identity only.
+var smbSecrets = flatten(map(pools, p => map(filter(p.mounts, m => m.kind == 'smb'), m => { pool: p.name, secret: m.smb_secret_name })))
 
 module identities 'modules/identities.bicep' = {
   name: 'identities'
@@ -157,7 +216,13 @@ module identities 'modules/identities.bicep' = {
     location: location
     tags: tags
     token: token
+    pools: allPools
   }
+}
+
+// First, with nothing to wait for: the role assignments wait for it and for Cosmos DB.
+module roleDefinitions 'modules/roledefinitions.bicep' = {
+  name: 'roledefinitions'
 }
 
 module monitoring 'modules/monitoring.bicep' = {
@@ -169,6 +234,16 @@ module monitoring 'modules/monitoring.bicep' = {
   }
 }
 
+module network 'modules/network.bicep' = if (vnetEnabled) {
+  name: 'network'
+  params: {
+    location: location
+    tags: tags
+    token: token
+    addressPrefix: vnetAddressPrefix
+  }
+}
+
 module storage 'modules/storage.bicep' = {
   name: 'storage'
   params: {
@@ -176,6 +251,8 @@ module storage 'modules/storage.bicep' = {
     tags: tags
     token: token
     pools: allPools
+    vnetEnabled: vnetEnabled
+    workspaceId: monitoring.outputs.workspaceId
   }
 }
 
@@ -186,6 +263,8 @@ module cosmos 'modules/cosmos.bicep' = {
     tags: tags
     token: token
     databaseName: cosmosDatabaseName
+    vnetEnabled: vnetEnabled
+    workspaceId: monitoring.outputs.workspaceId
   }
 }
 
@@ -198,6 +277,7 @@ module appVault 'modules/keyvault.bicep' = {
     name: 'kv-app-${token}'
     publicNetworkAccess: 'Enabled'
     purgeProtection: keyVaultPurgeProtection
+    workspaceId: monitoring.outputs.workspaceId
   }
 }
 
@@ -207,21 +287,71 @@ module agentVault 'modules/keyvault.bicep' = {
     location: location
     tags: tags
     name: 'kv-agt-${token}'
-    publicNetworkAccess: agentKeyVaultPublicNetworkAccess
+    publicNetworkAccess: vnetEnabled ? 'Disabled' : agentKeyVaultPublicNetworkAccess
     purgeProtection: keyVaultPurgeProtection
+    workspaceId: monitoring.outputs.workspaceId
+  }
+}
+
+module filesNfs 'modules/files-nfs.bicep' = if (vnetEnabled && nfsShareGiB > 0) {
+  name: 'files-nfs'
+  params: {
+    location: location
+    tags: tags
+    token: token
+    quotaGiB: nfsShareGiB
+  }
+}
+
+// The API's app registration (Microsoft Graph Bicep extension) when none is given. After
+// Cosmos DB, which takes minutes: the identities' service principals must have replicated
+// before an app role is assigned to them (microsoftgraph/msgraph-bicep-types#193).
+module entraApp 'modules/entra-app.bicep' = if (createApiApp) {
+  name: 'entra-app'
+  dependsOn: [
+    cosmos
+  ]
+  params: {
+    token: token
+    appHostName: appHostName
+    appIdentityPrincipalId: identities.outputs.appPrincipalId
+    agentPrincipalIds: map(identities.outputs.agents, a => a.principalId)
+    adminPrincipalId: deployerPrincipalId
+  }
+}
+
+module entraPreauthorize 'modules/entra-preauthorize.bicep' = if (createApiApp) {
+  name: 'entra-preauthorize'
+  dependsOn: [
+    entraApp
+  ]
+  params: {
+    token: token
+    appHostName: appHostName
+    clientApplications: apiClientApplications
   }
 }
 
 module roles 'modules/roleassignments.bicep' = {
   name: 'roleassignments'
-  // The app's scaling role is scoped to each elastic pool's scale set: it must exist.
+  // The app's scaling role is scoped to each elastic pool's scale set: it must exist. The
+  // custom roles come from roleDefinitions, deployed first, and the Cosmos DB account
+  // (an output used below) takes minutes: the definitions have replicated by then.
   dependsOn: [
     elasticAgentPools
   ]
   params: {
     elasticScaleSets: elasticScaleSets
     appPrincipalId: identities.outputs.appPrincipalId
-    agentPrincipalId: identities.outputs.agentPrincipalId
+    agentPrincipalIds: map(identities.outputs.agents, a => a.principalId)
+    agentSecretGrants: [
+      for s in smbSecrets: {
+        principalId: identities.outputs.agents[indexOf(allPools, s.pool)].principalId
+        secret: s.secret
+      }
+    ]
+    queueAgentRoleName: roleDefinitions.outputs.queueAgentRoleName
+    poolScalerRoleName: roleDefinitions.outputs.poolScalerRoleName
     storageAccountName: storage.outputs.name
     pools: allPools
     appKeyVaultName: appVault.outputs.name
@@ -244,9 +374,7 @@ module functionApp 'modules/functionapp.bicep' = {
     token: token
     appIdentityId: identities.outputs.appId
     appIdentityClientId: identities.outputs.appClientId
-    agentPrincipalIds: [
-      identities.outputs.agentPrincipalId
-    ]
+    agentPrincipalIds: map(identities.outputs.agents, a => a.principalId)
     storageAccountName: storage.outputs.name
     deploymentContainerUrl: storage.outputs.deploymentContainerUrl
     queueEndpoint: storage.outputs.queueEndpoint
@@ -263,8 +391,27 @@ module functionApp 'modules/functionapp.bicep' = {
     webhookUrl: webhookUrl
     defaultRole: defaultRole
     botRole: botRole
-    apiClientId: apiClientId
-    allowedClientApplications: concat([identities.outputs.agentClientId], apiClientApplications)
+    apiClientId: apiAppClientId
+    apiIdentifierUri: apiIdentifierUri
+    // The API's own client (its sign-in), the agents' identities, then people's tools.
+    allowedClientApplications: concat([apiAppClientId], map(identities.outputs.agents, a => a.clientId), apiClientApplications)
+    virtualNetworkSubnetId: vnetEnabled ? network.outputs.appSubnetId : ''
+  }
+}
+
+module privateEndpoints 'modules/private-endpoints.bicep' = if (vnetEnabled) {
+  name: 'private-endpoints'
+  params: {
+    location: location
+    tags: tags
+    token: token
+    vnetId: network.outputs.vnetId
+    subnetId: network.outputs.endpointsSubnetId
+    storageAccountId: storage.outputs.id
+    cosmosAccountId: cosmos.outputs.id
+    agentVaultId: agentVault.outputs.id
+    functionAppId: functionApp.outputs.id
+    nfsAccountId: nfsShareGiB > 0 ? filesNfs.outputs.id : ''
   }
 }
 
@@ -273,6 +420,7 @@ module linuxPools 'modules/agentpool-linux.bicep' = [
     name: 'agentpool-${pool.name}'
     dependsOn: [
       roles
+      privateEndpoints
     ]
     params: {
       location: location
@@ -281,11 +429,11 @@ module linuxPools 'modules/agentpool-linux.bicep' = [
       poolName: pool.name
       vmSize: pool.vmSize
       instanceCount: pool.instanceCount
-      subnetId: agentSubnetId
+      subnetId: agentsSubnet
       adminUsername: agentAdminUsername
       sshPublicKey: agentSshPublicKey
-      agentIdentityId: identities.outputs.agentId
-      agentIdentityClientId: identities.outputs.agentClientId
+      agentIdentityId: identities.outputs.agents[indexOf(allPools, pool.name)].id
+      agentIdentityClientId: identities.outputs.agents[indexOf(allPools, pool.name)].clientId
       apiUrl: functionApp.outputs.url
       queueUri: storage.outputs.queueEndpoint
       apiScope: apiScope
@@ -297,23 +445,24 @@ module linuxPools 'modules/agentpool-linux.bicep' = [
   }
 ]
 
-// Elastic pools: created empty; the API sets their capacity (adapters/azure_scaler.py).
+// Elastic pools: the API sets their capacity (adapters/azure_scaler.py). Created with
+// capacity 0; a redeploy keeps the capacity the API set (elasticCapacitiesJson).
 module elasticAgentPools 'modules/agentpool-linux.bicep' = [
   for pool in elasticPools: {
     name: 'agentpool-${pool.name}'
-    // Capacity 0: no VM boots before the API grows the pool, so no role is needed yet.
+    // No VM boots before the API grows the pool, so no role is needed yet.
     params: {
       location: location
       tags: tags
       token: token
       poolName: pool.name
       vmSize: pool.vmSize
-      instanceCount: 0
-      subnetId: agentSubnetId
+      instanceCount: contains(elasticCapacities, 'vmss-${pool.name}-${token}') ? elasticCapacities['vmss-${pool.name}-${token}'] : 0
+      subnetId: agentsSubnet
       adminUsername: agentAdminUsername
       sshPublicKey: agentSshPublicKey
-      agentIdentityId: identities.outputs.agentId
-      agentIdentityClientId: identities.outputs.agentClientId
+      agentIdentityId: identities.outputs.agents[indexOf(allPools, pool.name)].id
+      agentIdentityClientId: identities.outputs.agents[indexOf(allPools, pool.name)].clientId
       apiUrl: apiUrlByName
       queueUri: storage.outputs.queueEndpoint
       apiScope: apiScope
@@ -329,6 +478,7 @@ module windowsAgents 'modules/agentpool-windows.bicep' = if (deployWindowsPool) 
   name: 'agentpool-${windowsPool.name}'
   dependsOn: [
     roles
+    privateEndpoints
   ]
   params: {
     location: location
@@ -337,11 +487,11 @@ module windowsAgents 'modules/agentpool-windows.bicep' = if (deployWindowsPool) 
     poolName: windowsPool.name
     vmSize: windowsPool.vmSize
     instanceCount: windowsPool.instanceCount
-    subnetId: agentSubnetId
+    subnetId: agentsSubnet
     adminUsername: agentAdminUsername
     adminPassword: windowsAdminPassword
-    agentIdentityId: identities.outputs.agentId
-    agentIdentityClientId: identities.outputs.agentClientId
+    agentIdentityId: identities.outputs.agents[indexOf(allPools, windowsPool.name)].id
+    agentIdentityClientId: identities.outputs.agents[indexOf(allPools, windowsPool.name)].clientId
     apiUrl: functionApp.outputs.url
     queueUri: storage.outputs.queueEndpoint
     apiScope: apiScope
@@ -353,12 +503,18 @@ module windowsAgents 'modules/agentpool-windows.bicep' = if (deployWindowsPool) 
 
 output API_URL string = functionApp.outputs.url
 output AZURE_FUNCTION_APP_NAME string = functionApp.outputs.name
-output AGENT_IDENTITY_CLIENT_ID string = identities.outputs.agentClientId
-// scripts/preflight.py grant-agent-role (azd postprovision) gives it the API's Bench.Agent role.
-output AGENT_PRINCIPAL_ID string = identities.outputs.agentPrincipalId
+// template: the registration the template made; manual: BENCH_API_CLIENT_ID's.
+output API_REGISTRATION string = createApiApp ? 'template' : 'manual'
+output API_CLIENT_ID string = apiAppClientId
+output API_SCOPE string = apiScope
+// scripts/preflight.py postprovision (manual path) gives each Bench.Agent and the app's
+// identity its sign-in credential.
+output AGENT_PRINCIPAL_IDS string = join(map(identities.outputs.agents, a => a.principalId), ',')
 output APP_IDENTITY_CLIENT_ID string = identities.outputs.appClientId
+output APP_IDENTITY_PRINCIPAL_ID string = identities.outputs.appPrincipalId
 output QUEUE_URI string = storage.outputs.queueEndpoint
 output COSMOS_ENDPOINT string = cosmos.outputs.endpoint
 output APP_KEY_VAULT_NAME string = appVault.outputs.name
 output AGENT_KEY_VAULT_NAME string = agentVault.outputs.name
-output API_SCOPE string = apiScope
+// What a pool mounts to benchmark the template's Azure Files NFS share (docs/deploy.md).
+output NFS_SHARE_SOURCE string = vnetEnabled && nfsShareGiB > 0 ? filesNfs.outputs.source : ''

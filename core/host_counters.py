@@ -3,6 +3,8 @@ contract (core.models.Result.counters); the per-second series is an artifact."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -11,14 +13,23 @@ class _Strict(BaseModel):
 
 
 class CpuSummary(_Strict):
-    """Whole-host CPU over the measured period, percent of all CPUs (from /proc/stat)."""
+    """Whole-host CPU over the measured period, percent of all CPUs.
 
+    ``source`` says who measured it: the agent sampling /proc/stat each second (Linux), or
+    DiskSpd's own ``<CpuUtilization>`` over its measured time (Windows), which has no
+    per-second figure (no ``busy_pct_max``) and no iowait or steal (None: not measured,
+    not zero)."""
+
+    source: Literal["proc-stat", "diskspd"] = "proc-stat"
     busy_pct_mean: float = Field(ge=0, le=100)
-    busy_pct_max: float = Field(ge=0, le=100)
+    busy_pct_max: float | None = Field(None, ge=0, le=100)
     user_pct_mean: float = Field(ge=0, le=100)
     system_pct_mean: float = Field(ge=0, le=100)
-    iowait_pct_mean: float = Field(ge=0, le=100)
-    steal_pct_mean: float = Field(ge=0, le=100)
+    iowait_pct_mean: float | None = Field(None, ge=0, le=100)
+    steal_pct_mean: float | None = Field(None, ge=0, le=100)
+    busiest_cpu_pct: float | None = Field(
+        None, ge=0, le=100, description="the busiest single CPU's use (DiskSpd's per-CPU rows)"
+    )
 
 
 class NetSummary(_Strict):

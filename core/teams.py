@@ -1,9 +1,16 @@
 """The Teams message that carries one Adaptive Card: what an outgoing webhook may answer
-and what an incoming webhook takes (Adaptive Card schema 1.4, the version Teams renders)."""
+and what a Teams Workflows webhook takes (Adaptive Card schema 1.4, which Teams renders).
+
+Office 365 connectors (the incoming webhooks at <tenant>.webhook.office.com/webhookb2/...)
+were retired; channels now receive cards through a Workflows webhook ("Post to a channel
+when a webhook request is received"), whose flow reads this envelope: a ``message`` with
+``attachments``, each an Adaptive Card with ``contentType``, ``contentUrl`` (null) and
+``content`` (msteams-docs, "Create incoming webhooks with Workflows for Microsoft Teams")."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
+from urllib.parse import urlsplit
 
 CARD_SCHEMA = "http://adaptivecards.io/schemas/adaptive-card.json"
 
@@ -22,7 +29,11 @@ def card_message(
     return {
         "type": "message",
         "attachments": [
-            {"contentType": "application/vnd.microsoft.card.adaptive", "content": card}
+            {
+                "contentType": "application/vnd.microsoft.card.adaptive",
+                "contentUrl": None,
+                "content": card,
+            }
         ],
     }
 
@@ -33,3 +44,21 @@ def open_url(title: str, url: str) -> dict[str, Any]:
 
 def facts(pairs: list[tuple[str, str]]) -> dict[str, Any]:
     return {"type": "FactSet", "facts": [{"title": k, "value": v} for k, v in pairs]}
+
+
+TeamsUrlKind = Literal["workflows", "connector", "other"]
+
+
+def teams_url_kind(url: str) -> TeamsUrlKind:
+    """What a Teams webhook URL is, from its shape: a Workflows trigger (Logic Apps'
+    ``/workflows/<id>/triggers/manual/paths/invoke``, or Power Automate's
+    ``.../powerautomate/automations/direct/workflows/<id>/triggers/manual/paths/invoke``), a
+    retired Office 365 connector (``/webhookb2/`` on webhook.office.com, or the older
+    outlook.office.com ``/webhook/``), or neither (a relay of one's own: sent as it is)."""
+    parts = urlsplit(url)
+    host, path = (parts.hostname or "").lower(), parts.path
+    if "/workflows/" in path and path.endswith("/triggers/manual/paths/invoke"):
+        return "workflows"
+    if "/webhookb2/" in path or (host.endswith("office.com") and path.startswith("/webhook/")):
+        return "connector"
+    return "other"

@@ -7,12 +7,20 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 CHECKOV_VERSION=3.3.30
+# Checkov 3.3.30 pins the Bicep parser pycep-parser 0.5.1, which cannot read the Microsoft
+# Graph extension (`extension microsoftGraphV1`), cidrSubnet() or flatten(): every file
+# using them would be a parsing error. 0.7.1 reads them; the tests parse with it too
+# (pyproject.toml), and Checkov runs its checks unchanged on its trees.
+PYCEP_VERSION=0.7.1
 VENV=${CHECKOV_VENV:-.venv-checkov}
 PYTHON=${PYTHON:-$(command -v python3.11 || command -v python3)}
 
-if [ "$("$VENV/bin/checkov" --version 2>/dev/null || true)" != "$CHECKOV_VERSION" ]; then
+if [ "$("$VENV/bin/checkov" --version 2>/dev/null || true)" != "$CHECKOV_VERSION" ] ||
+    ! "$VENV/bin/python" -m pip show pycep-parser 2>/dev/null | grep -qx "Version: $PYCEP_VERSION"; then
     "$PYTHON" -m venv "$VENV"
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check "checkov==$CHECKOV_VERSION"
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps \
+        "pycep-parser==$PYCEP_VERSION"
 fi
 
 out=$(mktemp -d)

@@ -25,17 +25,24 @@ KNOWN_CLIENTS = {
 }
 AGENT_ROLE = "Bench.Agent"
 VAULT_PREFIXES = ("kv-app-", "kv-agt-")
-# azd environment values bicep/main.parameters.json reads.
-REQUIRED_ENV = (
-    "AZURE_ENV_NAME",
-    "AZURE_LOCATION",
-    "AZURE_RESOURCE_GROUP",
+# azd environment values every deployment needs; the others (bicep/main.parameters.json,
+# docs/deploy.md's table) have defaults, and some become needed with a pool (plan checks).
+REQUIRED_ENV = ("AZURE_ENV_NAME", "AZURE_LOCATION", "AZURE_RESOURCE_GROUP")
+OPTIONAL_ENV = (
+    "AZURE_SUBSCRIPTION_ID",
     "BENCH_API_CLIENT_ID",
+    "BENCH_VNET_ENABLED",
+    "BENCH_NFS_SHARE_GIB",
+    "BENCH_POOLS_JSON",
+    "BENCH_TARGETS_JSON",
+    "BENCH_WINDOWS_POOL_JSON",
+    "BENCH_WINDOWS_ADMIN_PASSWORD",
     "BENCH_AGENT_SUBNET_ID",
     "BENCH_AGENT_PACKAGE_URL",
     "BENCH_AGENT_SSH_PUBLIC_KEY",
+    "BENCH_AGENT_ENCRYPTION_AT_HOST",
+    "AGENT_KEY_VAULT_NAME",
 )
-OPTIONAL_ENV = ("AZURE_SUBSCRIPTION_ID", "AGENT_PRINCIPAL_ID")
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,15 @@ class Facts:
     api_app: Json | None  # az ad app show --id <client id>
     api_sp: Json | None  # az ad sp show --id <client id>
     deleted_vaults: list[Json]  # az keyvault list-deleted --resource-type vault
+    # None: not asked (not signed in) or not answered; the checks that need them then pass.
+    flex_locations: list[Json] | None = None  # az functionapp list-flexconsumption-locations
+    vm_usage: list[Json] | None = None  # az vm list-usage --location
+    vm_skus: list[Json] | None = None  # az vm list-skus --location --size (each pool size)
+    scale_sets: list[Json] | None = None  # az vmss list --resource-group
+    authorization_policy: Json | None = None  # Graph /policies/authorizationPolicy
+    directory_roles: list[Json] | None = None  # Graph /me/memberOf/microsoft.graph.directoryRole
+    app_management_policy: Json | None = None  # Graph /policies/defaultAppManagementPolicy
+    agent_vault_secrets: list[str] | None = None  # az keyvault secret list (names)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Facts:
@@ -71,6 +87,14 @@ class Facts:
             api_app=data.get("api_app"),
             api_sp=data.get("api_sp"),
             deleted_vaults=data.get("deleted_vaults", []),
+            flex_locations=data.get("flex_locations"),
+            vm_usage=data.get("vm_usage"),
+            vm_skus=data.get("vm_skus"),
+            scale_sets=data.get("scale_sets"),
+            authorization_policy=data.get("authorization_policy"),
+            directory_roles=data.get("directory_roles"),
+            app_management_policy=data.get("app_management_policy"),
+            agent_vault_secrets=data.get("agent_vault_secrets"),
         )
 
 
@@ -108,7 +132,12 @@ def check_account(f: Facts) -> list[Problem]:
 
 
 def encryption_at_host_wanted(f: Facts) -> bool:
-    return f.parameters.get("agentEncryptionAtHost", True) is not False
+    """Only agent VMs use it: no pool, nothing to check."""
+    has_pool = any(
+        f.env.get(k, "").strip() not in ("", "[]")
+        for k in ("BENCH_POOLS_JSON", "BENCH_WINDOWS_POOL_JSON")
+    )
+    return has_pool and f.env.get("BENCH_AGENT_ENCRYPTION_AT_HOST", "true").lower() != "false"
 
 
 def check_encryption_at_host(f: Facts) -> list[Problem]:
@@ -126,7 +155,7 @@ def check_encryption_at_host(f: Facts) -> list[Problem]:
                 "az feature show --namespace Microsoft.Compute --name EncryptionAtHost "
                 "--query properties.state   # wait for Registered (minutes)",
                 "az provider register --namespace Microsoft.Compute",
-                'or set "agentEncryptionAtHost": {"value": false} in bicep/main.parameters.json',
+                "or: azd env set BENCH_AGENT_ENCRYPTION_AT_HOST false",
             ],
         )
     ]
@@ -142,7 +171,7 @@ def app_registration_fixes(client_id: str) -> list[str]:
         f"az ad app update --id {client_id} --identifier-uris api://{client_id}",
         f"{patch} --body @bicep/entra/api-app.json",
         f"{patch} --body @bicep/entra/api-preauthorize.json",
-        "(docs/deploy.md, step 3)",
+        "(docs/deploy.md, step 3b)",
     ]
 
 
@@ -155,7 +184,10 @@ def check_api_app(f: Facts) -> list[Problem]:
         return [
             Problem(
                 f"no app registration with client id {client_id} (BENCH_API_CLIENT_ID)",
-                ["create it as docs/deploy.md, step 3 says"],
+                [
+                    "create it as docs/deploy.md, step 3b says",
+                    "or: azd env set BENCH_API_CLIENT_ID ''   # the template creates one (3a)",
+                ],
             )
         ]
     want = manifest(APP_MANIFEST)
@@ -273,15 +305,17 @@ def check_deleted_vaults(f: Facts) -> list[Problem]:
     return problems
 
 
-CHECKS = (
-    check_env,
-    check_account,
-    check_encryption_at_host,
-    check_api_app,
-    check_api_sp,
-    check_deleted_vaults,
-)
-
-
 def problems_of(f: Facts) -> list[Problem]:
-    return [p for check in CHECKS for p in check(f)]
+    # The plan's checks (pools, region, quota, the registration's path) in their own module.
+    from preflight_plan import PLAN_CHECKS
+
+    checks = (
+        check_env,
+        check_account,
+        check_encryption_at_host,
+        check_api_app,
+        check_api_sp,
+        check_deleted_vaults,
+        *PLAN_CHECKS,
+    )
+    return [p for check in checks for p in check(f)]

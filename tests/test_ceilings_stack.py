@@ -130,6 +130,9 @@ def test_the_agent_stores_its_counters_with_the_result(
     # fio's own CPU (percent of one CPU, summed over jobs) is part of the host's busy time.
     fio_pct = (summary.fio_usr_cpu_pct or 0) + (summary.fio_sys_cpu_pct or 0)
     assert summary.fio_usr_cpu_pct is not None
+    # Sampled from /proc/stat each second: a per-second maximum, iowait and steal exist.
+    assert summary.cpu.source == "proc-stat" and summary.cpu.busy_pct_max is not None
+    assert summary.cpu.iowait_pct_mean is not None and summary.cpu.steal_pct_mean is not None
     assert fio_pct <= summary.cpu.busy_pct_max * result["host"]["cpu_count"] + 5
     # The per-second series is the counters artifact, of the size the result names.
     packed = artifacts.get(run["id"], item, "counters")

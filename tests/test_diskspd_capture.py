@@ -54,3 +54,41 @@ def test_real_capture_aggregates_as_whole_run_with_inexact_percentiles() -> None
     assert read["percentiles_exact"] is False
     assert not read["clat_ns"]["p99"]  # no -L: nothing to report
     assert "write" not in out  # a direction without I/O is left out
+
+
+def test_real_capture_gives_the_clients_cpu_from_cpu_utilization() -> None:
+    """DiskSpd's <CpuUtilization> is the Windows client's CPU counter (what bound the run).
+    References: the per-CPU rows averaged by regular expressions here, and DiskSpd's own
+    identities Usage = User + Kernel and Usage + Idle = 100."""
+    doc = text()
+    span = doc.split("<CpuUtilization>", 1)[1].split("<Average>", 1)[0]
+    per_cpu = [float(v) for v in re.findall(r"<UsagePercent>([\d.]+)</UsagePercent>", span)]
+    assert per_cpu == [2.08, 2.03, 1.67, 7.03]  # <ProcCount>4
+    counters = parse_xml(doc).counters
+    assert counters is not None and counters.cpu is not None
+    cpu = counters.cpu
+    assert cpu.source == "diskspd"
+    assert cpu.busy_pct_mean == pytest.approx(sum(per_cpu) / 4, abs=0.005)  # 3.20
+    assert cpu.busy_pct_mean == pytest.approx(cpu.user_pct_mean + cpu.system_pct_mean)
+    assert (cpu.user_pct_mean, cpu.system_pct_mean) == (0.25, 2.95)
+    assert cpu.busiest_cpu_pct == 7.03  # CPU 3: one core does most of the completions
+    # DiskSpd gives one figure for the measured time: no per-second maximum, and Windows
+    # has no iowait or steal: unknown, not zero.
+    assert (cpu.busy_pct_max, cpu.iowait_pct_mean, cpu.steal_pct_mean) == (None, None, None)
+    assert counters.seconds == 30 and counters.net is None and counters.nfs == []
+
+
+def test_the_diskspd_cpu_tells_what_bound_a_windows_step() -> None:
+    """The client-CPU ceiling reads a DiskSpd run's CPU as it reads a fio run's."""
+    from core.analysis.ceilings import ClientFacts, cpu_ceiling
+
+    counters = parse_xml(
+        (PKB.parent / "with-latency-and-iops.xml").read_text()
+    ).counters  # written for this project in DiskSpd's format: 4 CPUs, 19.23 % busy
+    (ceiling,) = cpu_ceiling(
+        [ClientFacts(client=0, agent_id="win-0", vm_size=None, cpu_count=4, counters=counters)]
+    )
+    assert (ceiling.kind, ceiling.limit, ceiling.measured) == ("client-cpu", 100.0, 19.23)
+    assert "DiskSpd" in ceiling.rule
+    assert counters is not None and counters.cpu is not None
+    assert counters.cpu.busiest_cpu_pct == 31.25

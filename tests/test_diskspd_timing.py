@@ -279,3 +279,12 @@ def test_agent_lays_out_before_ready_then_measures_on_the_files(
     ]
     io_began_ms = measured["warmup_began"] * 1000 - result["start"]["scheduled_ms"]
     assert -10 <= result["start"]["skew_ms"] - io_began_ms < 250
+    # The client's CPU comes from DiskSpd's <CpuUtilization> (the stand-in prints the
+    # fixture's: 4 CPUs, 19.23 % busy), so the step says what bound it.
+    cpu = result["counters"]["cpu"]
+    assert (cpu["source"], cpu["busy_pct_mean"], cpu["busiest_cpu_pct"]) == (
+        "diskspd",
+        19.23,
+        31.25,
+    )
+    assert cpu["busy_pct_max"] is None and cpu["iowait_pct_mean"] is None

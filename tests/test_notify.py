@@ -17,6 +17,7 @@ import pytest
 
 from adapters.webhook import Delivery, WebhookSender, redact_url
 from core.monitoring.notify import sign, teams_card, verify, webhook_body
+from core.teams import teams_url_kind
 
 BASE_URL = "https://bench.example.test/"
 SECRET = b"s3cret-for-tests"
@@ -396,3 +397,70 @@ def test_unserialisable_regression_does_not_raise(client: httpx.Client) -> None:
     # An invalid URL is a failed Delivery, not an exception.
     delivery = sender.send_teams("not a url", REGRESSION, base_url=BASE_URL)
     assert not delivery.ok and delivery.attempts == 1 and delivery.status is None
+
+
+# --- Teams Workflows webhooks (Office 365 connectors were retired) ---------------------------
+
+WORKFLOWS_LOGIC_APPS = (
+    "https://prod-12.westeurope.logic.azure.com:443/workflows/0a1b2c3d4e5f/triggers/manual/"
+    "paths/invoke?api-version=2016-06-01&sp=%2Ftriggers%2Fmanual%2Frun&sv=1.0&sig=SECRET"
+)
+WORKFLOWS_POWER_PLATFORM = (
+    "https://default0a1b2c.3d.environment.api.powerplatform.com:443/powerautomate/automations/"
+    "direct/workflows/9f8e7d/triggers/manual/paths/invoke?api-version=1&sp=%2Ftriggers%2F"
+    "manual%2Frun&sv=1.0&sig=SECRET"
+)
+CONNECTOR = "https://contoso.webhook.office.com/webhookb2/abc@def/IncomingWebhook/xyz/uvw"
+
+
+def test_teams_urls_are_told_apart_by_their_shape() -> None:
+    assert teams_url_kind(WORKFLOWS_LOGIC_APPS) == "workflows"
+    assert teams_url_kind(WORKFLOWS_POWER_PLATFORM) == "workflows"
+    assert teams_url_kind(CONNECTOR) == "connector"
+    assert teams_url_kind("https://outlook.office.com/webhook/abc/IncomingWebhook/x") == "connector"
+    assert teams_url_kind("https://relay.contoso.com/teams") == "other"
+    # Their secrets (sig=, the path) stay out of logs.
+    assert redact_url(WORKFLOWS_LOGIC_APPS) == "https://prod-12.westeurope.logic.azure.com:443/…"
+
+
+def test_the_card_travels_in_the_envelope_the_workflows_template_reads() -> None:
+    """ "Post to a channel when a webhook request is received" posts each attachment of a
+    `message`: contentType application/vnd.microsoft.card.adaptive, contentUrl, content."""
+    message = teams_card(REGRESSION, base_url=BASE_URL)
+    assert message["type"] == "message"
+    (attachment,) = message["attachments"]
+    assert set(attachment) == {"contentType", "contentUrl", "content"}
+    assert attachment["contentType"] == "application/vnd.microsoft.card.adaptive"
+    assert attachment["contentUrl"] is None
+    card = attachment["content"]
+    assert (card["type"], card["version"]) == ("AdaptiveCard", "1.4")
+    assert {a["type"] for a in card["actions"]} == {"Action.OpenUrl"}
+
+
+def test_a_workflows_webhook_takes_the_card_with_202_accepted(
+    serve: Callable[..., Receiver], client: httpx.Client
+) -> None:
+    receiver = serve(default=(202, {}, b""))  # Workflows answer 202 with no body
+    base = receiver.url.split("/hook/", 1)[0]
+    url = f"{base}/workflows/0a1b/triggers/manual/paths/invoke?api-version=2016-06-01&sig=S"
+    assert teams_url_kind(url) == "workflows"
+    delivery = WebhookSender(client=client, sleep=Sleeps()).send_teams(
+        url, REGRESSION, base_url=BASE_URL
+    )
+    assert (delivery.ok, delivery.status, delivery.attempts) == (True, 202, 1)
+    (req,) = receiver.requests
+    assert json.loads(req.body) == teams_card(REGRESSION, base_url=BASE_URL)
+
+
+def test_a_retired_connector_url_is_not_tried_and_says_what_to_do(
+    serve: Callable[..., Receiver], client: httpx.Client
+) -> None:
+    receiver = serve()
+    base = receiver.url.split("/hook/", 1)[0]
+    url = f"{base}/webhookb2/abc@def/IncomingWebhook/xyz/uvw"
+    delivery = WebhookSender(client=client, sleep=Sleeps()).send_teams(
+        url, REGRESSION, base_url=BASE_URL
+    )
+    assert (delivery.ok, delivery.attempts, delivery.status) == (False, 0, None)
+    assert delivery.error is not None and "Teams Workflows webhook" in delivery.error
+    assert receiver.requests == []

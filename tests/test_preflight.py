@@ -26,6 +26,25 @@ SUBSCRIPTION = "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
 RG = "rg-bench-prod"
 
 
+FAMILY = "standardDSv5Family"
+VCPUS_4 = {"name": "vCPUs", "value": "4"}
+POOL = {
+    "name": "anf",
+    "vmSize": "Standard_D4s_v5",
+    "instanceCount": 2,
+    "mounts": [{"alias": "vol1", "kind": "nfs", "source": "10.1.2.3:/bench-vol"}],
+}
+
+
+def usage(value: str, label: str, current: int, limit: int) -> dict[str, Any]:
+    """A row of `az vm list-usage`."""
+    return {
+        "name": {"value": value, "localizedValue": label},
+        "currentValue": current,
+        "limit": limit,
+    }
+
+
 def vault(name: str, group: str, env_name: str, protected: bool) -> dict[str, Any]:
     return {
         "name": name,
@@ -64,6 +83,7 @@ def ready() -> dict[str, Any]:
             "/providers/Microsoft.Network/virtualNetworks/vnet/subnets/agents",
             "BENCH_AGENT_PACKAGE_URL": "https://example.invalid/benchsvc-0.1.0-py3-none-any.whl",
             "BENCH_AGENT_SSH_PUBLIC_KEY": "ssh-ed25519 AAAAC3Nza ada@contoso",
+            "BENCH_POOLS_JSON": json.dumps([POOL]),
         },
         "parameters": {"cosmosDatabaseName": "bench"},
         "account": {"id": SUBSCRIPTION, "user": {"name": "ada@contoso.com", "type": "user"}},
@@ -73,6 +93,10 @@ def ready() -> dict[str, Any]:
         },
         "api_app": registration,
         "api_sp": {"appId": CLIENT, "appRoleAssignmentRequired": True},
+        "flex_locations": [{"name": "Sweden Central"}, {"name": "East US"}],
+        "vm_usage": [usage("cores", "Total Regional vCPUs", 0, 100), usage(FAMILY, "DSv5", 0, 100)],
+        "vm_skus": [{"name": "Standard_D4s_v5", "family": FAMILY, "capabilities": [VCPUS_4]}],
+        "scale_sets": [],
         # Another environment's vault in the same group, this one's in another group.
         "deleted_vaults": [
             vault("kv-app-otherenv123", RG, "bench-test", True),
@@ -94,7 +118,11 @@ def preflight(facts: dict[str, Any], tmp_path: Path) -> subprocess.CompletedProc
 
 def test_a_subscription_set_up_as_the_guide_says_passes(tmp_path: Path) -> None:
     out = preflight(ready(), tmp_path)
-    assert (out.returncode, out.stdout) == (0, "preflight: ready to deploy\n"), out.stderr
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.splitlines() == [
+        f"preflight: API app registration: manual: the existing registration {CLIENT}",
+        "preflight: ready to deploy",
+    ]
 
 
 def test_encryption_at_host_unregistered_fails_before_deploying_with_the_fix(
@@ -108,8 +136,11 @@ def test_encryption_at_host_unregistered_fails_before_deploying_with_the_fix(
     assert "az feature register --namespace Microsoft.Compute --name EncryptionAtHost" in (
         out.stdout
     )
-    # Not asked for, not checked.
-    facts["parameters"]["agentEncryptionAtHost"] = False
+    # Not asked for, not checked; nor without any pool (no VM uses it).
+    facts["env"]["BENCH_AGENT_ENCRYPTION_AT_HOST"] = "false"
+    assert preflight(facts, tmp_path).returncode == 0
+    facts["env"]["BENCH_AGENT_ENCRYPTION_AT_HOST"] = "true"
+    facts["env"]["BENCH_POOLS_JSON"] = "[]"
     assert preflight(facts, tmp_path).returncode == 0
 
 
@@ -171,6 +202,9 @@ def test_missing_values_and_no_sign_in_are_named(tmp_path: Path) -> None:
     assert out.returncode == 1
     assert "azd env set BENCH_AGENT_SUBNET_ID" in out.stdout
     assert "azd env set BENCH_AGENT_PACKAGE_URL" in out.stdout
+    # With the template's VNet the agents use its subnet: none to give.
+    facts["env"]["BENCH_VNET_ENABLED"] = "true"
+    assert "BENCH_AGENT_SUBNET_ID" not in preflight(facts, tmp_path).stdout
     facts = copy.deepcopy(ready())
     facts["account"] = None
     assert "az login" in preflight(facts, tmp_path).stdout
@@ -184,12 +218,167 @@ def test_azd_runs_the_preflight_before_and_the_role_grant_after_provisioning() -
     hooks = yaml.safe_load((ROOT / "azure.yaml").read_text())["hooks"]
     for os_name, python in (("posix", "python3"), ("windows", "python")):
         pre = hooks["preprovision"][os_name]
-        assert pre["run"] == f"{python} scripts/preflight.py check"
+        assert pre["run"] == f"{python} scripts/preflight.py preprovision"
         assert not pre.get("continueOnError")  # a failed check stops azd
         post = hooks["postprovision"][os_name]
-        assert post["run"] == f"{python} scripts/preflight.py grant-agent-role"
+        assert post["run"] == f"{python} scripts/preflight.py postprovision"
 
 
-def test_the_parameters_file_sets_no_non_boolean_encryption_at_host() -> None:
+def test_the_parameters_file_maps_encryption_at_host_with_a_boolean_default() -> None:
     params = json.loads((ROOT / "bicep" / "main.parameters.json").read_text())["parameters"]
-    assert params.get("agentEncryptionAtHost", {"value": True})["value"] in (True, False)
+    value = params["agentEncryptionAtHost"]["value"]
+    assert value == "${BENCH_AGENT_ENCRYPTION_AT_HOST=true}"
+
+
+# ---- issue 27: the plan, the region, the quota, the registration's path -------------------
+
+
+def empty_subscription() -> dict[str, Any]:
+    """Only what azd itself sets: no pool, no app registration given."""
+    facts = ready()
+    facts["env"] = {k: facts["env"][k] for k in ("AZURE_ENV_NAME", "AZURE_LOCATION")}
+    facts["env"] |= {"AZURE_RESOURCE_GROUP": RG, "AZURE_SUBSCRIPTION_ID": SUBSCRIPTION}
+    facts |= {"api_app": None, "api_sp": None, "deleted_vaults": []}
+    facts["authorization_policy"] = {"defaultUserRolePermissions": {"allowedToCreateApps": True}}
+    facts["directory_roles"] = []
+    facts["app_management_policy"] = {"applicationRestrictions": {}}
+    return facts
+
+
+def test_an_empty_subscription_deploys_with_azds_own_values_on_the_template_path(
+    tmp_path: Path,
+) -> None:
+    out = preflight(empty_subscription(), tmp_path)
+    assert out.returncode == 0, out.stdout
+    assert "API app registration: template: created by bicep/modules/entra-app.bicep" in out.stdout
+
+
+def test_a_tenant_that_forbids_app_registrations_is_sent_to_the_manual_path(
+    tmp_path: Path,
+) -> None:
+    facts = empty_subscription()
+    facts["authorization_policy"]["defaultUserRolePermissions"]["allowedToCreateApps"] = False
+    out = preflight(facts, tmp_path)
+    assert out.returncode == 1
+    assert "this tenant does not let you create app registrations" in out.stdout
+    assert "azd env set BENCH_API_CLIENT_ID <its client id>" in out.stdout
+    # An Application Developer may, whatever the user setting.
+    facts["directory_roles"] = [{"displayName": "Application Developer"}]
+    assert preflight(facts, tmp_path).returncode == 0
+    # A tenant that takes only api://<appId> identifiers rules the template path out.
+    facts["app_management_policy"] = {
+        "applicationRestrictions": {
+            "identifierUris": {"nonDefaultUriAddition": {"state": "enabled"}}
+        }
+    }
+    out = preflight(facts, tmp_path)
+    assert out.returncode == 1 and "only api://<appId> identifier URIs" in out.stdout
+
+
+def test_the_example_pools_placeholders_are_refused(tmp_path: Path) -> None:
+    facts = ready()
+    samples = json.loads((ROOT / "bicep" / "examples" / "pools.json").read_text())
+    facts["env"]["BENCH_POOLS_JSON"] = json.dumps(samples[:1])  # anf: 10.0.0.4:/vol1
+    out = preflight(facts, tmp_path)
+    assert out.returncode == 1
+    assert "pool anf, mount vol1: '10.0.0.4:/vol1' is a placeholder" in out.stdout
+    facts["env"]["BENCH_POOLS_JSON"] = "[{not json"
+    out = preflight(facts, tmp_path)
+    assert out.returncode == 1 and "BENCH_POOLS_JSON is not JSON" in out.stdout
+
+
+def test_azure_files_nfs_must_be_4_1_and_the_template_share_needs_the_vnet(
+    tmp_path: Path,
+) -> None:
+    facts = ready()
+    source = "stnfsabc.file.core.windows.net:/stnfsabc/bench"
+    pool = {
+        **POOL,
+        "mounts": [{"alias": "nfs1", "kind": "nfs", "source": source, "nfs_version": "3"}],
+    }
+    facts["env"]["BENCH_POOLS_JSON"] = json.dumps([pool])
+    out = preflight(facts, tmp_path)
+    assert "Azure Files NFS shares speak NFS 4.1 only, not 3" in out.stdout
+    facts = ready()
+    facts["env"]["BENCH_NFS_SHARE_GIB"] = "100"
+    out = preflight(facts, tmp_path)
+    assert out.returncode == 1 and "azd env set BENCH_VNET_ENABLED true" in out.stdout
+    facts["env"]["BENCH_VNET_ENABLED"] = "true"
+    assert preflight(facts, tmp_path).returncode == 0
+
+
+def test_a_windows_pool_needs_its_password_and_nothing_else_does(tmp_path: Path) -> None:
+    facts = ready()
+    windows = {"name": "win", "vmSize": "Standard_D4s_v5", "instanceCount": 1, "mounts": []}
+    facts["env"]["BENCH_WINDOWS_POOL_JSON"] = json.dumps(windows)
+    out = preflight(facts, tmp_path)
+    assert (
+        out.returncode == 1 and "the Windows pool needs BENCH_WINDOWS_ADMIN_PASSWORD" in out.stdout
+    )
+    facts["env"]["BENCH_WINDOWS_ADMIN_PASSWORD"] = "correct-horse-battery"
+    assert preflight(facts, tmp_path).returncode == 0
+
+
+def test_a_region_without_flex_consumption_is_refused(tmp_path: Path) -> None:
+    facts = ready()
+    facts["env"]["AZURE_LOCATION"] = "westindia"  # not in the template's list
+    out = preflight(facts, tmp_path)
+    assert out.returncode == 1 and "westindia does not offer Flex Consumption" in out.stdout
+    # The live list wins over the template's: a listed region Azure no longer offers.
+    facts = ready()
+    facts["flex_locations"] = [{"name": "East US"}]
+    out = preflight(facts, tmp_path)
+    assert "swedencentral does not offer Flex Consumption" in out.stdout
+    assert "az functionapp list-flexconsumption-locations" in out.stdout
+
+
+def test_pools_beyond_the_vcpu_quota_are_refused(tmp_path: Path) -> None:
+    facts = ready()
+    # 2 x D4s_v5 = 8 vCPUs of the DSv5 family; 6 free.
+    facts["vm_usage"][1] = usage(FAMILY, "Standard DSv5 Family vCPUs", 94, 100)
+    out = preflight(facts, tmp_path)
+    assert out.returncode == 1
+    assert "Standard DSv5 Family vCPUs: the pools need 8 vCPUs at most, 6 are free" in out.stdout
+    # An elastic pool counts at its maxCount.
+    facts = ready()
+    facts["env"]["BENCH_POOLS_JSON"] = json.dumps([{**POOL, "maxCount": 30}])
+    out = preflight(facts, tmp_path)
+    assert "the pools need 120 vCPUs at most, 100 are free" in out.stdout
+
+
+def test_an_smb_pool_needs_its_secret_in_the_agent_vault_first(tmp_path: Path) -> None:
+    facts = ready()
+    share = {"alias": "share1", "kind": "smb", "source": "//acct.file.core.windows.net/s1"}
+    pool = {**POOL, "mounts": [share | {"smb_secret_name": "smb-s1"}]}
+    facts["env"]["BENCH_POOLS_JSON"] = json.dumps([pool])
+    out = preflight(facts, tmp_path)
+    assert "which the first azd up creates" in out.stdout  # no vault yet
+    facts["env"]["AGENT_KEY_VAULT_NAME"] = "kv-agt-abc"
+    facts["agent_vault_secrets"] = ["other"]
+    out = preflight(facts, tmp_path)
+    assert "az keyvault secret set --vault-name kv-agt-abc --name smb-s1" in out.stdout
+    facts["agent_vault_secrets"] = ["smb-s1"]
+    assert preflight(facts, tmp_path).returncode == 0
+
+
+def test_preprovision_records_the_elastic_pools_capacities(tmp_path: Path) -> None:
+    """A redeploy keeps what the API scaled the elastic pools to (main.bicep reads
+    BENCH_ELASTIC_CAPACITIES), instead of setting 0 under running agents."""
+    facts = ready()
+    pools = [{**POOL, "maxCount": 4}, {**POOL, "name": "fixed"}]
+    facts["env"]["BENCH_POOLS_JSON"] = json.dumps(pools)
+    facts["scale_sets"] = [
+        {"name": "vmss-anf-abc", "tags": {"bench-pool": "anf"}, "sku": {"capacity": 3}},
+        {"name": "vmss-fixed-abc", "tags": {"bench-pool": "fixed"}, "sku": {"capacity": 2}},
+        {"name": "other", "tags": {}, "sku": {"capacity": 9}},
+    ]
+    path = tmp_path / "facts.json"
+    path.write_text(json.dumps(facts))
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "preprovision", "--facts", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stdout
+    assert 'BENCH_ELASTIC_CAPACITIES={"vmss-anf-abc": 3}' in out.stdout

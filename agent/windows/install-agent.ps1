@@ -6,31 +6,21 @@
 
 .DESCRIPTION
     1. Checks prerequisites and changes nothing if one is missing: Python 3.11 through the
-       "py" launcher, NSSM (see "Service wrapper" below) and diskspd.exe on the machine PATH.
+       "py" launcher, and diskspd.exe (-DiskSpdPath, else found on the machine PATH).
     2. Installs the project wheel with "py -3.11 -m pip install <WheelPath>". pip fetches the
        wheel's declared dependencies from the configured package index, unless -WheelHouse
        names a folder of wheels (then --no-index: nothing is downloaded). The script itself
        downloads nothing.
     3. Writes the agent's JSON config to $env:ProgramData\benchagent\config.json (keys api_url,
-       queue_uri, pool, mounts, managed_identity_client_id, imds=true; api_scope when given).
-    4. Registers the service with New-Service and starts it. It runs
-       "python -m agent --config <config path>" as LocalSystem, restarted when it exits.
-
-    Service wrapper. python.exe is not a service binary: it never calls
-    StartServiceCtrlDispatcher, so the Service Control Manager gives up on it after ~30 s
-    (error 1053) and kills it. Something must speak the service protocol for it. Options:
-      - pywin32's pythonservice.exe hosting a win32serviceutil.ServiceFramework subclass: needs
-        a service class in the project, which the agent does not have;
-      - NSSM (the Non-Sucking Service Manager), a single nssm.exe that runs any console
-        program as a service, restarts it when it dies and redirects its output to a file.
-    We use NSSM: the agent stays an ordinary console program (it already stops cleanly on
-    Ctrl-C, which NSSM sends first when the service stops). The service is registered with
-    New-Service with nssm.exe as its binary; NSSM reads what to run from the service's
-    registry key HKLM\SYSTEM\CurrentControlSet\Services\<name>\Parameters (Application,
-    AppParameters, AppDirectory, AppStdout, ... as documented in NSSM's README), which this
-    script writes. Get nssm.exe (64-bit, win64\nssm.exe in the release zip) from
-    https://nssm.cc/download and put it on the machine PATH or pass -NssmPath; it must stay
-    where it is, since the service runs it from there.
+       queue_uri, pool, mounts, managed_identity_client_id, imds=true, diskspd_binary,
+       work_dir; api_scope when given). diskspd_binary is DiskSpd's absolute path: a service
+       started right after the machine PATH changed would not see the new PATH.
+    4. Registers the service with New-Service and starts it. Its binary is python.exe
+       itself: "python -m agent.winservice --config <config path>" (agent/winservice.py)
+       speaks the Service Control Manager's protocol through advapi32, so no service wrapper
+       (NSSM, pywin32) is downloaded. It runs as LocalSystem; a stop lets the agent finish
+       its current item. Recovery actions restart it when it exits on its own or with an
+       error (sc.exe failure, and failureflag for exits that are not crashes).
 
     Mounts. The service runs as LocalSystem, which does not see drive letters mapped in a
     user's logon session (net use Z: ... as an administrator is invisible to it). For Azure
@@ -39,17 +29,16 @@
     cmdkey run as SYSTEM), or local paths on disks attached to the VM.
 
 .NOTES
-    At the time of writing the agent's own config check (agent/config.py, via
-    core.fiojob.check_path) accepts absolute POSIX mount paths only, and the agent runs fio,
-    not DiskSpd (core.diskspd builds DiskSpd's command line and reads its output, but no
-    runner uses it yet). Until both change, the service starts and exits with that error in
-    its log. This script prepares everything else.
+    The agent runs engine "diskspd" work items with diskspd_binary (agent/diskspd_item.py);
+    Windows mount paths are checked as DiskSpd targets (core.engines.diskspd_command). The
+    log is $env:ProgramData\benchagent\agent.log (rotated at 10 MiB).
 
 .EXAMPLE
     .\install-agent.ps1 -ApiUrl https://bench-api.azurewebsites.net `
         -QueueUri https://benchstore.queue.core.windows.net/work -Pool win `
         -Mounts @{ share = '\\benchfiles.file.core.windows.net\bench'; scratch = 'F:\bench' } `
         -WheelPath C:\install\benchsvc-0.1.0-py3-none-any.whl `
+        -DiskSpdPath 'C:\Program Files\benchsvc\bin\diskspd.exe' `
         -ManagedIdentityClientId 00000000-0000-0000-0000-000000000000
 #>
 [CmdletBinding()]
@@ -68,7 +57,8 @@ param(
     [string] $ApiScope,
     # A folder of wheels for the dependencies, for VMs without access to a package index.
     [string] $WheelHouse,
-    [string] $NssmPath = 'nssm.exe',
+    # diskspd.exe (amd64) by absolute path; without it, the one on the machine PATH.
+    [string] $DiskSpdPath,
     [ValidatePattern('^[A-Za-z][A-Za-z0-9_-]{0,63}$')] [string] $ServiceName = 'benchagent'
 )
 
@@ -89,20 +79,20 @@ function Find-OnMachinePath([string] $exe) {
 
 $problems = New-Object System.Collections.Generic.List[string]
 
-$diskspd = Find-OnMachinePath 'diskspd.exe'
-if (-not $diskspd) {
-    $where = Get-Command diskspd.exe -ErrorAction SilentlyContinue
-    $hint = if ($where) { " It is on this session's PATH ($($where.Source)) but not on the machine PATH, which the service uses." } else { '' }
-    $problems.Add("diskspd.exe is not on the machine PATH.$hint Get DiskSpd.zip from " +
-        'https://github.com/microsoft/diskspd/releases (latest release), copy amd64\diskspd.exe ' +
-        'to a folder such as C:\Program Files\DiskSpd and add that folder to the machine PATH: ' +
-        '[Environment]::SetEnvironmentVariable(''Path'', [Environment]::GetEnvironmentVariable(''Path'', ''Machine'') + '';C:\Program Files\DiskSpd'', ''Machine'')')
-}
-
-$nssm = if (Test-Path -LiteralPath $NssmPath -PathType Leaf) { (Resolve-Path -LiteralPath $NssmPath).Path } else { Find-OnMachinePath $NssmPath }
-if (-not $nssm) {
-    $problems.Add("NSSM ($NssmPath) was not found as a file nor on the machine PATH. Get it from " +
-        'https://nssm.cc/download (use win64\nssm.exe) and pass -NssmPath or put it on the machine PATH.')
+$diskspd = $null
+if ($DiskSpdPath) {
+    if (Test-Path -LiteralPath $DiskSpdPath -PathType Leaf) {
+        $diskspd = (Resolve-Path -LiteralPath $DiskSpdPath).Path
+    } else {
+        $problems.Add("DiskSpdPath '$DiskSpdPath' is not a file.")
+    }
+} else {
+    $diskspd = Find-OnMachinePath 'diskspd.exe'
+    if (-not $diskspd) {
+        $problems.Add('diskspd.exe was not given (-DiskSpdPath) nor found on the machine PATH. Get ' +
+            'DiskSpd.zip from https://github.com/microsoft/diskspd/releases (latest release), copy ' +
+            'amd64\diskspd.exe to a folder such as C:\Program Files\DiskSpd and pass -DiskSpdPath.')
+    }
 }
 
 function Get-Python311 {
@@ -159,7 +149,6 @@ if ($problems.Count -gt 0) {
     throw "Prerequisites missing; nothing was changed."
 }
 Write-Host "diskspd.exe: $diskspd"
-Write-Host "nssm.exe:    $nssm"
 Write-Host "python:      $python"
 
 # ------------------------------------------------------------------ Python side
@@ -171,7 +160,9 @@ if ($WheelHouse) { $pipArgs += @('--no-index', '--find-links', $WheelHouse) }
 $pipArgs += $WheelPath
 & py.exe @pipArgs
 if ($LASTEXITCODE -ne 0) { throw "pip install failed (exit code $LASTEXITCODE)." }
-& $python -c 'import agent.__main__, core.diskspd'
+# The service's module and the DiskSpd engine, as installed (tests/test_windows_installer.py
+# runs this line against the built wheel).
+& $python -c 'import agent.__main__, agent.winservice, agent.diskspd_item, core.engines.diskspd_command, core.engines.diskspd_xml'
 if ($LASTEXITCODE -ne 0) { throw 'The agent does not import after installation.' }
 
 # ------------------------------------------------------------------ config
@@ -193,6 +184,8 @@ $config = [ordered]@{
     mounts                     = $mountMap
     managed_identity_client_id = $clientId
     imds                       = $true
+    diskspd_binary             = $diskspd
+    work_dir                   = (Join-Path $configDir 'work')
 }
 if ($ApiScope) { $config['api_scope'] = $ApiScope }
 $json = $config | ConvertTo-Json -Depth 4
@@ -215,33 +208,22 @@ if ($existing) {
     }
 }
 
+# python.exe is the service binary: agent.winservice calls StartServiceCtrlDispatcherW itself.
+$binary = '"{0}" -m agent.winservice --config "{1}"' -f $python, $configPath
 New-Service -Name $ServiceName `
-    -BinaryPathName ('"{0}"' -f $nssm) `
+    -BinaryPathName $binary `
     -DisplayName 'Storage benchmark agent' `
-    -Description 'Claims benchmark work items from the queue and runs them (python -m agent).' `
+    -Description 'Claims benchmark work items from the queue and runs them (python -m agent.winservice).' `
     -StartupType Automatic | Out-Null
 
-# What NSSM runs, read by nssm.exe at service start (NSSM README: registry values under
-# HKLM\SYSTEM\CurrentControlSet\Services\<service>\Parameters).
-$params = "HKLM:\SYSTEM\CurrentControlSet\Services\$ServiceName\Parameters"
-New-Item -Path $params -Force | Out-Null
-$log = Join-Path $configDir 'agent.log'
-$values = @{
-    Application   = $python
-    AppParameters = ('-m agent --config "{0}"' -f $configPath)
-    AppDirectory  = $configDir
-    AppStdout     = $log
-    AppStderr     = $log
-}
-foreach ($name in $values.Keys) {
-    New-ItemProperty -Path $params -Name $name -Value $values[$name] -PropertyType ExpandString -Force | Out-Null
-}
-# Rotate the log at 10 MiB, also while running; wait 5 s before restarting a crashed agent.
-New-ItemProperty -Path $params -Name AppRotateFiles -Value 1 -PropertyType DWord -Force | Out-Null
-New-ItemProperty -Path $params -Name AppRotateOnline -Value 1 -PropertyType DWord -Force | Out-Null
-New-ItemProperty -Path $params -Name AppRotateBytes -Value 10485760 -PropertyType DWord -Force | Out-Null
-New-ItemProperty -Path $params -Name AppRestartDelay -Value 5000 -PropertyType DWord -Force | Out-Null
+# Restart after 5 s, 5 s, then every minute; forget failures after a day. failureflag 1: also
+# when the service stops with an error status rather than crashing (a bad configuration, an
+# agent that ended on its own).
+& sc.exe failure $ServiceName reset= 86400 actions= restart/5000/restart/5000/restart/60000 | Out-Null
+if ($LASTEXITCODE -ne 0) { throw "sc.exe failure $ServiceName failed (exit code $LASTEXITCODE)." }
+& sc.exe failureflag $ServiceName 1 | Out-Null
+if ($LASTEXITCODE -ne 0) { throw "sc.exe failureflag $ServiceName failed (exit code $LASTEXITCODE)." }
 
 Start-Service -Name $ServiceName
 Get-Service -Name $ServiceName | Format-Table -AutoSize Name, Status, StartType
-Write-Host "Agent log: $log"
+Write-Host "Agent log: $(Join-Path $configDir 'agent.log')"

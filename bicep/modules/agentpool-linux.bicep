@@ -42,7 +42,19 @@ var mountDefaults = {
   wsize: 262144
   smb_secret_name: ''
 }
-var fullMounts = [for m in mounts: union(mountDefaults, m)]
+// An Azure Files NFS share (<account>.file.core.<cloud suffix>:/<account>/<share>) speaks NFS
+// 4.1 only; Microsoft mounts it with nconnect=4 ("Improve NFS Azure file share performance":
+// the benefit levels off beyond 4) and sec=sys, rsize/wsize 1 MiB (the largest it takes).
+var azureFilesDefaults = {
+  nfs_version: '4.1'
+  nconnect: 4
+  rsize: 1048576
+  wsize: 1048576
+  smb_secret_name: ''
+}
+// An NFS source is host:/path; an SMB one //host/share.
+var onAzureFiles = [for m in mounts: contains(m.source, '.file.core.') && contains(m.source, ':/')]
+var fullMounts = [for (m, i) in mounts: union(onAzureFiles[i] ? azureFilesDefaults : mountDefaults, m)]
 
 // Per mount, by kind: the type systemd mounts with, the type /proc/self/mountinfo then shows
 // (what the agent checks: NFSv3 is nfs, NFSv4.x nfs4, SMB cifs) and the options. An unknown
@@ -58,7 +70,12 @@ var nfsMountinfoTypes = {
   v4_1: 'nfs4'
   v4_2: 'nfs4'
 }
-var nfsVersionKeys = [for m in fullMounts: replace(m.nfs_version, '.', '_')]
+var givenVersionKeys = [for m in fullMounts: replace(m.nfs_version, '.', '_')]
+// Any other version on an Azure Files share fails the deployment here (no such key).
+var azureFilesVersionKeys = {
+  v4_1: '4_1'
+}
+var nfsVersionKeys = [for (k, i) in givenVersionKeys: onAzureFiles[i] ? azureFilesVersionKeys['v${k}'] : k]
 var mountinfoTypes = [
   for (m, i) in fullMounts: {
     nfs: nfsMountinfoTypes['v${nfsVersionKeys[i]}']
@@ -66,9 +83,10 @@ var mountinfoTypes = [
   }
 ]
 var credentialFiles = [for m in fullMounts: '/etc/benchsvc/smb-${m.alias}.cred']
+var nfsSecurity = [for (m, i) in fullMounts: onAzureFiles[i] ? 'sec=sys,' : '']
 var mountOptions = [
   for (m, i) in fullMounts: {
-    nfs: 'vers=${m.nfs_version},nconnect=${m.nconnect},rsize=${m.rsize},wsize=${m.wsize},${nfsOptions}'
+    nfs: 'vers=${m.nfs_version},${nfsSecurity[i]}nconnect=${m.nconnect},rsize=${m.rsize},wsize=${m.wsize},${nfsOptions}'
     smb: 'credentials=${credentialFiles[i]},${smbOptions}'
   }
 ]

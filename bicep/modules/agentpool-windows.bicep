@@ -11,7 +11,8 @@ param instanceCount int
 param subnetId string
 param adminUsername string
 @secure()
-@description('Local administrator password (Windows has no SSH-key-only login).')
+@minLength(12)
+@description('Local administrator password (Windows has no SSH-key-only login); the deployment stops here, before any VM, when it is missing (main.bicep windowsAdminPassword).')
 param adminPassword string
 param agentIdentityId string
 param agentIdentityClientId string
@@ -24,7 +25,6 @@ param agentPackageUrl string
 param mounts array
 param pythonInstallerUrl string = 'https://www.python.org/ftp/python/3.11.9/python-3.11.9-amd64.exe'
 param diskSpdZipUrl string = 'https://github.com/microsoft/diskspd/releases/download/v2.2/DiskSpd.ZIP'
-param nssmZipUrl string = 'https://nssm.cc/release/nssm-2.24.zip'
 param encryptionAtHost bool = true
 
 var bootstrapConfig = {
@@ -129,7 +129,6 @@ resource vmss 'Microsoft.Compute/virtualMachineScaleSets@2024-07-01' = {
                 fileUris: [
                   pythonInstallerUrl
                   diskSpdZipUrl
-                  nssmZipUrl
                   agentPackageUrl
                 ]
                 commandToExecute: 'powershell.exe -NoProfile -ExecutionPolicy Bypass -Command "Copy-Item -Force C:/AzureData/CustomData.bin C:/AzureData/bootstrap-agent.ps1; & C:/AzureData/bootstrap-agent.ps1"'

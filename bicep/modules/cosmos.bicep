@@ -6,6 +6,11 @@ param tags object
 param token string
 param databaseName string
 
+@description('vnetEnabled: no public endpoint; the app comes through its private endpoint.')
+param vnetEnabled bool = false
+@description('Log Analytics workspace for the diagnostic settings.')
+param workspaceId string
+
 @description('Seconds a bot activity id is remembered (replay protection).')
 param activityTtlSeconds int = 86400
 
@@ -44,8 +49,8 @@ var containers = [
 ]
 
 resource account 'Microsoft.DocumentDB/databaseAccounts@2024-11-15' = {
-  // checkov:skip=CKV_AZURE_101: the Flex app has no VNet integration in this template and its outbound addresses are not fixed, so the public endpoint stays open; keys are disabled, only Entra ID with database-scoped RBAC gets in
-  // checkov:skip=CKV_AZURE_99: no IP filter for the same reason
+  // checkov:skip=CKV_AZURE_101: public network access is Disabled with vnetEnabled; without it the Flex app's outbound addresses are not fixed, so the public endpoint stays open; keys are disabled, only Entra ID with database-scoped RBAC gets in
+  // checkov:skip=CKV_AZURE_99: no IP filter for the same reason (with vnetEnabled, no public endpoint at all)
   name: 'cosmos-bench-${token}'
   location: location
   tags: tags
@@ -70,7 +75,7 @@ resource account 'Microsoft.DocumentDB/databaseAccounts@2024-11-15' = {
     disableLocalAuth: true
     disableKeyBasedMetadataWriteAccess: true
     minimalTlsVersion: 'Tls12'
-    publicNetworkAccess: 'Enabled'
+    publicNetworkAccess: vnetEnabled ? 'Disabled' : 'Enabled'
   }
 }
 
@@ -127,6 +132,26 @@ resource activities 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containe
       }
       defaultTtl: activityTtlSeconds
     }
+  }
+}
+
+// Who changed the account (control plane) and every data request the app made.
+resource diagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: 'to-log-analytics'
+  scope: account
+  properties: {
+    workspaceId: workspaceId
+    logAnalyticsDestinationType: 'Dedicated'
+    logs: [
+      {
+        category: 'ControlPlaneRequests'
+        enabled: true
+      }
+      {
+        category: 'DataPlaneRequests'
+        enabled: true
+      }
+    ]
   }
 }
 

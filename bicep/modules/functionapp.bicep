@@ -27,7 +27,11 @@ param defaultRole string
 param botRole string
 @description('Client id of the Entra app registration that represents the API.')
 param apiClientId string
-@description('Client ids whose tokens Easy Auth admits: the agents\' identity, people\'s tools, pipelines.')
+@description('The registration\'s application ID URI (an audience of its tokens).')
+param apiIdentifierUri string
+@description('vnetEnabled: the subnet (delegated to Microsoft.App/environments) the app integrates with; empty: none.')
+param virtualNetworkSubnetId string = ''
+@description('Client ids whose tokens Easy Auth admits: the API\'s own (the web UI\'s sign-in), the agents\' identities, people\'s tools, pipelines.')
 param allowedClientApplications array
 param maximumInstanceCount int = 40
 param instanceMemoryMB int = 2048
@@ -59,7 +63,7 @@ resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
 }
 
 resource app 'Microsoft.Web/sites@2024-04-01' = {
-  // checkov:skip=CKV_AZURE_222: callers and agents reach the API over its public endpoint; App Service Authentication (below) rejects requests without an Entra ID token
+  // checkov:skip=CKV_AZURE_222: people and pipelines reach the API over its public endpoint (with vnetEnabled the agents use its private endpoint); App Service Authentication (below) rejects requests without an Entra ID token
   // checkov:skip=CKV_AZURE_17: callers authenticate with Entra ID tokens, not client certificates
   // checkov:skip=CKV_AZURE_212: Flex Consumption scales instances on demand; no fixed minimum to set
   // checkov:skip=CKV_AZURE_213: no App Service health-check eviction on Flex Consumption; /api/health is open to external probes instead
@@ -76,6 +80,9 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
   }
   properties: {
     serverFarmId: plan.id
+    // Outbound through the service's VNet (vnetEnabled): private endpoints of Storage,
+    // Cosmos DB and the agents' vault (Microsoft's Flex Consumption samples, vnetEnabled).
+    virtualNetworkSubnetId: empty(virtualNetworkSubnetId) ? null : virtualNetworkSubnetId
     httpsOnly: true
     clientCertEnabled: false
     keyVaultReferenceIdentity: appIdentityId
@@ -110,6 +117,11 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
         { name: 'AzureWebJobsStorage__clientId', value: appIdentityClientId }
         { name: 'APPLICATIONINSIGHTS_CONNECTION_STRING', value: appInsightsConnectionString }
         { name: 'APPLICATIONINSIGHTS_AUTHENTICATION_STRING', value: 'Authorization=AAD;ClientId=${appIdentityClientId}' }
+        // ---- platform: App Service sign-in (the web UI) with the app's identity as its
+        // client credential, through the registration's federated identity credential:
+        // no client secret (Microsoft Learn, "Use a managed identity instead of a secret").
+        { name: 'OVERRIDE_USE_MI_FIC_ASSERTION_CLIENTID', value: appIdentityClientId }
+        { name: 'WEBSITE_AUTH_AAD_ALLOWED_TENANTS', value: tenant().tenantId }
         // ---- the service's own settings: adapters/config.py SETTING_NAMES
         { name: 'BENCH_QUEUE_URI', value: queueEndpoint }
         { name: 'BENCH_BLOB_URI', value: blobEndpoint }
@@ -181,12 +193,15 @@ resource auth 'Microsoft.Web/sites/config@2024-04-01' = {
         enabled: true
         registration: {
           clientId: apiClientId
+          // The sign-in flow's client credential: the app setting names the managed
+          // identity whose token Entra ID accepts in place of a secret.
+          clientSecretSettingName: 'OVERRIDE_USE_MI_FIC_ASSERTION_CLIENTID'
           openIdIssuer: '${environment().authentication.loginEndpoint}${tenant().tenantId}/v2.0'
         }
         validation: {
           allowedAudiences: [
             apiClientId
-            'api://${apiClientId}'
+            apiIdentifierUri
           ]
           // Only tokens obtained through these clients pass (see above).
           defaultAuthorizationPolicy: {
@@ -226,3 +241,4 @@ resource scmCredentials 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@
 output name string = app.name
 output defaultHostName string = app.properties.defaultHostName
 output url string = 'https://${app.properties.defaultHostName}'
+output id string = app.id

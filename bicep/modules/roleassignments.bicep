@@ -3,10 +3,16 @@
 // fails it.
 
 param appPrincipalId string
-param agentPrincipalId string
 param storageAccountName string
-@description('Every pool: the app sends to its work and poison queues, the agents receive from its work queue.')
+@description('Every pool: the app sends to its work and poison queues, the pool\'s agents receive from its work queue.')
 param pools array
+@description('Each pool\'s agent identity (principal id), in the order of pools.')
+param agentPrincipalIds array
+@description('SMB credentials a pool\'s agents may read: [{principalId, secret}], one per secret; each secret must already exist in the agent vault.')
+param agentSecretGrants array = []
+@description('Names (GUIDs) of the custom roles (roledefinitions.bicep), deployed before this module.')
+param queueAgentRoleName string
+param poolScalerRoleName string
 param appKeyVaultName string
 param agentKeyVaultName string
 param appInsightsName string
@@ -69,67 +75,11 @@ resource cosmos 'Microsoft.DocumentDB/databaseAccounts@2024-11-15' existing = {
   name: cosmosAccountName
 }
 
-// The agents' queue role: receive, renew visibility (update), delete. The built-in
-// Message Processor cannot update a message, Queue Data Contributor can also create and
-// delete queues. Assignable in this resource group only, assigned per queue below.
-resource queueAgentRole 'Microsoft.Authorization/roleDefinitions@2022-04-01' = {
-  name: guid(resourceGroup().id, 'benchsvc-queue-agent')
-  properties: {
-    // Role names are unique per tenant: one role per resource group.
-    roleName: 'Bench queue agent ${uniqueString(resourceGroup().id)} (${resourceGroup().name})'
-    description: 'Receive, renew and delete messages on a benchsvc work queue.'
-    type: 'CustomRole'
-    permissions: [
-      {
-        actions: []
-        notActions: []
-        dataActions: [
-          'Microsoft.Storage/storageAccounts/queueServices/queues/messages/read'
-          'Microsoft.Storage/storageAccounts/queueServices/queues/messages/write'
-          'Microsoft.Storage/storageAccounts/queueServices/queues/messages/delete'
-          'Microsoft.Storage/storageAccounts/queueServices/queues/messages/process/action'
-        ]
-        notDataActions: []
-      }
-    ]
-    assignableScopes: [
-      resourceGroup().id
-    ]
-  }
-}
-
 resource scaleSets 'Microsoft.Compute/virtualMachineScaleSets@2024-07-01' existing = [
   for name in elasticScaleSets: {
     name: name
   }
 ]
-
-// The app's scaling role: read a scale set and write it (a PATCH of sku.capacity is a
-// write; ARM has no narrower action for it). No built-in role is this small (Virtual
-// Machine Contributor also covers VMs, disks, run commands...). Assigned per elastic
-// pool's scale set below, so it reaches no other resource.
-resource poolScalerRole 'Microsoft.Authorization/roleDefinitions@2022-04-01' = {
-  name: guid(resourceGroup().id, 'benchsvc-pool-scaler')
-  properties: {
-    roleName: 'Bench pool scaler ${uniqueString(resourceGroup().id)} (${resourceGroup().name})'
-    description: 'Read an agent scale set and set its capacity.'
-    type: 'CustomRole'
-    permissions: [
-      {
-        actions: [
-          'Microsoft.Compute/virtualMachineScaleSets/read'
-          'Microsoft.Compute/virtualMachineScaleSets/write'
-        ]
-        notActions: []
-        dataActions: []
-        notDataActions: []
-      }
-    ]
-    assignableScopes: [
-      resourceGroup().id
-    ]
-  }
-}
 
 // ---- app identity ---------------------------------------------------------------------
 
@@ -203,40 +153,50 @@ resource appCosmos 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@202
   }
 }
 
-// ---- agent identity -------------------------------------------------------------------
+// ---- agent identities: one per pool ------------------------------------------------------
 
 resource agentWork 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
   for (pool, i) in pools: {
-    name: guid(workQueues[i].id, agentPrincipalId, queueAgentRole.name)
+    name: guid(workQueues[i].id, agentPrincipalIds[i], queueAgentRoleName)
     scope: workQueues[i]
     properties: {
       // Role definitions live at subscription level even when deployed from a resource group.
-      roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', queueAgentRole.name)
-      principalId: agentPrincipalId
+      roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', queueAgentRoleName)
+      principalId: agentPrincipalIds[i]
       principalType: 'ServicePrincipal'
     }
   }
 ]
 
 // Agents read SMB share credentials at boot from their own vault, which holds nothing of
-// the app's (webhook and bot secrets stay in the app vault).
-resource agentSecrets 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
-  name: guid(agentVault.id, agentPrincipalId, roles.kvSecretsUser)
-  scope: agentVault
-  properties: {
-    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.kvSecretsUser)
-    principalId: agentPrincipalId
-    principalType: 'ServicePrincipal'
+// the app's; each pool's identity reads only the secrets its own mounts name (an
+// assignment per secret: Key Vault RBAC takes a secret as scope).
+resource agentSecretScopes 'Microsoft.KeyVault/vaults/secrets@2023-07-01' existing = [
+  for grant in agentSecretGrants: {
+    parent: agentVault
+    name: grant.secret
   }
-}
+]
+
+resource agentSecrets 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
+  for (grant, i) in agentSecretGrants: {
+    name: guid(agentSecretScopes[i].id, grant.principalId, roles.kvSecretsUser)
+    scope: agentSecretScopes[i]
+    properties: {
+      roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.kvSecretsUser)
+      principalId: grant.principalId
+      principalType: 'ServicePrincipal'
+    }
+  }
+]
 
 // Elastic pools: the app sets the capacity of each pool's scale set (adapters/azure_scaler.py).
 resource appScalePools 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
   for (name, i) in elasticScaleSets: {
-    name: guid(scaleSets[i].id, appPrincipalId, poolScalerRole.name)
+    name: guid(scaleSets[i].id, appPrincipalId, poolScalerRoleName)
     scope: scaleSets[i]
     properties: {
-      roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', poolScalerRole.name)
+      roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', poolScalerRoleName)
       principalId: appPrincipalId
       principalType: 'ServicePrincipal'
     }

@@ -8,10 +8,14 @@ param token string
 @description('Every agent pool name: one work queue and one poison queue each.')
 param pools array
 param deploymentContainerName string = 'app-package'
+@description('vnetEnabled: no public endpoint; the app and agents come through private endpoints (private-endpoints.bicep).')
+param vnetEnabled bool = false
+@description('Log Analytics workspace for the diagnostic settings.')
+param workspaceId string
 
 resource account 'Microsoft.Storage/storageAccounts@2023-05-01' = {
-  // checkov:skip=CKV_AZURE_35: the Flex Consumption app has no VNet integration in this template, so it reaches the account over the public endpoint; every request needs an Entra ID token (shared keys are off)
-  // checkov:skip=CKV_AZURE_59: public endpoint needed for the same reason; access is by RBAC on single queues only
+  // checkov:skip=CKV_AZURE_35: without vnetEnabled the Flex Consumption app and the agents reach the account over its public endpoint (with vnetEnabled: Deny, private endpoints only); every request needs an Entra ID token (shared keys are off)
+  // checkov:skip=CKV_AZURE_59: public network access is Disabled with vnetEnabled; without it the public endpoint is needed for the same reason; access is by RBAC on single queues only
   // checkov:skip=CKV_AZURE_43: false positive: Checkov cannot evaluate the name; 'stbench' + uniqueString() is 20 lowercase letters and digits
   name: 'stbench${token}'
   location: location
@@ -27,9 +31,9 @@ resource account 'Microsoft.Storage/storageAccounts@2023-05-01' = {
     allowBlobPublicAccess: false
     supportsHttpsTrafficOnly: true
     allowCrossTenantReplication: false
-    publicNetworkAccess: 'Enabled'
+    publicNetworkAccess: vnetEnabled ? 'Disabled' : 'Enabled'
     networkAcls: {
-      defaultAction: 'Allow'
+      defaultAction: vnetEnabled ? 'Deny' : 'Allow'
       bypass: 'AzureServices'
     }
     encryption: {
@@ -99,6 +103,53 @@ resource poisonQueues 'Microsoft.Storage/storageAccounts/queueServices/queues@20
     name: 'bench-${pool}-poison'
   }
 ]
+
+// Diagnostic settings: writes and deletes of blobs (artifacts, the deployment package) and
+// message deletes (an item done). Reads, and queue writes, are left out: every idle agent
+// polls its queue 4 times a second, which would be logged, and paid for, line by line.
+resource blobDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: 'to-log-analytics'
+  scope: blobService
+  properties: {
+    workspaceId: workspaceId
+    logs: [
+      {
+        category: 'StorageWrite'
+        enabled: true
+      }
+      {
+        category: 'StorageDelete'
+        enabled: true
+      }
+    ]
+    metrics: [
+      {
+        category: 'Transaction'
+        enabled: true
+      }
+    ]
+  }
+}
+
+resource queueDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: 'to-log-analytics'
+  scope: queueService
+  properties: {
+    workspaceId: workspaceId
+    logs: [
+      {
+        category: 'StorageDelete'
+        enabled: true
+      }
+    ]
+    metrics: [
+      {
+        category: 'Transaction'
+        enabled: true
+      }
+    ]
+  }
+}
 
 output name string = account.name
 output id string = account.id

@@ -1,9 +1,10 @@
 # Windows agent bootstrap, run by the CustomScriptExtension of
 # bicep/modules/agentpool-windows.bicep from C:\AzureData\CustomData.bin. The template only
 # replaces the @@...@@ placeholders. It installs the prerequisites that
-# agent/windows/install-agent.ps1 checks for (Python 3.11 with the py launcher, DiskSpd and
-# NSSM on the machine PATH) from the files the extension downloaded into the current
-# folder, then runs that script with the pool's settings.
+# agent/windows/install-agent.ps1 checks for (Python 3.11 with the py launcher, DiskSpd) from
+# the files the extension downloaded into the current folder, then runs that script with the
+# pool's settings and DiskSpd's absolute path. No service wrapper is downloaded: python.exe is
+# the service binary (agent/winservice.py).
 $ErrorActionPreference = 'Stop'
 Set-StrictMode -Version Latest
 $downloads = (Get-Location).Path
@@ -28,16 +29,10 @@ $bin = Join-Path $env:ProgramFiles 'benchsvc\bin'
 $work = Join-Path $env:TEMP 'benchsvc-bootstrap'
 New-Item -ItemType Directory -Force -Path $bin, $work | Out-Null
 Expand-Archive -Force -Path (Find-Download 'diskspd*.zip') -DestinationPath (Join-Path $work 'diskspd')
-Expand-Archive -Force -Path (Find-Download 'nssm*.zip') -DestinationPath (Join-Path $work 'nssm')
 $diskspd = Get-ChildItem -Recurse -Path (Join-Path $work 'diskspd') -Filter diskspd.exe |
     Where-Object { $_.DirectoryName -like '*amd64*' } | Select-Object -First 1
-$nssm = Get-ChildItem -Recurse -Path (Join-Path $work 'nssm') -Filter nssm.exe |
-    Where-Object { $_.DirectoryName -like '*win64*' } | Select-Object -First 1
-Copy-Item -Force -Path $diskspd.FullName, $nssm.FullName -Destination $bin
-$machinePath = [Environment]::GetEnvironmentVariable('Path', 'Machine')
-if (($machinePath -split ';') -notcontains $bin) {
-    [Environment]::SetEnvironmentVariable('Path', "$machinePath;$bin", 'Machine')
-}
+if (-not $diskspd) { throw 'DiskSpd.zip has no amd64\diskspd.exe.' }
+Copy-Item -Force -Path $diskspd.FullName -Destination $bin
 
 # The repository's installer, embedded by the template (base64 of its exact bytes).
 $installer = Join-Path $work 'install-agent.ps1'
@@ -48,4 +43,4 @@ foreach ($m in $config.mounts) { $mounts[$m.alias] = $m.path }
 & $installer -ApiUrl $config.api_url -QueueUri $config.queue_uri -Pool $config.pool `
     -Mounts $mounts -WheelPath (Find-Download '*.whl') `
     -ManagedIdentityClientId $config.managed_identity_client_id -ApiScope $config.api_scope `
-    -NssmPath (Join-Path $bin 'nssm.exe')
+    -DiskSpdPath (Join-Path $bin 'diskspd.exe')

@@ -44,6 +44,14 @@ Metric = Literal["bw_bytes", "iops", "cpu_pct"]
 Direction = Literal["read", "write", "total"]
 
 
+# How each source counts a busy CPU (core.counters for /proc/stat, core.engines.diskspd_cpu).
+CPU_RULES = {
+    "proc-stat": "user + system + irq + steal time of all CPUs, mean over the measured period",
+    "diskspd": "100 - idle time of all CPUs as DiskSpd measured it (<CpuUtilization>), "
+    "over its measured time",
+}
+
+
 @dataclass(frozen=True)
 class ClientFacts:
     """One client of a step: its VM size (IMDS) and counters, from its stored result."""
@@ -244,6 +252,7 @@ def cpu_ceiling(clients: Sequence[ClientFacts]) -> list[Ceiling]:
         return []
     pct, c = max(busy, key=lambda b: b[0])
     name = c.agent_id or f"client {c.client}"
+    measured_by = c.counters.cpu.source if c.counters and c.counters.cpu else "proc-stat"
     return [
         Ceiling(
             "client-cpu",
@@ -252,7 +261,7 @@ def cpu_ceiling(clients: Sequence[ClientFacts]) -> list[Ceiling]:
             "total",
             100.0,
             pct,
-            rule="user + system + irq + steal time of all CPUs, mean over the measured period",
+            rule=CPU_RULES[measured_by],
         )
     ]
 

@@ -54,8 +54,10 @@ from typing import Final
 
 from core.analysis.aggregate import ClientSample
 from core.analysis.timeline import timeline_from_seconds
+from core.engines.diskspd_cpu import counters_summary
 from core.engines.diskspd_time import DiskSpdTiming, read_timing
 from core.engines.fio_output import DIRECTIONS, percentile_key
+from core.host_counters import CountersSummary
 from core.models import Direction, DirectionResult, LatencyStats, SeriesPoint
 
 _DIR_TAG: Final[dict[Direction, str]] = {"read": "Read", "write": "Write"}
@@ -70,6 +72,8 @@ class DiskSpdResult:
     second of the measured period, or n itself (1, 2, 3 ...) when no start was given:
     DiskSpd's buckets count from the start of measurement (``placed`` moves them onto the
     clock). ``outstanding_ios`` is threads x ``-o`` summed over targets, from the profile.
+    ``counters``: the client's CPU over the measured time, from ``<CpuUtilization>``
+    (core.engines.diskspd_cpu).
     """
 
     dirs: dict[Direction, DirectionResult]
@@ -79,6 +83,7 @@ class DiskSpdResult:
     has_latency: bool
     timing: DiskSpdTiming
     outstanding_ios: int | None = None
+    counters: CountersSummary | None = None
 
     def placed(self, start_unix_s: float) -> DiskSpdResult:
         """The same result with its series on the Unix clock, measurement having begun at
@@ -348,6 +353,7 @@ def parse_xml(text: str, *, start_unix_s: float | None = None) -> DiskSpdResult:
         has_latency=latency is not None,
         timing=read_timing(root, test_time_s),
         outstanding_ios=_outstanding(root),
+        counters=counters_summary(span, test_time_s),
     )
     return result if start_unix_s is None else result.placed(start_unix_s)
 

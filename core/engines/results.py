@@ -170,4 +170,7 @@ def build_diskspd_result(
         host=host,
         mounts=mounts,
     )
+    # DiskSpd measures the client's CPU itself (core.engines.diskspd_cpu): the counters of a
+    # Windows run, where the agent has no /proc to sample.
+    result = result.model_copy(update={"counters": parsed.counters})
     return result, timeline

@@ -123,5 +123,7 @@ class Result(Strict):
         default_factory=dict, description="artifacts in Blob Storage, by name"
     )
     counters: CountersSummary | None = Field(
-        None, description="host CPU, network and NFS counters sampled each second"
+        None,
+        description="host CPU, network and NFS counters sampled each second (fio); the "
+        "client's CPU as DiskSpd measured it (diskspd)",
     )
