@@ -70,7 +70,12 @@ class BotConnector:
         stored = SdkConversation.from_json_to_store_item(conversation)
         stored.validate()
         claims = SdkConversation.identity_from_claims(stored.claims)
-        continuation = stored.conversation_reference.get_continuation_activity()
+        reference = stored.conversation_reference
+        continuation = reference.get_continuation_activity()
+        if reference.activity_id:
+            # What the bot sends replies to the request itself (in a channel, in its thread),
+            # not to the made-up id of the SDK's continuation event.
+            continuation.id = reference.activity_id
         await asyncio.wait_for(
             self.adapter.continue_conversation_with_claims(claims, continuation, callback),
             CONNECT_TIMEOUT_S,

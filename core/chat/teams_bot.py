@@ -115,9 +115,13 @@ class TeamsBot:
             if command.verb == "cancel":
                 run = self.bot.cancel(command.args["run"], caller)
                 return Outcome(run_card(run, self.public_url, note="cancel requested"))
-        except (ValidationFailed, Forbidden) as e:
+        except Forbidden as e:
             return Outcome(self._guardrail(caller, e.errors))
-        except (NotFound, Conflict) as e:
+        except ValidationFailed as e:
+            return Outcome(self._guardrail(caller, e.errors, heading="Not valid"))
+        except NotFound as e:
+            return Outcome(_refused(f"not found: {e}", heading="Not found"))
+        except Conflict as e:
             return Outcome(_refused(str(e), heading="Not done"))
         return Outcome(reply_card(self.bot.answer(command, caller, rid)))
 
@@ -150,9 +154,13 @@ class TeamsBot:
         assert caller is not None
         try:
             return self._act(verb, data, caller, request_id, conversation)
-        except (ValidationFailed, Forbidden) as e:
+        except Forbidden as e:
             return Outcome(self._guardrail(caller, e.errors))
-        except (NotFound, Conflict) as e:
+        except ValidationFailed as e:
+            return Outcome(self._guardrail(caller, e.errors, heading="Not valid"))
+        except NotFound as e:
+            return Outcome(_refused(f"not found: {e}", heading="Not found"))
+        except Conflict as e:
             return Outcome(_refused(str(e), heading="Not done"))
 
     def _act(
@@ -213,10 +221,12 @@ class TeamsBot:
         ]
         return run_form(profiles, targets, problem=problem)
 
-    def _guardrail(self, caller: Caller, errors: list[FieldError]) -> dict[str, Any]:
+    def _guardrail(
+        self, caller: Caller, errors: list[FieldError], heading: str = "Not allowed"
+    ) -> dict[str, Any]:
         lines = [f"{e.field}: {e.message}" for e in errors]
         hint = higher_role_hint(caller, errors)
-        return _refused("\n".join(lines + ([hint] if hint else [])))
+        return _refused("\n".join(lines + ([hint] if hint else [])), heading)
 
 
 _NOBODY = Caller(name="nobody", role="reader")
