@@ -55,6 +55,9 @@ param apiClientApplications array = [
 @description('Role of requests arriving through the bots.')
 param botRole string = 'runner'
 
+@description('Create the Teams bot (Azure Bot, single-tenant, the app\'s managed identity, Teams channel on): docs/deploy.md, "The Teams bot".')
+param deployTeamsBot bool = false
+
 @description('Generic webhook for notifications (plain URL, no token in it); empty: none.')
 param webhookUrl string = ''
 
@@ -263,8 +266,21 @@ module functionApp 'modules/functionapp.bicep' = {
     webhookUrl: webhookUrl
     defaultRole: defaultRole
     botRole: botRole
+    teamsBot: deployTeamsBot
     apiClientId: apiClientId
     allowedClientApplications: concat([identities.outputs.agentClientId], apiClientApplications)
+  }
+}
+
+// The Teams bot: its identity is the app's, its endpoint the app's /api/messages.
+module teamsBot 'modules/bot.bicep' = if (deployTeamsBot) {
+  name: 'teams-bot'
+  params: {
+    tags: tags
+    token: token
+    appIdentityId: identities.outputs.appId
+    appIdentityClientId: identities.outputs.appClientId
+    apiUrl: functionApp.outputs.url
   }
 }
 
@@ -362,3 +378,6 @@ output COSMOS_ENDPOINT string = cosmos.outputs.endpoint
 output APP_KEY_VAULT_NAME string = appVault.outputs.name
 output AGENT_KEY_VAULT_NAME string = agentVault.outputs.name
 output API_SCOPE string = apiScope
+// The Teams app manifest's bot id (scripts/teams_manifest.py); empty without the bot.
+output TEAMS_BOT_APP_ID string = deployTeamsBot ? identities.outputs.appClientId : ''
+
