@@ -344,6 +344,18 @@ class BotActivity(OpenDoc):
     value: dict[str, Any] | None = Field(None, description="invoke: {action: {verb, data}}")
 
 
+class BotAccepted(BaseModel):
+    accepted: bool = Field(description="a message or event: the bot answers through the channel")
+
+
+class BotInvokeReply(OpenDoc):
+    """An invoke's answer (a card's Action.Execute): the card that replaces the pressed one."""
+
+    statusCode: int
+    type: str = Field(description="application/vnd.microsoft.card.adaptive")
+    value: dict[str, Any] | None = Field(None, description="the Adaptive Card")
+
+
 class WebhookCommand(OpenDoc):
     text: str = Field(description="a bot command, e.g. run smoke-randread-4k on scratch")
     user: str | None = None

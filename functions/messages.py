@@ -20,7 +20,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from functions import context
-from functions.apidocs import BotActivity
+from functions.apidocs import BotAccepted, BotActivity, BotInvokeReply
 from functions.openapi import BOT_MESSAGES, doc
 
 router = APIRouter()
@@ -39,7 +39,16 @@ def _same_host(a: str, b: str) -> bool:
         return False
 
 
-@router.post(BOT_MESSAGES, **doc(None, body=BotActivity, errors=(400, 401, 409, 503)))
+@router.post(
+    BOT_MESSAGES,
+    **doc(
+        BotAccepted,
+        status=202,
+        also={200: BotInvokeReply},
+        body=BotActivity,
+        errors=(400, 401, 409, 503),
+    ),
+)
 async def messages(request: Request) -> Response:
     """Bot Framework activities from Teams (Azure Bot Service), with the channel's token."""
     host = context.teams_host()
@@ -71,4 +80,9 @@ async def messages(request: Request) -> Response:
         return _refuse(409, "id", "activity already handled (replay)")
     request.state.claims_identity = identity
     response = await host.connector.adapter.process(request, host.app)
-    return response if response is not None else Response(status_code=202)
+    if response is None or response.status_code == 202:
+        return JSONResponse({"accepted": True}, status_code=202)
+    if response.status_code == 501:  # the SDK: an invoke the bot has no route for
+        name = activity.name or activity.type
+        return _refuse(400, "name", f"the bot does not handle {name!r} invokes")
+    return response
