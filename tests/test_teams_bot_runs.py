@@ -5,6 +5,8 @@ series' baseline, subscribe) and who may press it; regressions to subscribed con
 
 from __future__ import annotations
 
+import importlib.util
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,19 @@ from core.ports import NoNotifier
 from tests.bot_world import ALICE, BOB, CAROL, DAVE, World, activity, press
 from tests.conftest import BOT_POOL, wait_state, wait_until
 from tests.test_teams_bot import post, say, verbs, words
+
+
+def _renderer() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "card_screenshot", Path(__file__).parent.parent / "scripts" / "card_screenshot.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.render
+
+
+render = _renderer()
 
 
 @pytest.fixture
@@ -50,7 +65,7 @@ def act(api: httpx.Client, world: World, invoke: dict[str, Any]) -> dict[str, An
 
 
 def test_a_run_from_a_channel_moves_in_place_and_its_result_comes_back_there(
-    api: httpx.Client, bot_world: World, chat_agent: Any
+    api: httpx.Client, bot_world: World, chat_agent: Any, tmp_path: Path
 ) -> None:
     conv = f"19:bench-{uuid.uuid4().hex[:6]}@thread.tacv2;messageid=1700000000001"
     reply = say(
@@ -85,20 +100,28 @@ def test_a_run_from_a_channel_moves_in_place_and_its_result_comes_back_there(
     assert all(u.token_ok for u in updates)
     # Announced once: later timer ticks post nothing more.
     count = len(bot_world.sent_to(conv))
-    wait_until(lambda: api.get("/api/health").status_code == 200, 5)
-    import time
-
     time.sleep(1.5)
     assert len(bot_world.sent_to(conv)) == count
 
     # Compare with the series' baseline, as a reader may (a GET).
-    card = act(api, bot_world, press(bot_world, "compare", user=DAVE, run_id=run_id))
-    assert f"Run {run_id} against its series' baseline" in words(card)
-    assert "refresh" in verbs(card)
+    baseline = act(api, bot_world, press(bot_world, "compare", user=DAVE, run_id=run_id))
+    assert f"Run {run_id} against its series' baseline" in words(baseline)
+    assert "refresh" in verbs(baseline)
+
+    # As Microsoft's Adaptive Cards renderer draws them in Chromium: no complaint about the
+    # JSON, the figures and the buttons a person sees.
+    shown = render(posted.card(), tmp_path / "result.png")
+    assert shown.complaints == []
+    assert f"Run {run_id}: completed" in shown.text
+    assert f"{float(agg['read']['iops']):,.1f}" in shown.text and "read p99" in shown.text
+    assert shown.buttons == ["Rerun", "Compare with baseline", "Open report"]
+    first = render(card, tmp_path / "queued.png")
+    assert first.complaints == [] and first.buttons == ["Cancel", "Open report"]
+    assert render(baseline, tmp_path / "baseline.png").complaints == []
 
 
 def test_each_card_action_is_authorised_like_its_rest_call(
-    api: httpx.Client, bot_world: World
+    api: httpx.Client, bot_world: World, tmp_path: Path
 ) -> None:
     # The form: profiles and targets to choose from.
     form = act(api, bot_world, press(bot_world, "form"))
@@ -107,6 +130,8 @@ def test_each_card_action_is_authorised_like_its_rest_call(
     }
     assert "smoke-randread-4k" in choices["profile"] and "chat" in choices["target"]
     assert verbs(form) == ["run"]
+    drawn = render(form, tmp_path / "form.png")
+    assert drawn.complaints == [] and drawn.buttons == ["Run"]
 
     # Run from the form (as POST /api/runs): Bob, an engineer through his group.
     card_id = f"card-{uuid.uuid4().hex[:8]}"
