@@ -75,7 +75,8 @@ TEST_TARGETS = (
         if p not in (BOT_POOL, FUZZ_POOL)
     ]
     + [
-        {"alias": "chat", "pool": BOT_POOL},
+        # Declared limits, so the chat doors' cards show what bound the run.
+        {"alias": "chat", "pool": BOT_POOL, "limits": {"read_mibps": 4000}},
         {"alias": "golden", "pool": BOT_POOL, "read_only": True},
         {"alias": FUZZ_TARGET, "pool": FUZZ_POOL},
     ]

@@ -6,6 +6,7 @@ series' baseline, subscribe) and who may press it; regressions to subscribed con
 from __future__ import annotations
 
 import importlib.util
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -29,6 +30,7 @@ def _renderer() -> Any:
     )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules["card_screenshot"] = module  # its dataclass looks its module up there
     spec.loader.exec_module(module)
     return module.render
 
@@ -114,6 +116,8 @@ def test_a_run_from_a_channel_moves_in_place_and_its_result_comes_back_there(
     assert shown.complaints == []
     assert f"Run {run_id}: completed" in shown.text
     assert f"{float(agg['read']['iops']):,.1f}" in shown.text and "read p99" in shown.text
+    bound = agg["bound_by"]  # what bound it: the nearest declared limit, as the view says
+    assert f"{bound['name']} ({bound['utilisation']:.0%})" in shown.text
     assert shown.buttons == ["Rerun", "Compare with baseline", "Open report"]
     first = render(card, tmp_path / "queued.png")
     assert first.complaints == [] and first.buttons == ["Cancel", "Open report"]

@@ -127,6 +127,7 @@ def run_form(
             "label": "Profile",
             "isRequired": True,
             "errorMessage": "choose a profile",
+            "placeholder": "a catalogue profile",
             "choices": [{"title": f"{name} — {desc}", "value": name} for name, desc in profiles],
         },
         {
@@ -135,6 +136,7 @@ def run_form(
             "label": "Target",
             "isRequired": True,
             "errorMessage": "choose a target",
+            "placeholder": "a registered volume",
             "choices": [{"title": f"{alias} ({what})", "value": alias} for alias, what in targets],
         },
         {
