@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
-from core.chat.action_cards import FINISHED, attachment, run_card
+from core.chat.action_cards import attachment, run_card
 from core.errors import BenchError, NotFound
 from core.monitoring.notify import teams_card
 from core.ports import Doc, Notifier
@@ -134,24 +134,28 @@ class Threads:
 
     def announce(self, run_id: str) -> list[dict[str, Any]]:
         """The finished run's result card, posted where the run was asked for, and its
-        first card brought up to date."""
-        try:
-            thread = RunThread.model_validate(self.repo.get(f"run.{run_id}"))
-        except NotFound:
-            return [{"channel": "teams-bot", "ok": False, "error": "no stored conversation"}]
-        run = self.get_run(run_id)
-        card = attachment(run_card(run, self.public_url))
+        first card brought up to date. Never raises: the run service calls this as it
+        finalizes the run, and a conversation out of reach must not undo that."""
         record: dict[str, Any] = {"channel": "teams-bot", "ok": True, "error": None}
         try:
-            if thread.card_activity_id and thread.shown_state != run["state"]:
-                self.sender.update(thread.conversation, thread.card_activity_id, [card])
-            record["activity_id"] = self.sender.send(thread.conversation, [card])
-        except Exception as e:  # recorded with the run, never raised into the timer
+            thread = RunThread.model_validate(self.repo.get(f"run.{run_id}"))
+            run = self.get_run(run_id)
+            card = attachment(run_card(run, self.public_url))
+            try:
+                if thread.card_activity_id and thread.shown_state != run["state"]:
+                    self.sender.update(thread.conversation, thread.card_activity_id, [card])
+                    thread.shown_state = str(run["state"])
+                record["activity_id"] = self.sender.send(thread.conversation, [card])
+            finally:
+                # At most once: a post that failed is logged, not retried (a retry racing
+                # a slow success would post the result twice).
+                thread.announced = True
+                self.repo.upsert(thread.model_dump())
+        except NotFound:
+            record.update(ok=False, error="no stored conversation")
+        except Exception as e:  # recorded, never raised into the run's finalization
             log.warning("posting the result of %s failed: %s", run_id, e)
             record.update(ok=False, error=f"{type(e).__name__}: {e}")
-        thread.shown_state = str(run["state"])
-        thread.announced = run["state"] in FINISHED
-        self.repo.upsert(thread.model_dump())
         return [record]
 
     # ---- series subscriptions -----------------------------------------------------------
