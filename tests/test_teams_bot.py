@@ -111,6 +111,8 @@ def test_help_profiles_and_targets_in_every_kind_of_conversation(
     assert "smoke-randread-4k" in words(profiles)
     targets = say(api, bot_world, "targets", conversation=conv, kind=kind).card()
     assert "chat" in words(targets) and "golden" in words(targets)
+    schedules = say(api, bot_world, "schedules", conversation=conv, kind=kind).card()
+    assert schedules["body"][0]["text"] == "Schedules"
 
 
 def test_a_user_without_a_role_is_refused_politely_with_the_role_to_ask_for(

@@ -145,6 +145,11 @@ def test_each_card_action_is_authorised_like_its_rest_call(
     run = api.get(f"/api/runs/{bobs}").json()
     assert run["requested_by"] == {"name": BOB.upn, "role": "engineer", "door": "bot-m365"}
     assert run["workload"]["runtime"] == 30 and run["pool"] == BOT_POOL
+    # Not without a role: nothing is started.
+    refused = act(api, bot_world, press(bot_world, "run", user=CAROL, **data))
+    assert "Sorry Carol" in words(refused) and "Bench.Runner" in words(refused)
+    listed = api.get("/api/runs", params={"tag": "door=bot-m365", "limit": 200}).json()["runs"]
+    assert not [r for r in listed if r["requested_by"]["name"] == CAROL.upn]
     # A form that does not parse comes back with what was wrong.
     bad = act(api, bot_world, press(bot_world, "run", profile="smoke-randread-4k", target=""))
     assert verbs(bad) == ["run"] and "Start a run" in words(bad)
