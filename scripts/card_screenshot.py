@@ -68,8 +68,27 @@ class Rendered:
 
 
 def render(card: dict[str, Any], out: Path, *, width: int = 520) -> Rendered:
+    return render_all([(card, out)], width=width)[0]
+
+
+def render_all(cards: list[tuple[dict[str, Any], Path]], *, width: int = 520) -> list[Rendered]:
+    """Each card drawn to its PNG, in one browser."""
     from playwright.sync_api import sync_playwright
 
+    shown = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"], headless=True
+        )
+        try:
+            for card, out in cards:
+                shown.append(_draw(browser, card, out, width))
+        finally:
+            browser.close()
+    return shown
+
+
+def _draw(browser: Any, card: dict[str, Any], out: Path, width: int) -> Rendered:
     page_html = PAGE.format(
         width=width,
         renderer=RENDERER.read_text(),
@@ -77,25 +96,22 @@ def render(card: dict[str, Any], out: Path, *, width: int = 520) -> Rendered:
         card=json.dumps(card),
     )
     out.parent.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"], headless=True
+    page = browser.new_page(viewport={"width": width + 32, "height": 800})
+    try:
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.set_content(page_html)
+        if errors:
+            raise RuntimeError(f"the renderer failed: {errors}")
+        element = page.locator("#card")
+        element.screenshot(path=str(out))
+        return Rendered(
+            text=element.inner_text(),
+            buttons=[b.inner_text() for b in page.locator(".ac-pushButton").all()],
+            complaints=list(page.evaluate("window.cardEvents")),
         )
-        try:
-            page = browser.new_page(viewport={"width": width + 32, "height": 800})
-            errors: list[str] = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.set_content(page_html)
-            if errors:
-                raise RuntimeError(f"the renderer failed: {errors}")
-            element = page.locator("#card")
-            element.screenshot(path=str(out))
-            text = element.inner_text()
-            buttons = [b.inner_text() for b in page.locator(".ac-pushButton").all()]
-            complaints = list(page.evaluate("window.cardEvents"))
-        finally:
-            browser.close()
-    return Rendered(text, buttons, complaints)
+    finally:
+        page.close()
 
 
 def main(argv: list[str] | None = None) -> int:

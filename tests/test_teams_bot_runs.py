@@ -32,10 +32,11 @@ def _renderer() -> Any:
     module = importlib.util.module_from_spec(spec)
     sys.modules["card_screenshot"] = module  # its dataclass looks its module up there
     spec.loader.exec_module(module)
-    return module.render
+    return module
 
 
-render = _renderer()
+_cards = _renderer()
+render, render_all = _cards.render, _cards.render_all
 
 
 @pytest.fixture
@@ -112,16 +113,21 @@ def test_a_run_from_a_channel_moves_in_place_and_its_result_comes_back_there(
 
     # As Microsoft's Adaptive Cards renderer draws them in Chromium: no complaint about the
     # JSON, the figures and the buttons a person sees.
-    shown = render(posted.card(), tmp_path / "result.png")
+    shown, first, compared = render_all(
+        [
+            (posted.card(), tmp_path / "result.png"),
+            (card, tmp_path / "queued.png"),
+            (baseline, tmp_path / "baseline.png"),
+        ]
+    )
     assert shown.complaints == []
     assert f"Run {run_id}: completed" in shown.text
     assert f"{float(agg['read']['iops']):,.1f}" in shown.text and "read p99" in shown.text
     bound = agg["bound_by"]  # what bound it: the nearest declared limit, as the view says
     assert f"{bound['name']} ({bound['utilisation']:.0%})" in shown.text
     assert shown.buttons == ["Rerun", "Compare with baseline", "Open report"]
-    first = render(card, tmp_path / "queued.png")
     assert first.complaints == [] and first.buttons == ["Cancel", "Open report"]
-    assert render(baseline, tmp_path / "baseline.png").complaints == []
+    assert compared.complaints == [] and "Subscribe to its regressions" in compared.buttons
 
 
 def test_each_card_action_is_authorised_like_its_rest_call(
