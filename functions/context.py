@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import threading
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -149,8 +150,18 @@ def threads() -> Threads | None:
     return Threads(conversations, sender, service().get_run, public_url=settings().public_url)
 
 
-@cache
+_teams_lock = threading.Lock()
+
+
 def teams_host() -> TeamsHost | None:
+    """The Teams bot (functions/teams_bot.py), built once: by the first activity or by the
+    start-up's warm-up, whichever comes first (they may race: the lock makes it one)."""
+    with _teams_lock:
+        return _teams_host()
+
+
+@cache
+def _teams_host() -> TeamsHost | None:
     s = settings()
     sender, kept = connector(), threads()
     if sender is None or kept is None:

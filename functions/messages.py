@@ -51,7 +51,7 @@ def _same_host(a: str, b: str) -> bool:
 )
 async def messages(request: Request) -> Response:
     """Bot Framework activities from Teams (Azure Bot Service), with the channel's token."""
-    host = context.teams_host()
+    host = await asyncio.to_thread(context.teams_host)  # the first call imports the SDK
     if host is None:
         return _refuse(503, "(service)", "the Teams bot is not configured")
     from microsoft_agents.activity import Activity
