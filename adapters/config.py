@@ -10,6 +10,7 @@ An empty variable counts as unset (its default).
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -17,7 +18,7 @@ from urllib.parse import urlparse
 
 from azure.core.credentials import TokenCredential
 from azure.identity import DefaultAzureCredential
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 from pydantic_settings.sources.utils import parse_env_vars
 
@@ -86,7 +87,19 @@ class Settings(BaseSettings):
     # Base64, from Teams' outgoing webhook; Key Vault
     teams_bot_secret: str | None = Field(None, repr=False)
     bot_secret: str | None = Field(None, repr=False)  # generic signed webhook; Key Vault
-    bot_role: str = "runner"  # what chat users may run
+    bot_role: str = "runner"  # what the webhook doors' users may run
+    # The Teams bot (/api/messages, Microsoft 365 Agents SDK): its Azure Bot's app id, which
+    # is the Function App's user-assigned identity's client id, and its tenant. Unset: no bot.
+    bot_app_id: str | None = None
+    bot_tenant_id: str | None = None
+    # Token issuers the bot accepts, each with its OpenID configuration (where its signing
+    # keys are): JSON {issuer: configuration URL}. Unset: Bot Framework's and the tenant's
+    # Entra ID issuers (adapters/bot_auth.py).
+    bot_issuers: tuple[tuple[str, str], ...] = ()
+    # Bot users' roles: their Bench.* app role assignments on the API's app registration
+    # (this client id), read from Microsoft Graph by the app's identity.
+    api_app_id: str | None = None
+    graph_url: str = "https://graph.microsoft.com"
     targets: tuple[TargetInfo, ...] = ()  # empty: any alias the agents mount
     # Elastic pools' scaler: the local stack's agent processes (its directory), or in
     # Azure the scale sets (pool setting vmss) in this subscription and resource group.
@@ -164,6 +177,35 @@ class Settings(BaseSettings):
             raise ValueError(f"{value!r} is not one of {', '.join(ROLES)}")
         return value
 
+    @field_validator("bot_issuers", mode="before")
+    @classmethod
+    def _issuers(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        try:
+            data = json.loads(value)
+        except ValueError as e:
+            raise ValueError(f"not JSON: {e}") from None
+        if not isinstance(data, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in data.items()
+        ):
+            raise ValueError('expected {"<issuer>": "<OpenID configuration URL>", ...}')
+        return tuple(data.items())
+
+    @field_validator("bot_issuers")
+    @classmethod
+    def _issuers_over_tls(
+        cls, value: tuple[tuple[str, str], ...], info: ValidationInfo
+    ) -> tuple[tuple[str, str], ...]:
+        for _, url in value:
+            _tls_unless_local(url, info)
+        return value
+
+    @field_validator("graph_url")
+    @classmethod
+    def _graph(cls, value: str, info: ValidationInfo) -> str:
+        return _tls_unless_local(value, info).rstrip("/")
+
     @field_validator("targets", mode="before")
     @classmethod
     def _targets(cls, value: Any) -> Any:
@@ -178,6 +220,15 @@ class Settings(BaseSettings):
                 if urlparse(uri).hostname not in LOOPBACK_HOSTS:
                     raise ValueError(f"local emulator mode only talks to loopback, not {uri}")
         return self
+
+
+def _tls_unless_local(url: str, info: ValidationInfo) -> str:
+    """Signing keys and roles come only over TLS, except from the local stack's loopback."""
+    parts = urlparse(url)
+    local = info.data.get("local_emulators") and parts.hostname in LOOPBACK_HOSTS
+    if parts.scheme != "https" and not local:
+        raise ValueError(f"{url} is not https")
+    return url
 
 
 REQUIRED = ("queue_uri", "blob_uri", "cosmos_endpoint")

@@ -1,9 +1,19 @@
-"""How fast the Teams door answers: Teams gives an outgoing webhook 5 seconds.
+"""How fast the chat doors answer: Teams gives an outgoing webhook 5 seconds, and a bot 5
+seconds for a card's invoke (msteams-docs, "Respond to the dialog submit action").
 
-Starts a local stack (real Azurite, Cosmos DB server, API; two agents) with a Teams secret,
-then sends signed activities the way Teams does, one after another, and times each reply:
-``run`` (validate, take or queue for the target lock, write the run, enqueue), ``status``
-and ``help``. The runs all go to one target, so all but the first take the waiting path.
+Starts a local stack (real Azurite, Cosmos DB server, API; two agents) with a Teams secret
+and the Teams bot trusting a token issuer on loopback (tests/bot_world.py: issuer, managed
+identity endpoint, Graph and Bot Connector), then, one request after another:
+
+- the outgoing webhook: signed activities as Teams sends them, ``run`` (validate, take or
+  queue for the target lock, write the run, enqueue), ``status`` and ``help``;
+- the Teams bot (/api/messages): activities with the channel's token; each time covers the
+  token's check, the role lookup (Graph, cached), the SDK's turn and the reply's round trip
+  to the Bot Connector (the SDK answers 202 once the reply is delivered): ``run`` (plus
+  storing the conversation), ``status``, ``help``, and a card's ``refresh`` (an invoke: the
+  card comes back in the answer).
+
+The runs all go to one target, so all but the first take the waiting path.
 
 Usage: .venv/bin/python bench/bot_latency.py [--requests 30]
 Writes bench/out/bot_latency.json and prints a table.
@@ -27,6 +37,8 @@ from typing import Any
 import httpx
 
 from benchctl import localstack
+from tests.bot_world import World, press
+from tests.bot_world import activity as bot_activity
 
 SECRET_B64 = base64.b64encode(b"bench-bot-latency-secret-32-byte").decode()
 OUT = Path(__file__).parent / "out"
@@ -56,6 +68,39 @@ def timed(api: httpx.Client, text: str) -> tuple[float, dict[str, Any]]:
     return elapsed, reply
 
 
+def bot_timed(api: httpx.Client, world: World, act: dict[str, Any]) -> tuple[float, Any]:
+    headers = {"Authorization": f"Bearer {world.token()}"}
+    t0 = time.perf_counter()
+    r = api.post("/api/messages", json=act, headers=headers)
+    elapsed = (time.perf_counter() - t0) * 1000
+    r.raise_for_status()
+    return elapsed, r.json()
+
+
+def bot_figures(api: httpx.Client, world: World, n: int) -> dict[str, list[float]]:
+    conv = f"a:bench-{uuid.uuid4().hex[:8]}"
+
+    def say(text: str) -> tuple[float, Any]:
+        return bot_timed(api, world, bot_activity(world, text=text, conversation=conv))
+
+    say("help")  # first turn: the SDK's and Graph's caches
+    figures: dict[str, list[float]] = {"run": [], "status": [], "help": [], "refresh": []}
+    run_ids = []
+    for _ in range(n):
+        before = len(world.sent_to(conv))
+        figures["run"].append(say("run smoke-randread-4k on scratch for 2s")[0])
+        head = world.sent_to(conv)[before].card()["body"][0]["text"]
+        run_ids.append(head.split()[1].rstrip(":"))
+    for run_id in run_ids:
+        figures["status"].append(say(f"status {run_id}")[0])
+        figures["refresh"].append(bot_timed(api, world, press(world, "refresh", run_id=run_id))[0])
+    for _ in range(n):
+        figures["help"].append(say("help")[0])
+    for run_id in run_ids:
+        api.delete(f"/api/runs/{run_id}")
+    return figures
+
+
 def summary(ms: list[float]) -> dict[str, float]:
     ordered = sorted(ms)
     return {
@@ -70,13 +115,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=30)
     a = ap.parse_args()
+    world = World().start()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         stack = localstack.up(
             agents=2,
             targets={"scratch": str(root / "scratch")},
             directory=root / "stack",
-            api_env={"BENCH_TEAMS_BOT_SECRET": SECRET_B64},
+            api_env={"BENCH_TEAMS_BOT_SECRET": SECRET_B64, **world.env()},
         )
         try:
             with httpx.Client(base_url=stack.api_url, timeout=30) as api:
@@ -94,14 +140,22 @@ def main() -> None:
                     figures["help"].append(timed(api, "help")[0])
                 for run_id in run_ids:
                     api.delete(f"/api/runs/{run_id}")
+                bot = bot_figures(api, world, a.requests)
         finally:
             localstack.down(root / "stack")
-    result = {k: summary(v) for k, v in figures.items()}
+            world.stop()
+    result = {
+        "outgoing_webhook": {k: summary(v) for k, v in figures.items()},
+        "teams_bot": {k: summary(v) for k, v in bot.items()},
+    }
     OUT.mkdir(exist_ok=True)
     (OUT / "bot_latency.json").write_text(json.dumps(result, indent=2) + "\n")
-    print(f"{'command':<8} {'n':>4} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}")
-    for k, v in result.items():
-        print(f"{k:<8} {v['n']:>4} {v['p50_ms']:>8} {v['p95_ms']:>8} {v['max_ms']:>8}")
+    print(f"{'door':<17} {'command':<8} {'n':>4} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}")
+    for door, rows in result.items():
+        for k, v in rows.items():
+            print(
+                f"{door:<17} {k:<8} {v['n']:>4} {v['p50_ms']:>8} {v['p95_ms']:>8} {v['max_ms']:>8}"
+            )
 
 
 if __name__ == "__main__":

@@ -105,6 +105,9 @@ param apiClientApplications array = [
 @description('Role of requests arriving through the bots.')
 param botRole string = 'runner'
 
+@description('Create the Teams bot (Azure Bot, single-tenant, the app\'s managed identity, Teams channel on): docs/deploy.md, "The Teams bot".')
+param deployTeamsBot bool = false
+
 @description('Generic webhook for notifications (plain URL, no token in it); empty: none.')
 param webhookUrl string = ''
 
@@ -391,6 +394,7 @@ module functionApp 'modules/functionapp.bicep' = {
     webhookUrl: webhookUrl
     defaultRole: defaultRole
     botRole: botRole
+    teamsBot: deployTeamsBot
     apiClientId: apiAppClientId
     apiIdentifierUri: apiIdentifierUri
     // The API's own client (its sign-in), the agents' identities, then people's tools.
@@ -412,6 +416,18 @@ module privateEndpoints 'modules/private-endpoints.bicep' = if (vnetEnabled) {
     agentVaultId: agentVault.outputs.id
     functionAppId: functionApp.outputs.id
     nfsAccountId: nfsShareGiB > 0 ? filesNfs.outputs.id : ''
+  }
+}
+
+// The Teams bot: its identity is the app's, its endpoint the app's /api/messages.
+module teamsBot 'modules/bot.bicep' = if (deployTeamsBot) {
+  name: 'teams-bot'
+  params: {
+    tags: tags
+    token: token
+    appIdentityId: identities.outputs.appId
+    appIdentityClientId: identities.outputs.appClientId
+    apiUrl: functionApp.outputs.url
   }
 }
 
@@ -518,3 +534,5 @@ output APP_KEY_VAULT_NAME string = appVault.outputs.name
 output AGENT_KEY_VAULT_NAME string = agentVault.outputs.name
 // What a pool mounts to benchmark the template's Azure Files NFS share (docs/deploy.md).
 output NFS_SHARE_SOURCE string = vnetEnabled && nfsShareGiB > 0 ? filesNfs.outputs.source : ''
+// The Teams app manifest's bot id (scripts/teams_manifest.py); empty without the bot.
+output TEAMS_BOT_APP_ID string = deployTeamsBot ? identities.outputs.appClientId : ''

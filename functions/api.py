@@ -28,11 +28,21 @@ from core.models import (
 from core.monitoring.monitor import TriageState
 from core.runs.guardrails import Forbidden
 from core.runs.state import RunState
-from functions import agent_api, bot, context, errors, fleet_api, openapi, reports_api, timers
+from functions import (
+    agent_api,
+    bot,
+    context,
+    errors,
+    fleet_api,
+    messages,
+    openapi,
+    reports_api,
+    timers,
+)
 from functions import apidocs as d
 from functions import apidocs_monitoring as m
 from functions.auth import Unauthorized, resolve_caller
-from functions.openapi import LOCATION, PUBLIC_PATHS, doc
+from functions.openapi import BOT_MESSAGES, LOCATION, PUBLIC_PATHS, doc
 from functions.params import (
     STORE,
     DoorHeader,
@@ -66,6 +76,9 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     )
     interval = context.settings().local_timer_seconds
     task = asyncio.create_task(timers.local_timer_loop(interval)) if interval > 0 else None
+    if context.settings().bot_app_id:
+        # The Agents SDK takes seconds to import: not on the first activity's clock.
+        asyncio.get_running_loop().run_in_executor(None, context.teams_host)
     try:
         yield
     finally:
@@ -95,6 +108,7 @@ def create_app() -> FastAPI:
         ui = path == "/ui" or path.startswith("/ui/")
         if (
             path in PUBLIC_PATHS
+            or path == BOT_MESSAGES  # the channel's token, checked by functions/messages.py
             or path.startswith(("/api/bot/", "/api/docs/assets/"))
             or not (path.startswith("/api/") or ui)
             or path == "/ui/signin"
@@ -310,4 +324,5 @@ def create_app() -> FastAPI:
     app.include_router(agent_api.router)
     app.include_router(fleet_api.router)
     app.include_router(bot.router)
+    app.include_router(messages.router)
     return app

@@ -331,6 +331,31 @@ class TeamsMessage(OpenDoc):
     attachments: list[dict[str, Any]] = Field(description="one Adaptive Card")
 
 
+class BotActivity(OpenDoc):
+    """A Bot Framework activity (the Teams bot, /api/messages); only these fields are read
+    before the Microsoft 365 Agents SDK takes it."""
+
+    type: str = Field(description="message, invoke (a card's Action.Execute), conversationUpdate")
+    id: str = Field(description="unique in its conversation: a second post of it is a replay")
+    serviceUrl: str = Field(description="where the bot answers: the token's serviceurl host")
+    conversation: dict[str, Any] = Field(description="id; isGroup, conversationType, tenantId")
+    from_: dict[str, Any] | None = Field(None, alias="from", description="id, name, aadObjectId")
+    text: str | None = None
+    value: dict[str, Any] | None = Field(None, description="invoke: {action: {verb, data}}")
+
+
+class BotAccepted(BaseModel):
+    accepted: bool = Field(description="a message or event: the bot answers through the channel")
+
+
+class BotInvokeReply(OpenDoc):
+    """An invoke's answer (a card's Action.Execute): the card that replaces the pressed one."""
+
+    statusCode: int
+    type: str = Field(description="application/vnd.microsoft.card.adaptive")
+    value: dict[str, Any] | None = Field(None, description="the Adaptive Card")
+
+
 class WebhookCommand(OpenDoc):
     text: str = Field(description="a bot command, e.g. run smoke-randread-4k on scratch")
     user: str | None = None

@@ -3,22 +3,35 @@
 
 from __future__ import annotations
 
+import threading
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from azure.identity import ManagedIdentityCredential
 
 from adapters.blob import BlobArtifacts
 from adapters.config import Settings, azure_credential
 from adapters.cosmos import CosmosStore
+from adapters.cosmos.conversations import CosmosConversations
+from adapters.graph_roles import GraphRoles
 from adapters.notifier import WebhookNotifier
 from adapters.queue import WorkQueues
 from core.chat.announce import Announcer
 from core.chat.bot import Bot
+from core.chat.identity import DirectoryEntry
+from core.chat.teams_bot import TeamsBot
+from core.chat.threads import ChatNotifier, Threads
 from core.fleet.autoscaler import Autoscaler
 from core.fleet.scaling import PoolScaler
 from core.monitoring.monitor import Monitor
 from core.monitoring.scheduler import Scheduler
 from core.ports import Notifier
 from core.runs.service import RunService
+
+if TYPE_CHECKING:
+    from adapters.bot_connector import BotConnector
+    from functions.teams_bot import TeamsHost
 
 
 @cache
@@ -52,7 +65,8 @@ def monitor() -> Monitor:
 
 @cache
 def notifier() -> Notifier:
-    return WebhookNotifier.from_settings(settings())
+    # Regressions go to the webhooks and to the Teams conversations subscribed to them.
+    return ChatNotifier(WebhookNotifier.from_settings(settings()), threads)
 
 
 @cache
@@ -69,7 +83,9 @@ def service() -> RunService:
         targets=list(s.targets),
     )
     # A chat-requested run's result goes back to its chat when the run is finalized.
-    svc.lifecycle.on_finished = Announcer(svc.get_run, notifier(), public_url=s.public_url)
+    svc.lifecycle.on_finished = Announcer(
+        svc.get_run, notifier(), public_url=s.public_url, threads=threads
+    )
     return svc
 
 
@@ -109,3 +125,65 @@ def bot() -> Bot:
 @cache
 def scheduler() -> Scheduler:
     return Scheduler(store(), service())
+
+
+@cache
+def connector() -> BotConnector | None:
+    """The Teams bot's Bot Connector, when the bot is configured (BENCH_BOT_APP_ID)."""
+    s = settings()
+    if not (s.bot_app_id and s.bot_tenant_id):
+        return None
+    # The SDK: only where there is a bot (functions/messages.py).
+    from adapters.bot_auth import default_issuers
+    from adapters.bot_connector import BotConnector
+
+    issuers = dict(s.bot_issuers) or default_issuers(s.bot_tenant_id)
+    return BotConnector(s.bot_app_id, s.bot_tenant_id, issuers, local=s.local_emulators)
+
+
+@cache
+def threads() -> Threads | None:
+    sender = connector()
+    if sender is None:
+        return None
+    conversations = CosmosConversations(store().container("conversations"))
+    return Threads(conversations, sender, service().get_run, public_url=settings().public_url)
+
+
+_teams_lock = threading.Lock()
+
+
+def teams_host() -> TeamsHost | None:
+    """The Teams bot (functions/teams_bot.py), built once: by the first activity or by the
+    start-up's warm-up, whichever comes first (they may race: the lock makes it one)."""
+    with _teams_lock:
+        return _teams_host()
+
+
+@cache
+def _teams_host() -> TeamsHost | None:
+    s = settings()
+    sender, kept = connector(), threads()
+    if sender is None or kept is None:
+        return None
+    from functions.teams_bot import TeamsHost, build_app
+
+    if s.api_app_id:
+        directory = GraphRoles(
+            s.graph_url, s.api_app_id, ManagedIdentityCredential(client_id=s.bot_app_id)
+        ).lookup
+    else:
+        directory = _no_roles  # no registration to read roles from: the default role only
+    teams = TeamsBot(
+        bot(),
+        kept,
+        directory,
+        store(),
+        default_role=s.default_role,
+        gate_pct=s.gate_pct,
+    )
+    return TeamsHost(sender, build_app(sender, teams, kept), teams, kept)
+
+
+def _no_roles(object_id: str) -> DirectoryEntry:
+    return DirectoryEntry("", ())

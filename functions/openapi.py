@@ -28,7 +28,7 @@ _registry: list[tuple[type[BaseModel], Mode]] = []
 ERRORS: dict[int, str] = {
     400: "Invalid input: every problem, by field (body path, query, header or path name)",
     401: "Not signed in: no or unknown X-Api-Key, no Entra ID token; for the chat doors a "
-    "bad, stale or missing signature",
+    "bad, stale or missing signature or channel token",
     403: "Signed in, but with no Bench.* role, or the role may not do this (a limit crossed, "
     "someone else's run, schedule or regression: the field says which); /api/agent/* is for "
     "agents only, each reporting as itself",
@@ -44,6 +44,7 @@ ERRORS: dict[int, str] = {
 LOCATION = {"Location": {"description": "the run's URL path", "schema": {"type": "string"}}}
 # Open to anyone: liveness and the API's description. The bot routes check HMAC themselves.
 PUBLIC_PATHS = frozenset({"/api/health", "/api/openapi.json", "/api/docs"})
+BOT_MESSAGES = "/api/messages"  # the Teams bot: the channel's token, checked by the route
 SECURITY_SCHEMES = {
     "ApiKey": {
         "type": "apiKey",
@@ -65,6 +66,13 @@ SECURITY_SCHEMES = {
         "name": "Authorization",
         "description": "HMAC <base64 HMAC-SHA256 of the raw body>, keyed with the outgoing "
         "webhook's secret; otherwise 401",
+    },
+    "BotToken": {
+        "type": "http",
+        "scheme": "bearer",
+        "bearerFormat": "JWT",
+        "description": "The channel's token (Bot Framework or Entra ID), for the bot's app id, "
+        "from an issuer in BENCH_BOT_ISSUERS, naming the activity's serviceUrl",
     },
     "WebhookSignature": {
         "type": "apiKey",
@@ -185,7 +193,13 @@ def _security(path: str) -> list[dict[str, list[str]]]:
         return [{"TeamsHmac": []}]
     if path == "/api/bot/webhook":
         return [{"WebhookSignature": [], "WebhookTimestamp": []}]
+    if path == BOT_MESSAGES:
+        return [{"BotToken": []}]
     return [{"ApiKey": []}, {"EntraId": []}]
+
+
+def _chat_door(path: str) -> bool:
+    return path.startswith("/api/bot/") or path == BOT_MESSAGES
 
 
 def build(app: FastAPI) -> dict[str, Any]:
@@ -212,7 +226,7 @@ def build(app: FastAPI) -> dict[str, Any]:
             operation["security"] = _security(path)
             if operation["security"]:
                 answers.setdefault("401", {"description": ERRORS[401], **error})
-            if operation["security"] and not path.startswith("/api/bot/"):
+            if operation["security"] and not _chat_door(path):
                 # Signed in without a Bench.* role, or not an agent on /api/agent/*.
                 answers.setdefault("403", {"description": ERRORS[403], **error})
     return document

@@ -26,6 +26,14 @@ def finalize_tick() -> list[str]:
     done = context.service().tick()
     if done:
         log.info("finalized runs: %s", ", ".join(done))
+    kept = context.threads()
+    if kept is not None:  # the Teams bot's run cards, updated in place as their runs move
+        try:
+            moved = kept.refresh_open()
+            if moved:
+                log.info("run cards updated: %s", ", ".join(moved))
+        except BenchError as e:  # the database; the cards catch up next tick
+            log.warning("updating run cards failed: %s", e)
     return done
 
 

@@ -26,6 +26,7 @@ from benchctl.localstack import Proc, Stack
 from core.engines.fio_logs import timeline_from_logs
 from core.engines.results import build_result
 from core.models import HostFacts, MountFacts, WorkItem
+from tests.bot_world import World
 
 BOT_POOL = "bot"  # where the chat tests' target "chat" lives
 # Schemathesis' generated runs go to a pool and target no other test uses; no agent listens
@@ -74,7 +75,8 @@ TEST_TARGETS = (
         if p not in (BOT_POOL, FUZZ_POOL)
     ]
     + [
-        {"alias": "chat", "pool": BOT_POOL},
+        # Declared limits, so the chat doors' cards show what bound the run.
+        {"alias": "chat", "pool": BOT_POOL, "limits": {"read_mibps": 4000}},
         {"alias": "golden", "pool": BOT_POOL, "read_only": True},
         {"alias": FUZZ_TARGET, "pool": FUZZ_POOL},
     ]
@@ -118,8 +120,19 @@ def teams_receiver() -> Iterator[Receiver]:
 
 
 @pytest.fixture(scope="session")
+def bot_world() -> Iterator[World]:
+    """The Teams bot's issuer, identity endpoint, Graph and Bot Connector (tests/bot_world.py)."""
+    w = World().start()
+    yield w
+    w.stop()
+
+
+@pytest.fixture(scope="session")
 def stack(
-    tmp_path_factory: pytest.TempPathFactory, receiver: Receiver, teams_receiver: Receiver
+    tmp_path_factory: pytest.TempPathFactory,
+    receiver: Receiver,
+    teams_receiver: Receiver,
+    bot_world: World,
 ) -> Iterator[Stack]:
     localstack.ensure_installed()
     directory = tmp_path_factory.mktemp("stack")
@@ -149,6 +162,7 @@ def stack(
                 "BENCH_TEAMS_BOT_SECRET": TEAMS_BOT_SECRET_B64,
                 "BENCH_BOT_SECRET": BOT_SECRET,
                 "BENCH_TARGETS": json.dumps(TEST_TARGETS),
+                **bot_world.env(),
             },
         )
         yield st

@@ -199,6 +199,7 @@ def test_the_deployment_has_its_files() -> None:
         "modules/functionapp.bicep",
         "modules/agentpool-linux.bicep",
         "modules/agentpool-windows.bicep",
+        "modules/bot.bicep",
     } <= names
     main = parse(BICEP / "main.bicep")
     for mod in main["modules"].values():
@@ -434,7 +435,12 @@ def test_app_service_authentication_guards_all_but_the_bot_and_health_routes() -
     glob = auth["properties"]["globalValidation"]
     assert glob["requireAuthentication"] is True
     assert glob["unauthenticatedClientAction"] == "Return401"
-    assert glob["excludedPaths"] == ["/api/bot/teams", "/api/bot/webhook", "/api/health"]
+    assert glob["excludedPaths"] == [
+        "/api/bot/teams",
+        "/api/bot/webhook",
+        "/api/health",
+        "/api/messages",  # the Teams bot checks Bot Framework's token itself
+    ]
     aad = auth["properties"]["identityProviders"]["azureActiveDirectory"]
     assert aad["enabled"] is True
     assert aad["registration"]["clientId"] == "apiClientId"
@@ -760,6 +766,59 @@ def test_service_settings_values() -> None:
     assert main["gatePct"]["default"] == "10"
     assert main["botRole"]["default"] == "runner"
     assert params["targets"]["type"] == "array"
+    # The Teams bot: off unless deployed; then the app identity and tenant are the bot's.
+    assert s["BENCH_API_APP_ID"] == "apiClientId"
+    assert s["BENCH_BOT_ISSUERS"] == "" and s["BENCH_GRAPH_URL"] == ""  # the defaults
+    app_id = s["BENCH_BOT_APP_ID"]["operator"]["operands"]
+    assert (app_id["condition"], app_id["true_value"], app_id["false_value"]) == (
+        "teamsBot",
+        "appIdentityClientId",
+        "",
+    )
+    tenant = s["BENCH_BOT_TENANT_ID"]["operator"]["operands"]
+    assert tenant["condition"] == "teamsBot" and tenant["false_value"] == ""
+    assert tenant["true_value"]["operator"]["operands"]["operand_2"] == "tenantId"
+    assert params["teamsBot"]["default"] is False
+
+
+def _accessor(node: Node) -> list[str]:
+    """a.b.c as ["a", "b", "c"]."""
+    if isinstance(node, str):
+        return [node]
+    assert isinstance(node, dict)
+    operands = node["operator"]["operands"]
+    return [*_accessor(operands["operand_1"]), *_accessor(operands["operand_2"])]
+
+
+def test_the_teams_bot_is_single_tenant_with_the_apps_identity_and_no_secret() -> None:
+    tree = module("bot")
+    bot = body(tree["resources"]["bot"])
+    props = bot["properties"]
+    assert bot["kind"] == "azurebot" and bot["location"] == "global"
+    assert props["msaAppType"] == "UserAssignedMSI"  # single tenant, a managed identity
+    assert props["msaAppId"] == "appIdentityClientId"
+    assert props["msaAppMSIResourceId"] == "appIdentityId"
+    tenant = props["msaAppTenantId"]["operator"]["operands"]
+    assert tenant == {"operand_1": {"function": {"type": "tenant"}}, "operand_2": "tenantId"}
+    assert props["endpoint"] == "${apiUrl}/api/messages"
+    assert props["disableLocalAuth"] is True
+    assert not any(SECRETISH.search(k) for k in props)  # no app password, no secret
+    teams = body(tree["resources"]["teams"])
+    assert teams["name"] == "MsTeamsChannel"
+    assert teams["properties"]["channelName"] == "MsTeamsChannel"
+    assert teams["properties"]["properties"]["isEnabled"] is True
+
+
+def test_main_creates_the_bot_only_when_asked_with_the_apps_identity() -> None:
+    main = parse(BICEP / "main.bicep")
+    assert main["parameters"]["deployTeamsBot"]["default"] is False
+    mod = main["modules"]["teamsBot"]
+    assert mod["config"]["condition"] == "deployTeamsBot"
+    params = mod["config"]["config"]["params"]
+    assert _accessor(params["appIdentityId"]) == ["identities", "outputs", "appId"]
+    assert _accessor(params["appIdentityClientId"]) == ["identities", "outputs", "appClientId"]
+    assert _accessor(params["apiUrl"]) == ["functionApp", "outputs", "url"]
+    assert body(main["modules"]["functionApp"])["params"]["teamsBot"] == "deployTeamsBot"
 
 
 # ---- f. the Linux agent's cloud-init ----------------------------------------------------

@@ -30,6 +30,7 @@ from benchctl.localstack import Stack
 from core.monitoring.notify import sign, teams_signature
 from core.validation import schema_path
 from functions.api import create_app
+from tests.bot_world import World, activity, press
 from tests.conftest import (
     BOT_SECRET,
     FUZZ_AGENT_POOL,
@@ -136,7 +137,8 @@ def test_every_body_and_answer_is_described(document: dict[str, Any]) -> None:
             assert path in ("/api/health",)
     assert {("POST", "/api/bot/teams"), ("POST", "/api/runs")} <= with_body
     templates = {(m, _template(u)) for m, u in BODY_OPERATIONS}
-    assert templates == {(m, p) for m, p in with_body if not p.startswith("/api/bot/")}
+    chat = {(m, p) for m, p in with_body if p.startswith("/api/bot/") or p == "/api/messages"}
+    assert templates == with_body - chat
 
 
 def _template(url: str) -> str:
@@ -151,11 +153,13 @@ def test_sign_in_is_documented(document: dict[str, Any]) -> None:
     assert ops[("post", "/api/bot/webhook")]["security"] == [
         {"WebhookSignature": [], "WebhookTimestamp": []}
     ]
+    assert ops[("post", "/api/messages")]["security"] == [{"BotToken": []}]
     assert ops[("get", "/api/runs")]["security"] == [{"ApiKey": []}, {"EntraId": []}]
     assert "403" in ops[("post", "/api/agent/claim")]["responses"]
     assert "409" in ops[("post", "/api/agent/ready")]["responses"]
     assert set(document["components"]["securitySchemes"]) == {
         "ApiKey",
+        "BotToken",
         "EntraId",
         "TeamsHmac",
         "WebhookSignature",
@@ -194,7 +198,7 @@ class Checker:
 
 
 def test_real_answers_of_every_operation_match_the_document(
-    document: dict[str, Any], api: httpx.Client, store: CosmosStore, pool: str
+    document: dict[str, Any], api: httpx.Client, store: CosmosStore, pool: str, bot_world: World
 ) -> None:
     check = Checker(document)
     # A run taken through the agents' protocol with a result fio wrote here.
@@ -297,6 +301,16 @@ def test_real_answers_of_every_operation_match_the_document(
     headers = sign(raw, secret=BOT_SECRET.encode(), timestamp=int(time.time()))
     check(api.post("/api/bot/webhook", content=raw, headers=headers), "/api/bot/webhook")
     check(api.post("/api/bot/webhook", content=raw, headers=headers), "/api/bot/webhook")  # 409
+    # The Teams bot: a message (202), a card's button (200, the new card), no token (401),
+    # a replay (409), an invoke it has no route for (400).
+    said = activity(bot_world, text="help")
+    bearer = {"Authorization": f"Bearer {bot_world.token()}"}
+    check(api.post("/api/messages", json=said, headers=bearer), "/api/messages")
+    check(api.post("/api/messages", json=said, headers=bearer), "/api/messages")
+    check(api.post("/api/messages", json=press(bot_world, "form"), headers=bearer), "/api/messages")
+    check(api.post("/api/messages", json=said), "/api/messages")
+    other = {**activity(bot_world, type_="invoke"), "name": "task/fetch", "value": {}}
+    check(api.post("/api/messages", json=other, headers=bearer), "/api/messages")
 
     # Whatever else the session's tests left: every run, its curves, every series.
     listed_runs = check(api.get("/api/runs", params={"limit": 200}), "/api/runs")["runs"]

@@ -15,6 +15,8 @@ Containers and partition keys (see README, "Storage"):
 - targets     /id      one lock document per pool and target, with its waiting runs.
 - activities  /id      bot activity ids seen (replay protection; TTL in Azure).
 - agents      /id      the agent registry: one document per agent id, its heartbeats.
+- conversations /id    the Teams bot's stored conversations: a run's (its card, where its
+                       result goes) and series subscriptions (adapters/cosmos/conversations.py).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ CONTAINERS: dict[str, str] = {
     "targets": "/id",
     "activities": "/id",
     "agents": "/id",
+    "conversations": "/id",
 }
 
 

@@ -25,6 +25,8 @@ param minMagnitudePct string
 param webhookUrl string
 param defaultRole string
 param botRole string
+@description('The Teams bot (bot.bicep) is deployed: its settings are the app identity\'s and tenant\'s.')
+param teamsBot bool = false
 @description('Client id of the Entra app registration that represents the API.')
 param apiClientId string
 @description('The registration\'s application ID URI (an audience of its tokens).')
@@ -145,6 +147,12 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
         { name: 'BENCH_TEAMS_BOT_SECRET', value: kvRefs.teamsBotSecret }
         { name: 'BENCH_BOT_SECRET', value: kvRefs.botSecret }
         { name: 'BENCH_BOT_ROLE', value: botRole }
+        // ---- the Teams bot: the app's identity is the bot's; roles from the API's registration
+        { name: 'BENCH_BOT_APP_ID', value: teamsBot ? appIdentityClientId : '' }
+        { name: 'BENCH_BOT_TENANT_ID', value: teamsBot ? tenant().tenantId : '' }
+        { name: 'BENCH_BOT_ISSUERS', value: '' } // Bot Framework's and the tenant's (adapters/bot_auth.py)
+        { name: 'BENCH_API_APP_ID', value: apiClientId }
+        { name: 'BENCH_GRAPH_URL', value: '' } // Microsoft Graph's global endpoint
         { name: 'BENCH_TARGETS', value: string(targets) }
         // ---- elastic pools: their scale sets, in this subscription and resource group
         { name: 'BENCH_LOCAL_SCALER_DIR', value: '' }
@@ -156,7 +164,8 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
 }
 
 // App Service Authentication (Easy Auth): Entra ID tokens for the API registration.
-// The bot routes verify their own HMAC signatures and health must answer probes.
+// The bot routes verify their own HMAC signatures or channel tokens, and health must answer
+// probes.
 // Without defaultAuthorizationPolicy Easy Auth lets in any token the tenant issues for the API;
 // with allowedApplications only tokens obtained through those clients (their appid/azp claim)
 // pass, others get 403 (Microsoft Learn, App Service: Configure Microsoft Entra
@@ -186,6 +195,7 @@ resource auth 'Microsoft.Web/sites/config@2024-04-01' = {
         '/api/bot/teams'
         '/api/bot/webhook'
         '/api/health'
+        '/api/messages' // the Teams bot: Bot Framework's token, checked by the app
       ]
     }
     identityProviders: {

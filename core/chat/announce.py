@@ -1,6 +1,7 @@
 """A run asked for through a chat is announced there when it finishes: its result card
-goes to the door it came from (a Teams channel's incoming webhook, or the signed generic
-webhook), once (the run service calls this when it finalizes a run, exactly once)."""
+goes to the door it came from (the Teams bot's stored conversation, a Teams channel's
+incoming webhook, or the signed generic webhook), once (the run service calls this when it
+finalizes a run, exactly once)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 from core.chat.cards import adaptive_card, json_reply, result_reply
+from core.chat.identity import BOT_DOOR
+from core.chat.threads import Threads
 from core.ports import Doc, Notifier
 
 CHAT_DOORS = ("bot-teams", "bot-webhook")
@@ -15,15 +18,24 @@ CHAT_DOORS = ("bot-teams", "bot-webhook")
 
 class Announcer:
     def __init__(
-        self, get_run: Callable[[str], Doc], notifier: Notifier, *, public_url: str
+        self,
+        get_run: Callable[[str], Doc],
+        notifier: Notifier,
+        *,
+        public_url: str,
+        threads: Callable[[], Threads | None] = lambda: None,
     ) -> None:
         self.get_run = get_run
         self.notifier = notifier
         self.public_url = public_url
+        self.threads = threads
 
     def __call__(self, run_id: str) -> list[dict[str, Any]]:
         run = self.get_run(run_id)
         door = (run.get("requested_by") or {}).get("door")
+        if door == BOT_DOOR:
+            threads = self.threads()
+            return threads.announce(run_id) if threads is not None else []
         if door not in CHAT_DOORS:
             return []
         reply = result_reply(run, self.public_url)

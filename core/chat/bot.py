@@ -4,6 +4,7 @@ Commands::
 
     run <profile> on <target> [with N clients] [for 60s|5m]
     status <run>
+    cancel <run>
     compare <run-a> <run-b>
     profiles | targets | schedules | help
 
@@ -28,10 +29,12 @@ from core.monitoring.scheduler import Scheduler
 from core.ports import Doc
 from core.runs.guardrails import Caller, Forbidden, TargetInfo
 from core.runs.service import RunService
+from core.runs.state import FINISHED_RUN
 
 HELP = [
     "run <profile> on <target> [with N clients] [for 60s] — start a benchmark",
     "status <run> — state and figures of a run",
+    "cancel <run> — stop a run (runners: their own)",
     "compare <run-a> <run-b> — side by side, against the series' noise",
     "profiles — the workload catalogue",
     "targets — the volumes you can test, and whether they are busy",
@@ -45,8 +48,10 @@ _RUN = re.compile(
 )
 _RUN_ID = r"[A-Za-z0-9._-]{1,100}"
 _STATUS = re.compile(rf"^status\s+(?P<run>{_RUN_ID})$")
+_CANCEL = re.compile(rf"^cancel\s+(?P<run>{_RUN_ID})$")
 _COMPARE = re.compile(rf"^compare\s+(?P<a>{_RUN_ID})\s+(?P<b>{_RUN_ID})$")
 _SIMPLE = ("profiles", "targets", "schedules", "help")
+_DONE = tuple(sorted(s.value for s in FINISHED_RUN))
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,8 @@ def parse_command(text: str) -> Command:
         return Command(t)
     if m := _STATUS.match(t):
         return Command("status", {"run": m["run"]})
+    if m := _CANCEL.match(t):
+        return Command("cancel", {"run": m["run"]})
     if m := _COMPARE.match(t):
         return Command("compare", {"a": m["a"], "b": m["b"]})
     if m := _RUN.match(t):
@@ -87,7 +94,7 @@ def parse_command(text: str) -> Command:
             args["runtime"] = seconds
         return Command("run", args)
     verb = t.split()[0]
-    if verb in ("run", "status", "compare"):
+    if verb in ("run", "status", "cancel", "compare"):
         return Command("help", problem=f"I could not read that {verb} command")
     return Command("help", problem=f"I don't know {verb!r}")
 
@@ -123,6 +130,17 @@ class Bot:
             return self._run(command.args, caller, request_id)
         if command.verb == "status":
             return self.status(self.runs.get_run(command.args["run"]))
+        if command.verb == "cancel":
+            run = self.cancel(command.args["run"], caller)
+            done = run["state"] in _DONE
+            return Reply(
+                "cancel",
+                f"Run {run['id']}: {run['state'] if done else 'cancel requested'}",
+                [f"the run had already {run['state']}"] if done else [],
+                [("Run", run["id"]), ("State", run["state"])],
+                data={"run_id": run["id"], "state": run["state"]},
+                link=f"{self.public_url}/api/runs/{run['id']}",
+            )
         if command.verb == "compare":
             a, b = (self.runs.get_run(command.args[k]) for k in ("a", "b"))
             cmp = self.monitor.compare(a, b)
@@ -185,6 +203,12 @@ class Bot:
             data={"run_id": run["id"], "state": run["state"], **_position(run)},
             link=f"{self.public_url}/api/runs/{run['id']}",
         )
+
+    def cancel(self, run_id: str, caller: Caller) -> Doc:
+        """As DELETE /api/runs/{id}: runners their own runs, engineers and admins any."""
+        if caller.limits.max_clients == 0:
+            raise Forbidden([FieldError("(caller)", f"role {caller.role} may not cancel runs")])
+        return self.runs.cancel(run_id, caller)
 
     def status(self, run: Doc) -> Reply:
         return status_reply(run, self.public_url)

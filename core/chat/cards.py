@@ -50,6 +50,8 @@ def status_reply(run: Doc, public_url: str) -> Reply:
         # What bound the run (core.analysis.ceilings): the limit reached, or the nearest.
         what = "nearest: " if bound["kind"] == "none" else ""
         facts.append(("Bound by", f"{what}{bound['name']} ({bound['utilisation']:.0%})"))
+    if (gate := gate_text(run.get("gate"))) is not None:
+        facts.append(("Gate", gate))
     lines = [f"error: {run['error']}"] if run.get("error") else []
     return Reply(
         "status",
@@ -60,6 +62,24 @@ def status_reply(run: Doc, public_url: str) -> Reply:
         ok=run["state"] != "failed",
         link=f"{public_url}/api/runs/{run['id']}",
     )
+
+
+def gate_text(gate: Any) -> str | None:
+    """The run's gate verdict, when its view carries one: ``{"verdict": ...}`` for the run,
+    or ``{metric: {"verdict", "change_pct"}}`` per metric (the series points' shape)."""
+    if not isinstance(gate, dict) or not gate:
+        return None
+    if "verdict" in gate:
+        return str(gate["verdict"])
+    verdicts = {m: v for m, v in gate.items() if isinstance(v, dict) and "verdict" in v}
+    failed = [
+        f"{m} {float(v.get('change_pct') or 0):+.1f}%"
+        for m, v in sorted(verdicts.items())
+        if v["verdict"] == "regression"
+    ]
+    if failed:
+        return "regression: " + ", ".join(failed)
+    return "pass" if verdicts else None
 
 
 def result_reply(run: Doc, public_url: str) -> Reply:

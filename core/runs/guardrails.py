@@ -27,7 +27,15 @@ from core.runs.metadata import (
 from core.runs.readonly import read_only_errors
 from core.runs.working_set import GIB, TIB, working_set_errors
 
-DOORS: tuple[str, ...] = ("api", "pipeline", "cli", "schedule", "bot-teams", "bot-webhook")
+DOORS: tuple[str, ...] = (
+    "api",
+    "pipeline",
+    "cli",
+    "schedule",
+    "bot-teams",
+    "bot-webhook",
+    "bot-m365",
+)
 WRITE_RW = frozenset({"write", "randwrite", "rw", "randrw"})
 
 

@@ -1,0 +1,212 @@
+"""Adaptive Cards that act, for the Teams bot (pure): Universal Actions (``Action.Execute``).
+
+Teams sends each button press to the bot as an ``adaptiveCard/action`` invoke naming the
+verb and its data; the bot answers with the card that replaces the pressed one. A run's card
+also carries a ``refresh`` action, which Teams invokes when someone looks at the card, and
+the bot updates it in place as the run moves (core/chat/threads.py), so it shows where the
+run is without anyone asking. The figures are the ones every door shows
+(core.chat.cards.status_reply): headline figures, what bound the run, the gate verdict.
+
+Schema 1.4: the first version with Action.Execute, and what Teams renders.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from core.chat.cards import Reply, status_reply
+from core.models import MAX_CLIENTS
+from core.ports import Doc
+from core.teams import CARD_SCHEMA
+
+CARD_VERSION = "1.4"
+CARD_TYPE = "application/vnd.microsoft.card.adaptive"
+FINISHED = ("completed", "failed", "cancelled")
+# The verbs the bot answers (functions/teams_bot.py), each authorised like its REST call.
+VERBS = ("form", "run", "refresh", "cancel", "rerun", "compare", "subscribe", "unsubscribe")
+COLOURS = {"completed": "Good", "failed": "Attention", "cancelled": "Warning"}
+
+
+def card(
+    body: list[dict[str, Any]],
+    actions: list[dict[str, Any]] | None = None,
+    refresh: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "$schema": CARD_SCHEMA,
+        "type": "AdaptiveCard",
+        "version": CARD_VERSION,
+        "body": body,
+    }
+    if actions:
+        out["actions"] = actions
+    if refresh:
+        out["refresh"] = refresh
+    return out
+
+
+def attachment(content: dict[str, Any]) -> dict[str, Any]:
+    return {"contentType": CARD_TYPE, "content": content}
+
+
+def execute(title: str, verb: str, **data: Any) -> dict[str, Any]:
+    assert verb in VERBS, verb
+    return {"type": "Action.Execute", "title": title, "verb": verb, "data": data}
+
+
+def title(text: str, colour: str = "Default") -> dict[str, Any]:
+    return {
+        "type": "TextBlock",
+        "text": text,
+        "weight": "Bolder",
+        "size": "Medium",
+        "color": colour,
+        "wrap": True,
+    }
+
+
+def text(line: str, *, subtle: bool = False) -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "TextBlock", "text": line, "wrap": True}
+    if subtle:
+        block["isSubtle"] = True
+    return block
+
+
+def facts(pairs: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    return {"type": "FactSet", "facts": [{"title": k, "value": v} for k, v in pairs]}
+
+
+def report_url(public_url: str, run_id: str) -> str:
+    return f"{public_url}/ui/runs/{run_id}"
+
+
+def run_card(run: Doc, public_url: str, *, note: str | None = None) -> dict[str, Any]:
+    """A run as it stands, with what may be done next: cancel while it is on its way; rerun
+    and compare with the series' baseline once it is over; its report at any time."""
+    reply = status_reply(run, public_url)
+    state = str(run["state"])
+    body = [title(f"Run {run['id']}: {state}", COLOURS.get(state, "Default"))]
+    body += [text(line) for line in reply.lines]
+    if note:
+        body.append(text(note, subtle=True))
+    body.append(facts(reply.facts))
+    run_id = str(run["id"])
+    actions: list[dict[str, Any]] = []
+    if state in FINISHED:
+        actions += [
+            execute("Rerun", "rerun", run_id=run_id),
+            execute("Compare with baseline", "compare", run_id=run_id),
+        ]
+    else:
+        actions.append(execute("Cancel", "cancel", run_id=run_id))
+    actions.append(
+        {"type": "Action.OpenUrl", "title": "Open report", "url": report_url(public_url, run_id)}
+    )
+    refresh = None
+    if state not in FINISHED:
+        refresh = {"action": execute("Refresh", "refresh", run_id=run_id)}
+    return card(body, actions, refresh)
+
+
+def run_form(
+    profiles: Sequence[tuple[str, str]],
+    targets: Sequence[tuple[str, str]],
+    *,
+    max_clients: int = MAX_CLIENTS,
+    problem: str | None = None,
+) -> dict[str, Any]:
+    """Run a catalogue profile on a target chosen from lists (the registry's targets)."""
+    body: list[dict[str, Any]] = [title("Start a run")]
+    if problem:
+        body.append({**text(problem), "color": "Attention"})
+    body += [
+        {
+            "type": "Input.ChoiceSet",
+            "id": "profile",
+            "label": "Profile",
+            "isRequired": True,
+            "errorMessage": "choose a profile",
+            "placeholder": "a catalogue profile",
+            "choices": [{"title": f"{name} — {desc}", "value": name} for name, desc in profiles],
+        },
+        {
+            "type": "Input.ChoiceSet",
+            "id": "target",
+            "label": "Target",
+            "isRequired": True,
+            "errorMessage": "choose a target",
+            "placeholder": "a registered volume",
+            "choices": [{"title": f"{alias} ({what})", "value": alias} for alias, what in targets],
+        },
+        {
+            "type": "Input.Number",
+            "id": "clients",
+            "label": "Clients",
+            "min": 1,
+            "max": max_clients,
+            "value": 1,
+        },
+        {
+            "type": "Input.Number",
+            "id": "runtime",
+            "label": "Seconds (empty: the profile's)",
+            "min": 1,
+            "max": 86_400,
+        },
+    ]
+    return card(body, [execute("Run", "run")])
+
+
+def reply_card(reply: Reply, *, actions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Any other answer (help, profiles, targets, a refusal) as a card."""
+    body = [title(reply.title, "Default" if reply.ok else "Attention")]
+    body += [text(line) for line in reply.lines]
+    if reply.facts:
+        body.append(facts(reply.facts))
+    more = list(actions or [])
+    if reply.link:
+        more.append({"type": "Action.OpenUrl", "title": "Open", "url": reply.link})
+    return card(body, more)
+
+
+def baseline_card(run: Doc, comparison: Doc, public_url: str) -> dict[str, Any]:
+    """The run's figures against its series' baseline, metric by metric, as the gate
+    judges them; the run's own card is one press away."""
+    run_id = str(run["id"])
+    n = comparison["baseline_points"]
+    body = [title(f"Run {run_id} against its series' baseline")]
+    if comparison.get("note"):
+        body.append(text(str(comparison["note"])))
+    else:
+        body.append(text(f"baseline: {n} earlier run(s) on the same infrastructure", subtle=True))
+        body.append(
+            facts(
+                [
+                    (
+                        r["metric"],
+                        f"{_figure(r['metric'], r['baseline_mean'])} → "
+                        f"{_figure(r['metric'], r['value'])} "
+                        f"({r['change_pct']:+.1f}%, {r['verdict']})",
+                    )
+                    for r in comparison["rows"]
+                ]
+            )
+        )
+    actions = [execute("Back to the run", "refresh", run_id=run_id)]
+    if comparison.get("series_key"):
+        actions.append(
+            execute("Subscribe to its regressions", "subscribe", series=comparison["series_key"])
+        )
+    actions.append(
+        {"type": "Action.OpenUrl", "title": "Open report", "url": report_url(public_url, run_id)}
+    )
+    return card(body, actions)
+
+
+def _figure(metric: str, value: float) -> str:
+    if metric.endswith(("p50", "p99", "p99.9")):
+        return f"{value / 1e6:.3f} ms"
+    if metric.endswith("bw_bytes"):
+        return f"{value / 2**20:,.1f} MiB/s"
+    return f"{value:,.0f}"

@@ -1,0 +1,216 @@
+"""Results where they were asked for (pure): the Teams bot's conversations, stored.
+
+- A run started from Teams keeps the conversation it came from (the SDK's conversation
+  reference and the claims it continues under) and the id of the message that shows its
+  card. As the run moves, that card is updated in place (``refresh_open``, each timer tick);
+  when it finishes, its result card is posted to the same conversation (``announce``, called
+  once by the run service when it finalizes the run).
+- A conversation may subscribe to a series: the series' regressions are posted to it.
+
+Each conversation is handled alone: one that fails (the bot was removed from a chat, the
+connector is down) is logged and recorded, never raised into the timer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from pydantic import BaseModel, Field
+
+from core.chat.action_cards import attachment, run_card
+from core.errors import BenchError, NotFound
+from core.monitoring.notify import teams_card
+from core.ports import Doc, Notifier
+
+log = logging.getLogger(__name__)
+Conversation = dict[str, Any]  # the SDK's own serialization (claims + conversation reference)
+
+
+class RunThread(BaseModel):
+    """A run started from a conversation: where its card is and what the card shows."""
+
+    id: str  # run.<run id>
+    kind: str = "run"
+    run_id: str
+    conversation: Conversation
+    card_activity_id: str | None = None
+    shown_state: str
+    announced: bool = False
+
+
+class Subscription(BaseModel):
+    id: str  # sub.<series key>.<conversation digest>
+    kind: str = "subscription"
+    series_key: str = Field(max_length=200)
+    conversation: Conversation
+    by: str  # who subscribed (the API's name for them)
+
+
+class ConversationRepo(Protocol):
+    def upsert(self, doc: Doc) -> None: ...
+    def get(self, doc_id: str) -> Doc: ...  # raises NotFound
+    def delete(self, doc_id: str) -> None: ...
+    def open_runs(self) -> list[Doc]: ...  # run threads not announced yet
+    def subscribers(self, series_key: str) -> list[Doc]: ...
+
+
+class ConversationSender(Protocol):
+    """Posts to a stored conversation through the Bot Connector; raises on failure."""
+
+    def send(self, conversation: Conversation, attachments: list[Doc]) -> str | None: ...
+    def update(
+        self, conversation: Conversation, activity_id: str, attachments: list[Doc]
+    ) -> None: ...
+
+
+def conversation_id(conversation: Conversation) -> str:
+    ref = conversation.get("conversation_reference") or {}
+    return str((ref.get("conversation") or {}).get("id") or "")
+
+
+def subscription_id(series_key: str, conversation: Conversation) -> str:
+    digest = hashlib.sha256(conversation_id(conversation).encode()).hexdigest()[:24]
+    return f"sub.{series_key}.{digest}"
+
+
+class Threads:
+    def __init__(
+        self,
+        repo: ConversationRepo,
+        sender: ConversationSender,
+        get_run: Callable[[str], Doc],
+        *,
+        public_url: str,
+    ) -> None:
+        self.repo = repo
+        self.sender = sender
+        self.get_run = get_run
+        self.public_url = public_url
+
+    # ---- runs ---------------------------------------------------------------------------
+
+    def remember_run(
+        self, run: Doc, conversation: Conversation, card_activity_id: str | None
+    ) -> RunThread:
+        thread = RunThread(
+            id=f"run.{run['id']}",
+            run_id=str(run["id"]),
+            conversation=conversation,
+            card_activity_id=card_activity_id,
+            shown_state=str(run["state"]),
+        )
+        self.repo.upsert(thread.model_dump())
+        return thread
+
+    def card_moved(self, run_id: str, card_activity_id: str) -> None:
+        """The run's card is now this message (an action replaced the card it was on)."""
+        try:
+            thread = RunThread.model_validate(self.repo.get(f"run.{run_id}"))
+        except NotFound:
+            return
+        thread.card_activity_id = card_activity_id
+        self.repo.upsert(thread.model_dump())
+
+    def refresh_open(self) -> list[str]:
+        """Update in place every card whose run has moved since it was drawn."""
+        moved = []
+        for doc in self.repo.open_runs():
+            try:
+                thread = RunThread.model_validate(doc)
+                run = self.get_run(thread.run_id)
+                if run["state"] == thread.shown_state or not thread.card_activity_id:
+                    continue
+                card = attachment(run_card(run, self.public_url))
+                self.sender.update(thread.conversation, thread.card_activity_id, [card])
+                thread.shown_state = str(run["state"])
+                self.repo.upsert(thread.model_dump())
+                moved.append(thread.run_id)
+            except Exception as e:  # one conversation's failure is its own
+                log.warning("refreshing the card of %s failed: %s", doc.get("run_id"), e)
+        return moved
+
+    def announce(self, run_id: str) -> list[dict[str, Any]]:
+        """The finished run's result card, posted where the run was asked for, and its
+        first card brought up to date. Never raises: the run service calls this as it
+        finalizes the run, and a conversation out of reach must not undo that."""
+        record: dict[str, Any] = {"channel": "teams-bot", "ok": True, "error": None}
+        try:
+            thread = RunThread.model_validate(self.repo.get(f"run.{run_id}"))
+            run = self.get_run(run_id)
+            card = attachment(run_card(run, self.public_url))
+            try:
+                if thread.card_activity_id and thread.shown_state != run["state"]:
+                    self.sender.update(thread.conversation, thread.card_activity_id, [card])
+                    thread.shown_state = str(run["state"])
+                record["activity_id"] = self.sender.send(thread.conversation, [card])
+            finally:
+                # At most once: a post that failed is logged, not retried (a retry racing
+                # a slow success would post the result twice).
+                thread.announced = True
+                self.repo.upsert(thread.model_dump())
+        except NotFound:
+            record.update(ok=False, error="no stored conversation")
+        except Exception as e:  # recorded, never raised into the run's finalization
+            log.warning("posting the result of %s failed: %s", run_id, e)
+            record.update(ok=False, error=f"{type(e).__name__}: {e}")
+        return [record]
+
+    # ---- series subscriptions -----------------------------------------------------------
+
+    def subscribe(self, series_key: str, conversation: Conversation, by: str) -> Subscription:
+        sub = Subscription(
+            id=subscription_id(series_key, conversation),
+            series_key=series_key,
+            conversation=conversation,
+            by=by,
+        )
+        self.repo.upsert(sub.model_dump())
+        return sub
+
+    def unsubscribe(self, series_key: str, conversation: Conversation) -> bool:
+        try:
+            self.repo.delete(subscription_id(series_key, conversation))
+            return True
+        except NotFound:
+            return False
+
+    def notify_regression(self, regression: Doc) -> list[dict[str, Any]]:
+        key = str(regression.get("series_key") or "")
+        records = []
+        for doc in self.repo.subscribers(key) if key else []:
+            sub = Subscription.model_validate(doc)
+            record: dict[str, Any] = {"channel": "teams-bot", "ok": True, "error": None}
+            try:
+                message = teams_card(regression, base_url=self.public_url)
+                self.sender.send(sub.conversation, message["attachments"])
+            except Exception as e:  # the other subscribers still hear of it
+                log.warning("posting regression %s failed: %s", regression.get("id"), e)
+                record.update(ok=False, error=f"{type(e).__name__}: {e}")
+            records.append(record)
+        return records
+
+
+class ChatNotifier:
+    """The webhooks' notifier, and the Teams bot's subscribers beside it."""
+
+    def __init__(self, webhooks: Notifier, threads: Callable[[], Threads | None]) -> None:
+        self.webhooks = webhooks
+        self.threads = threads
+
+    def notify(self, regression: Doc) -> list[dict[str, Any]]:
+        sent = self.webhooks.notify(regression)
+        threads = self.threads()
+        if threads is not None:
+            try:
+                sent += threads.notify_regression(regression)
+            except BenchError as e:  # the database: the webhooks were told all the same
+                sent.append({"channel": "teams-bot", "ok": False, "error": str(e)})
+        return sent
+
+    def post_result(
+        self, door: str, teams_message: dict[str, Any], payload: dict[str, Any]
+    ) -> list[dict[str, Any]]:
+        return self.webhooks.post_result(door, teams_message, payload)
