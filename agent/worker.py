@@ -240,7 +240,7 @@ class Worker:
             stop = self._interrupted(lease, item, proc)
             if stop:
                 return stop
-            time.sleep(0.2)
+            lease.wait(0.2)
         return "lease lost" if lease.lost.is_set() else ""
 
     def _store(self, result: Result, lease: Lease, work_dir: Path) -> str:
