@@ -13,22 +13,29 @@ On each read-write mount the agent writes under ``<mount>/.benchsvc/`` only:
   removed: the target lock lets one run at a time use them, so they are what a crashed
   agent or another client of a failed run left.
 
-``benchctl clean TARGET`` has an agent remove all of ``.benchsvc/`` (core.runs.clean).
-None of this ever raises: a file that cannot be removed is logged, and the item goes on.
+``benchctl clean TARGET`` has an agent remove every file under ``.benchsvc/`` last changed
+before the order was given (core.runs.clean). None of this ever raises: a file that cannot
+be removed is logged, and the item (or the order) goes on.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import shutil
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+
+from pydantic import ValidationError
 
 from agent import metadata
 from agent.fio_runner import safe_name
 from agent.layout import remove_incomplete
 from core.engines.fio_metadata import phase_of
 from core.models import WorkItem
+from core.runs.clean import CleanOrder
 
 log = logging.getLogger(__name__)
 
@@ -96,3 +103,59 @@ def after_item(
                 log.info("removed %s: its layout did not complete", f)
     except Exception as e:  # removing files never ends an item or the agent
         log.warning("item %s: could not remove what it wrote: %s", item.item_id, e)
+
+
+def parse_order(content: str) -> CleanOrder | None:
+    """A clean order (core.runs.clean), or None when the message is something else."""
+    try:
+        doc = json.loads(content)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict) or doc.get("kind") != "clean":
+        return None
+    try:
+        return CleanOrder.model_validate(doc)
+    except ValidationError:
+        return None
+
+
+@dataclass(frozen=True)
+class Cleaned:
+    files: int
+    bytes: int  # what the filesystem held for them (st_blocks)
+    kept: int  # changed since the order: a run admitted after it wrote them
+    failed: int
+
+
+def clean_target(mount: Path, before_ms: int) -> Cleaned:
+    """Remove every file under ``<mount>/.benchsvc/`` last changed before ``before_ms``
+    (Unix ms), then the directories left empty."""
+    root = mount / metadata.TREES
+    files = size = kept = failed = 0
+    for top, dirs, names in os.walk(root, topdown=False):
+        for name in names:
+            path = os.path.join(top, name)
+            try:
+                st = os.lstat(path)
+                if st.st_mtime_ns // 1_000_000 >= before_ms:
+                    kept += 1
+                    continue
+                os.unlink(path)
+            except FileNotFoundError:
+                continue
+            except OSError as e:
+                failed += 1
+                log.warning("clean: could not remove %s: %s", path, e)
+                continue
+            files += 1
+            size += st.st_blocks * 512
+        for name in dirs:
+            try:
+                os.rmdir(os.path.join(top, name))
+            except OSError:
+                pass  # not empty: it holds what was kept
+    try:
+        root.rmdir()
+    except OSError:
+        pass
+    return Cleaned(files, size, kept, failed)

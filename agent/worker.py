@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from adapters.queue import LeaseLost, Message, WorkQueues
 from agent.api_client import ApiClient, ApiError
 from agent.beacon import Beacon
-from agent.cleanup import after_item, remove_stale_trees
+from agent.cleanup import after_item, clean_target, parse_order, remove_stale_trees
 from agent.config import AgentConfig
 from agent.diskspd_item import run_diskspd
 from agent.diskspd_runner import DiskSpdProcess
@@ -38,10 +38,12 @@ from core.artifacts import ref
 from core.errors import StoreUnavailable
 from core.models import ArtifactName, ArtifactRef, HostFacts, Result, WorkItem
 from core.runs.barrier_timing import barrier_poll_ms
+from core.runs.clean import CleanOrder
 
 log = logging.getLogger(__name__)
 MOUNT_DOWN = "failed: mount down, handed back"
 MOUNT_DOWN_PAUSE_S = 5.0
+MAX_CLEAN_DELIVERIES = 5  # a clean order no agent of the pool can carry out is dropped
 
 
 class Worker:
@@ -132,6 +134,9 @@ class Worker:
 
     def process(self, msg: Message) -> str:
         pool = self.config.pool
+        order = parse_order(msg.content)
+        if order is not None:
+            return self._clean(msg, order)
         try:
             item = WorkItem.model_validate_json(msg.content)
         except ValidationError as e:
@@ -206,6 +211,31 @@ class Worker:
         if item.engine == "diskspd":
             return run_diskspd(self, item, lease)
         return run_fio(self, item, lease, t_claimed)
+
+    def _clean(self, msg: Message, order: CleanOrder) -> str:
+        """``benchctl clean``: this agent removes the target's benchmark files when it has
+        the target and it is usable; otherwise another agent of the pool may, and after
+        MAX_CLEAN_DELIVERIES the order is dropped."""
+        if order.target not in self.config.mounts or self.mounts.check()[order.target]:
+            if msg.dequeue_count >= MAX_CLEAN_DELIVERIES:
+                log.error("clean %s: no agent could reach %s; dropped", order.id, order.target)
+                self._delete(msg)
+                return "dropped"
+            try:
+                self.queues.renew(self.config.pool, msg, self.config.retry_delay_s)
+            except (LeaseLost, StoreUnavailable) as e:
+                log.warning("could not hand back clean %s: %s", order.id, e)
+            return "released"
+        mount = Path(self.config.path(order.target))
+        done = clean_target(mount, order.requested_at_ms)
+        log.info(
+            f"clean {order.id} of {order.target} (asked by {order.requested_by}): removed "
+            f"{done.files:,} files ({done.bytes / (1 << 20):,.1f} MiB) under "
+            f"{mount / '.benchsvc'}; kept {done.kept:,} changed since the order; "
+            f"{done.failed:,} could not be removed"
+        )
+        self._delete(msg)
+        return "cleaned"
 
     def _upload(
         self, item: WorkItem, packed: dict[ArtifactName, bytes]

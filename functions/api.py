@@ -32,6 +32,7 @@ from functions import agent_api, bot, context, errors, fleet_api, openapi, repor
 from functions import apidocs as d
 from functions import apidocs_monitoring as m
 from functions.auth import Unauthorized, resolve_caller
+from functions.clean_api import router as clean_router
 from functions.openapi import LOCATION, PUBLIC_PATHS, doc
 from functions.params import (
     STORE,
@@ -309,5 +310,6 @@ def create_app() -> FastAPI:
     app.include_router(reports_api.router)
     app.include_router(agent_api.router)
     app.include_router(fleet_api.router)
+    app.include_router(clean_router)
     app.include_router(bot.router)
     return app

@@ -1,18 +1,25 @@
 """What a run writes on a target is removed when it ends, failed, cancelled or crashed
 (issue 24, point 3): a cancelled metadata run's tree at once, what a killed agent left
-before the next run on that target, and nothing of another pool's or target's runs. Real
-agents (one killed with SIGKILL), real fio, the real stack. (A phase that fails for good:
+before the next run on that target, and nothing of another pool's or target's runs; and
+``benchctl clean TARGET`` has an agent remove all of it on demand. Real agents (one killed
+with SIGKILL), real fio, the real stack. (A phase that fails for good:
 tests/test_agent_crash_only.py.)"""
 
 from __future__ import annotations
 
+import os
+import re
 import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from agent.cleanup import clean_target
 from benchctl import localstack
+from benchctl.localstack import Stack
 from tests.conftest import AgentFactory, run_body, wait_state, wait_until
 from tests.test_e2e import children
 
@@ -80,3 +87,89 @@ def test_what_a_killed_agent_left_is_removed_before_the_next_run_there(
     assert files_of(crashed, scratch) == []
     assert not list((scratch / ".benchsvc" / f"md-{pool}.scratch").iterdir())
     assert all(len(list(t.rglob("f*"))) == 3 for t in elsewhere)
+
+
+def test_benchctl_clean_has_an_agent_remove_the_targets_benchmark_files(
+    stack: Stack, api: httpx.Client, agents: AgentFactory, pool: str, scratch: Path
+) -> None:
+    agent = agents()
+    done = wait_state(
+        api,
+        api.post("/api/runs", json=run_body(pool, size="2m")).json()["id"],
+        ("completed", "failed"),
+    )
+    assert done["state"] == "completed"
+    kept = list((scratch / ".benchsvc" / agent.name).iterdir())
+    assert kept, "the working set is kept for the next run"
+    left = plant_tree(scratch, "elsewhere", "scratch")  # a crashed agent's, of another pool
+    # While a run holds the target its files are in use: refused, naming the run.
+    holder = api.post("/api/runs", json=run_body(pool, size="2m", runtime=1)).json()["id"]
+    busy = api.post("/api/targets/scratch/clean", json={"pool": pool})
+    assert busy.status_code == 409
+    assert busy.json()["errors"][0]["message"].startswith(f"run {holder} holds target scratch")
+    wait_state(api, holder, ("completed", "failed"))
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchctl",
+            "--api-url",
+            stack.api_url,
+            "clean",
+            "scratch",
+            "--pool",
+            pool,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert cli.returncode == 0, cli.stderr
+    order = cli.stdout.split(":")[0]
+    assert re.fullmatch(r"c-[0-9a-f]{32}", order), cli.stdout
+    wait_until(lambda: not (scratch / ".benchsvc").exists(), 15, what="the files removed")
+    assert not left.exists()
+    said = wait_until(
+        lambda: [x for x in Path(agent.log).read_text().splitlines() if order in x],
+        5,
+        what="the agent's log",
+    )
+    print(said[0])
+    assert "removed" in said[0] and f"under {scratch}/.benchsvc" in said[0], said
+    assert agent.alive()
+
+
+def test_clean_refuses_what_it_cannot_clean(api: httpx.Client, pool: str) -> None:
+    def error(alias: str, **body: str) -> tuple[int, str, str]:
+        r = api.post(f"/api/targets/{alias}/clean", json=body)
+        e = r.json()["errors"][0]
+        return r.status_code, e["field"], e["message"]
+
+    assert error("nosuch", pool=pool) == (
+        404,
+        "(path)",
+        f"not found: no target nosuch in pool {pool}",
+    )
+    assert error("golden", pool=pool) == (
+        400,
+        "alias",
+        "target golden is read-only: agents never write there",
+    )
+    status, field, message = error("scratch")  # every test pool has one
+    assert (status, field) == (400, "pool") and message.startswith("target scratch is in pools ")
+    assert error("Bad!", pool=pool)[:2] == (400, "alias")
+    assert error("scratch", pool="Bad!")[:2] == (400, "pool")
+
+
+def test_clean_removes_only_what_changed_before_the_order(tmp_path: Path) -> None:
+    old = tmp_path / ".benchsvc" / "agent-1" / "scratch.0.0"
+    new = tmp_path / ".benchsvc" / "md-p.scratch" / f"r-{'1' * 32}" / "c0" / "j0" / "f0"
+    for f in (old, new):
+        f.parent.mkdir(parents=True)
+        f.write_bytes(b"\1" * 8192)
+    order_ms = 1_700_000_000_000
+    os.utime(old, ns=((order_ms - 1) * 1_000_000,) * 2)
+    os.utime(new, ns=((order_ms + 1) * 1_000_000,) * 2)
+    done = clean_target(tmp_path, order_ms)
+    assert (done.files, done.bytes, done.kept, done.failed) == (1, 8192, 1, 0)
+    assert not old.exists() and not old.parent.exists() and new.exists()
