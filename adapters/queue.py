@@ -108,6 +108,10 @@ class WorkQueues:
     def send_poison(self, pool: str, body: str) -> None:
         self._send(poison_queue_name(pool), body)
 
+    def send_clean(self, pool: str, body: str) -> None:
+        """An order for the pool's agents other than a work item (core.runs.clean)."""
+        self._send(work_queue_name(pool), body)
+
     def _send(self, name: str, body: str) -> None:
         try:
             self.client(name).send_message(body)

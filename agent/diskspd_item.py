@@ -28,7 +28,7 @@ def run_diskspd(worker: Worker, item: WorkItem, lease: Lease) -> str:
             item, lease, f"agent {agent} cannot run DiskSpd ({binary})", permanent=True
         )
     lease.start(heartbeats=True)
-    work_dir = worker._work_root / safe_name(item.item_id)
+    work_dir = worker.work_root / safe_name(item.item_id)
     shutil.rmtree(work_dir, ignore_errors=True)
     dirs = [Path(worker.config.path(t)) / "benchsvc" / safe_name(agent) for t in item.targets]
     for d in dirs:

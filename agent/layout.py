@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.failures import item_failure
 from agent.fio_runner import FillFailed, FioProcess
 from core.engines.fio_check import fio_messages, permanent_failure
 from core.engines.fio_job import fill_files
@@ -97,7 +98,11 @@ def check_space(workload: Workload, data_dirs: Mapping[str, Path]) -> None:
     probe: dict[int, Path] = {}
     for alias, files in job_files(workload, data_dirs).items():
         d = data_dirs[alias]
-        d.mkdir(parents=True, exist_ok=True)
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            failure = item_failure(e, f"making the data directory on {alias}")
+            raise ItemFailed(failure.message, permanent=failure.permanent) from e
         dev = os.stat(d).st_dev
         need[dev] = need.get(dev, 0) + sum(
             to_allocate(file_state(f, workload.size_bytes), workload.size_bytes) for f in files
@@ -109,13 +114,12 @@ def check_space(workload: Workload, data_dirs: Mapping[str, Path]) -> None:
         free = st.f_bavail * st.f_frsize
         if bytes_needed > free:
             raise ItemFailed(
-                f"needs {_mib(bytes_needed)} MiB, {_mib(free)} MiB free on "
-                f"{', '.join(aliases[dev])}",
+                f"needs {mib(bytes_needed)} MiB, {mib(free)} MiB free on {', '.join(aliases[dev])}",
                 permanent=True,
             )
 
 
-def _mib(n: int) -> str:
+def mib(n: int) -> str:
     return f"{n / MIB:,.0f}" if n >= 10 * MIB or n % MIB == 0 else f"{n / MIB:,.1f}"
 
 

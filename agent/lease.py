@@ -26,6 +26,12 @@ def sleep_until(instant_s: float) -> None:
         time.sleep(remaining - 0.002 if remaining > 0.004 else remaining / 2)
 
 
+# The item's heartbeat, which also tells the agent its run was cancelled: README promises
+# fio stopped within 2 s of the DELETE, so the heartbeat that hears it comes at most 1 s
+# after it, and fio gets the rest to stop (tests/test_agent_cancel.py: the worst moment).
+HEARTBEAT_S = 1.0
+
+
 class Lease:
     """Keeps a received message invisible while the item runs, and relays cancellation."""
 
@@ -36,7 +42,7 @@ class Lease:
         message: Message,
         timeout_s: int,
         heartbeat: Callable[[], bool],
-        heartbeat_every_s: float = 2.0,
+        heartbeat_every_s: float = HEARTBEAT_S,
     ) -> None:
         self._queues, self._pool, self._timeout = queues, pool, timeout_s
         self._message = message
@@ -46,6 +52,7 @@ class Lease:
         self._stop = threading.Event()
         self.lost = threading.Event()
         self.cancelled = threading.Event()
+        self._news = threading.Event()  # set with lost or cancelled: wakes ``wait``
         self._renewed_at = time.monotonic()
         self._thread = threading.Thread(target=self._run, name="lease", daemon=True)
         self.heartbeats = False
@@ -59,6 +66,15 @@ class Lease:
         self.heartbeats = heartbeats
         if not self._thread.is_alive():
             self._thread.start()
+
+    def wait(self, timeout_s: float) -> None:
+        """Sleep up to ``timeout_s``, waking at once when the lease is lost or cancelled."""
+        self._news.wait(timeout_s)
+
+    def _lose(self) -> None:
+        self.lost.set()
+        self._stop.set()
+        self._news.set()
 
     def stop(self) -> None:
         self._stop.set()
@@ -74,6 +90,7 @@ class Lease:
                 try:
                     if self._heartbeat():
                         self.cancelled.set()
+                        self._news.set()
                 except ApiError as e:
                     if e.status not in (404, 409):
                         log.warning("heartbeat refused: %s", e)
@@ -81,8 +98,7 @@ class Lease:
                     # The run or item is gone, or the item is no longer ours: stop fio and
                     # write nothing, as when the lease is lost.
                     log.error("heartbeat: %s; stopping", e)
-                    self.lost.set()
-                    self._stop.set()
+                    self._lose()
                 except BenchError as e:
                     log.warning("heartbeat failed: %s", e)
 
@@ -91,16 +107,14 @@ class Lease:
             renewed = self._queues.renew(self._pool, self.message, self._timeout)
         except LeaseLost as e:
             log.error("%s", e)
-            self.lost.set()
-            self._stop.set()
+            self._lose()
             return
         except StoreUnavailable as e:
             # Transient: retry on the next beat, but once the visibility has run out the
             # message may be someone else's.
             if now - self._renewed_at >= self._timeout:
                 log.error("could not renew before the visibility timeout ran out: %s", e)
-                self.lost.set()
-                self._stop.set()
+                self._lose()
             return
         with self._lock:
             self._message = renewed

@@ -20,32 +20,30 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from adapters.queue import LeaseLost, Message, WorkQueues
-from agent import metadata
 from agent.api_client import ApiClient, ApiError
 from agent.beacon import Beacon
+from agent.cleanup import after_item, clean_target, parse_order, remove_stale_trees
 from agent.config import AgentConfig
-from agent.counters import CounterSampler
-from agent.dataset import read_only_files
 from agent.diskspd_item import run_diskspd
 from agent.diskspd_runner import DiskSpdProcess
+from agent.failures import item_failure
+from agent.fio_item import run_fio
 from agent.fio_runner import FioProcess, safe_name
 from agent.hostfacts import host_facts
 from agent.item_checks import mount_down, refusal
-from agent.layout import ItemFailed, lay_out
-from agent.lease import Lease, sleep_until
-from agent.mounts import MountWatch, mount_changes
-from core.artifacts import pack_json, pack_timeline, ref
-from core.engines.fio_check import fio_messages, measurement_problems, rejection
-from core.engines.fio_logs import timeline_from_logs
-from core.engines.results import build_result
+from agent.lease import Lease
+from agent.mounts import MountWatch
+from agent.workdir import WorkRoot
+from core.artifacts import ref
 from core.errors import StoreUnavailable
 from core.models import ArtifactName, ArtifactRef, HostFacts, Result, WorkItem
 from core.runs.barrier_timing import barrier_poll_ms
+from core.runs.clean import CleanOrder
 
 log = logging.getLogger(__name__)
 MOUNT_DOWN = "failed: mount down, handed back"
 MOUNT_DOWN_PAUSE_S = 5.0
-PARK_TIMEOUT_S = 5.0  # fio's start-up before ready; a slower one starts late (its skew shows)
+MAX_CLEAN_DELIVERIES = 5  # a clean order no agent of the pool can carry out is dropped
 
 
 class Worker:
@@ -66,9 +64,16 @@ class Worker:
         self.stop_now = threading.Event()
         self._host = host_facts(use_imds=config.imds)
         self.beacon: Beacon | None = None  # the registry heartbeat (agent.beacon), if any
-        self._work_root = Path(config.work_dir or tempfile.gettempdir()) / (
-            "benchagent-" + safe_name(config.agent_id)
+        # Per process and locked (agent.workdir): opened by ``work``, so a Worker that
+        # never works makes no directory.
+        self._work = WorkRoot(
+            Path(config.work_dir or tempfile.gettempdir())
+            / ("benchagent-" + safe_name(config.agent_id))
         )
+
+    @property
+    def work_root(self) -> Path:
+        return self._work.path
 
     @property
     def host(self) -> HostFacts:
@@ -83,6 +88,13 @@ class Worker:
     def work(self, *, once: bool = False, max_items: int | None = None) -> int:
         """Poll and process until stopped; ``once`` returns after one poll, ``max_items``
         after that many items. Returns the number of items handled."""
+        self._work.open()
+        try:
+            return self._loop(once=once, max_items=max_items)
+        finally:
+            self._work.close()
+
+    def _loop(self, *, once: bool, max_items: int | None) -> int:
         handled = 0
         idle = self.config.idle_min_s
         while not self.stop_after_current.is_set():
@@ -93,6 +105,8 @@ class Worker:
                     msg = self.queues.receive(self.config.pool, self.config.visibility_timeout)
             except StoreUnavailable as e:
                 log.warning("queue unavailable: %s", e)
+            except Exception:  # crash-only: the loop outlives any poll
+                log.exception("polling the queue failed")
             if msg is None:
                 if once:
                     break
@@ -101,7 +115,13 @@ class Worker:
                 idle = min(idle * 2, self.config.idle_max_s)
                 continue
             idle = self.config.idle_min_s
-            outcome = self.process(msg)
+            try:
+                outcome = self.process(msg)
+            except Exception:  # crash-only: no item ends the agent
+                # process() reports what an item raises; this is a failure of that report
+                # itself: the message comes back after its visibility timeout.
+                log.exception("message %s", msg.id)
+                outcome = "error"
             log.info("message %s: %s", msg.id, outcome)
             handled += 1
             if outcome == MOUNT_DOWN:
@@ -114,6 +134,9 @@ class Worker:
 
     def process(self, msg: Message) -> str:
         pool = self.config.pool
+        order = parse_order(msg.content)
+        if order is not None:
+            return self._clean(msg, order)
         try:
             item = WorkItem.model_validate_json(msg.content)
         except ValidationError as e:
@@ -146,6 +169,15 @@ class Worker:
         except StoreUnavailable as e:
             log.error("item %s: %s; it will be redelivered", item.item_id, e)
             return "error"
+        except Exception as e:  # crash-only: no item ends the agent
+            # Whatever the item's path raised (a full or read-only target, a bug): a failed
+            # attempt with the OS's own words, permanent when no retry can get past it.
+            log.exception("item %s", item.item_id)
+            if lease.lost.is_set():
+                return "lease lost"  # someone else may hold the item now: report nothing
+            failure = item_failure(e)
+            with self.api.retry_until(lease.lost):
+                return self._failed(item, lease, failure.message, permanent=failure.permanent)
         finally:
             lease.stop()
             if self.beacon is not None:
@@ -174,118 +206,36 @@ class Worker:
             # now: an attempt that failed, handed back, never a measurement (issue 13.2).
             self._failed(item, lease, down)
             return MOUNT_DOWN
+        remove_stale_trees(item, self.config.mounts, self.config.path)
+        log.info("item %s: claim %.0f ms", item.item_id, (t_claimed - t0) * 1000)
         if item.engine == "diskspd":
             return run_diskspd(self, item, lease)
-        lease.start(heartbeats=True)
-        work_dir = self._work_root / safe_name(item.item_id)
-        shutil.rmtree(work_dir, ignore_errors=True)
-        # Only mounts that are not read-only get files laid out; a read-only one's data set
-        # is read where it is, and nothing is written there (agent.dataset).
-        data_dirs = {
-            t: Path(self.config.path(t)) / ".benchsvc" / safe_name(agent)
-            for t in item.targets
-            if t not in item.datasets
-        }
-        before = {t: self.mounts.facts(t) for t in item.targets}
-        meta = item.workload.metadata is not None
-        if meta:
-            data_dirs = metadata.tree_roots(item, self.config.path)
-        try:
-            read_files = read_only_files(item, self.config.path, work_dir)
-            fio = FioProcess(
-                item.workload,
-                data_dirs=data_dirs,
-                work_dir=work_dir,
-                fio_binary=self.fio_binary,
-                read_files=read_files,
-            )
-            if meta:
-                metadata.prepare(item.workload, data_dirs)
-                fill = None
-            else:
-                fill = lay_out(fio, item.workload, fill=item.fill)
-        except ItemFailed as e:
-            return self._failed(item, lease, str(e), permanent=e.permanent)
-        if fill is not None:
-            log.info("fill of %s: %s", item.item_id, "ran" if fill.ran else "marker valid")
+        return run_fio(self, item, lease, t_claimed)
 
-        # Host counters each second while fio runs (what bound the run, core.analysis.ceilings)
-        sampler = CounterSampler([before[t].mount_point for t in item.targets]).start()
-        # fio starts up and waits at its gate before the agent says ready, so the start
-        # instant only has to leave time for every agent to hear it (core.runs.protocol).
-        fio.start()
-        try:
-            t_laid = time.perf_counter()
-            if not fio.wait_parked(PARK_TIMEOUT_S):
-                log.warning("fio of %s not at its gate yet; reporting ready", item.item_id)
-            t_parked = time.perf_counter()
-            scheduled = self._await_start(item, lease)
-            log.info(
-                "item %s: claim %.0f ms, checks and layout %.0f ms, fio at its gate %.0f ms, "
-                "barrier %.0f ms",
-                item.item_id,
-                (t_claimed - t0) * 1000,
-                (t_laid - t_claimed) * 1000,
-                (t_parked - t_laid) * 1000,
-                (time.perf_counter() - t_parked) * 1000,
-            )
-        except BaseException:
-            fio.stop()
-            sampler.stop()
-            raise
-        if isinstance(scheduled, str):
-            fio.stop()
-            sampler.stop()
-            return scheduled
-        sleep_until(scheduled / 1000)
-        released = fio.release()
-        stop = self._wait_for(fio, lease, item)
-        sampler.stop()
-        if stop:
-            return stop
-        outcome = fio.collect()
-        moved = mount_changes(item.targets, self.config.mounts, self.mounts, before)
-        if moved:
-            return self._failed(item, lease, moved)
-        said = fio_messages(outcome.notes, outcome.stderr)
-        if outcome.doc is None:
-            err = " | ".join(said) or outcome.stderr.strip()[-1500:] or "no output"
-            return self._failed(item, lease, f"fio exited {outcome.returncode}: {err}")
-        problems = measurement_problems(outcome.doc, item.workload, mounts=len(item.targets))
-        if outcome.returncode != 0:
-            problems.insert(0, f"fio exited {outcome.returncode}")
-        if problems:
-            return self._failed(item, lease, rejection(problems, said))
-        if meta:
+    def _clean(self, msg: Message, order: CleanOrder) -> str:
+        """``benchctl clean``: this agent removes the target's benchmark files when it has
+        the target and it is usable; otherwise another agent of the pool may, and after
+        MAX_CLEAN_DELIVERIES the order is dropped."""
+        if order.target not in self.config.mounts or self.mounts.check()[order.target]:
+            if msg.dequeue_count >= MAX_CLEAN_DELIVERIES:
+                log.error("clean %s: no agent could reach %s; dropped", order.id, order.target)
+                self._delete(msg)
+                return "dropped"
             try:
-                metadata.finish(item.workload, data_dirs)
-            except ItemFailed as e:
-                return self._failed(item, lease, str(e), permanent=e.permanent)
-        timeline = timeline_from_logs(outcome.iops_logs, outcome.bw_logs, outcome.hist_logs)
-        artifacts: dict[ArtifactName, bytes] = {
-            "raw": pack_json(outcome.doc),
-            "logs": fio.logs_archive(),
-        }
-        if timeline is not None:
-            artifacts["timeline"] = pack_timeline(timeline)
-        counters = sampler.artifact()
-        if counters is not None:
-            artifacts["counters"] = counters
-        result = build_result(
-            item,
-            fio_json=outcome.doc,
-            timeline=timeline,
-            agent_id=agent,
-            host=self._host,
-            scheduled_ms=scheduled,
-            released_ms=released,
-            fill=fill,
-            mounts=[self.mounts.facts(t) for t in item.targets],
+                self.queues.renew(self.config.pool, msg, self.config.retry_delay_s)
+            except (LeaseLost, StoreUnavailable) as e:
+                log.warning("could not hand back clean %s: %s", order.id, e)
+            return "released"
+        mount = Path(self.config.path(order.target))
+        done = clean_target(mount, order.requested_at_ms)
+        log.info(
+            f"clean {order.id} of {order.target} (asked by {order.requested_by}): removed "
+            f"{done.files:,} files ({done.bytes / (1 << 20):,.1f} MiB) under "
+            f"{mount / '.benchsvc'}; kept {done.kept:,} changed since the order; "
+            f"{done.failed:,} could not be removed"
         )
-        summary = sampler.summary(result.started_at_ms, result.ended_at_ms, outcome.doc)
-        uploaded = self._upload(item, artifacts)
-        result = result.model_copy(update={"artifacts": uploaded, "counters": summary})
-        return self._store(result, lease, work_dir)
+        self._delete(msg)
+        return "cleaned"
 
     def _upload(
         self, item: WorkItem, packed: dict[ArtifactName, bytes]
@@ -309,6 +259,7 @@ class Worker:
         if barrier.status != "go":
             log.info("step of %s aborted: %s", item.item_id, barrier.reason)
             self._delete(lease.message)
+            self._tidy(item, ended=True)
             return "aborted"
         assert barrier.start_at_ms is not None, "the API sends a start instant with every go"
         return barrier.start_at_ms
@@ -319,7 +270,7 @@ class Worker:
             stop = self._interrupted(lease, item, proc)
             if stop:
                 return stop
-            time.sleep(0.2)
+            lease.wait(0.2)
         return "lease lost" if lease.lost.is_set() else ""
 
     def _store(self, result: Result, lease: Lease, work_dir: Path) -> str:
@@ -343,6 +294,7 @@ class Worker:
                 fio.stop()
             self.api.cancelled(item, self.config.agent_id)
             self._delete(lease.message)
+            self._tidy(item, ended=True)
             return "cancelled"
         if self.stop_now.is_set():
             if fio:
@@ -356,11 +308,17 @@ class Worker:
     ) -> str:
         """Report a failed attempt; a permanent one (no retry can succeed) is final at once."""
         final = self.api.failure(item, self.config.agent_id, message, permanent=permanent)
+        self._tidy(item, ended=final)
         if final:
             self._delete(lease.message)
         else:
             self._release(lease, self.config.retry_delay_s)
         return "failed"
+
+    def _tidy(self, item: WorkItem, *, ended: bool) -> None:
+        """Remove what the attempt wrote on its targets that no later attempt or phase
+        needs (agent.cleanup); never raises."""
+        after_item(item, self.config.agent_id, self.config.mounts, self.config.path, ended=ended)
 
     def _delete(self, msg: Message) -> None:
         try:

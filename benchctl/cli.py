@@ -16,6 +16,7 @@ from benchctl.cli_common import EXIT_FAILED, FORMATS, _api
 from benchctl.cli_runs import (
     cmd_agents,
     cmd_cancel,
+    cmd_clean,
     cmd_compare,
     cmd_list,
     cmd_run,
@@ -160,6 +161,11 @@ def parser() -> argparse.ArgumentParser:
     ca = sub.add_parser("cancel", help="cancel a run")
     ca.add_argument("run_id")
     ca.set_defaults(func=cmd_cancel)
+
+    cl = sub.add_parser("clean", help="have an agent remove a target's benchmark files")
+    cl.add_argument("target")
+    cl.add_argument("--pool", help="the target's pool, when several pools have it")
+    cl.set_defaults(func=cmd_clean)
 
     ag = sub.add_parser("aggregate", help="aggregate fio JSON outputs offline")
     ag.add_argument(

@@ -303,3 +303,12 @@ def cmd_cancel(a: argparse.Namespace) -> int:
     run = _api(a).cancel(a.run_id)
     print(f"{run['id']}: {run['state']}")
     return EXIT_OK
+
+
+def cmd_clean(a: argparse.Namespace) -> int:
+    order = _api(a).clean(a.target, a.pool)
+    print(
+        f"{order['id']}: {order['state']}: the first agent of pool {order['pool']} with "
+        f"target {order['target']} removes the benchmark files under .benchsvc/ there"
+    )
+    return EXIT_OK

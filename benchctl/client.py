@@ -215,3 +215,9 @@ class Api:
     def cancel(self, run_id: str) -> dict[str, Any]:
         data: dict[str, Any] = self._call("DELETE", f"/api/runs/{run_id}").json()
         return data
+
+    def clean(self, target: str, pool: str | None = None) -> dict[str, Any]:
+        body = {"pool": pool} if pool else {}
+        r = self._call("POST", f"/api/targets/{target}/clean", json=body)
+        data: dict[str, Any] = r.json()
+        return data

@@ -123,6 +123,7 @@ class Artifacts(Protocol):
 class Queue(Protocol):
     def send(self, item: WorkItem) -> None: ...
     def send_poison(self, pool: str, body: str) -> None: ...
+    def send_clean(self, pool: str, body: str) -> None: ...  # core.runs.clean's order
 
 
 class Notifier(Protocol):

@@ -42,6 +42,7 @@ from functions import (
 from functions import apidocs as d
 from functions import apidocs_monitoring as m
 from functions.auth import Unauthorized, resolve_caller
+from functions.clean_api import router as clean_router
 from functions.openapi import BOT_MESSAGES, LOCATION, PUBLIC_PATHS, doc
 from functions.params import (
     STORE,
@@ -323,6 +324,7 @@ def create_app() -> FastAPI:
     app.include_router(reports_api.router)
     app.include_router(agent_api.router)
     app.include_router(fleet_api.router)
+    app.include_router(clean_router)
     app.include_router(bot.router)
     app.include_router(messages.router)
     return app

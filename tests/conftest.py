@@ -304,17 +304,19 @@ TmpfsFactory = Callable[..., Path]
 
 @pytest.fixture
 def tmpfs() -> Iterator[TmpfsFactory]:
-    """Mounts a real tmpfs (the tests run as root); every mount is undone at teardown, a
-    lazy unmount so files still open cannot keep it."""
+    """Mounts a real tmpfs (the tests run as root), of ``size`` bytes and, given
+    ``nr_inodes``, that many inodes; every mount is undone at teardown (read-only
+    remounted or not), a lazy unmount so files still open cannot keep it."""
     import subprocess
 
     mounted: list[Path] = []
 
-    def mount(path: Path, size: str = "16m", source: str = "tmpfs") -> Path:
+    def mount(
+        path: Path, size: str = "16m", source: str = "tmpfs", nr_inodes: int | None = None
+    ) -> Path:
         path.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"size={size}", source, str(path)], check=True
-        )
+        options = f"size={size}" + (f",nr_inodes={nr_inodes}" if nr_inodes else "")
+        subprocess.run(["mount", "-t", "tmpfs", "-o", options, source, str(path)], check=True)
         mounted.append(path)
         return path
 

@@ -41,6 +41,7 @@ BODY_OPERATIONS = [
     ("PATCH", f"/api/regressions/{'0' * 16}/{'0' * 16}.read.iops.gate.{RUN}"),
     *(("POST", f"/api/agent/{verb}") for verb in AGENT_VERBS),
     ("PUT", f"/api/agent/results/{ITEM}"),
+    ("POST", "/api/targets/scratch/clean"),
 ]
 
 

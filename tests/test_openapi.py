@@ -144,6 +144,7 @@ def test_every_body_and_answer_is_described(document: dict[str, Any]) -> None:
 def _template(url: str) -> str:
     url = re.sub(r"/results/r-[^/]+$", "/results/{item_id}", url)
     url = re.sub(r"/schedules/sch-[^/]+$", "/schedules/{schedule_id}", url)
+    url = re.sub(r"/targets/[^/]+/clean$", "/targets/{alias}/clean", url)
     return re.sub(r"/regressions/[0-9a-f]{16}/[^/]+$", "/regressions/{key}/{regression_id}", url)
 
 
@@ -246,6 +247,9 @@ def test_real_answers_of_every_operation_match_the_document(
     check(api.patch(url, json={"state": "bogus"}), triage)  # 400
     check(api.patch(url, json={"state": reg.get("state", "new")}), triage)  # 200, or 404
     check(api.get("/api/targets"), "/api/targets")
+    clean = "/api/targets/{alias}/clean"
+    check(api.post(f"/api/targets/{FUZZ_TARGET}/clean", json={"pool": FUZZ_POOL}), clean)
+    check(api.post("/api/targets/nosuch/clean", json={}), clean)  # 404
     # The registry: a registration (its own pool: no test runs there), the listing, errors.
     agent_reg = {"agent_id": "conformance", "pool": FUZZ_AGENT_POOL, "session": "c" * 32}
     check(api.post("/api/agent/register", json=agent_reg), "/api/agent/register")

@@ -8,6 +8,7 @@ instead of storing it.
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -155,14 +156,13 @@ def _latency_problems(jobs: list[Mapping[str, Any]]) -> list[str]:
     return problems
 
 
-# fio's words for failures that the same agent cannot get past by trying again: the
-# filesystem is full, or this fio cannot load the ioengine the workload names.
-PERMANENT_MARKERS = (
-    "No space left on device",
-    "Disk quota exceeded",
-    "Read-only file system",
-    "not loadable",
-)
+# Errors no retry gets past, on this agent or another of the pool (they mount the same
+# target): it is full (ENOSPC: bytes or inodes), over its quota, mounted read-only, or
+# refuses the agent (access or permission).
+PERMANENT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
+# fio's words for them (it prints the C library's strerror, as Python's os.strerror), and
+# for an ioengine this fio cannot load.
+PERMANENT_MARKERS = (*sorted(os.strerror(e) for e in PERMANENT_ERRNOS), "not loadable")
 
 
 def permanent_failure(messages: Iterable[str]) -> bool:

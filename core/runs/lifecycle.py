@@ -29,6 +29,7 @@ from core.ports import Artifacts, Doc, Queue, Store
 from core.runs.admission import Admission, run_keys
 from core.runs.cas import update
 from core.runs.delivery import DELIVERY_BACKOFF_MS, deliver
+from core.runs.metadata import ends_later_phases
 from core.runs.plan import plan_items, resolve_dynamic, step_id
 from core.runs.provisioning import AwaitingAgents, hold
 from core.runs.state import (
@@ -185,11 +186,13 @@ class Lifecycle:
         next_step = next((s for s in sorted(steps, key=lambda s: s.step) if not s.enqueued), None)
         all_ended = all(i.ended for i in items)
         delivery_failed = run.delivery.state == DeliveryState.FAILED
+        phase_failed = ends_later_phases(run.workload, items)
         if (
             next_step is not None
             and all_ended
             and run.admitted
             and not step_failed
+            and not phase_failed
             and not run.cancel_requested
             and not delivery_failed
             and run.delivery.state == DeliveryState.SENT
@@ -215,7 +218,8 @@ class Lifecycle:
                 return self.update_run(run_id, retry)
             return self.advance(run_id)
         finished = delivery_failed or (
-            all_ended and (next_step is None or bool(step_failed) or run.cancel_requested)
+            all_ended
+            and (next_step is None or bool(step_failed) or phase_failed or run.cancel_requested)
         )
         owes = finished and run.admitted and not delivery_failed and not run.cancel_requested
         announce = owes and not run.finalized and self._finalize(run, steps, items)

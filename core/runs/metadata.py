@@ -11,15 +11,24 @@ run were cut short.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from core.engines.fio_metadata import files_per_client
 from core.errors import FieldError
 from core.models import RunRequest, Workload
+from core.runs.state import Item, ItemState
 
 RUNNER_FILES = 100_000
 ENGINEER_FILES = 4_000_000
 ADMIN_FILES = 64_000_000
+
+
+def ends_later_phases(base: Workload, items: Iterable[Item]) -> bool:
+    """A metadata phase works on the tree the one before made: once a client's phase has
+    failed, no later phase runs (a delete after a failed create would measure the remains
+    of a half-made tree, and store them as a result)."""
+    return base.metadata is not None and any(i.state == ItemState.FAILED for i in items)
 
 
 def creates_files(workload: Workload) -> bool:

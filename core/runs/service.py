@@ -14,6 +14,7 @@ from core.monitoring.monitor import Monitor
 from core.ports import Artifacts, Doc, Queue, Store
 from core.runs.admission import Admission
 from core.runs.barrier_timing import BARRIER_LEAD_MS, REJOIN_LATE_MS
+from core.runs.clean import order_clean
 from core.runs.guardrails import LOCAL_CALLER, Caller, TargetInfo
 from core.runs.intake import Intake
 from core.runs.lifecycle import Lifecycle
@@ -42,6 +43,8 @@ class RunService:
         pool_configs: tuple[PoolConfig, ...] = (),
     ) -> None:
         self.store = store
+        self.queue = queue
+        self.targets = list(targets or [])
         self.fleet = Fleet(store.agents, pool_configs or [PoolConfig(name=p) for p in pools], clock)
         self.admission = Admission(store, clock)
         self.lifecycle = Lifecycle(
@@ -123,6 +126,11 @@ class RunService:
                     ),
                 )
         return self.views.summary(self.lifecycle.advance(run_id))
+
+    def clean(self, alias: str, pool: str | None, caller: Caller = LOCAL_CALLER) -> Doc:
+        """Have an agent of the target's pool remove its benchmark files (core.runs.clean)."""
+        order = order_clean(self.store, self.queue, self.targets, alias, pool, caller.name)
+        return {**order.model_dump(mode="json"), "state": "queued"}
 
     def tick(self) -> list[str]:
         """The timer: whatever is due. Returns the runs finalized."""
