@@ -18,7 +18,7 @@ from typing import Any
 
 from core.analysis.aggregate import ClientSample, aggregate
 from core.engines.diskspd_xml import sample_from_xml
-from core.engines.fio_logs import LogError, timeline_from_logs
+from core.engines.fio_logs import LogError, final_output, timeline_from_logs
 from core.engines.fio_output import ALL_CLIENTS, directions_from_fio, has_bins
 
 
@@ -73,7 +73,11 @@ def samples_from_doc(
             for i, (host, entries) in enumerate(sorted(groups.items()))
         ]
     try:
-        timeline = timeline_from_logs(logs.iops, logs.bw, logs.hist) if logs else None
+        timeline = (
+            timeline_from_logs(logs.iops, logs.bw, logs.hist, final=final_output(doc))
+            if logs
+            else None
+        )
     except LogError as e:
         raise InputError(f"{label}: {e}") from None
     return [
