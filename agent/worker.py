@@ -37,6 +37,7 @@ from agent.mounts import MountWatch, mount_changes
 from core.artifacts import pack_json, pack_timeline, ref
 from core.engines.fio_check import fio_messages, measurement_problems, rejection
 from core.engines.fio_logs import final_output, timeline_from_logs
+from core.engines.fio_status import StatusOutput, with_total_latency
 from core.engines.results import build_result
 from core.errors import StoreUnavailable
 from core.models import ArtifactName, ArtifactRef, HostFacts, Result, WorkItem
@@ -261,11 +262,14 @@ class Worker:
                 metadata.finish(item.workload, data_dirs)
             except ItemFailed as e:
                 return self._failed(item, lease, str(e), permanent=e.permanent)
-        timeline = timeline_from_logs(
-            outcome.iops_logs,
-            outcome.bw_logs,
-            outcome.hist_logs,
-            final=final_output(outcome.doc),
+        timeline = with_total_latency(
+            timeline_from_logs(
+                outcome.iops_logs,
+                outcome.bw_logs,
+                outcome.hist_logs,
+                final=final_output(outcome.doc),
+            ),
+            StatusOutput(outcome.notes, outcome.doc, outcome.status),
         )
         artifacts: dict[ArtifactName, bytes] = {
             "raw": pack_json(outcome.doc),

@@ -268,7 +268,7 @@ def test_a_windows_histogram_is_its_exact_overlap_with_fios_lines() -> None:
 @given(
     rate=st.integers(50, 200_000),
     jobs=st.integers(1, 4),
-    runtime_ms=st.integers(1_001, 12_000),
+    runtime_ms=st.integers(1_004, 12_000),
     jitter=st.lists(st.integers(0, 3), min_size=1, max_size=5),
     late_job_line=st.booleans(),
 )
@@ -282,7 +282,7 @@ def test_the_last_partial_interval_comes_from_fios_final_totals(
     per_job = rate / jobs
     iops, bw, hists = [], [], []
     for j in range(jobs):
-        whole = (runtime_ms - 1) // 1000  # lines due before the end
+        whole = (runtime_ms - 4) // 1000  # lines stamped (3 ms late at most) before the end
         # Jobs start together (their first lines on time), later lines stamped late.
         stamps = [T0 + 1000 * (k + 1) + (k and jitter[(k + j) % len(jitter)]) for k in range(whole)]
         if late_job_line and j == 0 and runtime_ms % 1000 == 0:
@@ -306,7 +306,7 @@ def test_the_last_partial_interval_comes_from_fios_final_totals(
     assert tl is not None and tl.read is not None
     assert tl.end_ms - tl.start_ms == runtime_ms
     assert sum(tl.read.ios) == pytest.approx(round(total), abs=1e-3)  # logs: 6 digits
-    assert sum(tl.read.bytes) == pytest.approx(round(total) * BS, abs=1e-3)
+    assert sum(tl.read.bytes) == pytest.approx(round(total) * BS, abs=1.0)
     assert sum(histogram_in(tl, "read", (tl.start_ms, tl.end_ms)).values()) == pytest.approx(
         7 * lines + 5
     )
