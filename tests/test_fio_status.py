@@ -81,8 +81,8 @@ def test_rows_telescope_to_fios_final_histogram(steps: list[dict[int, int]], bef
     total: dict[str, float] = {}
     for r in rows:
         assert T0 <= r.start_ms < r.end_ms <= end
-        for k, v in r.counts.items():
-            total[k] = total.get(k, 0.0) + v
+        for key, count in r.counts.items():
+            total[key] = total.get(key, 0.0) + count
     assert total == {str(k): float(v) for k, v in final.items() if v}
     timeline = ClientTimeline(
         start_ms=T0, end_ms=end, read=DirectionTimeline(ios=[1.0], bytes=[1.0])
