@@ -65,7 +65,10 @@ class FailedClient:
 
 
 def _summary(hist: Mapping[int, float] | Mapping[str, int]) -> dict[str, float]:
-    return {name: percentile_from_bins(hist, p) for name, p in SUMMARY_PERCENTILES.items()}
+    """The summary percentiles and the maximum (the highest bucket: Vdbench's curves show
+    the maximum response time apart, docs/methodology.md)."""
+    out = {name: percentile_from_bins(hist, p) for name, p in SUMMARY_PERCENTILES.items()}
+    return {**out, "max": percentile_from_bins(hist, 100.0)}
 
 
 def _bins(r: DirectionResult, kind: LatencyKind) -> dict[str, int]:
