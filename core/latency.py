@@ -25,16 +25,14 @@ def format_ns(ns: float | None) -> str:
     four significant digits (fio's buckets are about 1.6 % wide), never ``0.000``."""
     if ns is None:
         return "-"
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
-        if ns >= scale:
-            return f"{_digits(ns / scale)} {unit}"
     if ns <= 0:
         return "0"
-    return f"{_digits(ns / 1e3)} µs"
-
-
-def _digits(v: float) -> str:
-    return f"{v:,.0f}" if v >= 1000 else f"{v:.4g}"
+    for unit, scale in (("µs", 1e3), ("ms", 1e6)):
+        # 999,999 ns is 1 ms to four digits, not 1000 µs.
+        if float(f"{ns / scale:.4g}") < 1000:
+            return f"{ns / scale:.4g} {unit}"
+    v = ns / 1e9
+    return f"{v:,.0f} s" if v >= 1000 else f"{v:.4g} s"
 
 
 def shown(entry: Mapping[str, Any] | None) -> tuple[Kind, Mapping[str, Any]]:

@@ -107,19 +107,22 @@ def compare_figures(report: CompareReport) -> list[Figure]:
 
 
 def _per_second(report: CompareReport) -> Figure | None:
-    """All clients' IOPS per second of each run's last step, from its window's start."""
+    """All clients' IOPS per second of each run's last step, from its common window's start
+    (the seconds of the step's span, as the run's report draws them)."""
     fig = _fig("IOPS per second (all clients, common window)", "seconds", "IOPS")
     fig.update_yaxes(rangemode="tozero")
     drawn = False
     for c, colour in zip(report.runs, COLOURS, strict=False):
-        agg = c.run.get("aggregate") or {}
-        window = agg.get("window")
-        for d, points in (agg.get("series") or {}).items():
-            if not window or not points:
+        if c.step is None or c.step.window is None:
+            continue
+        start, end = c.step.window
+        for d, every in c.step.total.items():
+            points = [p for p in every if start < p.t_ms <= end + 500]
+            if not points:
                 continue
             fig.add_scatter(
-                x=[round((p["t_ms"] - window["start_ms"]) / 1000, 3) for p in points],
-                y=[p["iops"] for p in points],
+                x=[round((p.t_ms - start) / 1000, 3) for p in points],
+                y=[p.iops for p in points],
                 name=f"{c.letter} {d}",
                 mode="lines+markers",
                 line={"color": colour, "dash": "solid" if d == "read" else "dot"},
@@ -135,8 +138,8 @@ def _curves(report: CompareReport) -> Figure | None:
         return None
     kind = curve_kind(everything)
     name = KIND_NAMES[kind]
-    fig = _fig(f"{name} latency vs IOPS", "IOPS (all clients)", f"{name} latency, ms")
-    fig.update_yaxes(rangemode="tozero")
+    fig = _fig(f"{name} latency vs IOPS", "IOPS (all clients)", f"{name} latency, ms (log scale)")
+    fig.update_yaxes(type="log")
     for c, colour in zip(report.runs, COLOURS, strict=False):
         for group, mine in curve_groups(c.curves.get("latency") or []):
             for d in ("read", "write"):

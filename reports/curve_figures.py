@@ -9,7 +9,7 @@ from typing import Any
 
 from benchctl.render import curve_kind
 from core.latency import KIND_NAMES, format_ns
-from core.units import clients_text
+from core.units import clients_text, parse_size
 from reports.figures import Figure, _fig
 
 CURVE_PERCENTILES = ("p50", "p99", "p99.9")
@@ -17,6 +17,16 @@ CURVE_PERCENTILES = ("p50", "p99", "p99.9")
 COLOURS = {"p50": "#1f77b4", "p99": "#d62728", "p99.9": "#9467bd", "max": "#555555"}
 DASHES = ("solid", "dash", "dot", "dashdot")
 _RATE = re.compile(r"rate=(\d+)%")
+
+
+_PAIR = re.compile(r"^\w+=([^,]+),(\w+=[^,]+)$")
+
+
+def _number(m: re.Match[str] | None) -> float:
+    try:
+        return float(m.group(1)) if m else 0.0
+    except ValueError:  # a size such as 4k
+        return float(parse_size(m.group(1))) if m else 0.0
 
 
 def _rate_pct(point: dict[str, Any]) -> int:
@@ -28,8 +38,24 @@ def curve_groups(points: Sequence[dict[str, Any]]) -> list[tuple[str, list[dict[
     """The curves a run's points make, each in the order its load grows:
     - a rate sweep: one curve per client count over its rate points, lowest rate first
       (the unthrottled step that found the maximum is not on it: it is drawn apart);
+    - a two-field sweep: one curve per value of its second field;
     - a client sweep: one curve per workload over its client counts;
     - otherwise (a field sweep on one client count): one curve over the steps."""
+    grid = [_PAIR.match(str(p.get("point") or "")) for p in points]
+    if points and all(grid):
+        # A two-field sweep: one curve per value of the second field over the first's
+        # values (fio-plot's 2D view of its grid), e.g. numjobs=2 over iodepth 1, 4, 16.
+        outer = list(dict.fromkeys(m.group(2) for m in grid if m))
+        return [
+            (
+                o,
+                sorted(
+                    (p for p, m in zip(points, grid, strict=True) if m and m.group(2) == o),
+                    key=lambda p: _number(_PAIR.match(str(p["point"]))),
+                ),
+            )
+            for o in outer
+        ]
     if any(p.get("mode") == "rate" for p in points):
         counts = sorted({p["clients"] for p in points})
         return [
@@ -58,7 +84,9 @@ def curve_groups(points: Sequence[dict[str, Any]]) -> list[tuple[str, list[dict[
 
 
 def _point_text(p: dict[str, Any], by_clients: bool) -> str:
-    return clients_text(p["clients"]) if by_clients else str(p.get("point") or f"step {p['step']}")
+    if by_clients:
+        return clients_text(p["clients"])
+    return str(p.get("point") or f"step {p['step']}").replace("rate=", "")
 
 
 def latency_curve_figure(curves: dict[str, Any]) -> Figure | None:
@@ -70,8 +98,9 @@ def latency_curve_figure(curves: dict[str, Any]) -> Figure | None:
         return None
     kind = curve_kind(points)
     name = KIND_NAMES[kind]
-    fig = _fig(f"{name} latency vs IOPS", "IOPS (all clients)", f"{name} latency, ms")
-    fig.update_yaxes(rangemode="tozero")
+    fig = _fig(f"{name} latency vs IOPS", "IOPS (all clients)", f"{name} latency, ms (log scale)")
+    # p50 and p99.9 can lie two decades apart: on a linear axis p50 is a flat line at 0.
+    fig.update_yaxes(type="log")
     groups = curve_groups(points)
     by_clients = len({p["clients"] for p in points}) > 1 and not any(
         p.get("mode") == "rate" for p in points
@@ -91,7 +120,9 @@ def latency_curve_figure(curves: dict[str, Any]) -> Figure | None:
                     hovertemplate="%{text}: %{x:,.0f} IOPS, %{y:.4g} ms<extra>%{fullData.name}"
                     "</extra>",
                     name=f"{d} {p}{suffix}",
-                    mode="lines+markers",
+                    # The top percentile's points say what they are (rate, clients, value).
+                    mode="lines+markers+text" if p == "p99.9" else "lines+markers",
+                    textposition="top center",
                     line={"color": COLOURS[p], "dash": DASHES[g % len(DASHES)]},
                 )
     for d in ("read", "write"):

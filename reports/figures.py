@@ -36,7 +36,7 @@ class Figure:
 
 def _fig(title: str, x: str, y: str, **layout: Any) -> go.Figure:
     fig = go.Figure()
-    fig.update_layout(title=title, xaxis_title=x, yaxis_title=y, **LAYOUT, **layout)
+    fig.update_layout(title=title, xaxis_title=x, yaxis_title=y, **{**LAYOUT, **layout})
     return fig
 
 
@@ -106,6 +106,8 @@ def histogram_figure(step: StepData, aggregate: dict[str, Any] | None, heading: 
         "I/Os",
     )
     fig.update_xaxes(type="log")
+    # A log count axis keeps the tail beyond p99 visible next to the mode.
+    fig.update_yaxes(type="log", title="I/Os (log scale)")
     fig.update_layout(bargap=0, height=380)
     for d, buckets in step.histogram.items():
         edges = [_bucket_edges(k) for k, _ in buckets]
@@ -168,12 +170,18 @@ def clients_heatmap(step: StepData, aggregate: dict[str, Any] | None, heading: s
         "",
         height=max(220, 70 + 40 * len(rows)),
     )
+    shares = [v for row in z for v in row if v is not None]
+    # At least 75-125 %: a client 1 % off its peers is not a straggler; one at 50 % is.
+    spread = max([25.0, *(abs(v - 100) for v in shares)])
     fig.add_heatmap(
         x=[round((t - origin) / 1000, 3) for t in step.grid_t],
         y=labels,
         z=z,
+        text=[["" if v is None else f"{v:.0f}%" for v in row] for row in z],
+        texttemplate="%{text}",
         customdata=[r.iops for r in rows],
-        zmid=100,
+        zmin=100 - spread,
+        zmax=100 + spread,
         colorscale="RdBu",
         colorbar={"title": "% of mean"},
         hovertemplate="%{y}<br>second %{x}: %{customdata:,.0f} IOPS (%{z}% of mean)<extra></extra>",

@@ -63,6 +63,9 @@ def series_figures(history: dict[str, Any]) -> list[Figure]:
             fig = _series_chart(title, rows, metrics, scale)
             if fig is None:
                 continue
+            if "latency" in title:
+                # p50 and p99.9 can lie decades apart: a log axis shows each one's change.
+                fig.update_yaxes(type="log", title=f"{title.rsplit(', ', 1)[-1]} (log scale)")
             _mark(fig, rows, metrics, regressions, times)
             out.append(Figure(fig_id, fig))
     return out

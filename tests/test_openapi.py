@@ -49,7 +49,7 @@ CHECKS += "content_type_conformance"
 SEED = os.environ.get("SCHEMATHESIS_SEED", "20261123")
 MIN_CASES = 1000
 BINARY = {"type": "string", "format": "binary"}
-HTML_PAGES = ("/api/runs/{run_id}/report", "/api/series/{key}/report")
+HTML_PAGES = ("/api/runs/{run_id}/report", "/api/series/{key}/report", "/api/compare/report")
 
 
 @pytest.fixture(scope="module")

@@ -101,6 +101,13 @@ class Monitor:
             created += self._store_changes(key, run.target, changes)
         return created
 
+    def detect(self, key: str, target: str) -> list[Doc]:
+        """Change-point detection again over a series' stored points (after a change of
+        threshold, or points written by a tool): stores and announces the changes not
+        stored yet, as ``record`` does; returns those it created."""
+        changes = find_changes(self._points(key), min_magnitude_pct=self.min_magnitude_pct)
+        return self._store_changes(key, target, changes)
+
     def _points(self, key: str) -> list[Doc]:
         return [named(p) for p in self.store.series.points(key)]
 
