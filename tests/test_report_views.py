@@ -290,5 +290,12 @@ def test_series_report_and_lists_read_as_people_name_things(
     row = page.page.inner_text(f"#runs tr[data-run='{runs['A']}']")
     last = runs["A-run"]["aggregate"]["read"]
     assert f"{last['iops']:,.0f}" in row and f"total {format_ns(last['lat_ns']['p99'])}" in row
-    assert page.errors == []
     page.shot("ui-runs.png", docs=True, full_page=False)
+    # Tick two runs and compare them.
+    page.page.check(f"#runs tr[data-run='{runs['A']}'] input[name=run]")
+    page.page.check(f"#runs tr[data-run='{runs['B']}'] input[name=run]")
+    page.page.click("text=Compare ticked runs")
+    page.page.wait_for_url("**/ui/compare?**")
+    assert page.page.inner_text("h1") == "2 runs compared"
+    assert runs["B"] in page.page.inner_text("#compared")
+    assert page.errors == []

@@ -135,12 +135,13 @@ def test_run_report_is_one_file_with_the_apis_numbers_drawn_in_chromium(
         assert len(total["x"]) >= max(len(results[i["id"]]["series"]["read"]) for i in items)
         # The drawn histogram is the one the aggregate's total-latency percentiles come
         # from: recomputed from the bars as drawn, they are the API's; it holds every I/O
-        # of the window.
+        # of the window (counted exactly by fio's json+ outputs; the window's I/Os are
+        # read from its IOPS log, rates in whole I/Os per second over a stamped interval).
         bars = _trace(charts[f"histogram-step{n}"], "read")
         drawn_hist = {round(x * 1e6): y for x, y in zip(bars["x"], bars["y"], strict=True)}
         for name, pct in (("p50", 50.0), ("p99", 99.0), ("p99.9", 99.9)):
             assert percentile_from_bins(drawn_hist, pct) == agg["read"]["lat_ns"][name]
-        assert sum(bars["y"]) == pytest.approx(agg["read"]["window_ios"], rel=1e-6)
+        assert sum(bars["y"]) == pytest.approx(agg["read"]["window_ios"], rel=0.005)
         share = _trace(charts[f"share-step{n}"], "share %")
         assert share["y"] == pytest.approx([c["share"] * 100 for c in agg["per_client"]])
         skew = _trace(charts[f"share-step{n}"], "start skew ms")
@@ -210,7 +211,10 @@ def test_series_report_marks_its_history(
     charts = page.charts()
     drawn = _trace(charts["series-read.iops"], "read.iops")
     p99 = _trace(charts["series-read.lat"], "read.lat.p99")
-    assert p99["y"] == [row["read.lat.p99"] / 1e3 for row in history["history"]]  # µs
+    title = "document.getElementById('series-read.lat').querySelector('.gtitle').textContent"
+    unit = page.page.evaluate(title).rsplit(", ", 1)[1]  # the unit its largest figure needs
+    scale = {"µs": 1e3, "ms": 1e6}[unit]
+    assert p99["y"] == [row["read.lat.p99"] / scale for row in history["history"]]
     assert drawn["y"] == [row["read.iops"] for row in history["history"]]
     assert len(drawn["x"]) == len(history["history"])
     assert page.page.inner_text("#series-key") == key
@@ -261,7 +265,7 @@ def test_web_ui_signs_in_filters_runs_and_shows_reports(
     last = run["aggregate"]["read"]
     cells = page.page.eval_on_selector_all(
         f"#runs tr[data-run='{run['id']}'] td[data-value]",
-        "cs => cs.map(c => [c.className, c.dataset.value, c.textContent])",
+        "cs => cs.map(c => [c.classList[0], c.dataset.value, c.textContent])",
     )
     assert cells == [
         ["iops", str(last["iops"]), f"{last['iops']:,.0f}"],
