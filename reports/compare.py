@@ -17,8 +17,8 @@ from core.latency import KIND_NAMES
 from core.runs.service import RunService
 from core.units import clients_text
 from reports.curve_figures import CURVE_PERCENTILES, curve_groups
-from reports.data import StepData, _now, step_data
-from reports.figures import Figure, _fig
+from reports.data import StepData, now_text, step_data
+from reports.figures import Figure, new_figure
 from reports.page import render, workload_text
 from reports.series_figures import metric_text, metric_value
 
@@ -56,7 +56,7 @@ def gather_compare(
             step = step_data(svc, run_id, last["step"], results)
         runs.append(ComparedRun(letter=letter, run=run, curves=svc.curves(run_id), step=step))
     comparisons = [compare(runs[0].run, other.run) for other in runs[1:]]
-    return CompareReport(runs=runs, comparisons=comparisons, generated_at=_now())
+    return CompareReport(runs=runs, comparisons=comparisons, generated_at=now_text())
 
 
 def label(c: ComparedRun) -> str:
@@ -109,7 +109,7 @@ def compare_figures(report: CompareReport) -> list[Figure]:
 def _per_second(report: CompareReport) -> Figure | None:
     """All clients' IOPS per second of each run's last step, from its common window's start
     (the seconds of the step's span, as the run's report draws them)."""
-    fig = _fig("IOPS per second (all clients, common window)", "seconds", "IOPS")
+    fig = new_figure("IOPS per second (all clients, common window)", "seconds", "IOPS")
     fig.update_yaxes(rangemode="tozero")
     drawn = False
     for c, colour in zip(report.runs, COLOURS, strict=False):
@@ -138,7 +138,8 @@ def _curves(report: CompareReport) -> Figure | None:
         return None
     kind = curve_kind(everything)
     name = KIND_NAMES[kind]
-    fig = _fig(f"{name} latency vs IOPS", "IOPS (all clients)", f"{name} latency, ms (log scale)")
+    y_title = f"{name} latency, ms (log scale)"
+    fig = new_figure(f"{name} latency vs IOPS", "IOPS (all clients)", y_title)
     fig.update_yaxes(type="log")
     for c, colour in zip(report.runs, COLOURS, strict=False):
         for group, mine in curve_groups(c.curves.get("latency") or []):
@@ -164,7 +165,7 @@ def _histograms(report: CompareReport) -> Figure | None:
         return None
     kinds = {s.histogram_kind for _, s in steps}
     name = KIND_NAMES["lat" if kinds == {"lat"} else "clat"]
-    fig = _fig(
+    fig = new_figure(
         f"{name} latency histogram of each run's window", f"{name} latency, ms (log)", "% of I/Os"
     )
     fig.update_xaxes(type="log")

@@ -10,7 +10,7 @@ from typing import Any
 from benchctl.render import curve_kind
 from core.latency import KIND_NAMES, format_ns
 from core.units import clients_text, parse_size
-from reports.figures import Figure, _fig
+from reports.figures import Figure, new_figure
 
 CURVE_PERCENTILES = ("p50", "p99", "p99.9")
 # One colour per percentile, so a percentile is the same colour on every curve.
@@ -98,7 +98,8 @@ def latency_curve_figure(curves: dict[str, Any]) -> Figure | None:
         return None
     kind = curve_kind(points)
     name = KIND_NAMES[kind]
-    fig = _fig(f"{name} latency vs IOPS", "IOPS (all clients)", f"{name} latency, ms (log scale)")
+    y_title = f"{name} latency, ms (log scale)"
+    fig = new_figure(f"{name} latency vs IOPS", "IOPS (all clients)", y_title)
     # p50 and p99.9 can lie two decades apart: on a linear axis p50 is a flat line at 0.
     fig.update_yaxes(type="log")
     groups = curve_groups(points)
@@ -150,7 +151,7 @@ def scaleout_figure(curves: dict[str, Any]) -> Figure | None:
         workloads.setdefault(p.get("point") or "", []).append(p)
     if not any(len(v) > 1 for v in workloads.values()):
         return None
-    fig = _fig("scale-out", "clients", "IOPS (all clients)")
+    fig = new_figure("scale-out", "clients", "IOPS (all clients)")
     fig.update_xaxes(dtick=1)
     for label, pts in workloads.items():
         name = label or "measured"
@@ -190,7 +191,7 @@ def grid_figures(run: dict[str, Any]) -> list[Figure]:
         ("grid-iops", "IOPS (all clients)", iops, _texts(iops, lambda v: f"{v:,.0f}"), "Blues"),
         ("grid-p99", "total p99 latency", p99, _texts(p99, format_ns), "Reds"),
     ):
-        fig = _fig(f"{fx} x {fy}: {title}", fx, fy, height=360)
+        fig = new_figure(f"{fx} x {fy}: {title}", fx, fy, height=360)
         fig.add_heatmap(
             x=xs,
             y=ys,

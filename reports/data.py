@@ -93,7 +93,7 @@ class SeriesReport(BaseModel):
     generated_at: str
 
 
-def _now() -> str:
+def now_text() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
@@ -200,8 +200,10 @@ def gather_run(svc: RunService, run_id: str) -> RunReport:
     results = svc.store.results.of_run(run_id)
     steps = [step_data(svc, run_id, s["step"], results) for s in run["steps"]]
     facts = svc.store.runs.get(run_id).target_facts
-    return RunReport(run=run, curves=curves, steps=steps, target_facts=facts, generated_at=_now())
+    return RunReport(
+        run=run, curves=curves, steps=steps, target_facts=facts, generated_at=now_text()
+    )
 
 
 def series_report(history: Doc) -> SeriesReport:
-    return SeriesReport(history=history, generated_at=_now())
+    return SeriesReport(history=history, generated_at=now_text())

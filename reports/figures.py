@@ -34,7 +34,7 @@ class Figure:
         return text
 
 
-def _fig(title: str, x: str, y: str, **layout: Any) -> go.Figure:
+def new_figure(title: str, x: str, y: str, **layout: Any) -> go.Figure:
     fig = go.Figure()
     fig.update_layout(title=title, xaxis_title=x, yaxis_title=y, **{**LAYOUT, **layout})
     return fig
@@ -54,7 +54,7 @@ def timeline_figures(step: StepData, heading: str) -> list[Figure]:
     origin = _origin(step)
     out = []
     for metric, label, scale in (("iops", "IOPS", 1.0), ("bw_bytes", "MiB/s", MIB)):
-        fig = _fig(f"{heading}: {label} per second", "seconds", label)
+        fig = new_figure(f"{heading}: {label} per second", "seconds", label)
         fig.update_yaxes(rangemode="tozero")
         for d, points in step.total.items():
             fig.add_scatter(
@@ -100,7 +100,7 @@ def histogram_figure(step: StepData, aggregate: dict[str, Any] | None, heading: 
     it), one bar per fio bucket as wide as the bucket, p50/p99/p99.9 marked."""
     kind = step.histogram_kind
     name = KIND_NAMES[kind]
-    fig = _fig(
+    fig = new_figure(
         f"{heading}: {name} latency histogram (common window)",
         f"{name} latency, ms (log scale)",
         "I/Os",
@@ -164,7 +164,7 @@ def clients_heatmap(step: StepData, aggregate: dict[str, Any] | None, heading: s
         for r in rows
     ]
     origin = step.grid_t[0] - 1000 if step.grid_t else 0.0
-    fig = _fig(
+    fig = new_figure(
         f"{heading}: each client's IOPS per second, % of the clients' mean",
         "seconds",
         "",
@@ -197,7 +197,7 @@ def share_figure(aggregate: dict[str, Any], heading: str, step: int) -> Figure:
     """Each client's share of the total and its start skew."""
     per = aggregate.get("per_client") or []
     labels = [f"client {c['client']}" for c in per]
-    fig = _fig(f"{heading}: share and start skew", "client", "share of the total %")
+    fig = new_figure(f"{heading}: share and start skew", "client", "share of the total %")
     fig.add_bar(x=labels, y=[c["share"] * 100 for c in per], name="share %")
     fig.add_scatter(
         x=labels,
@@ -216,7 +216,7 @@ def ceilings_figure(aggregate: dict[str, Any], heading: str, step: int) -> Figur
     rows = [c for c in aggregate.get("ceilings") or [] if c.get("utilisation") is not None]
     if not rows:
         return None
-    fig = _fig(f"{heading}: limits, measured / limit", "utilisation %", "")
+    fig = new_figure(f"{heading}: limits, measured / limit", "utilisation %", "")
     fig.add_bar(
         y=[str(c.get("name") or c.get("kind")) for c in rows],
         x=[c["utilisation"] * 100 for c in rows],
@@ -232,7 +232,7 @@ def counters_figure(counters: list[ClientCounters], heading: str, step: int) -> 
     if not any(c.points for c in counters):
         return None
     origin = min(p.t_ms for c in counters for p in c.points[:1]) - 1000
-    fig = _fig(f"{heading}: host counters", "seconds", "CPU busy %")
+    fig = new_figure(f"{heading}: host counters", "seconds", "CPU busy %")
     for c in counters:
         xs = [(p.t_ms - origin) / 1000 for p in c.points]
         fig.add_scatter(

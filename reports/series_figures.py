@@ -6,7 +6,7 @@ from typing import Any
 
 from core.analysis.series import SERIES_PERCENTILES, metric_name
 from core.latency import KIND_NAMES, Kind, format_ns
-from reports.figures import MIB, Figure, _fig
+from reports.figures import MIB, Figure, new_figure
 
 COLOURS = {"p50": "#1f77b4", "p99": "#d62728", "p99.9": "#9467bd"}
 
@@ -75,7 +75,7 @@ def _series_chart(title: str, rows: list[dict[str, Any]], metrics: list[str], sc
     have = [m for m in metrics if any(r.get(m) is not None for r in rows)]
     if not have:
         return None
-    fig = _fig(title, "time (UTC)", title.split(", ")[-1] if ", " in title else title)
+    fig = new_figure(title, "time (UTC)", title.split(", ")[-1] if ", " in title else title)
     fig.update_xaxes(type="date")
     for m in have:
         mine = [r for r in rows if r.get(m) is not None]

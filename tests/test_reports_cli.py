@@ -212,7 +212,7 @@ def test_charts_of_a_rate_sweep_and_a_series_on_known_figures() -> None:
     assert traces["read p99"].mode == "lines+markers"
     apart = traces["read p99 unthrottled (max IOPS)"]
     assert list(apart.x) == [10_500.0] and apart.mode == "markers"
-    assert fig.fig.layout.yaxis.title.text == "total latency, ms"
+    assert fig.fig.layout.yaxis.title.text == "total latency, ms (log scale)"
     assert scaleout_figure({"scaleout": [{"point": "", "clients": 1}]}) is None  # 1 point
 
     rows = [
