@@ -48,7 +48,7 @@ def sweep(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
     ]
     try:
         with httpx.Client(base_url=stack.api_url, timeout=30) as api:
-            body = run_body(pool, runtime=3)
+            body = run_body(pool, runtime=2)
             body.update(clients=[1, 2], sweep={"rate_pct": [50, 100]}, tags={"suite": "reports"})
             run_id = api.post("/api/runs", json=body).json()["id"]
             run = wait_state(api, run_id, ("completed", "failed"), timeout=120)
