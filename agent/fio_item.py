@@ -27,7 +27,8 @@ from core.engines.fio_check import (
     permanent_failure,
     rejection,
 )
-from core.engines.fio_logs import timeline_from_logs
+from core.engines.fio_logs import final_output, timeline_from_logs
+from core.engines.fio_status import StatusOutput, with_total_latency
 from core.engines.results import build_result
 from core.models import ArtifactName, WorkItem
 
@@ -126,7 +127,15 @@ def run_fio(worker: Worker, item: WorkItem, lease: Lease, t_claimed: float) -> s
             metadata.finish(item.workload, data_dirs)
         except ItemFailed as e:
             return worker._failed(item, lease, str(e), permanent=e.permanent)
-    timeline = timeline_from_logs(outcome.iops_logs, outcome.bw_logs, outcome.hist_logs)
+    timeline = with_total_latency(
+        timeline_from_logs(
+            outcome.iops_logs,
+            outcome.bw_logs,
+            outcome.hist_logs,
+            final=final_output(outcome.doc),
+        ),
+        StatusOutput(outcome.notes, outcome.doc, outcome.status),
+    )
     artifacts: dict[ArtifactName, bytes] = {
         "raw": pack_json(outcome.doc),
         "logs": fio.logs_archive(),

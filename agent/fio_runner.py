@@ -14,12 +14,13 @@ import subprocess
 import tarfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from core.engines.fio_job import fill_files, fill_job_file, job_file
 from core.engines.fio_metadata import metadata_job_file
+from core.engines.fio_status import Snapshot, read_output, status_interval_s
 from core.models import FillInfo, Workload
 
 log = logging.getLogger(__name__)
@@ -75,6 +76,8 @@ class FioOutcome:
     hist_logs: list[str]
     stderr: str
     notes: str = ""  # what fio wrote to --output before the JSON (its error lines)
+    # fio's status outputs before the final one (total latency per interval)
+    status: list[Snapshot] = field(default_factory=list)
 
 
 def stop_process(proc: subprocess.Popen[bytes] | None, grace_s: float = 5.0) -> None:
@@ -250,11 +253,15 @@ class FioProcess:
         # With a read-only mount fio itself refuses any write, trim or extend (HOWTO,
         # "--readonly"): a safety net under the agent's own checks and the job's reads.
         readonly = ["--readonly"] if self.read_files else []
+        # Its json+ output every interval while it runs: the total-latency histogram of
+        # each interval (core.engines.fio_status; fio's histogram log is completion only).
+        measured_s = self._workload.ramp_time + self._workload.runtime
         argv = [
             *_die_with_agent(),
             self._binary,
             *readonly,
             "--output-format=json+",
+            f"--status-interval={status_interval_s(measured_s)}",
             f"--output={self._out}",
             str(job),
         ]
@@ -315,29 +322,24 @@ class FioProcess:
         assert self._proc is not None
         rc = self._proc.wait()
         self._close_gate()
-        doc, notes = None, ""
+        doc, notes, status = None, "", []
         if self._out.exists():
-            text = self._out.read_text(errors="replace")
-            # fio may print notes before the JSON object; parse from the first brace.
-            start = text.find("{")
-            notes = text[:start] if start >= 0 else text
-            if start >= 0:
-                try:
-                    doc = json.loads(text[start:])
-                except json.JSONDecodeError:
-                    doc = None
+            # fio may print notes before its JSON; its status outputs come before the final.
+            output = read_output(self._out.read_text(errors="replace"))
+            doc, notes, status = output.final, output.notes, output.status
         iops = [p.read_text() for p in sorted(self.work_dir.glob("bench_iops.*log"))]
         bw = [p.read_text() for p in sorted(self.work_dir.glob("bench_bw.*log"))]
         hist = [p.read_text() for p in sorted(self.work_dir.glob("bench_clat_hist.*log"))]
         stderr = self._err.read_text(errors="replace") if self._err.exists() else ""
-        return FioOutcome(rc, doc, iops, bw, hist, stderr, notes)
+        return FioOutcome(rc, doc, iops, bw, hist, stderr, notes, status)
 
     def logs_archive(self) -> bytes:
-        """The job file and every log fio wrote, as a gzip'd tar: the raw evidence kept
-        beside the result."""
+        """The job file, fio's output (its status outputs with the final one) and every log
+        fio wrote, as a gzip'd tar: the raw evidence kept beside the result."""
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-            for path in sorted([self.work_dir / "run.fio", *self.work_dir.glob("bench_*.log")]):
+            kept = [self.work_dir / "run.fio", self._out, *self.work_dir.glob("bench_*.log")]
+            for path in sorted(kept):
                 if path.exists():
                     tar.add(path, arcname=path.name)
         return buffer.getvalue()

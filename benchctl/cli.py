@@ -69,7 +69,12 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help="write the working set first (default: the profile's)",
     )
-    run.add_argument("--sweep", metavar="FIELD=V1,V2", help="sweep iodepth, numjobs or bs")
+    run.add_argument(
+        "--sweep",
+        metavar="FIELD=V1,V2",
+        action="append",
+        help="sweep iodepth, numjobs or bs; twice to cross two fields (a grid)",
+    )
     run.add_argument("--rate-sweep", metavar="PCT,PCT", help="latency curve: 10,20,...,100")
     run.add_argument("--target-iops", type=int, dest="target_iops")
     run.add_argument("--rate-iops", type=int, dest="rate_iops", help="cap each client's IOPS")

@@ -12,9 +12,13 @@ from typing import Any
 from benchctl.client import Api, CliError
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
+MAX_COMPARED = 6  # as the API takes (reports.compare)
 SECOND_COLUMNS = ["run_id", "step", "client", "agent_id", "direction", "t_ms", "iops", "bw_bytes"]
 STEP_COLUMNS = ["run_id", "step", "point", "clients", "direction", "iops", "bw_bytes"]
-STEP_COLUMNS += ["p50_ns", "p99_ns", "p99.9_ns", "basis", "window_s", "partial"]
+# Latency columns name their kind (README, "Which latency"): total, then completion.
+LATENCY_COLUMNS = [f"{k}_{p}_ns" for k in ("lat", "clat") for p in ("p50", "p99", "p99.9")]
+STEP_COLUMNS += [*LATENCY_COLUMNS, "lat_mean_ns", "slat_mean_ns", "clat_mean_ns"]
+STEP_COLUMNS += ["basis", "window_s", "partial"]
 
 
 def _write(text: str, output: str | None) -> None:
@@ -29,9 +33,14 @@ def _write(text: str, output: str | None) -> None:
 
 
 def cmd_report(a: argparse.Namespace, api: Api) -> int:
-    if bool(a.run_id) == bool(a.series):
-        raise CliError("give a RUN or --series KEY (one of the two)", EXIT_BAD_INPUT)
-    html = api.series_report(a.series) if a.series else api.run_report(a.run_id)
+    if sum(map(bool, (a.run_id, a.series, a.compare))) != 1:
+        raise CliError("give a RUN, --series KEY or --compare RUN RUN … (one)", EXIT_BAD_INPUT)
+    if a.compare:
+        if not 2 <= len(a.compare) <= MAX_COMPARED:
+            raise CliError(f"--compare: 2 to {MAX_COMPARED} runs", EXIT_BAD_INPUT)
+        html = api.compare_report(a.compare)
+    else:
+        html = api.series_report(a.series) if a.series else api.run_report(a.run_id)
     _write(html, a.output)
     return EXIT_OK
 
@@ -59,11 +68,15 @@ def step_rows(run: dict[str, Any]) -> list[list[Any]]:
         for d in ("read", "write"):
             a = agg.get(d)
             if a:
-                lat = a["clat_ns"]
                 which = [run["id"], s["step"], s.get("point") or "", agg["clients"], d]
-                figures = [a["iops"], a["bw_bytes"], lat.get("p50"), lat.get("p99")]
-                rest = [lat.get("p99.9"), agg.get("basis"), window, bool(agg.get("partial"))]
-                rows.append([*which, *figures, *rest])
+                latency = [
+                    (a.get(f"{k}_ns") or {}).get(p)
+                    for k in ("lat", "clat")
+                    for p in ("p50", "p99", "p99.9")
+                ]
+                means = [a.get(f"{k}_mean_ns") for k in ("lat", "slat", "clat")]
+                rest = [agg.get("basis"), window, bool(agg.get("partial"))]
+                rows.append([*which, a["iops"], a["bw_bytes"], *latency, *means, *rest])
     return rows
 
 
@@ -85,6 +98,12 @@ def add_parsers(sub: Any) -> None:
     rp = sub.add_parser("report", help="a run's or a series' report: one self-contained HTML")
     rp.add_argument("run_id", nargs="?", metavar="RUN")
     rp.add_argument("--series", metavar="KEY", help="a series' report instead of a run's")
+    rp.add_argument(
+        "--compare",
+        nargs="+",
+        metavar="RUN",
+        help="runs compared: A B [C …], overlaid, with deltas against A and its noise",
+    )
     rp.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
     rp.set_defaults(api_func=cmd_report)
 

@@ -52,6 +52,16 @@ from core.models import RunRequest
 from core.validation import validate
 
 
+def _field_sweep(text: str) -> dict[str, Any]:
+    name, sep, values = text.partition("=")
+    if not sep or not values:
+        raise CliError("--sweep: expected FIELD=V1,V2,...", EXIT_BAD_INPUT)
+    items: list[int | str] = [
+        int(v) if v.isdigit() and name != "bs" else v for v in values.split(",")
+    ]
+    return {"field": name, "values": items}
+
+
 def build_request(a: argparse.Namespace) -> dict[str, Any]:
     body: dict[str, Any] = json.loads(Path(a.request).read_text()) if a.request else {}
     for key in ("target", "pool", "engine", "profile", "fill", "repetitions", "target_iops"):
@@ -63,13 +73,11 @@ def build_request(a: argparse.Namespace) -> dict[str, Any]:
         counts = _ints(a.clients, "--clients")
         body["clients"] = counts[0] if len(counts) == 1 else counts
     if a.sweep:
-        name, sep, values = a.sweep.partition("=")
-        if not sep or not values:
-            raise CliError("--sweep: expected FIELD=V1,V2,...", EXIT_BAD_INPUT)
-        items: list[int | str] = [
-            int(v) if v.isdigit() and name != "bs" else v for v in values.split(",")
-        ]
-        body["sweep"] = {"field": name, "values": items}
+        # One --sweep sweeps a field; two cross theirs (a grid, drawn as heatmaps).
+        fields = [_field_sweep(text) for text in a.sweep]
+        if len(fields) > 2:
+            raise CliError("--sweep: at most two fields (a grid)", EXIT_BAD_INPUT)
+        body["sweep"] = fields[0] if len(fields) == 1 else {"grid": fields}
     if a.rate_sweep:
         body["sweep"] = {"rate_pct": _ints(a.rate_sweep, "--rate-sweep")}
     if a.on_busy:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -204,6 +205,9 @@ class Api:
 
     def run_report(self, run_id: str) -> str:
         return self._call("GET", f"/api/runs/{run_id}/report").text
+
+    def compare_report(self, run_ids: Sequence[str]) -> str:
+        return self._call("GET", "/api/compare/report", params={"run": list(run_ids)}).text
 
     def series_report(self, key: str) -> str:
         return self._call("GET", f"/api/series/{key}/report").text

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from core.catalogue import get_profile
-from core.models import FieldSweep, RunRequest, Workload
+from core.models import FieldSweep, GridSweep, RunRequest, Workload
 from core.runs.working_set import human_bytes, working_set
 
 
@@ -35,9 +35,11 @@ def space_problem(body: dict[str, Any], targets: dict[str, str]) -> str | None:
     profile = get_profile(request.profile) if request.profile else None
     base = profile.workload.model_dump() if profile else {}
     workload = Workload.model_validate({**base, **body.get("workload", {})})
-    if isinstance(request.sweep, FieldSweep) and request.sweep.field == "numjobs":
-        values = [int(v) for v in request.sweep.values]
-        workload = workload.model_copy(update={"numjobs": max(values)})
+    swept = request.sweep.grid if isinstance(request.sweep, GridSweep) else [request.sweep]
+    for sweep in swept:
+        if isinstance(sweep, FieldSweep) and sweep.field == "numjobs":
+            values = [int(v) for v in sweep.values]
+            workload = workload.model_copy(update={"numjobs": max(values)})
     counts = request.clients if isinstance(request.clients, list) else [request.clients]
     clients = max(counts)
     per_target = profile.files_per_target if profile else 1

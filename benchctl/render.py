@@ -11,28 +11,38 @@ from rich.table import Table
 from benchctl.render_ceilings import ceilings_markdown, print_ceilings
 from benchctl.render_fleet import usage_line
 from benchctl.render_verdicts import repetition_lines, result_verdicts, step_heading
+from core.latency import KIND_NAMES, Kind, format_ns, means_text, table_kind
 from core.models import Workload
 from core.runs.working_set import human_bytes, working_set
 from core.units import clients_text
 
 MIB = 1024 * 1024
+DIRS = ("read", "write")
 
 
-def _ms(ns: float | None) -> str:
-    return "-" if ns is None else f"{ns / 1e6:.3f}"
-
-
-def _dir_cells(d: dict[str, Any] | None) -> list[str]:
+def _dir_cells(d: dict[str, Any] | None, kind: Kind = "lat") -> list[str]:
+    """IOPS, MiB/s and the ``kind`` latency's p50/p99/p99.9, each in its own unit."""
     if not d:
         return ["-"] * 5
-    lat = d.get("clat_ns", {})
+    lat = d.get(f"{kind}_ns") or {}
     return [
         f"{d['iops']:,.0f}",
         f"{d['bw_bytes'] / MIB:,.1f}",
-        _ms(lat.get("p50")),
-        _ms(lat.get("p99")),
-        _ms(lat.get("p99.9")),
+        format_ns(lat.get("p50")),
+        format_ns(lat.get("p99")),
+        format_ns(lat.get("p99.9")),
     ]
+
+
+def latency_headers(kind: Kind) -> list[str]:
+    """``total p50`` …: every latency column says which latency it is (core.latency)."""
+    return [f"{KIND_NAMES[kind]} {p}" for p in ("p50", "p99", "p99.9")]
+
+
+def _run_rows(run: dict[str, Any]) -> list[dict[str, Any] | None]:
+    rows = [(i.get("result") or {}).get(d) for i in run.get("items", []) for d in DIRS]
+    agg = run.get("aggregate") or {}
+    return rows + [agg.get(d) for d in DIRS]
 
 
 def run_table(run: dict[str, Any]) -> Table:
@@ -40,7 +50,8 @@ def run_table(run: dict[str, Any]) -> Table:
     # With several steps each row names its step by what the step swept (issue 11.3).
     steps = {s["step"]: s for s in run.get("steps", [])}
     heading = len(steps) > 1
-    columns = ("client", "agent", "state", "dir", "IOPS", "MiB/s", "p50 ms", "p99 ms", "p99.9 ms")
+    kind = table_kind(_run_rows(run))
+    columns = ("client", "agent", "state", "dir", "IOPS", "MiB/s", *latency_headers(kind))
     for col in ("step", *columns) if heading else columns:
         t.add_column(
             col, justify="right" if col not in ("step", "agent", "state", "dir") else "left"
@@ -57,7 +68,7 @@ def run_table(run: dict[str, Any]) -> Table:
                 item.get("agent_id") or "-",
                 item["state"],
                 d,
-                *_dir_cells(res.get(d)),
+                *_dir_cells(res.get(d), kind),
             )
     agg = run.get("aggregate")
     if agg:
@@ -69,7 +80,7 @@ def run_table(run: dict[str, Any]) -> Table:
                     clients_text(agg["clients"]),
                     BASIS_TEXT.get(agg.get("basis", ""), agg.get("basis", "")),
                     d,
-                    *_dir_cells(agg[d]),
+                    *_dir_cells(agg[d], kind),
                     style="bold",
                 )
     return t
@@ -101,10 +112,18 @@ def print_run(run: dict[str, Any], console: Console | None = None) -> None:
 BASIS_TEXT = {"common-window": "common window", "whole-run": "whole run"}
 
 
-def percentiles_note(d: dict[str, Any]) -> str:
-    """Which I/Os the percentiles describe, and whether they are exact."""
-    basis = str(d.get("percentiles_basis", "?"))
-    return BASIS_TEXT.get(basis, basis) + ("" if d.get("percentiles_exact", True) else ", approx.")
+def percentiles_note(d: dict[str, Any], kind: Kind = "clat") -> str:
+    """Which I/Os the ``kind`` latency's percentiles describe, and whether they are exact."""
+    prefix = "lat_" if kind == "lat" else ""
+    basis = str(d.get(f"{prefix}percentiles_basis", "?"))
+    exact = d.get(f"{prefix}percentiles_exact", True)
+    return BASIS_TEXT.get(basis, basis) + ("" if exact else ", approx.")
+
+
+def _latency_text(a: dict[str, Any], kind: Kind) -> str:
+    lat = a.get(f"{kind}_ns") or {}
+    figures = "/".join(format_ns(lat.get(p)) for p in ("p50", "p99", "p99.9"))
+    return f"{KIND_NAMES[kind]} p50/p99/p99.9 {figures} ({percentiles_note(a, kind)})"
 
 
 def aggregate_table(agg: dict[str, Any], title: str = "aggregate") -> Table:
@@ -131,17 +150,21 @@ def aggregate_table(agg: dict[str, Any], title: str = "aggregate") -> Table:
     for d in ("read", "write"):
         if agg.get(d):
             a = agg[d]
+            kinds: list[Kind] = ["lat", "clat"] if a.get("lat_ns") else ["clat"]
             t.add_row(
                 "all",
-                f"{d}: p50/p99/p99.9 {_ms(a['clat_ns']['p50'])}/"
-                f"{_ms(a['clat_ns']['p99'])}/{_ms(a['clat_ns']['p99.9'])} ms "
-                f"({percentiles_note(a)})",
+                f"{d}: {_latency_text(a, kinds[0])}",
                 f"{a['iops']:,.0f}",
                 f"{a['bw_bytes'] / MIB:,.1f}",
                 "",
                 "",
                 style="bold",
             )
+            for kind in kinds[1:]:
+                t.add_row("", f"{d}: {_latency_text(a, kind)}", "", "", "", "")
+            means = means_text(a)
+            if means:
+                t.add_row("", f"{d}: means {means}", "", "", "", "")
     return t
 
 
@@ -179,18 +202,37 @@ def console_for_stdout() -> Console:
     return Console(width=None if sys.stdout.isatty() else 120)
 
 
+def curve_kind(points: list[dict[str, Any]]) -> Kind:
+    """Total latency when every point has it, else completion."""
+    has = [any(f"{d}_lat_p50_ns" in p for d in DIRS) for p in points]
+    return "lat" if all(has) else "clat"
+
+
+def curve_cells(p: dict[str, Any], kind: Kind) -> list[str]:
+    return [
+        f"{format_ns(p[f'{d}_{kind}_p50_ns'])} / {format_ns(p[f'{d}_{kind}_p99_ns'])}"
+        if f"{d}_{kind}_p50_ns" in p
+        else "-"
+        for d in DIRS
+    ]
+
+
+def curve_headers(kind: Kind) -> list[str]:
+    return [f"{d} {KIND_NAMES[kind]} p50 / p99" for d in DIRS]
+
+
 def latency_table(curves: dict[str, Any]) -> Table:
     t = Table(title="latency vs IOPS")
-    for col in ("step", "point", "clients", "IOPS", "read p50/p99 ms", "write p50/p99 ms"):
+    kind = curve_kind(curves["latency"])
+    for col in ("step", "point", "clients", "IOPS", *curve_headers(kind)):
         t.add_column(col, justify="left" if col == "point" else "right")
     for p in curves["latency"]:
-        cells = []
-        for d in ("read", "write"):
-            cells.append(
-                f"{_ms(p[d + '_p50_ns'])}/{_ms(p[d + '_p99_ns'])}" if d + "_p50_ns" in p else "-"
-            )
         t.add_row(
-            str(p["step"]), p.get("point") or "", str(p["clients"]), f"{p['iops']:,.0f}", *cells
+            str(p["step"]),
+            p.get("point") or "",
+            str(p["clients"]),
+            f"{p['iops']:,.0f}",
+            *curve_cells(p, kind),
         )
     return t
 
@@ -269,6 +311,8 @@ def run_markdown(run: dict[str, Any], regressions: list[dict[str, Any]] | None =
         lines.append("Tags: " + ", ".join(f"`{k}={v}`" for k, v in sorted(run["tags"].items())))
     lines.append("")
     rows = []
+    aggs = [s["aggregate"] for s in run.get("steps", []) if s.get("aggregate")]
+    kind = table_kind([a.get(d) for a in aggs for d in DIRS])
     for s in run.get("steps", []):
         agg = s.get("aggregate")
         if not agg:
@@ -281,13 +325,13 @@ def run_markdown(run: dict[str, Any], regressions: list[dict[str, Any]] | None =
                         s.get("point") or "-",
                         str(agg["clients"]),
                         d,
-                        *_dir_cells(agg[d]),
-                        percentiles_note(agg[d]),
+                        *_dir_cells(agg[d], kind),
+                        percentiles_note(agg[d], kind),
                     ]
                 )
     if rows:
-        header = ["step", "point", "clients", "dir", "IOPS", "MiB/s", "p50 ms", "p99 ms"]
-        header += ["p99.9 ms", "percentiles"]
+        header = ["step", "point", "clients", "dir", "IOPS", "MiB/s", *latency_headers(kind)]
+        header += ["percentiles"]
         lines += _md_table(header, rows)
     lines += ceilings_markdown(run)
     if run.get("error"):
@@ -303,8 +347,8 @@ def run_markdown(run: dict[str, Any], regressions: list[dict[str, Any]] | None =
 def _num(v: float | None, metric: str) -> str:
     if v is None:
         return "-"
-    if metric.endswith(("p50", "p99", "p99.9", ".mean")):  # ns; .mean: a metadata phase
-        return f"{v / 1e6:.3f} ms"
+    if metric.endswith(("p50", "p99", "p99.9", ".mean", ".max")):  # ns
+        return format_ns(v)
     if metric.endswith("bw_bytes"):
         return f"{v / MIB:,.1f} MiB/s"
     return f"{v:,.0f}"

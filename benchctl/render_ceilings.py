@@ -8,6 +8,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from core.latency import format_ns
+
 MIB = 1 << 20
 KIND_TEXT = {
     "target": "the target",
@@ -53,8 +55,8 @@ def knee_line(agg: dict[str, Any]) -> str | None:
     if not k:
         return None
     return (
-        f"latency knee: p99 {k['p99_ns'] / 1e6:.3f} ms, {k['ratio']:.1f}x step "
-        f"{k['previous_step']}'s, before any known limit was reached"
+        f"latency knee: {k.get('latency', 'completion')} p99 {format_ns(k['p99_ns'])}, "
+        f"{k['ratio']:.1f}x step {k['previous_step']}'s, before any known limit was reached"
     )
 
 

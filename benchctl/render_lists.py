@@ -6,11 +6,10 @@ from typing import Any
 
 from rich.table import Table
 
+from benchctl.render import curve_cells, curve_headers, curve_kind
+from core.latency import KIND_NAMES, format_ns, table_kind
+
 MIB = 1024 * 1024
-
-
-def _ms(ns: float | None) -> str:
-    return "-" if ns is None else f"{ns / 1e6:.3f}"
 
 
 def _md(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -23,15 +22,11 @@ def _md(header: list[str], rows: list[list[str]]) -> list[str]:
 def curves_markdown(curves: dict[str, Any]) -> str:
     lines = [f"### Curves of run `{curves['run_id']}`", "", "**Latency vs IOPS**", ""]
     rows = []
+    kind = curve_kind(curves["latency"])
     for p in curves["latency"]:
-        cells = [
-            f"{_ms(p[d + '_p50_ns'])} / {_ms(p[d + '_p99_ns'])}" if d + "_p50_ns" in p else "-"
-            for d in ("read", "write")
-        ]
         rows.append([str(p["step"]), p.get("point") or "", str(p["clients"]), f"{p['iops']:,.0f}"])
-        rows[-1] += cells
-    header = ["step", "point", "clients", "IOPS", "read p50 / p99 ms", "write p50 / p99 ms"]
-    lines += _md(header, rows)
+        rows[-1] += curve_cells(p, kind)
+    lines += _md(["step", "point", "clients", "IOPS", *curve_headers(kind)], rows)
     lines += ["", "**Scale-out** (linear = the same workload's smallest client count scaled)", ""]
     rows = [
         [
@@ -59,7 +54,8 @@ def headline(run: dict[str, Any]) -> dict[str, Any]:
     agg = run.get("aggregate") or {}
     dirs = [agg[d] for d in ("read", "write") if agg.get(d)]
     counts = sorted({s["clients"] for s in run.get("steps", [])})
-    p99s = [d["clat_ns"]["p99"] for d in dirs if d["clat_ns"].get("p99") is not None]
+    kind = table_kind(dirs)
+    p99s = [d[f"{kind}_ns"]["p99"] for d in dirs if d[f"{kind}_ns"].get("p99") is not None]
     return {
         "workload": f"{w.get('rw', '?')} {w.get('bs', '?')} {w.get('numjobs', '?')}x"
         f"{w.get('iodepth', '?')}"
@@ -69,13 +65,14 @@ def headline(run: dict[str, Any]) -> dict[str, Any]:
         "iops": sum(d["iops"] for d in dirs) if dirs else None,
         "bw_bytes": sum(d["bw_bytes"] for d in dirs) if dirs else None,
         "p99_ns": max(p99s) if p99s else None,
+        "p99_kind": KIND_NAMES[kind],
     }
 
 
 def list_table(runs: list[dict[str, Any]]) -> Table:
     t = Table(title="runs, newest first")
-    for col in ("run", "state", "target", "workload", "clients", "IOPS", "MiB/s", "p99 ms"):
-        right = col in ("IOPS", "MiB/s", "p99 ms")
+    for col in ("run", "state", "target", "workload", "clients", "IOPS", "MiB/s", "p99"):
+        right = col in ("IOPS", "MiB/s", "p99")
         t.add_column(col, justify="right" if right else "left", no_wrap=col == "run")
     t.add_column("created (UTC)", no_wrap=True)
     for r in runs:
@@ -88,7 +85,7 @@ def list_table(runs: list[dict[str, Any]]) -> Table:
             h["clients"],
             "-" if h["iops"] is None else f"{h['iops']:,.0f}",
             "-" if h["bw_bytes"] is None else f"{h['bw_bytes'] / MIB:,.1f}",
-            _ms(h["p99_ns"]),
+            "-" if h["p99_ns"] is None else f"{h['p99_kind']} {format_ns(h['p99_ns'])}",
             str(r["created_at"])[:16].replace("T", " "),
         )
     return t

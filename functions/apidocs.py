@@ -119,11 +119,22 @@ class Percentiles(OpenDoc):
 
 
 class DirectionSummary(OpenDoc):
+    """A client's whole-run figures, fio's own. Latency in its three kinds (README, "Which
+    latency"): total (``lat``, what the application waits), completion (``clat``),
+    submission (``slat``)."""
+
     iops: float
     bw_bytes: float = Field(description="bytes per second")
     total_ios: int
-    lat_mean_ns: float
-    clat_ns: Percentiles
+    lat_mean_ns: float = Field(description="total latency's mean, ns")
+    clat_mean_ns: float | None = Field(None, description="completion latency's mean, ns")
+    slat_mean_ns: float | None = Field(
+        None, description="submission latency's mean, ns; null where fio records none"
+    )
+    lat_ns: Percentiles | None = Field(
+        None, description="total latency's percentiles, ns (null in results before it)"
+    )
+    clat_ns: Percentiles = Field(description="completion latency's percentiles, ns")
 
 
 class ResultSummary(OpenDoc):
@@ -169,11 +180,30 @@ class ItemView(OpenDoc):
 
 
 class AggregateDirection(OpenDoc):
+    """All clients' figures of one direction (README, "Scale-out and aggregation"); latency
+    in its kinds: total (``lat``, shown by default), completion (``clat``), submission."""
+
     iops: float
     bw_bytes: float
     total_ios: int
-    lat_mean_ns: float
-    clat_ns: dict[str, float] = Field(description="p50, p90, p99, p99.9, p99.99 in ns")
+    lat_mean_ns: float = Field(description="total latency's mean, ns (I/O-weighted)")
+    clat_mean_ns: float | None = Field(None, description="completion latency's mean, ns")
+    slat_mean_ns: float | None = Field(
+        None, description="submission latency's mean, ns; null where a client recorded none"
+    )
+    lat_ns: dict[str, float] | None = Field(
+        None,
+        description="total latency: p50, p90, p99, p99.9, p99.99 and max in ns (null for "
+        "results recorded before total latency was)",
+    )
+    lat_percentiles_basis: Literal["common-window", "whole-run"] | None = None
+    lat_percentiles_exact: bool | None = None
+    clat_ns: dict[str, float] = Field(
+        description="completion latency: p50, p90, p99, p99.9, p99.99 and max in ns"
+    )
+    percentiles_basis: Literal["common-window", "whole-run"] | None = Field(
+        None, description="the I/Os clat_ns describes"
+    )
     percentiles_exact: bool
 
 
@@ -232,8 +262,15 @@ class RunView(RunSummary):
 
 
 class LatencyPoint(OpenDoc):
+    """One step of the latency-versus-IOPS curve, plus, per direction that did I/O,
+    ``<dir>_lat_<p>_ns`` (total latency: p50, p99, p99.9, max, mean) and
+    ``<dir>_clat_<p>_ns`` (completion latency: p50, p99)."""
+
     step: int
     point: str | None
+    mode: str | None = Field(
+        None, description="rate-max: a rate sweep's unthrottled step; rate: one of its points"
+    )
     clients: int
     iops: float
 
@@ -258,7 +295,7 @@ class RepetitionSpread(OpenDoc):
 
 class Curves(BaseModel):
     run_id: str
-    latency: list[LatencyPoint] = Field(description="plus read/write_p50_ns, _p99_ns per point")
+    latency: list[LatencyPoint] = Field(description="one point per kept step, in step order")
     scaleout: list[ScalePoint]
     repetitions: list[RepetitionSpread]
 

@@ -128,7 +128,10 @@ class RegressionList(BaseModel):
 
 
 class HistoryRow(OpenDoc):
-    """Plus one figure per metric: read.iops, read.bw_bytes, read.p50, ... (null if none)."""
+    """Plus one figure per metric (null if none): read.iops, read.bw_bytes, and latency by
+    kind in ns, read.lat.p50/p99/p99.9 (total) and read.clat.p50/p99/p99.9 (completion);
+    likewise write.*. Points recorded before the kinds were named hold completion latency,
+    shown as read.clat.*."""
 
     time_ms: int
     run_id: str
@@ -140,6 +143,10 @@ class HistoryRow(OpenDoc):
 
 class SeriesHistory(BaseModel):
     series_key: str
+    target: str | None = Field(None, description="as its latest point records it")
+    clients: int | None = None
+    engine: str | None = None
+    workload: dict[str, Any] | None = None
     segments: int
     history: list[HistoryRow]
     regressions: list[Regression]

@@ -186,6 +186,58 @@ def _resolve(node: Any, refs: list[dict[str, Any]]) -> Any:
     return node
 
 
+# Swagger UI groups operations by their first tag, in this order: what people call first,
+# the agents' own protocol apart at the end (no person calls it).
+TAGS: list[dict[str, str]] = [
+    {
+        "name": "runs",
+        "description": "Submit, follow, list and cancel benchmark runs; each "
+        "client's result, the curves and the comparison of two runs",
+    },
+    {"name": "reports", "description": "Runs, series and comparisons as self-contained HTML"},
+    {
+        "name": "series and regressions",
+        "description": "Comparable results over time, the changes found in them and their triage",
+    },
+    {"name": "schedules", "description": "Runs started on a cron schedule"},
+    {
+        "name": "catalogue and targets",
+        "description": "Workload profiles and the targets agents mount",
+    },
+    {
+        "name": "agents and pools",
+        "description": "The agent registry and the pools' sizes and cost, as people read them",
+    },
+    {"name": "chat doors", "description": "Signed webhooks for Teams and other chat tools"},
+    {"name": "service", "description": "Liveness"},
+    {
+        "name": "agent protocol",
+        "description": "Called by the agents only (each signed in as "
+        "itself): registration, claims, the start barrier, heartbeats, failures, artifacts and "
+        "results. Not for people or pipelines.",
+    },
+]
+
+
+def _tag(path: str) -> str:
+    if path.startswith("/api/agent/"):
+        return "agent protocol"
+    if path.endswith("/report"):
+        return "reports"
+    prefixes = (
+        ("/api/runs", "runs"),
+        ("/api/compare", "runs"),
+        ("/api/series", "series and regressions"),
+        ("/api/regressions", "series and regressions"),
+        ("/api/schedules", "schedules"),
+        ("/api/profiles", "catalogue and targets"),
+        ("/api/targets", "catalogue and targets"),
+        ("/api/agents", "agents and pools"),
+        ("/api/bot/", "chat doors"),
+    )
+    return next((tag for prefix, tag in prefixes if path.startswith(prefix)), "service")
+
+
 def _security(path: str) -> list[dict[str, list[str]]]:
     if path in PUBLIC_PATHS:
         return []
@@ -219,8 +271,10 @@ def build(app: FastAPI) -> dict[str, Any]:
     document["components"]["securitySchemes"] = SECURITY_SCHEMES
     _link(document)
     error = _json(refs[_ERROR_BODY[_MARK]])
+    document["tags"] = TAGS
     for path, operations in document["paths"].items():
         for operation in operations.values():
+            operation["tags"] = [_tag(path)]
             answers = operation["responses"]
             answers.pop("422", None)
             operation["security"] = _security(path)

@@ -17,9 +17,10 @@ from fastapi import APIRouter, Query, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
+from pydantic import StringConstraints
 
 from core.errors import NotFound
-from core.models import TAG_KEY_PATTERN, Alias
+from core.models import RUN_ID_PATTERN, TAG_KEY_PATTERN, Alias
 from core.monitoring.monitor import TriageState
 from core.runs.state import RunState
 from functions import context
@@ -27,6 +28,7 @@ from functions.auth import API_KEY_COOKIE
 from functions.openapi import doc
 from functions.params import STORE, RunId, SeriesKey, svc
 from reports import ui
+from reports.compare import MAX_COMPARED, compare_page, gather_compare
 from reports.data import gather_run, series_report
 from reports.page import run_page, series_page
 
@@ -65,7 +67,16 @@ async def _series(key: str) -> dict[str, object]:
     return found
 
 
+CompareRuns = Annotated[
+    list[Annotated[str, StringConstraints(pattern=RUN_ID_PATTERN)]],
+    Query(
+        min_length=2,
+        max_length=MAX_COMPARED,
+        description="2 to 6 run ids; every run is compared with the first",
+    ),
+]
 RUN_REPORT = "The run's report: one self-contained HTML file (plotly.js inlined)"
+COMPARE_REPORT = "The runs compared: one self-contained HTML file (plotly.js inlined)"
 SERIES_REPORT = "The series' report: one self-contained HTML file (plotly.js inlined)"
 
 
@@ -84,6 +95,19 @@ async def series_report_page(key: SeriesKey) -> HTMLResponse:
     verdicts marked, and the regressions with their evidence."""
     history = await _series(key)
     return HTMLResponse(series_page(series_report(history)))
+
+
+@router.get("/api/compare/report", **doc(None, html=COMPARE_REPORT, errors=(400, 404, *STORE)))
+async def compare_report(run: CompareRuns) -> HTMLResponse:
+    """Each run's last step overlaid on the others (per-second IOPS of its window, latency
+    curve, latency histogram) and a deltas table against the first run, judged against the
+    noise of its series."""
+    return HTMLResponse(await asyncio.to_thread(_compare_page, run, False))
+
+
+def _compare_page(run_ids: list[str], nav: bool) -> str:
+    report = gather_compare(svc(), context.monitor().compare, run_ids)
+    return compare_page(report, nav=nav)
 
 
 # ---- the read-only web UI (not part of the API document: pages for people) ----------
@@ -125,13 +149,30 @@ async def ui_runs(
         limit=limit,
     )
     filters = {"target": target or "", "state": state.value if state else "", "tag": tag or ""}
+    runs = await asyncio.to_thread(_with_aggregates, runs)
     return HTMLResponse(ui.runs_page(runs, filters, [s.value for s in RunState]))
+
+
+def _with_aggregates(runs: list[dict[str, object]]) -> list[dict[str, object]]:
+    """Each run with its steps' aggregates (one query per run, in its partition), for the
+    list's IOPS and latency columns."""
+    out = []
+    for r in runs:
+        aggs = sorted(svc().store.results.list_aggregates(str(r["id"])), key=lambda a: a["step"])
+        steps = [{"clients": a["clients"]} for a in aggs]
+        out.append({**r, "aggregate": aggs[-1] if aggs else None, "steps": steps})
+    return out
 
 
 @router.get("/ui/runs/{run_id}", include_in_schema=False)
 async def ui_run(run_id: RunId) -> HTMLResponse:
     report = await asyncio.to_thread(gather_run, svc(), run_id)
     return HTMLResponse(await asyncio.to_thread(run_page, report, nav=True))
+
+
+@router.get("/ui/compare", include_in_schema=False)
+async def ui_compare(run: CompareRuns) -> HTMLResponse:
+    return HTMLResponse(await asyncio.to_thread(_compare_page, run, True))
 
 
 @router.get("/ui/series", include_in_schema=False)

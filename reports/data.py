@@ -15,10 +15,15 @@ from pydantic import BaseModel
 from core.analysis.timeline import (
     DIRECTIONS,
     ClientTimeline,
+    LatencyKind,
     Window,
     common_window,
+    has_histograms,
     histogram_in,
+    overlap,
     per_second,
+    seconds_of,
+    totals_in,
 )
 from core.artifacts import unpack_json
 from core.counters import CounterPoint, CounterSeries
@@ -49,15 +54,29 @@ class ClientCounters(BaseModel):
     points: list[CounterPoint]
 
 
+class ClientGridRow(BaseModel):
+    """One client's IOPS (all directions) in each second of the step's grid; None where
+    the second lies outside its measured period."""
+
+    client: int
+    agent_id: str | None
+    iops: list[float | None]
+
+
 class StepData(BaseModel):
     step: int
     clients: list[ClientSeries]
     window: Window | None  # the common window (shaded)
     # All clients summed, per second over the span from the first start to the last end.
     total: dict[Direction, list[SecondPoint]]
-    # The merged latency histogram of the common window: (bucket value ns, I/Os).
+    # The merged latency histogram of the common window: (bucket value ns, I/Os), of
+    # total latency where every client has it, else of completion latency.
     histogram: dict[Direction, list[tuple[int, float]]]
+    histogram_kind: LatencyKind = "clat"
     counters: list[ClientCounters]
+    # Every client on one grid of seconds from the step's first start (ends, Unix ms).
+    grid_t: list[float] = []
+    grid: list[ClientGridRow] = []
 
 
 class RunReport(BaseModel):
@@ -74,7 +93,7 @@ class SeriesReport(BaseModel):
     generated_at: str
 
 
-def _now() -> str:
+def now_text() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
@@ -90,7 +109,7 @@ def _counters(svc: RunService, run_id: str, item_id: str) -> list[CounterPoint]:
     return CounterSeries.model_validate(data).points
 
 
-def _step(svc: RunService, run_id: str, number: int, results: list[Doc]) -> StepData:
+def step_data(svc: RunService, run_id: str, number: int, results: list[Doc]) -> StepData:
     mine = sorted((r for r in results if r["step"] == number), key=lambda r: r["client"])
     timelines: dict[str, ClientTimeline] = svc.lifecycle.timelines(run_id, mine)
     clients, counters = [], []
@@ -113,26 +132,65 @@ def _step(svc: RunService, run_id: str, number: int, results: list[Doc]) -> Step
     window = common_window(tls)
     total: dict[Direction, list[SecondPoint]] = {}
     histogram: dict[Direction, list[tuple[int, float]]] = {}
+    kind: LatencyKind = "lat"
     if tls:
         span = (min(t.start_ms for t in tls), max(t.end_ms for t in tls))
-        for d in DIRECTIONS:
-            if any(t.direction(d) is not None for t in tls):
-                total[d] = _points(per_second(tls, d, span))
-                if window is not None:
-                    merged: dict[int, float] = {}
-                    for t in tls:
-                        for k, v in histogram_in(t, d, window).items():
-                            merged[k] = merged.get(k, 0.0) + v
-                    if merged:
-                        histogram[d] = sorted(merged.items())
+        live = [d for d in DIRECTIONS if any(t.direction(d) is not None for t in tls)]
+        if not all(has_histograms(t, d, "lat") for t in tls for d in live if t.direction(d)):
+            kind = "clat"
+        for d in live:
+            total[d] = _points(per_second(tls, d, span))
+            if window is not None:
+                merged = window_histogram(tls, d, window, kind)
+                if merged:
+                    histogram[d] = sorted(merged.items())
+    grid_t, grid = _client_grid(mine, timelines)
     return StepData(
         step=number,
         clients=clients,
         window=window,
         total=total,
         histogram=histogram,
+        histogram_kind=kind,
         counters=counters,
+        grid_t=grid_t,
+        grid=grid,
     )
+
+
+def _client_grid(
+    results: list[Doc], timelines: dict[str, ClientTimeline]
+) -> tuple[list[float], list[ClientGridRow]]:
+    tls = [timelines[r["item_id"]] for r in results if r["item_id"] in timelines]
+    if not tls:
+        return [], []
+    seconds = seconds_of((min(t.start_ms for t in tls), max(t.end_ms for t in tls)))
+    rows = []
+    for r in results:
+        tl = timelines.get(r["item_id"])
+        if tl is None:
+            continue
+        iops: list[float | None] = []
+        for part in seconds:
+            if overlap(part, (tl.start_ms, tl.end_ms)) == 0:
+                iops.append(None)
+                continue
+            ios = sum(totals_in(tl, d, part)[0] for d in DIRECTIONS)
+            iops.append(ios / ((part[1] - part[0]) / 1000))
+        rows.append(ClientGridRow(client=r["client"], agent_id=r["agent_id"], iops=iops))
+    return [float(b) for _, b in seconds], rows
+
+
+def window_histogram(
+    timelines: list[ClientTimeline], d: Direction, window: Window, kind: LatencyKind
+) -> dict[int, float]:
+    """The clients' latency histograms inside the window, summed bucket by bucket (the one
+    the aggregate's percentiles come from)."""
+    merged: dict[int, float] = {}
+    for t in timelines:
+        for k, v in histogram_in(t, d, window, kind).items():
+            merged[k] = merged.get(k, 0.0) + v
+    return merged
 
 
 def gather_run(svc: RunService, run_id: str) -> RunReport:
@@ -140,10 +198,12 @@ def gather_run(svc: RunService, run_id: str) -> RunReport:
     run = svc.get_run(run_id)
     curves = svc.curves(run_id)
     results = svc.store.results.of_run(run_id)
-    steps = [_step(svc, run_id, s["step"], results) for s in run["steps"]]
+    steps = [step_data(svc, run_id, s["step"], results) for s in run["steps"]]
     facts = svc.store.runs.get(run_id).target_facts
-    return RunReport(run=run, curves=curves, steps=steps, target_facts=facts, generated_at=_now())
+    return RunReport(
+        run=run, curves=curves, steps=steps, target_facts=facts, generated_at=now_text()
+    )
 
 
 def series_report(history: Doc) -> SeriesReport:
-    return SeriesReport(history=history, generated_at=_now())
+    return SeriesReport(history=history, generated_at=now_text())

@@ -3,12 +3,14 @@ plotly.js in the page). Every figure is built from the gathered data only."""
 
 from __future__ import annotations
 
+import math
+import statistics
 from typing import Any
 
 import plotly.graph_objects as go
 
+from core.latency import KIND_NAMES, format_ns
 from core.models import Direction
-from core.units import clients_text
 from reports.data import ClientCounters, RunReport, SecondPoint, StepData
 
 MIB = 1024 * 1024
@@ -32,9 +34,9 @@ class Figure:
         return text
 
 
-def _fig(title: str, x: str, y: str, **layout: Any) -> go.Figure:
+def new_figure(title: str, x: str, y: str, **layout: Any) -> go.Figure:
     fig = go.Figure()
-    fig.update_layout(title=title, xaxis_title=x, yaxis_title=y, **LAYOUT, **layout)
+    fig.update_layout(title=title, xaxis_title=x, yaxis_title=y, **{**LAYOUT, **layout})
     return fig
 
 
@@ -52,7 +54,7 @@ def timeline_figures(step: StepData, heading: str) -> list[Figure]:
     origin = _origin(step)
     out = []
     for metric, label, scale in (("iops", "IOPS", 1.0), ("bw_bytes", "MiB/s", MIB)):
-        fig = _fig(f"{heading}: {label} per second", "seconds", label)
+        fig = new_figure(f"{heading}: {label} per second", "seconds", label)
         fig.update_yaxes(rangemode="tozero")
         for d, points in step.total.items():
             fig.add_scatter(
@@ -84,29 +86,118 @@ def timeline_figures(step: StepData, heading: str) -> list[Figure]:
     return out
 
 
+def _bucket_edges(value: int) -> tuple[float, float]:
+    """The range of fio's latency bucket that ``value`` (its middle, fio's stat.c
+    ``plat_idx_to_val``) stands for: 1 ns below 128 ns, then 64 buckets per power of two."""
+    if value < 128:
+        return value - 0.5, value + 0.5
+    width = 1 << (value.bit_length() - 7)
+    return value - width / 2, value + width / 2
+
+
 def histogram_figure(step: StepData, aggregate: dict[str, Any] | None, heading: str) -> Figure:
-    """The merged completion-latency histogram of the window, p50/p99/p99.9 marked."""
-    fig = _fig(f"{heading}: latency histogram (common window)", "latency ms (log)", "I/Os")
+    """The merged latency histogram of the window (total latency where every client has
+    it), one bar per fio bucket as wide as the bucket, p50/p99/p99.9 marked."""
+    kind = step.histogram_kind
+    name = KIND_NAMES[kind]
+    fig = new_figure(
+        f"{heading}: {name} latency histogram (common window)",
+        f"{name} latency, ms (log scale)",
+        "I/Os",
+    )
     fig.update_xaxes(type="log")
+    # A log count axis keeps the tail beyond p99 visible next to the mode.
+    fig.update_yaxes(type="log", title="I/Os (log scale)")
+    fig.update_layout(bargap=0, height=380)
     for d, buckets in step.histogram.items():
-        fig.add_bar(x=[k / 1e6 for k, _ in buckets], y=[v for _, v in buckets], name=d)
-        lat = ((aggregate or {}).get(d) or {}).get("clat_ns") or {}
-        for name in ("p50", "p99", "p99.9"):
-            if lat.get(name):
-                fig.add_vline(
-                    x=lat[name] / 1e6,
-                    line_dash="dash",
-                    annotation_text=f"{d} {name} {lat[name] / 1e6:.3f} ms",
-                    annotation_textangle=-90,
-                )
+        edges = [_bucket_edges(k) for k, _ in buckets]
+        fig.add_bar(
+            x=[k / 1e6 for k, _ in buckets],
+            y=[v for _, v in buckets],
+            # Position-axis units of a log axis are decades: each bar spans its bucket.
+            width=[math.log10(hi / lo) for lo, hi in edges],
+            name=d,
+            marker={"line": {"width": 0}},
+        )
+        lat = ((aggregate or {}).get(d) or {}).get(f"{kind}_ns") or {}
+        for p in ("p50", "p99", "p99.9"):
+            value = lat.get(p)
+            if not value:
+                continue
+            x = value / 1e6
+            fig.add_shape(type="line", x0=x, x1=x, y0=0, y1=1, yref="paper", line={"dash": "dash"})
+            # Annotations on a log axis are placed in decades (log10 of the value): at x
+            # itself the label would sit at 10^x.
+            fig.add_annotation(
+                x=math.log10(x),
+                y=1,
+                yref="paper",
+                text=f"{d} {p} {format_ns(value)}",
+                textangle=-90,
+                xanchor="right",
+                yanchor="top",
+                showarrow=False,
+                name=f"{d} {p}",
+            )
     return Figure(f"histogram-step{step.step}", fig)
+
+
+def clients_heatmap(step: StepData, aggregate: dict[str, Any] | None, heading: str) -> Figure:
+    """Each client's IOPS in each second of the step, as a share of the clients' mean in
+    that second: a late start, an early end or a slow client stands out as its row."""
+    skews = {c["client"]: c.get("start_skew_ms") for c in (aggregate or {}).get("per_client") or []}
+    rows = step.grid
+    means: list[float | None] = []
+    for i in range(len(step.grid_t)):
+        live = [v for r in rows if (v := r.iops[i]) is not None]
+        means.append(statistics.fmean(live) if live else None)
+    z = [
+        [
+            None if v is None or not m else round(100 * v / m, 1)
+            for v, m in zip(r.iops, means, strict=True)
+        ]
+        for r in rows
+    ]
+    labels = [
+        f"client {r.client} ({r.agent_id})"
+        + ("" if skews.get(r.client) is None else f", skew {skews[r.client]:.0f} ms")
+        for r in rows
+    ]
+    origin = step.grid_t[0] - 1000 if step.grid_t else 0.0
+    fig = new_figure(
+        f"{heading}: each client's IOPS per second, % of the clients' mean",
+        "seconds",
+        "",
+        height=max(220, 70 + 40 * len(rows)),
+    )
+    shares = [v for row in z for v in row if v is not None]
+    # At least 75-125 %: a client 1 % off its peers is not a straggler; one at 50 % is.
+    spread = max([25.0, *(abs(v - 100) for v in shares)])
+    fig.add_heatmap(
+        x=[round((t - origin) / 1000, 3) for t in step.grid_t],
+        y=labels,
+        z=z,
+        text=[["" if v is None else f"{v:.0f}%" for v in row] for row in z],
+        texttemplate="%{text}",
+        customdata=[r.iops for r in rows],
+        zmin=100 - spread,
+        zmax=100 + spread,
+        colorscale="RdBu",
+        colorbar={"title": "% of mean"},
+        hovertemplate="%{y}<br>second %{x}: %{customdata:,.0f} IOPS (%{z}% of mean)<extra></extra>",
+        xgap=1,
+        ygap=2,
+        name="clients",
+    )
+    fig.update_yaxes(autorange="reversed")
+    return Figure(f"clients-step{step.step}", fig)
 
 
 def share_figure(aggregate: dict[str, Any], heading: str, step: int) -> Figure:
     """Each client's share of the total and its start skew."""
     per = aggregate.get("per_client") or []
     labels = [f"client {c['client']}" for c in per]
-    fig = _fig(f"{heading}: share and start skew", "client", "share of the total %")
+    fig = new_figure(f"{heading}: share and start skew", "client", "share of the total %")
     fig.add_bar(x=labels, y=[c["share"] * 100 for c in per], name="share %")
     fig.add_scatter(
         x=labels,
@@ -125,7 +216,7 @@ def ceilings_figure(aggregate: dict[str, Any], heading: str, step: int) -> Figur
     rows = [c for c in aggregate.get("ceilings") or [] if c.get("utilisation") is not None]
     if not rows:
         return None
-    fig = _fig(f"{heading}: limits, measured / limit", "utilisation %", "")
+    fig = new_figure(f"{heading}: limits, measured / limit", "utilisation %", "")
     fig.add_bar(
         y=[str(c.get("name") or c.get("kind")) for c in rows],
         x=[c["utilisation"] * 100 for c in rows],
@@ -141,7 +232,7 @@ def counters_figure(counters: list[ClientCounters], heading: str, step: int) -> 
     if not any(c.points for c in counters):
         return None
     origin = min(p.t_ms for c in counters for p in c.points[:1]) - 1000
-    fig = _fig(f"{heading}: host counters", "seconds", "CPU busy %")
+    fig = new_figure(f"{heading}: host counters", "seconds", "CPU busy %")
     for c in counters:
         xs = [(p.t_ms - origin) / 1000 for p in c.points]
         fig.add_scatter(
@@ -163,57 +254,11 @@ def counters_figure(counters: list[ClientCounters], heading: str, step: int) -> 
     return Figure(f"counters-step{step}", fig)
 
 
-def latency_curve_figure(curves: dict[str, Any]) -> Figure | None:
-    """Latency against achieved IOPS (a rate sweep, or any sweep of several steps)."""
-    points = curves.get("latency") or []
-    if len(points) < 2:
-        return None
-    fig = _fig("latency vs IOPS", "IOPS (all clients)", "latency ms")
-    counts = sorted({q["clients"] for q in points})
-    for n in counts:  # one curve per client count, along increasing IOPS
-        mine = sorted((q for q in points if q["clients"] == n), key=lambda q: q["iops"])
-        suffix = f" ({clients_text(n)})" if len(counts) > 1 else ""
-        for d in ("read", "write"):
-            for p in ("p50", "p99"):
-                key = f"{d}_{p}_ns"
-                pts = [q for q in mine if q.get(key) is not None]
-                if pts:
-                    fig.add_scatter(
-                        x=[q["iops"] for q in pts],
-                        y=[q[key] / 1e6 for q in pts],
-                        text=[q.get("point") or f"step {q['step']}" for q in pts],
-                        name=f"{d} {p}{suffix}",
-                        mode="lines+markers",
-                    )
-    return Figure("curve-latency", fig)
-
-
-def scaleout_figure(curves: dict[str, Any]) -> Figure | None:
-    """Aggregate IOPS against client count, with linear scaling from the smallest count."""
-    points = curves.get("scaleout") or []
-    workloads: dict[str, list[dict[str, Any]]] = {}
-    for p in points:
-        workloads.setdefault(p.get("point") or "", []).append(p)
-    if not any(len(v) > 1 for v in workloads.values()):
-        return None
-    fig = _fig("scale-out", "clients", "IOPS (all clients)")
-    for label, pts in workloads.items():
-        name = label or "measured"
-        xs = [p["clients"] for p in pts]
-        fig.add_scatter(x=xs, y=[p["iops"] for p in pts], name=name, mode="lines+markers")
-        fig.add_scatter(
-            x=xs,
-            y=[p["linear_iops"] for p in pts],
-            name=f"{name}: linear",
-            mode="lines",
-            line={"dash": "dash"},
-        )
-    return Figure("curve-scaleout", fig)
-
-
 def step_figures(report: RunReport, step: StepData, heading: str) -> list[Figure]:
     agg = next((s["aggregate"] for s in report.run["steps"] if s["step"] == step.step), None)
     out = timeline_figures(step, heading) if step.total else []
+    if len(step.grid) > 1:
+        out.append(clients_heatmap(step, agg, heading))
     if step.histogram:
         out.append(histogram_figure(step, agg, heading))
     if agg and agg.get("per_client"):
@@ -224,69 +269,6 @@ def step_figures(report: RunReport, step: StepData, heading: str) -> list[Figure
     ):
         if extra is not None:
             out.append(extra)
-    return out
-
-
-SERIES_METRICS: tuple[tuple[str, str, float], ...] = tuple(
-    (f"{d}.{m}", unit, scale)
-    for d in ("read", "write")
-    for m, unit, scale in (
-        ("iops", "IOPS", 1.0),
-        ("bw_bytes", "MiB/s", MIB),
-        ("p50", "ms", 1e6),
-        ("p99", "ms", 1e6),
-        ("p99.9", "ms", 1e6),
-    )
-)
-
-
-def series_figures(history: dict[str, Any]) -> list[Figure]:
-    """Each metric's history: infrastructure segments shaded, change points (regressions
-    and improvements found) as vertical lines, a failed gate as a red cross."""
-    rows = history["history"]
-    regressions = history.get("regressions") or []
-    times = {r["run_id"]: r["time_ms"] for r in rows}
-    out = []
-    for metric, unit, scale in SERIES_METRICS:
-        have = [r for r in rows if r.get(metric) is not None]
-        if not have:
-            continue
-        fig = _fig(f"{metric}", "time (UTC)", unit)
-        fig.update_xaxes(type="date")
-        fig.add_scatter(
-            x=[r["time_ms"] for r in have],
-            y=[r[metric] / scale for r in have],
-            text=[r["run_id"] for r in have],
-            name=metric,
-            mode="lines+markers",
-        )
-        failed = [
-            r
-            for r in have
-            if ((r.get("gate") or {}).get(metric) or {}).get("verdict") == "regression"
-        ]
-        if failed:
-            fig.add_scatter(
-                x=[r["time_ms"] for r in failed],
-                y=[r[metric] / scale for r in failed],
-                name="gate failed",
-                mode="markers",
-                marker={"symbol": "x", "size": 14, "color": "red"},
-            )
-        segments = sorted({r["segment"] for r in have})
-        for s in segments[1:]:
-            first = min(r["time_ms"] for r in have if r["segment"] == s)
-            fig.add_vline(x=first, line_dash="dot", annotation_text=f"segment {s}")
-        for reg in regressions:
-            at = times.get(reg.get("first_run_id", ""))
-            if reg.get("metric") == metric and at is not None:
-                color = "red" if reg.get("kind") == "regression" else "green"
-                fig.add_vline(
-                    x=at,
-                    line_color=color,
-                    annotation_text=f"{reg.get('kind')} {reg.get('change_pct') or 0:+.1f}%",
-                )
-        out.append(Figure(f"series-{metric}", fig))
     return out
 
 

@@ -16,14 +16,12 @@ from rich.console import Console
 from benchctl.render import aggregate_table, latency_table, run_table, scaleout_table
 from benchctl.render_ceilings import print_ceilings
 from benchctl.render_verdicts import step_heading, verdict_lines
+from core.latency import KIND_NAMES, Kind, format_ns, table_kind
+from core.units import clients_text
+from reports.curve_figures import grid_figures, latency_curve_figure, scaleout_figure
 from reports.data import RunReport, SeriesReport
-from reports.figures import (
-    Figure,
-    latency_curve_figure,
-    scaleout_figure,
-    series_figures,
-    step_figures,
-)
+from reports.figures import Figure, step_figures
+from reports.series_figures import metric_text, metric_value, series_figures
 
 RUN_LINK = "/ui/runs/"
 
@@ -36,7 +34,9 @@ def _env() -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.globals.update(ms=_ms, num=_num, when=_when)
+    env.globals.update(
+        ns=format_ns, num=_num, when=_when, metric_text=metric_text, metric_value=metric_value
+    )
     return env
 
 
@@ -45,10 +45,6 @@ def plotly_js() -> str:
     """plotly.min.js as the plotly package bundles it."""
     text: str = get_plotlyjs()
     return text
-
-
-def _ms(ns: float | None) -> str:
-    return "-" if ns is None else f"{ns / 1e6:.3f}"
 
 
 def _num(v: float | None) -> str:
@@ -82,8 +78,15 @@ def cli_tables(run: dict[str, Any], curves: dict[str, Any]) -> str:
     return html
 
 
+def headline_kind(run: dict[str, Any]) -> Kind:
+    """The latency the results table shows: total where every step has it."""
+    aggs = [s["aggregate"] for s in run.get("steps", []) if s.get("aggregate")]
+    return table_kind([a.get(d) for a in aggs for d in ("read", "write")])
+
+
 def headline(run: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
+    kind = headline_kind(run)
     for s in run.get("steps", []):
         agg = s.get("aggregate")
         if not agg:
@@ -92,7 +95,7 @@ def headline(run: dict[str, Any]) -> list[dict[str, Any]]:
         for d in ("read", "write"):
             a = agg.get(d)
             if a:
-                lat = a["clat_ns"]
+                lat = a[f"{kind}_ns"]
                 rows.append(
                     {
                         "step": s["step"],
@@ -112,9 +115,10 @@ def headline(run: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def run_figures(report: RunReport) -> list[Figure]:
-    figures = [
-        f for f in (latency_curve_figure(report.curves), scaleout_figure(report.curves)) if f
-    ]
+    figures = grid_figures(report.run)
+    if not figures:  # a two-field sweep is its heatmaps, not a curve
+        figures = [f for f in (latency_curve_figure(report.curves),) if f]
+    figures += [f for f in (scaleout_figure(report.curves),) if f]
     steps = {s["step"]: s for s in report.run["steps"]}
     for step in report.steps:
         figures += step_figures(report, step, step_heading(steps[step.step]))
@@ -131,6 +135,7 @@ def run_page(report: RunReport, *, nav: bool = False) -> str:
         run=run,
         generated_at=report.generated_at,
         headline=headline(run),
+        latency_name=KIND_NAMES[headline_kind(run)],
         verdicts=verdict_lines(run),
         cli_tables=cli_tables(run, report.curves),
         target_facts=json.dumps(report.target_facts, indent=2) if report.target_facts else "",
@@ -140,13 +145,36 @@ def run_page(report: RunReport, *, nav: bool = False) -> str:
     )
 
 
+def workload_text(doc: dict[str, Any]) -> str:
+    """``randread 4k 1x4`` (rw, block size, jobs x depth), with the profile when named."""
+    w = doc.get("workload") or {}
+    if not w:
+        return "-"
+    profile = f"{doc['profile']}: " if doc.get("profile") else ""
+    meta = (w.get("metadata") or {}).get("op")
+    what = f"metadata {meta}" if meta else f"{w.get('rw')} {w.get('bs')}"
+    rate = f" @ {w['rate_iops']:,} IOPS" if w.get("rate_iops") else ""
+    return f"{profile}{what} {w.get('numjobs')}x{w.get('iodepth')}{rate}"
+
+
+def series_name(doc: dict[str, Any]) -> str:
+    """A series as people name it: ``scratch · randread 4k 1x4 · 2 clients``."""
+    parts = [str(doc.get("target") or "?"), workload_text(doc)]
+    if doc.get("clients"):
+        parts.append(clients_text(int(doc["clients"])))
+    if doc.get("engine") and doc["engine"] != "fio":
+        parts.append(str(doc["engine"]))
+    return " · ".join(parts)
+
+
 def series_page(report: SeriesReport, *, nav: bool = False) -> str:
     h = report.history
     return render(
         "series.html.j2",
         figures=series_figures(h),
         nav=nav,
-        title=f"series {h['series_key']}",
+        title=f"series {series_name(h)}",
+        name=series_name(h) if h.get("target") else "",
         h=h,
         generated_at=report.generated_at,
         link_base=RUN_LINK,

@@ -5,15 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from reports.page import render
-
-
-def _workload(doc: dict[str, Any]) -> str:
-    w = doc.get("workload") or {}
-    if not w:
-        return "-"
-    profile = f"{doc['profile']}: " if doc.get("profile") else ""
-    return f"{profile}{w.get('rw')} {w.get('bs')} {w.get('numjobs')}x{w.get('iodepth')}"
+from benchctl.render_lists import headline
+from reports.page import render, series_name, workload_text
 
 
 def _clients(doc: dict[str, Any]) -> str:
@@ -22,15 +15,16 @@ def _clients(doc: dict[str, Any]) -> str:
 
 
 def runs_page(runs: list[dict[str, Any]], filters: dict[str, str], states: list[str]) -> str:
+    """Each run with its last step's IOPS, MiB/s and worst p99 (``benchctl list``'s)."""
     return render(
         "runs.html.j2",
         figures=[],
         nav=True,
         title="runs",
-        runs=runs,
+        runs=[{**r, "headline": headline(r)} for r in runs],
         filters=filters,
         states=states,
-        workload=_workload,
+        workload=workload_text,
         clients=_clients,
     )
 
@@ -42,7 +36,7 @@ def series_list_page(series: list[dict[str, Any]]) -> str:
         nav=True,
         title="series",
         series=series,
-        workload=_workload,
+        name=series_name,
     )
 
 

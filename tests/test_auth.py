@@ -157,7 +157,8 @@ def test_benchctl_config_file_markdown_and_compare(
         md = r.stdout
         assert md.startswith("### ✅ Benchmark on `scratch`: completed")
         assert "requested by ci via pipeline" in md and "`commit=abc123`" in md
-        header = "| step | point | clients | dir | IOPS | MiB/s | p50 ms | p99 ms | p99.9 ms |"
+        header = "| step | point | clients | dir | IOPS | MiB/s "
+        header += "| total p50 | total p99 | total p99.9 |"
         assert header + " percentiles |" in md and "| common window |" in md
         assert "| 0 | - | 1 | read |" in md
         ids.append(md.split("Run `")[1].split("`")[0])

@@ -30,7 +30,23 @@ def test_latency_curve_in_step_order_without_discarded_steps() -> None:
         agg(1, 1, 100, 5, point="rate=10%", discarded=True),
     ]
     curve = latency_curve(aggs)
-    assert [(p["step"], p["iops"], p["read_p99_ns"]) for p in curve] == [(0, 1000, 50), (2, 300, 9)]
+    got = [(p["step"], p["iops"], p["read_clat_p99_ns"]) for p in curve]
+    assert got == [(0, 1000, 50), (2, 300, 9)]
+    # Without total latency a point has only completion latency, named as such.
+    assert not any(k.startswith("read_lat_") for p in curve for k in p)
+
+
+def test_latency_curve_names_each_kind_and_gives_the_maximum() -> None:
+    a = agg(0, 1, 1000, 50, point="max", mode="rate-max")
+    read = a["read"]
+    assert isinstance(read, dict)
+    read["lat_ns"] = {"p50": 30, "p99": 70, "p99.9": 90, "max": 120}
+    read["lat_mean_ns"] = 35
+    (p,) = latency_curve([a])
+    assert p["mode"] == "rate-max"
+    assert (p["read_lat_p50_ns"], p["read_lat_p99_ns"], p["read_lat_p99.9_ns"]) == (30, 70, 90)
+    assert (p["read_lat_max_ns"], p["read_lat_mean_ns"]) == (120, 35)
+    assert (p["read_clat_p50_ns"], p["read_clat_p99_ns"]) == (25, 50)
 
 
 def test_scaleout_curve_has_a_linear_reference() -> None:

@@ -77,6 +77,7 @@ def test_job_holds_only_known_options(tmp_path: Path) -> None:
         "write_hist_log",
         "log_hist_msec",
         "log_hist_coarseness",
+        "lat_percentiles",
         "rwmixread",
     }
     with pytest.raises(ValueError):

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from core.analysis.aggregate import ClientSample, aggregate
 from core.analysis.timeline import ClientTimeline, histogram_in
-from core.engines.fio_logs import plat_idx_to_val, timeline_from_logs
+from core.engines.fio_logs import FinalCounts, FinalOutput, plat_idx_to_val, timeline_from_logs
 from core.models import DirectionResult, LatencyStats
 
 T0 = 1_800_000_000_000  # a Unix ms on a whole second
@@ -262,3 +262,54 @@ def test_a_windows_histogram_is_its_exact_overlap_with_fios_lines() -> None:
     assert tl is not None and tl.start_ms == T0 - 500
     got = histogram_in(tl, "read", (T0 + 1000, T0 + 2000))
     assert got == {plat_idx_to_val(slow): 1000.0}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rate=st.integers(50, 200_000),
+    jobs=st.integers(1, 4),
+    runtime_ms=st.integers(1_004, 12_000),
+    jitter=st.lists(st.integers(0, 3), min_size=1, max_size=5),
+    late_job_line=st.booleans(),
+)
+def test_the_last_partial_interval_comes_from_fios_final_totals(
+    rate: int, jobs: int, runtime_ms: int, jitter: list[int], late_job_line: bool
+) -> None:
+    """fio counts every I/O of its runtime but logs a line only per whole interval (issue
+    26.2): with its final totals the timeline runs to the end of the runtime, holds every
+    I/O and histogram count, and its last, partial second is at the load's rate, also when
+    one job's sample fell due just before the end and logged a line the others did not."""
+    per_job = rate / jobs
+    iops, bw, hists = [], [], []
+    for j in range(jobs):
+        whole = (runtime_ms - 4) // 1000  # lines stamped (3 ms late at most) before the end
+        # Jobs start together (their first lines on time), later lines stamped late.
+        stamps = [T0 + 1000 * (k + 1) + (k and jitter[(k + j) % len(jitter)]) for k in range(whole)]
+        if late_job_line and j == 0 and runtime_ms % 1000 == 0:
+            stamps.append(T0 + runtime_ms)
+        iops.append(log_text(stamps, per_job))
+        bw.append(log_text(stamps, per_job * BS / 1024))
+        hists.append(hist_text(stamps, 100, 7))
+    lines = sum(len(t.splitlines()) for t in hists)
+    total = rate * runtime_ms / 1000
+    final = FinalOutput(
+        runtime_ms=runtime_ms,
+        dirs={
+            "read": FinalCounts(
+                ios=round(total),
+                bytes=round(total) * BS,
+                clat_bins={str(plat_idx_to_val(100)): 7 * lines + 5},
+            )
+        },
+    )
+    tl = timeline_from_logs(iops, bw, hists, final=final)
+    assert tl is not None and tl.read is not None
+    assert tl.end_ms - tl.start_ms == runtime_ms
+    assert sum(tl.read.ios) == pytest.approx(round(total), abs=1e-3)  # logs: 6 digits
+    assert sum(tl.read.bytes) == pytest.approx(round(total) * BS, abs=1.0)
+    assert sum(histogram_in(tl, "read", (tl.start_ms, tl.end_ms)).values()) == pytest.approx(
+        7 * lines + 5
+    )
+    tail_s = (tl.end_ms - tl.start_ms - 1000 * (len(tl.read.ios) - 1)) / 1000
+    if tail_s >= 0.2:  # shorter, a whole I/O is a large part of the rate
+        assert tl.read.ios[-1] / tail_s == pytest.approx(rate, rel=0.02, abs=10.0)

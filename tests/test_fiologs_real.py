@@ -19,6 +19,7 @@ import pytest
 from core.analysis.aggregate import ClientSample, aggregate
 from core.engines.fio_logs import (
     FIO_IO_U_PLAT_VAL,
+    final_output,
     parse_hist_log,
     plat_idx_to_val,
     timeline_from_logs,
@@ -73,7 +74,10 @@ def logs(directory: Path, kind: str) -> list[str]:
 def client_sample(i: int, directory: Path) -> ClientSample:
     doc = json.loads((directory / "fio.json").read_text())
     timeline = timeline_from_logs(
-        logs(directory, "iops"), logs(directory, "bw"), logs(directory, "clat_hist")
+        logs(directory, "iops"),
+        logs(directory, "bw"),
+        logs(directory, "clat_hist"),
+        final=final_output(doc),
     )
     return ClientSample(client=i, dirs=directions_from_fio(doc), timeline=timeline)
 
@@ -100,9 +104,9 @@ def staggered(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 def test_staggered_rate_capped_clients_aggregate_to_their_caps(staggered: list[Path]) -> None:
     agg = aggregate([client_sample(i, d) for i, d in enumerate(staggered)])
     assert agg["basis"] == "common-window"
-    # Each logged about 5 of its 6 s (fio drops the last partial second), the last client
-    # starting about a second after the first: some 3 to 4 s with all three loading.
-    assert 2.0 <= agg["window"]["seconds"] <= 5.0
+    # Each ran 6 s (its last, partial second completed from fio's final output), the last
+    # client starting about a second after the first: some 5 s with all three loading.
+    assert 4.5 <= agg["window"]["seconds"] <= 5.2
     assert agg["read"]["iops"] == pytest.approx(sum(c for c, _ in CAPS), rel=0.005)
     assert agg["read"]["bw_bytes"] == pytest.approx(sum(c for c, _ in CAPS) * 4096, rel=0.005)
     for row, (cap, _) in zip(agg["per_client"], CAPS, strict=True):
@@ -125,17 +129,30 @@ def test_offline_aggregate_with_logs_matches_the_service(staggered: list[Path]) 
     assert offline["read"]["clat_ns"] == service["read"]["clat_ns"]
     assert offline["read"]["percentiles_basis"] == "common-window"
     # Brute force: every histogram row spread over its interval, the part inside the
-    # window summed, and the first bucket reaching p% of the total.
+    # window summed, and the first bucket reaching p% of the total. The last, partial
+    # second has no row: it is fio's json+ bins less all rows, from the client's last row
+    # to its end (its first IOPS line less a second, plus fio's runtime).
     start, end = offline["window"]["start_ms"], offline["window"]["end_ms"]
     weights: dict[int, float] = {}
+
+    def add(counts: dict[int, float], a: float, b: float) -> None:
+        part = max(0.0, min(b, end) - max(a, start)) / (b - a)
+        for value, count in counts.items():
+            weights[value] = weights.get(value, 0.0) + count * part
+
     for d in staggered:
+        doc = json.loads((d / "fio.json").read_text())
+        left = {int(k): float(v) for k, v in doc["jobs"][0]["read"]["clat_ns"]["bins"].items()}
+        lasts = []
         for text in logs(d, "clat_hist"):
             rows = sorted(parse_hist_log(text), key=lambda r: r.t_ms)
+            lasts.append(rows[-1].t_ms)
             for k, row in enumerate(rows):
-                a = rows[k - 1].t_ms if k else row.t_ms - 1000
-                part = max(0, min(row.t_ms, end) - max(a, start)) / (row.t_ms - a)
+                add(dict(row.counts), rows[k - 1].t_ms if k else row.t_ms - 1000, row.t_ms)
                 for value, count in row.counts.items():
-                    weights[value] = weights.get(value, 0.0) + count * part
+                    left[value] -= count
+        first = min(int(text.split(",")[0]) for text in logs(d, "iops"))
+        add(left, min(lasts), first - 1000 + doc["jobs"][0]["read"]["runtime"])
     values = np.array(sorted(weights))
     cumulative = np.cumsum([weights[v] for v in values])
     for name, p in (("p50", 50.0), ("p99", 99.0), ("p99.9", 99.9)):

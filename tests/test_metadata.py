@@ -306,10 +306,11 @@ def test_compare_of_caching_off_and_on_shows_each_operation(store: CosmosStore) 
     off, on = run("r-" + "0" * 32, 1.0), run("r-" + "1" * 32, 1.6)
     rows = {r["metric"]: r for r in Monitor(store).compare(off, on)["rows"]}
     assert set(rows) == {f"{op}.{m}" for op in ("create", "open", "delete")
-                         for m in ("iops", "mean", "p50", "p99")}  # fmt: skip
+                         for m in ("iops", "lat.mean", "lat.p50", "lat.p99")}  # fmt: skip
     assert rows["create.iops"]["delta_pct"] == pytest.approx(60)
-    assert rows["open.mean"]["delta_pct"] == pytest.approx(-37.5)
-    assert rows["delete.p99"]["a"] == 12e6 and rows["delete.p99"]["b"] == pytest.approx(7.5e6)
+    assert rows["open.lat.mean"]["delta_pct"] == pytest.approx(-37.5)
+    assert rows["delete.lat.p99"]["a"] == 12e6
+    assert rows["delete.lat.p99"]["b"] == pytest.approx(7.5e6)
 
 
 def test_agent_makes_checks_fills_and_removes_the_tree(tmp_path: Path) -> None:

@@ -50,7 +50,7 @@ CHECKS += "content_type_conformance"
 SEED = os.environ.get("SCHEMATHESIS_SEED", "20261123")
 MIN_CASES = 1000
 BINARY = {"type": "string", "format": "binary"}
-HTML_PAGES = ("/api/runs/{run_id}/report", "/api/series/{key}/report")
+HTML_PAGES = ("/api/runs/{run_id}/report", "/api/series/{key}/report", "/api/compare/report")
 
 
 @pytest.fixture(scope="module")
@@ -232,6 +232,9 @@ def test_real_answers_of_every_operation_match_the_document(
     check(api.get(f"/api/runs/{run_id}/results/{item_id}"), "/api/runs/{run_id}/results/{item_id}")
     check(api.get("/api/runs", params={"limit": 200}), "/api/runs")
     check(api.get("/api/compare", params={"a": run_id, "b": run_id}), "/api/compare")
+    compared = "/api/compare/report"
+    check(api.get(compared, params={"run": [run_id, run_id]}), compared)
+    check(api.get(compared, params={"run": [run_id]}), compared)  # 400: at least two
     listed = check(api.get("/api/series"), "/api/series")["series"]
     assert listed
     key = listed[0]["series_key"]

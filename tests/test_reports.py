@@ -2,9 +2,10 @@
 looked at in headless Chromium (Debian's /usr/bin/chromium, driven by Playwright).
 
 One real run for the module: 2 agents, a client sweep 1 -> 2 crossed with a rate sweep
-(unthrottled, then capped at 50 % of it) of short fio steps, so every chart (per-second
-timelines, the latency-versus-IOPS and scale-out curves, the histogram, share and skew,
-limits, host counters) has real data. Screenshots go to .local/screenshots/.
+(unthrottled, then capped at 50 % and 100 % of it) of short fio steps, so every chart
+(per-second timelines, the latency-versus-IOPS and scale-out curves, the histogram, each
+client's seconds, share and skew, limits, host counters) has real data. Screenshots go to
+.local/screenshots/ (and docs/img/ for the README).
 """
 
 from __future__ import annotations
@@ -13,43 +14,29 @@ import csv
 import dataclasses
 import io
 import json
-import os
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser
 
 from benchctl import localstack
 from benchctl.localstack import Stack
 from core.engines.fio_output import percentile_from_bins
+from core.latency import format_ns
 from reports.page import plotly_js
+from tests.browser import Watched, benchctl, chromium, trace
 from tests.conftest import TEST_TARGETS, _agent_ids, _pool_names, run_body, wait_state
 
-ROOT = Path(__file__).resolve().parent.parent
-SHOTS = ROOT / ".local" / "screenshots"
-CHROMIUM = "/usr/bin/chromium"
-# Without the background-networking flags Chromium tries to reach Google (refused here).
-FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 UI_KEY = "ui-reader-key-0123456789ab"
 
 
 @pytest.fixture(scope="module")
 def sweep(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """A completed run of four steps (1 client: max, 50 %; 2 clients: max, 50 %), its
+    """A completed run of six steps (1 client: max, 50 %, 100 %; 2 clients: the same), its
     curves and its results."""
     pool = next(_pool_names)
     scratch = tmp_path_factory.mktemp("reports-scratch")
@@ -61,8 +48,8 @@ def sweep(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
     ]
     try:
         with httpx.Client(base_url=stack.api_url, timeout=30) as api:
-            body = run_body(pool, runtime=3)
-            body.update(clients=[1, 2], sweep={"rate_pct": [50]}, tags={"suite": "reports"})
+            body = run_body(pool, runtime=2)
+            body.update(clients=[1, 2], sweep={"rate_pct": [50, 100]}, tags={"suite": "reports"})
             run_id = api.post("/api/runs", json=body).json()["id"]
             run = wait_state(api, run_id, ("completed", "failed"), timeout=120)
             assert run["state"] == "completed", run["error"]
@@ -79,60 +66,11 @@ def sweep(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    # Playwright gives each launch a fresh, temporary user-data-dir.
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
+    with chromium() as b:
         yield b
-        b.close()
 
 
-class Watched:
-    """A page with every console error, page error and request it made recorded."""
-
-    def __init__(self, page: Page) -> None:
-        self.page = page
-        self.errors: list[str] = []
-        self.requests: list[str] = []
-        page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: self.errors.append(str(e)))
-        page.on("request", lambda r: self.requests.append(r.url))
-        page.on(
-            "response",
-            lambda r: self.errors.append(f"{r.status} {r.url}") if r.status >= 400 else None,
-        )
-
-    def charts(self) -> dict[str, list[dict[str, Any]]]:
-        """Every chart's traces as plotly drew them (the div's gd.data)."""
-        self.page.wait_for_function(
-            "[...document.querySelectorAll('div.chart')].every(d => d.querySelector('.main-svg'))"
-        )
-        charts: dict[str, list[dict[str, Any]]] = self.page.evaluate(
-            """() => Object.fromEntries([...document.querySelectorAll('div.chart')].map(d =>
-                 [d.id, d.data.map(t => ({name: t.name, type: t.type || 'scatter',
-                   x: Array.from(t.x || []), y: Array.from(t.y || [])}))]))"""
-        )
-        return charts
-
-    def shot(self, name: str, full_page: bool = True) -> Path:
-        SHOTS.mkdir(parents=True, exist_ok=True)
-        path = SHOTS / name
-        self.page.screenshot(path=str(path), full_page=full_page)
-        return path
-
-
-def benchctl(stack: Stack, *args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "benchctl", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "BENCH_API_URL": stack.api_url, "BENCH_API_KEY": ""},
-        **kw,
-    )
-
-
-def _trace(traces: list[dict[str, Any]], name: str) -> dict[str, Any]:
-    return next(t for t in traces if t["name"] == name)
+_trace = trace
 
 
 def test_run_report_is_one_file_with_the_apis_numbers_drawn_in_chromium(
@@ -161,18 +99,28 @@ def test_run_report_is_one_file_with_the_apis_numbers_drawn_in_chromium(
         assert _trace(scale, label)["x"] == [1, 2]
         assert _trace(scale, label)["y"] == [p["iops"] for p in mine]
         assert _trace(scale, f"{label}: linear")["y"] == [p["linear_iops"] for p in mine]
+    # The latency curve as Vdbench draws one: per client count, one connected line per
+    # percentile over the rate points, lowest rate first; the unthrottled step apart.
     lat = charts["curve-latency"]
-    assert len(curves["latency"]) == 4
+    painted = page.lines("curve-latency")
+    assert len(curves["latency"]) == 6
     for n, label in ((1, "1 client"), (2, "2 clients")):
-        mine = sorted((p for p in curves["latency"] if p["clients"] == n), key=lambda p: p["iops"])
-        p99 = _trace(lat, f"read p99 ({label})")
-        assert p99["x"] == [p["iops"] for p in mine]
-        assert p99["y"] == [p["read_p99_ns"] / 1e6 for p in mine]
-        p50 = _trace(lat, f"read p50 ({label})")
-        assert p50["y"] == [p["read_p50_ns"] / 1e6 for p in mine]
+        mine = [p for p in curves["latency"] if p["clients"] == n]
+        rates = [p for p in mine if p["mode"] == "rate"]
+        assert [p["point"] for p in rates] == ["rate=50%", "rate=100%"]
+        for level in ("p50", "p99", "p99.9"):
+            drawn = _trace(lat, f"read {level} ({label})")
+            assert drawn["x"] == [p["iops"] for p in rates]
+            assert drawn["y"] == [p[f"read_lat_{level}_ns"] / 1e6 for p in rates]
+            assert len(painted[f"read {level} ({label})"]) == 2  # a line through both points
         # A known load: the 50 % step ran at half the unthrottled IOPS (fio's rate cap).
-        capped, unthrottled = p99["x"]
-        assert capped == pytest.approx(unthrottled / 2, rel=0.1)
+        (top,) = [p for p in mine if p["mode"] == "rate-max"]
+        assert rates[0]["iops"] == pytest.approx(top["iops"] / 2, rel=0.1)
+    apart = _trace(lat, "read p99 unthrottled (max IOPS)")
+    assert apart["mode"] == "markers" and painted["read p99 unthrottled (max IOPS)"] == []
+    assert sorted(apart["x"]) == sorted(
+        p["iops"] for p in curves["latency"] if p["mode"] == "rate-max"
+    )
 
     for step in run["steps"]:
         n, agg = step["step"], step["aggregate"]
@@ -185,14 +133,15 @@ def test_run_report_is_one_file_with_the_apis_numbers_drawn_in_chromium(
             assert drawn["y"] == [p["iops"] for p in series]
         total = _trace(iops, "all clients read")
         assert len(total["x"]) >= max(len(results[i["id"]]["series"]["read"]) for i in items)
-        # The drawn histogram is the one the aggregate's percentiles come from: recomputed
-        # from the bars as drawn, they are the API's. (fio's histogram log of a short run
-        # holds fewer I/Os than its IOPS log: only whole log intervals are written.)
+        # The drawn histogram is the one the aggregate's total-latency percentiles come
+        # from: recomputed from the bars as drawn, they are the API's; it holds every I/O
+        # of the window (counted exactly by fio's json+ outputs; the window's I/Os are
+        # read from its IOPS log, rates in whole I/Os per second over a stamped interval).
         bars = _trace(charts[f"histogram-step{n}"], "read")
         drawn_hist = {round(x * 1e6): y for x, y in zip(bars["x"], bars["y"], strict=True)}
         for name, pct in (("p50", 50.0), ("p99", 99.0), ("p99.9", 99.9)):
-            assert percentile_from_bins(drawn_hist, pct) == agg["read"]["clat_ns"][name]
-        assert 0 < sum(bars["y"]) <= agg["read"]["iops"] * agg["window"]["seconds"] * 1.01
+            assert percentile_from_bins(drawn_hist, pct) == agg["read"]["lat_ns"][name]
+        assert sum(bars["y"]) == pytest.approx(agg["read"]["window_ios"], rel=0.005)
         share = _trace(charts[f"share-step{n}"], "share %")
         assert share["y"] == pytest.approx([c["share"] * 100 for c in agg["per_client"]])
         skew = _trace(charts[f"share-step{n}"], "start skew ms")
@@ -214,15 +163,15 @@ def test_run_report_is_one_file_with_the_apis_numbers_drawn_in_chromium(
         assert int(step_no) == step["step"]
         assert float(values[0][0]) == a["iops"] and values[0][1] == f"{a['iops']:,.0f}"
         assert float(values[1][0]) == a["bw_bytes"]
-        assert [float(v) for v, _ in values[2:]] == [
-            a["clat_ns"]["p50"],
-            a["clat_ns"]["p99"],
-            a["clat_ns"]["p99.9"],
-        ]
+        p_total = [a["lat_ns"]["p50"], a["lat_ns"]["p99"], a["lat_ns"]["p99.9"]]
+        assert [float(v) for v, _ in values[2:]] == p_total
+        assert [text for _, text in values[2:]] == [format_ns(v) for v in p_total]  # µs, ms
+    header = page.page.inner_text("#headline tr:first-child")
+    assert "total p50" in header and "total p99.9" in header and " ms" not in header
     verdicts = page.page.inner_text("#verdicts")
-    assert "step 3 (rate=50%, 2 clients): complete: every client" in verdicts
+    assert "step 4 (rate=50%, 2 clients): complete: every client" in verdicts
     assert "step 0 (max, 1 client): fill: not asked" in verdicts
-    assert "step 3 (rate=50%, 2 clients): rate cap: " in verdicts
+    assert "step 4 (rate=50%, 2 clients): rate cap: " in verdicts
     assert "Little's law" in verdicts and "spread across clients" in verdicts
     assert run["items"][0]["agent_id"] in page.page.inner_text("#infra")
     assert json.loads(page.page.inner_text("#request"))["request"]["clients"] == [1, 2]
@@ -230,9 +179,13 @@ def test_run_report_is_one_file_with_the_apis_numbers_drawn_in_chromium(
 
     assert page.errors == []
     assert all(u.startswith("file://") for u in page.requests), page.requests
-    page.shot("run-report.png")
+    page.shot("run-report-full.png")
     page.page.evaluate("window.scrollTo(0, 0)")
-    page.shot("run-report-top.png", full_page=False)  # README's docs/img/run-report.png
+    page.shot("run-report.png", full_page=False, docs=True)  # README's first picture
+    # README's pictures of a rate sweep: its results, then its curve and a histogram.
+    page.shot("run-report-rate-sweep.png", selector="#headline", docs=True)
+    page.shot("run-report-rate-curve.png", selector="#curve-latency", docs=True)
+    page.shot("run-report-histogram.png", selector="#histogram-step0", docs=True)
 
 
 def test_series_report_marks_its_history(
@@ -257,6 +210,11 @@ def test_series_report_marks_its_history(
     page.page.goto(out.as_uri())
     charts = page.charts()
     drawn = _trace(charts["series-read.iops"], "read.iops")
+    p99 = _trace(charts["series-read.lat"], "read.lat.p99")
+    title = "document.getElementById('series-read.lat').querySelector('.gtitle').textContent"
+    unit = page.page.evaluate(title).rsplit(", ", 1)[1]  # the unit its largest figure needs
+    scale = {"µs": 1e3, "ms": 1e6}[unit]
+    assert p99["y"] == [row["read.lat.p99"] / scale for row in history["history"]]
     assert drawn["y"] == [row["read.iops"] for row in history["history"]]
     assert len(drawn["x"]) == len(history["history"])
     assert page.page.inner_text("#series-key") == key
@@ -303,6 +261,17 @@ def test_web_ui_signs_in_filters_runs_and_shows_reports(
     assert run["id"] in listed
     row = page.page.inner_text(f"#runs tr[data-run='{run['id']}']")
     assert "randread 4k 1x4" in row and "1,2" in row
+    # The last step's figures, as the API gives them and benchctl list shows them.
+    last = run["aggregate"]["read"]
+    cells = page.page.eval_on_selector_all(
+        f"#runs tr[data-run='{run['id']}'] td[data-value]",
+        "cs => cs.map(c => [c.classList[0], c.dataset.value, c.textContent])",
+    )
+    assert cells == [
+        ["iops", str(last["iops"]), f"{last['iops']:,.0f}"],
+        ["mibs", str(last["bw_bytes"]), f"{last['bw_bytes'] / 2**20:,.1f}"],
+        ["p99", str(last["lat_ns"]["p99"]), f"total {format_ns(last['lat_ns']['p99'])}"],
+    ]
     page.page.goto(f"{base}/ui/runs?state=failed&tag=suite%3Dreports")
     assert run["id"] not in page.page.inner_text("#runs")
 
@@ -316,6 +285,17 @@ def test_web_ui_signs_in_filters_runs_and_shows_reports(
         assert page.page.query_selector(table) is not None
     page.page.goto(f"{base}/api/docs")  # Swagger UI from the app's own files
     page.page.wait_for_selector(".opblock", timeout=30_000)
+    # Operations grouped by tag, the agents' protocol apart at the end, nothing "default".
+    groups = page.page.eval_on_selector_all(
+        ".opblock-tag-section",
+        """ss => ss.map(s => [s.querySelector('.opblock-tag').dataset.tag,
+              [...s.querySelectorAll('.opblock-summary-path')].map(p => p.dataset.path)])""",
+    )
+    names = [g for g, _ in groups]
+    assert names[0] == "runs" and names[-1] == "agent protocol" and "default" not in names
+    agent_paths = [p for g, paths in groups for p in paths if p.startswith("/api/agent/")]
+    assert agent_paths and all(p.startswith("/api/agent/") for p in dict(groups)["agent protocol"])
+    assert set(agent_paths) == set(dict(groups)["agent protocol"])
     page.shot("swagger.png")
     assert page.errors == []
     assert all(u.startswith((base, "data:")) for u in page.requests), page.requests
@@ -342,18 +322,19 @@ def test_export_csv_per_second_and_per_step_and_list(stack: Stack, sweep: dict[s
     assert [float(s["iops"]) for s in steps] == [
         s["aggregate"]["read"]["iops"] for s in run["steps"]
     ]
-    assert [int(s["clients"]) for s in steps] == [1, 1, 2, 2]
-    assert [s["point"] for s in steps] == ["max", "rate=50%"] * 2
-    assert [float(s["p99_ns"]) for s in steps] == [
-        s["aggregate"]["read"]["clat_ns"]["p99"] for s in run["steps"]
-    ]
+    assert [int(s["clients"]) for s in steps] == [1, 1, 1, 2, 2, 2]
+    assert [s["point"] for s in steps] == ["max", "rate=50%", "rate=100%"] * 2
+    for kind in ("lat", "clat"):
+        assert [float(s[f"{kind}_p99_ns"]) for s in steps] == [
+            s["aggregate"]["read"][f"{kind}_ns"]["p99"] for s in run["steps"]
+        ]
 
     r = benchctl(stack, "list", "--tag", "suite=reports", "--target", "scratch")
     assert r.returncode == 0, r.stderr
     line = next(x for x in r.stdout.splitlines() if run["id"][:20] in x)
     agg = run["aggregate"]["read"]
     assert "randread 4k 1x4" in line and " 1,2 " in line
-    assert f"{agg['iops']:,.0f}" in line and f"{agg['clat_ns']['p99'] / 1e6:.3f}" in line
+    assert f"{agg['iops']:,.0f}" in line and f"total {format_ns(agg['lat_ns']['p99'])}" in line
 
 
 def test_curve_markdown_and_compare_against_an_unfinished_run(

@@ -22,7 +22,8 @@ from benchctl.render_lists import curves_markdown
 from core.catalogue import PROFILES
 from core.runs.working_set import human_bytes
 from core.units import clients_text, parse_size
-from reports.figures import latency_curve_figure, scaleout_figure, series_figures
+from reports.curve_figures import latency_curve_figure, scaleout_figure
+from reports.series_figures import series_figures
 from tests.conftest import TmpfsFactory
 
 
@@ -115,8 +116,8 @@ def test_show_curve_markdown_is_markdown() -> None:
     curves = {
         "run_id": "r-1",
         "latency": [
-            {"step": 0, "point": None, "clients": 1, "iops": 1000.0, "read_p50_ns": 1e5}
-            | {"read_p99_ns": 3e5}
+            {"step": 0, "point": None, "clients": 1, "iops": 1000.0, "read_clat_p50_ns": 1e5}
+            | {"read_clat_p99_ns": 3e5}
         ],
         "scaleout": [
             {"point": "", "clients": 1, "iops": 1000.0, "bw_bytes": 4096000.0}
@@ -126,7 +127,9 @@ def test_show_curve_markdown_is_markdown() -> None:
     }
     md = curves_markdown(curves)
     assert md.startswith("### Curves of run `r-1`")
-    assert "| 0 |  | 1 | 1,000 | 0.100 / 0.300 | - |" in md
+    # A result without total latency shows completion latency, named, in microseconds.
+    assert "| step | point | clients | IOPS | read completion p50 / p99 |" in md
+    assert "| 0 |  | 1 | 1,000 | 100 µs / 300 µs | - |" in md
     assert "| - | 1 | 1,000 | 3.9 | 1,000 | 100% |" in md and "┃" not in md
 
 
@@ -190,9 +193,15 @@ def test_local_stack_refuses_a_working_set_larger_than_the_targets_free_space(
 
 
 def test_charts_of_a_rate_sweep_and_a_series_on_known_figures() -> None:
+    # The unthrottled step first (as it runs), then the rate points: the curve joins only
+    # the rate points, lowest rate first, and draws the unthrottled maximum apart.
     latency = [
-        {"step": i, "point": f"rate={p}%", "clients": 1, "iops": 100.0 * p}
-        | {"read_p50_ns": 1e5 * (1 + i), "read_p99_ns": 4e5 * (1 + i)}
+        {"step": 0, "point": "max", "mode": "rate-max", "clients": 1, "iops": 10_500.0}
+        | {"read_lat_p50_ns": 2e6, "read_lat_p99_ns": 9e6, "read_lat_p99.9_ns": 2e7}
+    ] + [
+        {"step": i + 1, "point": f"rate={p}%", "mode": "rate", "clients": 1, "iops": 100.0 * p}
+        | {"read_lat_p50_ns": 1e5 * (1 + i), "read_lat_p99_ns": 4e5 * (1 + i)}
+        | {"read_lat_p99.9_ns": 5e5 * (1 + i)}
         for i, p in enumerate((10, 50, 100))
     ]
     fig = latency_curve_figure({"latency": latency, "scaleout": []})
@@ -200,6 +209,10 @@ def test_charts_of_a_rate_sweep_and_a_series_on_known_figures() -> None:
     traces = {t.name: t for t in fig.fig.data}
     assert list(traces["read p99"].x) == [1000.0, 5000.0, 10000.0]
     assert list(traces["read p99"].y) == [0.4, 0.8, 1.2]
+    assert traces["read p99"].mode == "lines+markers"
+    apart = traces["read p99 unthrottled (max IOPS)"]
+    assert list(apart.x) == [10_500.0] and apart.mode == "markers"
+    assert fig.fig.layout.yaxis.title.text == "total latency, ms (log scale)"
     assert scaleout_figure({"scaleout": [{"point": "", "clients": 1}]}) is None  # 1 point
 
     rows = [
@@ -217,7 +230,7 @@ def test_charts_of_a_rate_sweep_and_a_series_on_known_figures() -> None:
     lines = [s for s in spec["layout"]["shapes"] if s["type"] == "line"]
     assert [s["x0"] for s in lines] == [rows[4]["time_ms"], rows[6]["time_ms"]]
     notes = [a["text"] for a in spec["layout"]["annotations"]]
-    assert notes == ["segment 1", "regression -20.0%"]
+    assert notes == ["segment 1", "regression IOPS -20.0%"]
 
 
 def test_step_headings_and_per_client_rows_name_the_swept_value() -> None:

@@ -26,6 +26,7 @@ from typing import Any
 
 from core.analysis.timeline import (
     ClientTimeline,
+    LatencyKind,
     Window,
     common_window,
     has_histograms,
@@ -64,26 +65,83 @@ class FailedClient:
 
 
 def _summary(hist: Mapping[int, float] | Mapping[str, int]) -> dict[str, float]:
-    return {name: percentile_from_bins(hist, p) for name, p in SUMMARY_PERCENTILES.items()}
+    """The summary percentiles and the maximum (the highest bucket: Vdbench's curves show
+    the maximum response time apart, docs/methodology.md)."""
+    out = {name: percentile_from_bins(hist, p) for name, p in SUMMARY_PERCENTILES.items()}
+    return {**out, "max": percentile_from_bins(hist, 100.0)}
 
 
-def _whole_run_percentiles(dirs: Sequence[DirectionResult], exact: bool) -> dict[str, float]:
+def _bins(r: DirectionResult, kind: LatencyKind) -> dict[str, int]:
+    return r.lat_bins_ns if kind == "lat" else r.clat_bins_ns
+
+
+def _percentiles(r: DirectionResult, kind: LatencyKind) -> dict[str, float]:
+    return r.lat_percentiles_ns if kind == "lat" else r.clat_percentiles_ns
+
+
+def _whole_run_percentiles(
+    dirs: Sequence[DirectionResult], exact: bool, kind: LatencyKind = "clat"
+) -> dict[str, float]:
     if exact:
-        return _summary(sum_bins(d.clat_bins_ns for d in dirs))
+        return _summary(sum_bins(_bins(d, kind) for d in dirs))
     # No histogram: the worst client's percentile is an upper bound, not the merged value.
     return {
-        name: max(d.clat_percentiles_ns.get(percentile_key(p), 0.0) for d in dirs)
+        name: max(_percentiles(d, kind).get(percentile_key(p), 0.0) for d in dirs)
         for name, p in SUMMARY_PERCENTILES.items()
     }
 
 
-def _window_histogram(samples: Sequence[ClientSample], d: Direction, w: Window) -> dict[int, float]:
+def _window_histogram(
+    samples: Sequence[ClientSample], d: Direction, w: Window, kind: LatencyKind = "clat"
+) -> dict[int, float]:
     merged: dict[int, float] = {}
     for s in samples:
         assert s.timeline is not None
-        for k, v in histogram_in(s.timeline, d, w).items():
+        for k, v in histogram_in(s.timeline, d, w, kind).items():
             merged[k] = merged.get(k, 0.0) + v
     return merged
+
+
+def _total_latency(
+    samples: Sequence[ClientSample], d: Direction, window: Window | None
+) -> dict[str, Any]:
+    """Total latency's percentiles (fio's ``lat``: submission + completion), the figure the
+    published methods report (docs/methodology.md): from the window's total-latency rows,
+    else the clients' whole-run json+ bins, else their percentiles (DiskSpd: an upper
+    bound); nothing for results that have none (fio without ``lat_percentiles``)."""
+    mine = [s for s in samples if d in s.dirs]
+    if window is not None and all(
+        s.timeline is not None and has_histograms(s.timeline, d, "lat") for s in mine
+    ):
+        return {
+            "lat_ns": _summary(_window_histogram(mine, d, window, "lat")),
+            "lat_percentiles_basis": "common-window",
+            "lat_percentiles_exact": True,
+        }
+    dirs = [s.dirs[d] for s in mine]
+    if all(r.lat_bins_ns for r in dirs):
+        pcts, exact = _whole_run_percentiles(dirs, True, "lat"), True
+    elif all(r.lat_percentiles_ns for r in dirs):
+        pcts, exact = _whole_run_percentiles(dirs, False, "lat"), False
+    else:
+        return {}
+    return {"lat_ns": pcts, "lat_percentiles_basis": "whole-run", "lat_percentiles_exact": exact}
+
+
+def _means(dirs: Sequence[DirectionResult]) -> dict[str, float | None]:
+    """The I/O-weighted means of each latency kind, in ns (fio's: total = submission +
+    completion); submission is None where a client recorded none (synchronous engines)."""
+    ios = sum(x.total_ios for x in dirs)
+
+    def mean(values: list[float]) -> float:
+        return sum(v * x.total_ios for v, x in zip(values, dirs, strict=True)) / ios if ios else 0.0
+
+    slats = [x.slat_ns.mean for x in dirs if x.slat_ns is not None]
+    return {
+        "lat_mean_ns": mean([x.lat_ns.mean for x in dirs]),
+        "clat_mean_ns": mean([x.clat_ns.mean for x in dirs]),
+        "slat_mean_ns": mean(slats) if len(slats) == len(dirs) else None,
+    }
 
 
 def _skewed(
@@ -146,7 +204,8 @@ def aggregate(
             continue
         exact = all(s.has_bins and s.dirs[d].clat_bins_ns for s in samples if d in s.dirs)
         ios = sum(x.total_ios for x in dirs)
-        lat_mean = sum(x.lat_ns.mean * x.total_ios for x in dirs) / ios if ios else 0.0
+        means = _means(dirs)
+        lat_mean = float(means["lat_mean_ns"] or 0.0)
         entry: dict[str, Any]
         if window is not None:
             seconds = (window[1] - window[0]) / 1000
@@ -167,7 +226,8 @@ def aggregate(
         else:
             entry["clat_ns"] = _whole_run_percentiles(dirs, exact)
             entry["percentiles_basis"] = "whole-run"
-        entry.update(total_ios=ios, lat_mean_ns=lat_mean, percentiles_exact=exact)
+        entry.update(total_ios=ios, percentiles_exact=exact, **means)
+        entry.update(_total_latency(samples, d, window))
         out[d] = entry
         total_iops += entry["iops"]
         weighted_latency_s += entry["iops"] * lat_mean / 1e9
@@ -185,17 +245,22 @@ def aggregate(
     return out
 
 
-def _client_latency(s: ClientSample, d: Direction, window: Window | None) -> dict[str, float]:
-    if window is not None and s.timeline is not None and has_histograms(s.timeline, d):
-        hist = histogram_in(s.timeline, d, window)
+def _client_latency(
+    s: ClientSample, d: Direction, window: Window | None, kind: LatencyKind = "clat"
+) -> dict[str, float] | None:
+    if window is not None and s.timeline is not None and has_histograms(s.timeline, d, kind):
+        hist = histogram_in(s.timeline, d, window, kind)
         return {"p50": percentile_from_bins(hist, 50.0), "p99": percentile_from_bins(hist, 99.0)}
     r = s.dirs[d]
-    if r.clat_bins_ns:
-        bins = r.clat_bins_ns
+    if _bins(r, kind):
+        bins = _bins(r, kind)
         return {"p50": percentile_from_bins(bins, 50.0), "p99": percentile_from_bins(bins, 99.0)}
+    pcts = _percentiles(r, kind)
+    if not pcts and kind == "lat":
+        return None
     return {
-        "p50": r.clat_percentiles_ns.get(percentile_key(50.0), 0.0),
-        "p99": r.clat_percentiles_ns.get(percentile_key(99.0), 0.0),
+        "p50": pcts.get(percentile_key(50.0), 0.0),
+        "p99": pcts.get(percentile_key(99.0), 0.0),
     }
 
 
@@ -220,6 +285,11 @@ def _per_client(
                 "agent_id": s.agent_id,
                 "iops": iops,
                 "bw_bytes": bw,
+                "lat_ns": {
+                    d: lat
+                    for d in s.dirs
+                    if (lat := _client_latency(s, d, window, "lat")) is not None
+                },
                 "clat_ns": {d: _client_latency(s, d, window) for d in s.dirs},
                 "share": iops / total_iops if total_iops else 0.0,
                 "start_skew_ms": s.start_skew_ms,

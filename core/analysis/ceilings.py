@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from core.host_counters import CountersSummary
+from core.latency import KIND_NAMES, shown
 from core.limits.sources import VM_NETWORK
 from core.limits.vms import VmSize, vm_size
 
@@ -313,9 +314,12 @@ def step_ceilings(
     return {"ceilings": [c.as_doc() for c in found], "bound_by": bound_by(found)}
 
 
-def _p99(agg: Mapping[str, Any]) -> float | None:
-    values = [agg[d]["clat_ns"]["p99"] for d in ("read", "write") if agg.get(d)]
-    return max(values) if values else None
+def _p99(agg: Mapping[str, Any]) -> tuple[float | None, str]:
+    """The worst direction's p99 of the latency views show, and its kind's name."""
+    kinds = [shown(agg[d]) for d in ("read", "write") if agg.get(d)]
+    values = [p["p99"] for _, p in kinds if p.get("p99") is not None]
+    kind = KIND_NAMES[kinds[0][0]] if kinds else "total"
+    return (max(values) if values else None), kind
 
 
 def latency_knee(aggregates: Sequence[Mapping[str, Any]]) -> tuple[int, dict[str, Any]] | None:
@@ -323,7 +327,7 @@ def latency_knee(aggregates: Sequence[Mapping[str, Any]]) -> tuple[int, dict[str
     p99 latency is at least twice the previous step's while no limit was reached: where
     queueing starts before any published limit. Returns (index, knee) or None."""
     for i in range(1, len(aggregates)):
-        prev, cur = _p99(aggregates[i - 1]), _p99(aggregates[i])
+        (prev, _), (cur, kind) = _p99(aggregates[i - 1]), _p99(aggregates[i])
         reached = (aggregates[i].get("bound_by") or {}).get("kind", "none") != "none"
         if prev and cur and cur >= KNEE_RATIO * prev and not reached:
             return i, {
@@ -331,6 +335,7 @@ def latency_knee(aggregates: Sequence[Mapping[str, Any]]) -> tuple[int, dict[str
                 "previous_p99_ns": prev,
                 "ratio": cur / prev,
                 "previous_step": aggregates[i - 1].get("step"),
-                "note": "p99 latency rose before any known limit was reached",
+                "latency": kind,
+                "note": f"{kind} p99 latency rose before any known limit was reached",
             }
     return None

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from core.analysis.series import METRICS, metrics_of, segments
+from core.analysis.series import METRICS, metrics_of, named, segments
 
 NOISE_SIGMAS = 3.0
 MIN_NOISE_POINTS = 3
@@ -22,7 +22,7 @@ MIN_NOISE_POINTS = 3
 
 def noise_pct(points: Sequence[Mapping[str, Any]], exclude_runs: set[str]) -> dict[str, float]:
     """Per metric: 100 x stdev / mean over the latest segment, without the compared runs."""
-    segs = segments(points)
+    segs = segments([named(p) for p in points])
     latest = [p for p in (segs[-1] if segs else []) if p["run_id"] not in exclude_runs]
     out: dict[str, float] = {}
     for metric in METRICS:
@@ -82,7 +82,13 @@ def summary(rows: Sequence[Mapping[str, Any]]) -> str:
 
 # A metadata phase's figures: operations per second (higher is better) and the latency of
 # one operation, mean and percentiles (lower is better), as the published charts show them.
-PHASE_METRICS: dict[str, bool] = {"iops": True, "mean": False, "p50": False, "p99": False}
+# An operation's latency is its total (fio's file engines time the whole call).
+PHASE_METRICS: dict[str, bool] = {
+    "iops": True,
+    "lat.mean": False,
+    "lat.p50": False,
+    "lat.p99": False,
+}
 
 
 def phase_metrics(aggregate: Mapping[str, Any]) -> dict[str, float]:
@@ -91,11 +97,12 @@ def phase_metrics(aggregate: Mapping[str, Any]) -> dict[str, float]:
     for d in ("read", "write"):
         a = aggregate.get(d)
         if a:
+            lat = a.get("lat_ns") or a["clat_ns"]
             return {
                 "iops": float(a["iops"]),
-                "mean": float(a["lat_mean_ns"]),
-                "p50": float(a["clat_ns"]["p50"]),
-                "p99": float(a["clat_ns"]["p99"]),
+                "lat.mean": float(a["lat_mean_ns"]),
+                "lat.p50": float(lat["p50"]),
+                "lat.p99": float(lat["p99"]),
             }
     return {}
 
@@ -103,8 +110,9 @@ def phase_metrics(aggregate: Mapping[str, Any]) -> dict[str, float]:
 def compare_phase(
     op: str, a: Mapping[str, Any], b: Mapping[str, Any], series_noise: Mapping[str, float]
 ) -> list[dict[str, Any]]:
-    """Rows ``<op>.iops``, ``<op>.mean``, ``<op>.p50``, ``<op>.p99`` for one phase of two
-    metadata runs; the noise of iops and percentiles is their series' (the direction's)."""
+    """Rows ``<op>.iops``, ``<op>.lat.mean``, ``<op>.lat.p50``, ``<op>.lat.p99`` for one
+    phase of two metadata runs; the noise of iops and percentiles is their series' (the
+    direction's)."""
     ma, mb = phase_metrics(a), phase_metrics(b)
     d = "read" if a.get("read") else "write"
     return [

@@ -13,21 +13,35 @@ def _kept(aggregates: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return sorted((a for a in aggregates if not a.get("discarded")), key=lambda a: a["step"])
 
 
+CURVE_PERCENTILES = ("p50", "p99", "p99.9")
+
+
 def latency_curve(aggregates: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One point per step: achieved IOPS and the p50/p99 completion latency (ns) of each
-    direction, in step order (for a rate sweep: the unthrottled step, then 10% ... 100%)."""
+    """One point per step: achieved IOPS and, per direction, total latency's p50, p99,
+    p99.9, maximum and mean (``<dir>_lat_<p>_ns``) and completion latency's p50 and p99
+    (``<dir>_clat_<p>_ns``), in step order (a rate sweep: the unthrottled step, ``mode``
+    rate-max, then 10% ... 100%). Results without total latency have only the latter."""
     points = []
     for a in _kept(aggregates):
         point: dict[str, Any] = {
             "step": a["step"],
             "point": a.get("point"),
+            "mode": a.get("mode"),
             "clients": a["clients"],
             "iops": total_iops(a),
         }
         for d in ("read", "write"):
-            if a.get(d):
-                point[f"{d}_p50_ns"] = a[d]["clat_ns"]["p50"]
-                point[f"{d}_p99_ns"] = a[d]["clat_ns"]["p99"]
+            entry = a.get(d)
+            if not entry:
+                continue
+            lat = entry.get("lat_ns") or {}
+            for p in (*CURVE_PERCENTILES, "max"):
+                if lat.get(p) is not None:
+                    point[f"{d}_lat_{p}_ns"] = lat[p]
+            if lat and entry.get("lat_mean_ns") is not None:
+                point[f"{d}_lat_mean_ns"] = entry["lat_mean_ns"]
+            for p in ("p50", "p99"):
+                point[f"{d}_clat_{p}_ns"] = entry["clat_ns"][p]
         points.append(point)
     return points
 

@@ -18,8 +18,9 @@ from typing import Any
 
 from core.analysis.aggregate import ClientSample, aggregate
 from core.engines.diskspd_xml import sample_from_xml
-from core.engines.fio_logs import LogError, timeline_from_logs
+from core.engines.fio_logs import LogError, final_output, timeline_from_logs
 from core.engines.fio_output import ALL_CLIENTS, directions_from_fio, has_bins
+from core.engines.fio_status import StatusOutput, read_output, with_total_latency
 
 
 @dataclass(frozen=True)
@@ -35,18 +36,24 @@ class InputError(ValueError):
     """An input file is not a fio JSON output we can read."""
 
 
-def parse_fio_text(text: str, name: str) -> dict[str, Any]:
-    """fio may print notes before its JSON (client/server mode does); start at the brace."""
+def parse_fio_text(text: str, name: str) -> StatusOutput:
+    """fio may print notes before its JSON (client/server mode does), and with
+    ``--status-interval`` a status output per interval before the final one (the agent's
+    runs do: total latency per interval, core.engines.fio_status)."""
     start = text.find("{")
     if start < 0:
         raise InputError(f"{name}: no JSON object in the file")
-    try:
-        doc = json.loads(text[start:])
-    except json.JSONDecodeError as e:
-        raise InputError(f"{name}: not valid JSON ({e.msg} at line {e.lineno})") from None
-    if not isinstance(doc, dict) or not ("jobs" in doc or "client_stats" in doc):
+    output = read_output(text)
+    if output.final is None:
+        try:
+            json.loads(text[start:])
+        except json.JSONDecodeError as e:
+            raise InputError(f"{name}: not valid JSON ({e.msg} at line {e.lineno})") from None
+        raise InputError(f"{name}: not a fio JSON output")
+    doc = output.final
+    if not ("jobs" in doc or "client_stats" in doc):
         raise InputError(f"{name}: not a fio JSON output (no 'jobs' or 'client_stats')")
-    return doc
+    return output
 
 
 def samples_from_doc(
@@ -55,6 +62,7 @@ def samples_from_doc(
     label: str,
     first_client: int = 0,
     logs: ClientLogs | None = None,
+    status: StatusOutput | None = None,
 ) -> list[ClientSample]:
     if "client_stats" in doc:
         groups: dict[str, list[Mapping[str, Any]]] = {}
@@ -73,9 +81,15 @@ def samples_from_doc(
             for i, (host, entries) in enumerate(sorted(groups.items()))
         ]
     try:
-        timeline = timeline_from_logs(logs.iops, logs.bw, logs.hist) if logs else None
+        timeline = (
+            timeline_from_logs(logs.iops, logs.bw, logs.hist, final=final_output(doc))
+            if logs
+            else None
+        )
     except LogError as e:
         raise InputError(f"{label}: {e}") from None
+    if status is not None:
+        timeline = with_total_latency(timeline, status)
     return [
         ClientSample(
             client=first_client,
@@ -99,8 +113,11 @@ def aggregate_files(
             except (ValueError, KeyError) as e:
                 raise InputError(f"{name}: not a DiskSpd XML output ({e})") from None
             continue
-        doc = parse_fio_text(text, name)
-        samples += samples_from_doc(doc, label=name, first_client=len(samples), logs=logs)
+        output = parse_fio_text(text, name)
+        assert output.final is not None
+        samples += samples_from_doc(
+            output.final, label=name, first_client=len(samples), logs=logs, status=output
+        )
     if not samples:
         raise InputError("no client found in the inputs")
     return aggregate(samples)

@@ -19,12 +19,37 @@ from typing import Any
 
 from core.analysis.changepoint import DEFAULT_MIN_MAGNITUDE_PCT, ChangePoint, detect
 
-# metric -> True when higher is better
+SERIES_PERCENTILES = ("p50", "p99", "p99.9")
+# metric -> True when higher is better. Latency metrics name their kind (core.latency):
+# ``read.lat.p99`` total latency, ``read.clat.p99`` completion latency.
 METRICS: dict[str, bool] = {
     f"{d}.{m}": m in ("iops", "bw_bytes")
     for d in ("read", "write")
-    for m in ("iops", "bw_bytes", "p50", "p99", "p99.9")
+    for m in (
+        "iops",
+        "bw_bytes",
+        *(f"lat.{p}" for p in SERIES_PERCENTILES),
+        *(f"clat.{p}" for p in SERIES_PERCENTILES),
+    )
 }
+# Points recorded before latency metrics named their kind held completion latency as
+# ``read.p99``: read as what they are.
+LEGACY_METRICS = {
+    f"{d}.{p}": f"{d}.clat.{p}" for d in ("read", "write") for p in SERIES_PERCENTILES
+}
+
+
+def metric_name(metric: str) -> str:
+    return LEGACY_METRICS.get(metric, metric)
+
+
+def named(point: Mapping[str, Any]) -> dict[str, Any]:
+    """A series point with its metrics under their current names."""
+    metrics = {metric_name(k): v for k, v in (point.get("metrics") or {}).items()}
+    gate = {metric_name(k): v for k, v in (point.get("gate") or {}).items()}
+    return {**point, "metrics": metrics, "gate": gate}
+
+
 MIN_POINTS = 10  # E-divisive needs min_size points on each side of a change
 
 
@@ -109,8 +134,11 @@ def metrics_of(aggregate: Mapping[str, Any]) -> dict[str, float]:
             continue
         out[f"{d}.iops"] = float(a["iops"])
         out[f"{d}.bw_bytes"] = float(a["bw_bytes"])
-        for p in ("p50", "p99", "p99.9"):
-            out[f"{d}.{p}"] = float(a["clat_ns"][p])
+        for kind in ("lat", "clat"):
+            pcts = a.get(f"{kind}_ns") or {}
+            for p in SERIES_PERCENTILES:
+                if pcts.get(p) is not None:
+                    out[f"{d}.{kind}.{p}"] = float(pcts[p])
     return out
 
 
@@ -134,7 +162,7 @@ def find_changes(
     """Change points of every metric within the latest infrastructure segment, with the
     evidence a person needs: before/after, change, p-value, first run after, runs around.
     Changes smaller than ``min_magnitude_pct`` percent are not reported."""
-    segs = segments(points)
+    segs = segments([named(p) for p in points])
     if not segs:
         return []
     latest = segs[-1]

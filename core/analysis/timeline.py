@@ -12,7 +12,7 @@ nearest second.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Protocol
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -46,8 +46,14 @@ class DirectionTimeline(_Frozen):
     )
     hist_rows: list[HistInterval] | None = Field(
         None,
-        description="fio's histogram log lines as they are, so a window's histogram is "
-        "their exact overlap with it (bins split a line between seconds)",
+        description="fio's (completion-latency) histogram log lines as they are, so a "
+        "window's histogram is their exact overlap with it (bins split a line between "
+        "seconds)",
+    )
+    lat_rows: list[HistInterval] | None = Field(
+        None,
+        description="total-latency histogram of each interval between fio's status outputs "
+        "(core.engines.fio_status), read like hist_rows",
     )
 
 
@@ -127,14 +133,23 @@ def totals_in(timeline: ClientTimeline, d: Direction, window: Window) -> tuple[f
     return ios, nbytes
 
 
-def histogram_in(timeline: ClientTimeline, d: Direction, window: Window) -> dict[int, float]:
-    """The latency histogram (bucket value ns -> count) of the I/Os inside the window."""
+LatencyKind = Literal["lat", "clat"]  # total, completion (fio's names)
+
+
+def histogram_in(
+    timeline: ClientTimeline, d: Direction, window: Window, kind: LatencyKind = "clat"
+) -> dict[int, float]:
+    """The latency histogram (bucket value ns -> count) of the I/Os inside the window:
+    completion latency (``clat``, fio's histogram log) or total latency (``lat``)."""
     dt = timeline.direction(d)
     out: dict[int, float] = {}
-    if dt is not None and dt.hist_rows is not None:
+    rows = None if dt is None else dt.lat_rows if kind == "lat" else dt.hist_rows
+    if kind == "lat" and rows is None:
+        return out
+    if rows is not None:
         # Each line spread evenly over its own interval, the part inside the window: the
         # same reading as the I/O counts, without a second spreading into 1 s bins.
-        for row in dt.hist_rows:
+        for row in rows:
             share = overlap((row.start_ms, row.end_ms), window) / (row.end_ms - row.start_ms)
             if share:
                 for k, v in row.counts.items():
@@ -150,9 +165,13 @@ def histogram_in(timeline: ClientTimeline, d: Direction, window: Window) -> dict
     return out
 
 
-def has_histograms(timeline: ClientTimeline, d: Direction) -> bool:
+def has_histograms(timeline: ClientTimeline, d: Direction, kind: LatencyKind = "clat") -> bool:
     dt = timeline.direction(d)
-    return dt is not None and (dt.hist is not None or dt.hist_rows is not None)
+    if dt is None:
+        return False
+    if kind == "lat":
+        return dt.lat_rows is not None
+    return dt.hist is not None or dt.hist_rows is not None
 
 
 def seconds_of(window: Window) -> list[Window]:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core import teams
+from core.latency import KIND_NAMES, format_ns, shown
 from core.ports import Doc
 
 
@@ -42,7 +43,8 @@ def status_reply(run: Doc, public_url: str) -> Reply:
         if a:
             facts.append((f"{d} IOPS", fmt(float(a["iops"]))))
             facts.append((f"{d} MiB/s", fmt(float(a["bw_bytes"]) / 2**20)))
-            facts.append((f"{d} p99", f"{float(a['clat_ns']['p99']) / 1e6:.3f} ms"))
+            kind, lat = shown(a)
+            facts.append((f"{d} {KIND_NAMES[kind]} p99", format_ns(lat.get("p99"))))
     if agg.get("clients"):
         facts.append(("Clients", str(agg["clients"])))
     bound = agg.get("bound_by")

@@ -38,7 +38,7 @@ DiskSpd differs from fio in ways the results carry:
 
 - its latency is timed from just before an I/O is issued to its completion, i.e. fio's
   ``lat`` (not ``clat``); it is stored in both ``lat_ns`` and ``clat_ns``, and its
-  percentiles in ``clat_percentiles_ns`` (the only percentile field of the result);
+  percentiles in both ``lat_percentiles_ns`` and ``clat_percentiles_ns``;
 - it keeps no histogram we could merge (``clat_bins_ns`` is empty, ``has_bins=False``), so
   aggregated percentiles are approximate and say so.
 """
@@ -344,6 +344,7 @@ def parse_xml(text: str, *, start_unix_s: float | None = None) -> DiskSpdResult:
             clat_ns=stats,
             clat_percentiles_ns=percentiles,
             clat_bins_ns={},
+            lat_percentiles_ns=percentiles,
         )
     result = DiskSpdResult(
         dirs=dirs,

@@ -88,6 +88,9 @@ def job_file(
         ("write_hist_log", check_path(log_prefix)),
         ("log_hist_msec", 1000),
         ("log_hist_coarseness", 0),
+        # Total latency's percentiles and json+ histogram beside completion latency's
+        # (HOWTO, "lat_percentiles"): what the published methods report (docs/methodology.md).
+        ("lat_percentiles", 1),
     ]
     if w.rw in ("rw", "randrw"):
         opts.append(("rwmixread", w.rwmixread))

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from core.analysis.timeline import (
     BIN_MS,
@@ -32,6 +33,7 @@ from core.analysis.timeline import (
     HistInterval,
     rebin,
 )
+from core.engines.fio_output import directions_from_fio
 from core.models import Direction
 
 LOG_INTERVAL_MS = 1000  # log_avg_msec and log_hist_msec in the jobs the agent writes
@@ -144,12 +146,15 @@ def timeline_from_logs(
     hist_logs: Sequence[str] = (),
     *,
     interval_ms: int = LOG_INTERVAL_MS,
+    final: FinalOutput | None = None,
 ) -> ClientTimeline | None:
     """One client's timeline from its jobs' logs (one text per job and log kind).
 
     The client's measured period runs from the latest job start to the earliest job end
     (one interval before a job's first line to its last line): there every job was logging.
-    None when the logs hold no line at all.
+    With fio's final output (``final``) it runs to the end of the measured runtime: the
+    last, partial interval, for which fio writes no line, is what the final totals hold
+    beyond the lines (see ``FinalOutput``). None when the logs hold no line at all.
     """
     jobs = [_by_direction(parse_log(text)) for text in iops_logs]
     spans = []
@@ -159,7 +164,11 @@ def timeline_from_logs(
             spans.append((min(stamps) - interval_ms, max(stamps)))
     if not spans:
         return None
-    start, end = max(s for s, _ in spans), min(e for _, e in spans)
+    start, logged_end = max(s for s, _ in spans), min(e for _, e in spans)
+    end = logged_end
+    if final is not None:
+        # Every job ran fio's measured runtime from its own start.
+        end = max(logged_end, min(s for s, _ in spans) + final.runtime_ms)
     if end <= start:
         return None
     bw_jobs = [_by_direction(parse_log(text)) for text in bw_logs]
@@ -168,14 +177,71 @@ def timeline_from_logs(
     for index, d in enumerate(DIRECTIONS):
         ios = _rate_intervals(jobs, index, interval_ms, scale=1.0)
         nbytes = _rate_intervals(bw_jobs, index, interval_ms, scale=1024.0)  # KiB/s
+        rows = _hist_rows(hists, index, interval_ms) if hists else None
+        totals = final.dirs.get(d) if final is not None else None
+        if totals is not None:
+            tail = (min(logged_end, end - 1), end)
+            ios.append((*tail, max(0.0, totals.ios - sum(a for _, _, a in ios))))
+            nbytes.append((*tail, max(0.0, totals.bytes - sum(a for _, _, a in nbytes))))
+            if rows is not None:
+                lasts = [
+                    max(r.t_ms for r in mine)
+                    for mine in ([r for r in h if r.direction == index] for h in hists)
+                    if mine
+                ]
+                begin = min(min(lasts, default=logged_end), end - 1)
+                rows = [*rows, *_tail_rows(rows, totals.clat_bins, (begin, end))]
         if not ios and not nbytes:
             continue
         dirs[d] = DirectionTimeline(
             ios=rebin(ios, start, end),
             bytes=rebin(nbytes, start, end),
-            hist_rows=_hist_rows(hists, index, interval_ms) if hists else None,
+            hist_rows=rows,
         )
     return ClientTimeline(start_ms=start, end_ms=end, bin_ms=BIN_MS, **dirs)
+
+
+@dataclass(frozen=True)
+class FinalCounts:
+    """One direction of fio's final output, all of a client's jobs summed."""
+
+    ios: int
+    bytes: int
+    clat_bins: Mapping[str, int]  # json+ bins: bucket value ns -> completions
+
+
+@dataclass(frozen=True)
+class FinalOutput:
+    """What fio's final output says a client did, for the part its logs miss.
+
+    fio writes a log line when a helper thread's sample falls due (stat.c, ``__add_samples``
+    every ``log_avg_msec``; a histogram line when an I/O completes a whole ``log_hist_msec``
+    after the last one, ``add_clat_sample``); at the end of the job nothing samples the last,
+    partial interval, so up to a second of I/O has no line (a 5 s job logs 4 lines). Its
+    final output counts every I/O, though: the I/Os and bytes beyond the lines, and its json+
+    histogram less the histogram lines (each line is the difference of two snapshots of that
+    very histogram, iolog.c), are the last interval's, which ends at the job's start plus its
+    measured runtime. Histogram counts are exact; I/Os and bytes also take up the rounding of
+    the logged rates (integers, fio's ``delta * 1000 / spent``)."""
+
+    runtime_ms: int  # fio's measured time of the job (the longest direction's ``runtime``)
+    dirs: Mapping[Direction, FinalCounts]
+
+
+def _tail_rows(
+    rows: Sequence[HistInterval], final_bins: Mapping[str, int], tail: tuple[int, int]
+) -> list[HistInterval]:
+    """The last histogram interval: the final bins less every line."""
+    logged: dict[int, float] = defaultdict(float)
+    for row in rows:
+        for k, v in row.counts.items():
+            logged[int(k)] += v
+    counts = {
+        str(k): float(v) - logged.get(int(k), 0.0)
+        for k, v in final_bins.items()
+        if float(v) - logged.get(int(k), 0.0) > 0
+    }
+    return [HistInterval(start_ms=tail[0], end_ms=tail[1], counts=counts)] if counts else []
 
 
 def _rate_intervals(
@@ -203,3 +269,15 @@ def _hist_rows(
                 counts = {str(k): float(v) for k, v in row.counts.items()}
                 out.append(HistInterval(start_ms=a, end_ms=b, counts=counts))
     return out
+
+
+def final_output(doc: Mapping[str, Any]) -> FinalOutput:
+    """What the logs' last, partial interval is read from (core.engines.fio_logs)."""
+    dirs = directions_from_fio(doc)
+    return FinalOutput(
+        runtime_ms=max((r.runtime_ms for r in dirs.values()), default=0),
+        dirs={
+            d: FinalCounts(ios=r.total_ios, bytes=r.io_bytes, clat_bins=r.clat_bins_ns)
+            for d, r in dirs.items()
+        },
+    )

@@ -105,13 +105,15 @@ def merge_direction(dirs: list[Mapping[str, Any]]) -> DirectionResult | None:
     """Merge one direction of several fio job entries (jobs of one client, or clients).
 
     IOPS and bandwidth are summed (jobs run concurrently); runtime is the longest.
+    Completion latency always has percentiles; total latency has them when fio ran with
+    ``lat_percentiles=1``; submission latency is kept as its statistics only.
     """
     live = [d for d in dirs if int(d.get("total_ios", 0)) > 0]
     if not live:
         return None
-    all_bins = all(d["clat_ns"].get("bins") for d in live)
-    bins = sum_bins(d["clat_ns"]["bins"] for d in live) if all_bins else {}
     counts = [int(d["total_ios"]) for d in live]
+    clat_bins, clat_pcts = _histogram(live, "clat_ns")
+    lat_bins, lat_pcts = _histogram(live, "lat_ns")
     return DirectionResult(
         io_bytes=sum(int(d["io_bytes"]) for d in live),
         total_ios=sum(counts),
@@ -119,20 +121,42 @@ def merge_direction(dirs: list[Mapping[str, Any]]) -> DirectionResult | None:
         iops=sum(float(d["iops"]) for d in live),
         bw_bytes=sum(float(d["bw_bytes"]) for d in live),
         lat_ns=_merge_stats([(d["lat_ns"], n) for d, n in zip(live, counts, strict=True)]),
+        slat_ns=_submission(live),
         clat_ns=_merge_stats([(d["clat_ns"], n) for d, n in zip(live, counts, strict=True)]),
-        clat_percentiles_ns=(
-            percentiles_from_bins(bins) if all_bins else _upper_bound_percentiles(live)
-        ),
-        clat_bins_ns=bins,
+        clat_percentiles_ns=clat_pcts,
+        clat_bins_ns=clat_bins,
+        lat_percentiles_ns=lat_pcts,
+        lat_bins_ns=lat_bins,
     )
 
 
-def _upper_bound_percentiles(dirs: list[Mapping[str, Any]]) -> dict[str, float]:
+def _histogram(live: list[Mapping[str, Any]], kind: str) -> tuple[dict[str, int], dict[str, float]]:
+    """(json+ bins summed, percentiles) of one latency kind: from the bins when every job
+    has them, else the largest job's percentiles (an upper bound), else none."""
+    entries = [d.get(kind) or {} for d in live]
+    if all(e.get("bins") for e in entries):
+        bins = sum_bins(e["bins"] for e in entries)
+        return bins, percentiles_from_bins(bins)
+    if all(e.get("percentile") for e in entries):
+        return {}, _upper_bound_percentiles(entries)
+    return {}, {}
+
+
+def _submission(live: list[Mapping[str, Any]]) -> LatencyStats | None:
+    """fio's slat statistics, weighted by their own sample counts (``N``); None where fio
+    recorded no submission latency (synchronous engines)."""
+    parts = [(d["slat_ns"], int(d["slat_ns"].get("N", 0))) for d in live if d.get("slat_ns")]
+    if not any(n for _, n in parts):
+        return None
+    return _merge_stats(parts)
+
+
+def _upper_bound_percentiles(entries: list[Mapping[str, Any]]) -> dict[str, float]:
     """Without json+ bins, jobs' percentiles cannot be merged: the largest job's value at
     each percentile is an upper bound of the merged one (callers mark it approximate)."""
-    keys = {k for d in dirs for k in d["clat_ns"].get("percentile", {})}
+    keys = {k for e in entries for k in e.get("percentile", {})}
     return {
-        k: max(float(d["clat_ns"].get("percentile", {}).get(k, 0.0)) for d in dirs)
+        k: max(float(e.get("percentile", {}).get(k, 0.0)) for e in entries)
         for k in sorted(keys, key=float)
     }
 

@@ -54,9 +54,18 @@ def build_result(
     if metadata:
         # fio counts a nominal 4 KiB per metadata operation: no data moved. Its file
         # engines time the whole call as completion latency and leave lat_ns at 0; the
-        # operation's latency is that time (Little's law and the means read lat_ns).
+        # operation's latency is that time, its total (Little's law and the means read
+        # lat_ns, the percentiles shown by default are total latency's).
         dirs = {
-            d: r.model_copy(update={"io_bytes": 0, "bw_bytes": 0.0, "lat_ns": r.clat_ns})
+            d: r.model_copy(
+                update={
+                    "io_bytes": 0,
+                    "bw_bytes": 0.0,
+                    "lat_ns": r.clat_ns,
+                    "lat_percentiles_ns": r.clat_percentiles_ns,
+                    "lat_bins_ns": r.clat_bins_ns,
+                }
+            )
             for d, r in dirs.items()
         }
     fio_ms = max((r.runtime_ms for r in dirs.values()), default=None) if metadata else None

@@ -58,7 +58,15 @@ from core.models.result import (
     SeriesPoint,
     StartInfo,
 )
-from core.models.workload import DataSet, FieldSweep, Metadata, RateSweep, SteadyState, Workload
+from core.models.workload import (
+    DataSet,
+    FieldSweep,
+    GridSweep,
+    Metadata,
+    RateSweep,
+    SteadyState,
+    Workload,
+)
 
 SCHEMA_MODELS: dict[str, type[BaseModel]] = {
     "run-request": RunRequest,
@@ -103,6 +111,7 @@ __all__ = [
     "Engine",
     "FieldSweep",
     "FillInfo",
+    "GridSweep",
     "HostFacts",
     "IoEngine",
     "LatencyStats",

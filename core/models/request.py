@@ -25,7 +25,7 @@ from core.models.common import (
     Engine,
     Strict,
 )
-from core.models.workload import DataSet, FieldSweep, RateSweep, Workload
+from core.models.workload import DataSet, FieldSweep, GridSweep, RateSweep, Workload
 
 
 class RunRequest(Strict):
@@ -52,7 +52,7 @@ class RunRequest(Strict):
     fill: bool | None = Field(
         None, description="write the working set before measuring (default: the profile's)"
     )
-    sweep: FieldSweep | RateSweep | None = None
+    sweep: FieldSweep | GridSweep | RateSweep | None = None
     target_iops: int | None = Field(
         None,
         ge=1,

@@ -23,17 +23,37 @@ class LatencyStats(Strict):
 
 
 class DirectionResult(Strict):
-    """One direction of one client's result, in fio's units (ns, bytes)."""
+    """One direction of one client's result, in fio's units (ns, bytes).
+
+    Latency comes in fio's three kinds: total (``lat``: from submission to completion, what
+    the application waits for), submission (``slat``) and completion (``clat``: from
+    submission to completion by the device or server). DiskSpd measures one latency, from
+    issue to completion, which is total latency; it is kept in both."""
 
     io_bytes: int = Field(ge=0)
     total_ios: int = Field(ge=0)
     runtime_ms: int = Field(ge=0)
     iops: float = Field(ge=0)
     bw_bytes: float = Field(ge=0, description="Bytes per second")
-    lat_ns: LatencyStats
-    clat_ns: LatencyStats
-    clat_percentiles_ns: dict[str, float] = Field(description="fio's percentiles, key '99.900000'")
-    clat_bins_ns: dict[str, int] = Field(description="fio json+ histogram: bucket value -> count")
+    lat_ns: LatencyStats = Field(description="total latency: submission + completion")
+    slat_ns: LatencyStats | None = Field(
+        None, description="submission latency; none where fio records none (sync engines)"
+    )
+    clat_ns: LatencyStats = Field(description="completion latency")
+    clat_percentiles_ns: dict[str, float] = Field(
+        description="fio's completion-latency percentiles, key '99.900000'"
+    )
+    clat_bins_ns: dict[str, int] = Field(
+        description="fio json+ completion-latency histogram: bucket value -> count"
+    )
+    lat_percentiles_ns: dict[str, float] = Field(
+        default_factory=dict,
+        description="fio's total-latency percentiles (lat_percentiles=1), key '99.900000'",
+    )
+    lat_bins_ns: dict[str, int] = Field(
+        default_factory=dict,
+        description="fio json+ total-latency histogram: bucket value -> count",
+    )
 
 
 class SeriesPoint(Strict):

@@ -50,6 +50,24 @@ class FieldSweep(Strict):
     values: list[int | str] = Field(min_length=1, max_length=MAX_STEPS)
 
 
+class GridSweep(Strict):
+    """Two workload fields crossed, one measured step per pair of values (fio-plot's
+    iodepth x numjobs grid), drawn as heatmaps: ``{"grid": [{"field": "iodepth", "values":
+    [1, 4, 16]}, {"field": "numjobs", "values": [1, 2]}]}``. The first field varies
+    fastest."""
+
+    grid: list[FieldSweep] = Field(min_length=2, max_length=2)
+
+    @model_validator(mode="after")
+    def _distinct(self) -> GridSweep:
+        if self.grid[0].field == self.grid[1].field:
+            raise ValueError("the grid's two fields must differ")
+        n = len(self.grid[0].values) * len(self.grid[1].values)
+        if n > MAX_STEPS:
+            raise ValueError(f"{n} steps (values x values); at most {MAX_STEPS}")
+        return self
+
+
 class RateSweep(Strict):
     """Vdbench's curve: a first unthrottled step finds the maximum, then one step at each
     percentage of it (rate_iops), for the latency-versus-IOPS curve."""

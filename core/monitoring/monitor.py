@@ -27,7 +27,9 @@ from core.analysis.series import (
     gate,
     infra_facts,
     infra_fingerprint,
+    metric_name,
     metrics_of,
+    named,
     segments,
     series_key,
 )
@@ -88,7 +90,7 @@ class Monitor:
                 "workload": agg.get("workload"),
                 "tags": run.tags,
             }
-            history = self.store.series.points(key)
+            history = self._points(key)
             baseline = _baseline(point, history)
             point["gate"] = self._gate(point, baseline)
             self.store.series.create_point(point)
@@ -98,6 +100,16 @@ class Monitor:
             ) + _gate_changes(point, baseline)
             created += self._store_changes(key, run.target, changes)
         return created
+
+    def detect(self, key: str, target: str) -> list[Doc]:
+        """Change-point detection again over a series' stored points (after a change of
+        threshold, or points written by a tool): stores and announces the changes not
+        stored yet, as ``record`` does; returns those it created."""
+        changes = find_changes(self._points(key), min_magnitude_pct=self.min_magnitude_pct)
+        return self._store_changes(key, target, changes)
+
+    def _points(self, key: str) -> list[Doc]:
+        return [named(p) for p in self.store.series.points(key)]
 
     def _gate(self, point: Doc, same: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         if len(same) < GATE_MIN_POINTS:
@@ -178,7 +190,7 @@ class Monitor:
         return sorted(by_key.values(), key=lambda s: -s["last_time_ms"])
 
     def history(self, key: str) -> Doc:
-        points = sorted(self.store.series.points(key), key=lambda p: p["time_ms"])
+        points = sorted(self._points(key), key=lambda p: p["time_ms"])
         segs = segments(points)
         rows = []
         for i, seg in enumerate(segs):
@@ -196,7 +208,15 @@ class Monitor:
                     }
                 )
         regs = [_public(r) for r in self.store.series.regressions(key)]
-        return {"series_key": key, "segments": len(segs), "history": rows, "regressions": regs}
+        latest = points[-1] if points else {}
+        about = {k: latest.get(k) for k in ("target", "clients", "engine", "workload")}
+        return {
+            "series_key": key,
+            **about,
+            "segments": len(segs),
+            "history": rows,
+            "regressions": regs,
+        }
 
     def compare(self, run_a: Doc, run_b: Doc) -> Doc:
         """Final aggregates side by side (runs as ``RunService.get_run`` returns them),
@@ -206,8 +226,7 @@ class Monitor:
         key = None
         if agg_a:
             key = step_series_key(run_a.get("engine", "fio"), run_a["targets"], agg_a)
-            points = self.store.series.points(key)
-            noise = noise_pct(points, {run_a["id"], run_b["id"]})
+            noise = noise_pct(self._points(key), {run_a["id"], run_b["id"]})
         rows = compare_aggregates(agg_a, agg_b, noise) if agg_a and agg_b else []
         if _phases(run_a) and _phases(run_b):
             # Metadata runs: every phase (create, stat, open, delete) is its own step.
@@ -230,7 +249,7 @@ class Monitor:
             if agg_b is None:
                 continue
             key = step_series_key(run_a.get("engine", "fio"), run_a["targets"], agg_a)
-            noise = noise_pct(self.store.series.points(key), {run_a["id"], run_b["id"]})
+            noise = noise_pct(self._points(key), {run_a["id"], run_b["id"]})
             rows += compare_phase(op, agg_a, agg_b, noise)
         return rows
 
@@ -257,7 +276,7 @@ class Monitor:
         )
 
 
-GATED_METRICS = ("read.iops", "write.iops", "read.p99", "write.p99")
+GATED_METRICS = ("read.iops", "write.iops", "read.lat.p99", "write.lat.p99")
 
 
 def step_series_key(engine: str, targets: Sequence[str], aggregate: Mapping[str, Any]) -> str:
@@ -324,7 +343,7 @@ def _gate_changes(point: Doc, base: Sequence[Mapping[str, Any]]) -> list[Doc]:
 
 def _same_change(new: Doc, old: Doc) -> bool:
     return (
-        new["metric"] == old["metric"]
+        metric_name(new["metric"]) == metric_name(old["metric"])
         and new["kind"] == old["kind"]
         and (new["first_run_id"] in old["runs_around"] or old["first_run_id"] in new["runs_around"])
     )

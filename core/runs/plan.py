@@ -21,7 +21,15 @@ from pydantic import ValidationError
 
 from core.analysis.concurrency import shape_for
 from core.errors import FieldError, ValidationFailed
-from core.models import Engine, FieldSweep, RateSweep, RunRequest, WorkItem, Workload
+from core.models import (
+    Engine,
+    FieldSweep,
+    GridSweep,
+    RateSweep,
+    RunRequest,
+    WorkItem,
+    Workload,
+)
 from core.runs.metadata import request_errors
 from core.runs.state import Run, Step
 
@@ -69,14 +77,19 @@ def plan_steps(request: RunRequest, base: Workload) -> list[dict[str, Any]]:
     sweep = request.sweep
     if isinstance(sweep, FieldSweep):
         for i, value in enumerate(sweep.values):
-            try:
-                w = Workload.model_validate({**base.model_dump(), sweep.field: value})
-            except ValidationError as e:
-                msg = "; ".join(str(x["msg"]) for x in e.errors())
-                raise ValidationFailed([FieldError(f"sweep.values.{i}", msg)]) from None
+            w = _swept(base, {sweep.field: value}, f"sweep.values.{i}")
             points.append(
                 {"mode": "measure", "point": f"{sweep.field}={value}", "workload": w.model_dump()}
             )
+    elif isinstance(sweep, GridSweep):
+        outer, inner = sweep.grid[1], sweep.grid[0]  # the first field varies fastest
+        for j, b in enumerate(outer.values):
+            for i, a in enumerate(inner.values):
+                where = f"sweep.grid.0.values.{i}"
+                w = _swept(base, {inner.field: a}, where)
+                w = _swept(w, {outer.field: b}, f"sweep.grid.1.values.{j}")
+                label = f"{inner.field}={a},{outer.field}={b}"
+                points.append({"mode": "measure", "point": label, "workload": w.model_dump()})
     elif isinstance(sweep, RateSweep):
         points.append({"mode": "rate-max", "point": "max", "workload": base.model_dump()})
         for pct in sweep.rate_pct:
@@ -125,6 +138,15 @@ def plan_steps(request: RunRequest, base: Workload) -> list[dict[str, Any]]:
             ]
         )
     return steps
+
+
+def _swept(base: Workload, change: Mapping[str, Any], field: str) -> Workload:
+    """``base`` with one swept field set; a value the workload refuses names its place."""
+    try:
+        return Workload.model_validate({**base.model_dump(), **change})
+    except ValidationError as e:
+        msg = "; ".join(str(x["msg"]) for x in e.errors())
+        raise ValidationFailed([FieldError(field, msg)]) from None
 
 
 def metadata_points(base: Workload) -> list[dict[str, Any]]:

@@ -123,19 +123,23 @@ def result_summary(doc: Doc) -> Doc:
     for d in ("read", "write"):
         r = doc.get(d)
         if r:
-            p = r["clat_percentiles_ns"]
             out[d] = {
                 "iops": r["iops"],
                 "bw_bytes": r["bw_bytes"],
                 "total_ios": r["total_ios"],
                 "lat_mean_ns": r["lat_ns"]["mean"],
-                "clat_ns": {
-                    "p50": p.get("50.000000"),
-                    "p99": p.get("99.000000"),
-                    "p99.9": p.get("99.900000"),
-                },
+                "clat_mean_ns": r["clat_ns"]["mean"],
+                "slat_mean_ns": (r.get("slat_ns") or {}).get("mean"),
+                "lat_ns": _summary_percentiles(r.get("lat_percentiles_ns") or {}) or None,
+                "clat_ns": _summary_percentiles(r["clat_percentiles_ns"]),
             }
     return out
+
+
+def _summary_percentiles(p: Doc) -> Doc:
+    if not p:
+        return {}
+    return {"p50": p.get("50.000000"), "p99": p.get("99.000000"), "p99.9": p.get("99.900000")}
 
 
 def _strip(doc: Doc | None) -> Doc | None:

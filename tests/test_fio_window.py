@@ -1,0 +1,100 @@
+"""The window is the run (issue 26.2): real fio, as the agent's job file writes it, at
+runtimes of 3, 5 and 10 s. fio writes no log line for its last, partial second, so the
+timeline completes it from fio's final output (core.engines.fio_logs.FinalOutput): the
+measured period covers the runtime to within 100 ms and holds every I/O fio counted."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from core.analysis.aggregate import ClientSample, aggregate
+from core.analysis.timeline import common_window, histogram_in, per_second, totals_in
+from core.engines.fio_job import job_file
+from core.engines.fio_logs import final_output, timeline_from_logs
+from core.engines.fio_output import directions_from_fio
+from core.models import Workload
+
+RUNTIMES = (3, 5, 10)
+CAP = 2000  # IOPS per client: 2 jobs at 1,000 each, a load fio holds exactly
+
+
+def _logs(d: Path, kind: str) -> list[str]:
+    return [p.read_text() for p in sorted(d.glob(f"bench_{kind}.*.log"))]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
+    """One fio per runtime, all at once (10 s in all), each as the agent writes its job."""
+    root = tmp_path_factory.mktemp("window")
+    procs = {}
+    for runtime in RUNTIMES:
+        d = root / f"r{runtime}"
+        d.mkdir()
+        w = Workload.model_validate(
+            {
+                "rw": "randread",
+                "bs": "4k",
+                "iodepth": 1,
+                "numjobs": 2,
+                "size": "8m",
+                "runtime": runtime,
+                "ioengine": "psync",
+                "direct": False,
+                "rate_iops": CAP,
+            }
+        )
+        (d / "job.fio").write_text(
+            job_file(w, directories={"scratch": str(d)}, log_prefix=str(d / "bench"))
+        )
+        argv = ["nice", "-n", "-15", "fio", "--output-format=json+", "--output=fio.json"]
+        procs[runtime] = subprocess.Popen([*argv, "job.fio"], cwd=d)
+    for p in procs.values():
+        assert p.wait(60) == 0
+    return {r: root / f"r{r}" for r in RUNTIMES}
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_the_window_covers_the_runtime_and_every_io(runs: dict[int, Path], runtime: int) -> None:
+    d = runs[runtime]
+    doc = json.loads((d / "fio.json").read_text())
+    fio_ios = doc["jobs"][0]["read"]["total_ios"]
+    iops_logs = _logs(d, "iops")
+    # fio's own logs stop short: their lines cover less than the runtime.
+    logged = sum(float(line.split(",")[1]) for text in iops_logs for line in text.splitlines())
+    assert logged < fio_ios - CAP * 0.5, "fio logged its last second: nothing to complete"
+
+    tl = timeline_from_logs(
+        iops_logs, _logs(d, "bw"), _logs(d, "clat_hist"), final=final_output(doc)
+    )
+    assert tl is not None
+    window = common_window([tl])
+    assert window is not None
+    assert abs((window[1] - window[0]) - runtime * 1000) <= 100
+    ios, nbytes = totals_in(tl, "read", window)
+    assert ios == pytest.approx(fio_ios, abs=1.0)
+    assert nbytes == pytest.approx(doc["jobs"][0]["read"]["io_bytes"], abs=4096)
+    # The latency histogram of the window holds every completion fio counted.
+    hist = histogram_in(tl, "read", window)
+    assert sum(hist.values()) == pytest.approx(fio_ios, abs=1e-6)
+    # The completed last second is a second like the others: the capped rate.
+    seconds = per_second([tl], "read", window)
+    assert len(seconds) == runtime
+    for row in seconds:
+        assert row["iops"] == pytest.approx(CAP, rel=0.03), seconds
+
+
+def test_the_aggregate_is_fios_own_whole_run(runs: dict[int, Path]) -> None:
+    """One client: its window is its run, so the aggregate's IOPS are fio's."""
+    d = runs[5]
+    doc = json.loads((d / "fio.json").read_text())
+    tl = timeline_from_logs(
+        _logs(d, "iops"), _logs(d, "bw"), _logs(d, "clat_hist"), final=final_output(doc)
+    )
+    agg = aggregate([ClientSample(client=0, dirs=directions_from_fio(doc), timeline=tl)])
+    fio_read = doc["jobs"][0]["read"]
+    assert agg["read"]["window_ios"] == pytest.approx(fio_read["total_ios"], abs=1.0)
+    assert agg["read"]["iops"] == pytest.approx(fio_read["iops"], rel=0.02)
