@@ -274,9 +274,13 @@ def test_agent_lays_out_before_ready_then_measures_on_the_files(
     true_start_ms = measured["measured_began"] * 1000
     assert -10 <= result["started_at_ms"] - true_start_ms < 250
     full = api.get(f"/api/runs/{run_id}/results/{result['id']}").json()
+    # Each second stamped at its end; the last at the measured period's end, which the
+    # stand-in reports as it timed it (2.00 s, or 2.01 s on a loaded machine).
     assert [p["t_ms"] for p in full["series"]["write"]] == [
-        result["started_at_ms"] + 1000 * n for n in (1, 2)
+        result["started_at_ms"] + 1000,
+        result["ended_at_ms"],
     ]
+    assert 2000 <= result["ended_at_ms"] - result["started_at_ms"] < 2100
     io_began_ms = measured["warmup_began"] * 1000 - result["start"]["scheduled_ms"]
     assert -10 <= result["start"]["skew_ms"] - io_began_ms < 250
     # The client's CPU comes from DiskSpd's <CpuUtilization> (the stand-in prints the
