@@ -97,6 +97,7 @@ def test_refusals_are_answers_not_retried(scripted: Any) -> None:
     assert refused.value.status == 409 and len(server.seen) == 1
 
 
+@pytest.mark.timing
 def test_retries_stop_at_once_when_the_lease_is_lost(scripted: Any) -> None:
     server = scripted([503])
     client = ApiClient(server.url)
@@ -109,6 +110,8 @@ def test_retries_stop_at_once_when_the_lease_is_lost(scripted: Any) -> None:
     assert all(at < started + 1.0 for at, _ in server.seen)  # nothing sent once lost
 
 
+@pytest.mark.slow
+@pytest.mark.timing
 def test_retries_last_the_budget_then_give_up(scripted: Any) -> None:
     server = scripted([503])
     client = ApiClient(server.url, retry_budget_s=3)

@@ -31,6 +31,8 @@ from core.engines.fio_output import percentile_from_bins
 from reports.page import plotly_js
 from tests.conftest import TEST_TARGETS, _agent_ids, _pool_names, run_body, wait_state
 
+pytestmark = pytest.mark.fio
+
 ROOT = Path(__file__).resolve().parent.parent
 SHOTS = ROOT / ".local" / "screenshots"
 CHROMIUM = "/usr/bin/chromium"
