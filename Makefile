@@ -38,17 +38,21 @@ checkov:
 
 # The test lanes (tests/lanes.py; README, "Tests and lanes"). `make test` runs every test in
 # two phases: first all that run no fio and time nothing, in WORKERS processes side by side
-# (pytest-xdist; each worker starts a stack of its own), then the fio and timing tests one at
-# a time with nothing else of ours running. Both phases run; either failing fails the target.
+# (pytest-xdist, whole modules at a time; each worker starts a stack of its own), then the fio
+# and timing tests one at a time with nothing else of ours running. Both phases run; either
+# failing fails the target.
 PYTEST := $(VENV)/bin/pytest
 WORKERS ?= 2
+PARALLEL := -n $(WORKERS) --dist loadscope --no-loadscope-reorder -m "not (fio or timing)"
+SERIAL := -m "fio or timing"
 # Where the time goes: the slowest test phases, then a line per lane.
 DURATIONS := --durations=30 --durations-min=2
 test: install lint checkov
 	@rc=0; \
-	$(PYTEST) -q -ra -n $(WORKERS) --dist loadscope -m "not (fio or timing)" $(DURATIONS) \
-		|| rc=$$?; \
-	$(PYTEST) -q -ra -m "fio or timing" $(DURATIONS) || rc=$$?; \
+	echo '== parallel phase: pytest $(PARALLEL)'; \
+	$(PYTEST) -q -ra $(PARALLEL) $(DURATIONS) || rc=$$?; \
+	echo '== serial phase: pytest $(SERIAL)'; \
+	$(PYTEST) -q -ra $(SERIAL) $(DURATIONS) || rc=$$?; \
 	exit $$rc
 
 # The lane that needs no server, no fio and no browser, less its slow and timing tests: under

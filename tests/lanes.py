@@ -129,10 +129,36 @@ def pytest_configure(config: pytest.Config) -> None:
         tempfile.tempdir = None
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by the markers set here
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         for lane in lanes_of(item) - {m.name for m in item.iter_markers()}:
             item.add_marker(lane)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items[:] = longest_modules_first(items)
+
+
+# The parallel phase hands out whole modules in the order collected (`--dist loadscope
+# --no-loadscope-reorder`; xdist's own order is by test count, which starts with the many
+# short unit tests): the known long module first, then those that use the stack, so that no
+# worker is left alone with a long one at the end while the short ones fill in the gaps.
+LONG_FIRST = ("tests/test_openapi.py",)  # Schemathesis: over a third of the parallel phase
+
+
+def longest_modules_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    def module(item: pytest.Item) -> str:
+        return item.nodeid.split("::", 1)[0]
+
+    on_stack = {module(i) for i in items if i.get_closest_marker("stack")}
+    first_seen: dict[str, int] = {}
+    for i in items:
+        first_seen.setdefault(module(i), len(first_seen))
+
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        name = module(item)
+        return (0 if name in LONG_FIRST else 1 if name in on_stack else 2), first_seen[name]
+
+    return sorted(items, key=rank)  # stable: a module's tests keep their order
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
