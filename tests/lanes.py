@@ -1,20 +1,21 @@
 """Test lanes: each test is marked with what it needs, so a lane can run alone (`make unit`)
 and `make test` can run side by side what is safe to (README, "Tests and lanes").
 
-- ``unit``: no server, no fio, no browser. ``make unit`` runs these (less ``slow``).
+- ``unit``: no server, no fio, no browser. ``make unit`` runs these, less slow and timing.
 - ``stack``: the session's local servers (Azurite, the Cosmos DB server, the API) or its own.
 - ``fio``: a real fio, run by an agent or by the test. Serial in ``make test``.
 - ``browser``: headless Chromium through Playwright.
 - ``timing``: asserts on wall-clock time. Serial in ``make test``. Explicit only.
-- ``slow``: needs no server but takes over ``SLOW_S`` alone. Explicit only; a run names the
-  unit tests that took longer without it.
+- ``slow``: needs no server but takes over ``SLOW_S`` alone. Explicit only; a run in one
+  process names the unit tests that took longer without it.
 
 The lanes come from the fixtures a test uses (their closure, so a fixture built on ``stack``
 counts). An explicit marker adds what that cannot see (a test that starts an agent or fio
 itself); an explicit ``unit`` says the test needs none of it. A guard keeps this honest: a
 test that starts a server, an agent, fio or a browser its lanes do not name fails with the
 marker it needs, so a misfiled test cannot start fio beside a parallel worker or break
-``make unit``."""
+``make unit``. It sees the processes the test's own process (or a fork of it) starts, not
+those a CLI run as a subprocess starts in turn (`benchctl local up`): mark such a test."""
 
 from __future__ import annotations
 
@@ -183,6 +184,8 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
             terminalreporter.line(
                 f"{lane:8} {len(mine):4} tests {failures:3} failed {total:8.1f} s"
             )
+    if terminalreporter.config.getoption("numprocesses", None):
+        return  # side by side, a test's seconds say more about its neighbour than itself
     for nodeid, (lanes, _, secs) in sorted(seen.items(), key=lambda kv: -kv[1][2]):
         if lanes == {"unit"} and secs > SLOW_S:
             terminalreporter.line(
