@@ -75,6 +75,7 @@ def scripted() -> Iterator[Any]:
         s.server.shutdown()
 
 
+@pytest.mark.slow  # the waits are real: 2-4 s
 def test_transient_answers_are_retried_with_growing_waits(scripted: Any) -> None:
     server = scripted([503, 500, 429, 200])
     client = ApiClient(server.url, api_key="k" * 20)
