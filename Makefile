@@ -36,8 +36,30 @@ lint: install
 checkov:
 	scripts/checkov.sh
 
+# The test lanes (tests/lanes.py; README, "Tests and lanes"). `make test` runs every test in
+# two phases: first all that run no fio and time nothing, in WORKERS processes side by side
+# (pytest-xdist, whole modules at a time; each worker starts a stack of its own), then the fio
+# and timing tests one at a time with nothing else of ours running. Both phases run; either
+# failing fails the target.
+PYTEST := $(VENV)/bin/pytest
+WORKERS ?= 2
+PARALLEL := -n $(WORKERS) --dist loadscope --no-loadscope-reorder -m "not (fio or timing)"
+SERIAL := -m "fio or timing"
+# Where the time goes: the slowest test phases, then a line per lane.
+DURATIONS := --durations=30 --durations-min=2
 test: install lint checkov
-	$(VENV)/bin/pytest -q -ra
+	@rc=0; \
+	echo '== parallel phase: pytest $(PARALLEL)'; \
+	$(PYTEST) -q -ra $(PARALLEL) $(DURATIONS) || rc=$$?; \
+	echo '== serial phase: pytest $(SERIAL)'; \
+	$(PYTEST) -q -ra $(SERIAL) $(DURATIONS) || rc=$$?; \
+	exit $$rc
+
+# The lane that needs no server, no fio and no browser, less its slow and timing tests: under
+# a minute. One process: two xdist workers took as long here (each collects every test).
+UNIT := unit and not slow and not timing
+unit: $(VENV)/.installed
+	$(PYTEST) -q -ra -m "$(UNIT)" $(DURATIONS)
 
 demo: install
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" scripts/demo.sh

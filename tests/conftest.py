@@ -27,6 +27,11 @@ from core.engines.fio_logs import timeline_from_logs
 from core.engines.results import build_result
 from core.models import HostFacts, MountFacts, WorkItem
 from tests.bot_world import World
+from tests.lanes import (  # noqa: F401  (hooks: pytest finds them by name in a conftest)
+    pytest_collection_modifyitems,
+    pytest_configure,
+    pytest_terminal_summary,
+)
 
 BOT_POOL = "bot"  # where the chat tests' target "chat" lives
 # Schemathesis' generated runs go to a pool and target no other test uses; no agent listens

@@ -19,6 +19,8 @@ from benchctl.localstack import Stack
 from tests.conftest import run_body, wait_until
 from tests.test_e2e import alive, children, item_of
 
+pytestmark = pytest.mark.fio
+
 CANCEL_PROMISE_S = 2.0  # README, DELETE /api/runs/{id}
 
 

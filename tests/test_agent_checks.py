@@ -173,6 +173,7 @@ def test_a_job_that_does_not_fit_is_refused_before_layout(
     check_space(Workload(size="4m", numjobs=2), two)  # 16 MiB: fits exactly
 
 
+@pytest.mark.fio
 def test_a_rerun_over_laid_out_files_needs_no_new_space(
     tmp_path: Path, tmpfs: TmpfsFactory
 ) -> None:
@@ -186,6 +187,7 @@ def test_a_rerun_over_laid_out_files_needs_no_new_space(
     lay_out(fio, w, fill=False)
 
 
+@pytest.mark.fio
 def test_read_never_runs_on_a_file_with_holes(tmp_path: Path, tmpfs: TmpfsFactory) -> None:
     """The reported bug: a layout that ran out of space left a full-length sparse file;
     fio found the right size, skipped the layout and read the holes. Now the file is laid
@@ -207,6 +209,7 @@ def test_read_never_runs_on_a_file_with_holes(tmp_path: Path, tmpfs: TmpfsFactor
     assert incomplete_files(w, fio.data_dirs) == []
 
 
+@pytest.mark.fio
 def test_layout_out_of_space_is_permanent_with_fios_words(
     tmp_path: Path, tmpfs: TmpfsFactory
 ) -> None:
@@ -230,6 +233,7 @@ def test_layout_out_of_space_is_permanent_with_fios_words(
     assert str(e.value) == f"needs {(12 * MIB - held) // MIB} MiB, 0 MiB free on tiny"
 
 
+@pytest.mark.fio
 def test_an_ioengine_fio_cannot_load_is_permanent(tmp_path: Path) -> None:
     # Every engine the API accepts loads in this fio; one it lacks reads like this (a
     # minimal fio build without libaio says the same of "libaio").

@@ -58,6 +58,7 @@ def items(store: CosmosStore, run_id: str) -> list[dict[str, Any]]:
     return [i.doc() for i in store.items.of_run(run_id)[1]]
 
 
+@pytest.mark.fio
 def test_a_client_hearing_go_after_an_outage_gets_an_instant_of_its_own(
     stack: Stack, api: httpx.Client, store: CosmosStore, api2: SecondApi, own_agents: Any, pool: str
 ) -> None:
@@ -113,6 +114,7 @@ def test_a_client_hearing_go_after_an_outage_gets_an_instant_of_its_own(
     assert late["agent_id"] == b.name and "from the step's common instant" in late["error"]
 
 
+@pytest.mark.fio
 def test_a_result_put_during_an_api_outage_is_retried_not_redone(
     api: httpx.Client, store: CosmosStore, api2: SecondApi, own_agents: Any, pool: str
 ) -> None:

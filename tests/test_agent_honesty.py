@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from adapters.cosmos import CosmosStore
 from adapters.queue import WorkQueues, poison_queue_name, work_queue_name
@@ -154,6 +155,7 @@ def test_declared_tmpfs_is_measured_and_recorded(
     )
 
 
+@pytest.mark.fio
 def test_agent_with_no_usable_mount_refuses_to_start(tmp_path: Path) -> None:
     d = tmp_path / "share"
     d.mkdir()

@@ -238,6 +238,7 @@ def test_a_shared_managed_identity_must_match_the_one_that_claimed(
         c.delete(f"/api/runs/{run_id}")
 
 
+@pytest.mark.fio
 def test_a_run_works_end_to_end_with_per_agent_keys(
     keyed: SecondApi,
     store: CosmosStore,

@@ -12,11 +12,14 @@ import tempfile
 from pathlib import Path
 
 import httpx
+import pytest
 
 from benchctl import localstack
 from benchctl.localstack import Proc, Stack
 from tests.conftest import run_body, wait_state, wait_until
 from tests.test_e2e import children
+
+pytestmark = pytest.mark.fio
 
 
 def held(lock: Path) -> bool:

@@ -38,6 +38,7 @@ def benchctl_aggregate(path: Path) -> dict[str, Any]:
     return agg
 
 
+@pytest.mark.slow
 def test_offline_client_server_matches_fios_all_clients_entry() -> None:
     path = DATA / "fio-client-server-4.json"
     agg = benchctl_aggregate(path)
@@ -57,6 +58,7 @@ def test_offline_client_server_matches_fios_all_clients_entry() -> None:
         assert agg[d]["percentiles_exact"] is True
 
 
+@pytest.mark.slow
 def test_offline_bad_input_exits_2(tmp_path: Path) -> None:
     bad = tmp_path / "notfio.json"
     bad.write_text('{"hello": 1}')
@@ -161,6 +163,7 @@ def test_sources_without_bins_say_percentiles_are_approximate() -> None:
     assert agg["read"]["clat_ns"]["p99"] == 200000.0  # the source's own percentile
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name", ["with-latency-and-iops.xml", "latency-no-iops.xml", "no-latency.xml"]
 )

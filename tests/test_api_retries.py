@@ -75,6 +75,7 @@ def scripted() -> Iterator[Any]:
         s.server.shutdown()
 
 
+@pytest.mark.slow  # the waits are real: 2-4 s
 def test_transient_answers_are_retried_with_growing_waits(scripted: Any) -> None:
     server = scripted([503, 500, 429, 200])
     client = ApiClient(server.url, api_key="k" * 20)
@@ -97,6 +98,7 @@ def test_refusals_are_answers_not_retried(scripted: Any) -> None:
     assert refused.value.status == 409 and len(server.seen) == 1
 
 
+@pytest.mark.timing
 def test_retries_stop_at_once_when_the_lease_is_lost(scripted: Any) -> None:
     server = scripted([503])
     client = ApiClient(server.url)
@@ -109,6 +111,8 @@ def test_retries_stop_at_once_when_the_lease_is_lost(scripted: Any) -> None:
     assert all(at < started + 1.0 for at, _ in server.seen)  # nothing sent once lost
 
 
+@pytest.mark.slow
+@pytest.mark.timing
 def test_retries_last_the_budget_then_give_up(scripted: Any) -> None:
     server = scripted([503])
     client = ApiClient(server.url, retry_budget_s=3)

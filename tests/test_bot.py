@@ -81,6 +81,7 @@ def bot_agent(stack: Stack, tmp_path: Path) -> Any:
     localstack.stop_proc(p, timeout=5)
 
 
+@pytest.mark.fio
 def test_teams_signed_run_gets_a_card_then_a_result_card(
     api: httpx.Client, queues: WorkQueues, teams_receiver: Receiver, bot_agent: Any
 ) -> None:

@@ -25,6 +25,7 @@ from core.runs.plan import (
 from core.validation import validate
 
 
+@pytest.mark.fio
 @pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.name)
 def test_every_profile_is_a_valid_fio_job(profile: object, tmp_path: Path) -> None:
     p = get_profile(profile.name)  # type: ignore[attr-defined]
@@ -178,6 +179,7 @@ def test_littles_law_sizing() -> None:
     assert (sized.numjobs, sized.iodepth) == (5, 1)
 
 
+@pytest.mark.slow
 def test_benchctl_plan_prints_the_split() -> None:
     out = subprocess.run(
         [

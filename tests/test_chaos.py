@@ -20,6 +20,8 @@ from benchctl import localstack
 from benchctl.localstack import Proc, Stack
 from tests.conftest import wait_until
 
+pytestmark = [pytest.mark.stack, pytest.mark.fio]
+
 RUNTIME_S = 24
 
 

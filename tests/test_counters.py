@@ -160,6 +160,8 @@ def _loopback_traffic(n: int) -> None:
     srv.close()
 
 
+@pytest.mark.slow
+@pytest.mark.timing
 def test_the_sampler_records_each_second_cheaply() -> None:
     sampler = CounterSampler(["/"])
     sampler.start()
@@ -173,6 +175,8 @@ def test_the_sampler_records_each_second_cheaply() -> None:
     assert sum(p.net["lo"]["tx_bytes"] * p.seconds for p in found.points) >= 8 << 20
 
 
+@pytest.mark.slow
+@pytest.mark.timing
 def test_sampling_costs_under_half_a_percent_of_one_cpu() -> None:
     """What the sampler costs fio: this process's CPU time while it samples for 5 s and
     nothing else runs here (the main thread sleeps)."""

@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 
 import httpx
+import pytest
 
 from benchctl.localstack import Proc, Stack
 from tests.conftest import AgentFactory, run_body, wait_state, wait_until
@@ -34,6 +35,7 @@ def hung(proc: Proc) -> Iterator[None]:
         os.kill(proc.pid, signal.SIGCONT)
 
 
+@pytest.mark.timing
 def test_a_hung_queue_during_intake_answers_fast_and_the_timer_sends_the_run(
     stack: Stack, api: httpx.Client, pool: str, agents: AgentFactory
 ) -> None:
@@ -58,6 +60,7 @@ def test_a_hung_queue_during_intake_answers_fast_and_the_timer_sends_the_run(
     assert wait_state(api, second, ("completed", "failed"), timeout=60)["state"] == "completed"
 
 
+@pytest.mark.timing
 def test_health_answers_within_5_s_when_cosmos_hangs(stack: Stack, api: httpx.Client) -> None:
     with hung(server(stack, "cosmosdb")):
         started = time.monotonic()
@@ -71,6 +74,7 @@ def test_health_answers_within_5_s_when_cosmos_hangs(stack: Stack, api: httpx.Cl
     wait_until(lambda: api.get("/api/health").status_code == 200 or None, 30, what="health")
 
 
+@pytest.mark.timing
 def test_a_hung_database_gets_503_naming_it_within_seconds(
     stack: Stack, api: httpx.Client, pool: str
 ) -> None:

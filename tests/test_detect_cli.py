@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.slow  # each runs the CLI: a Python start-up of seconds
+
 
 def series_csv(tmp_path: Path, values: np.ndarray, name: str) -> Path:
     path = tmp_path / name

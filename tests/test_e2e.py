@@ -236,6 +236,7 @@ def test_second_sigterm_stops_now_and_hands_the_item_back(
     assert json.loads(base64.b64decode(raw[0]))["run_id"] == run_id
 
 
+@pytest.mark.fio
 @pytest.mark.parametrize("signame", ["SIGTERM"])
 def test_agent_rejects_bad_config(signame: str, tmp_path: Path) -> None:
     import subprocess

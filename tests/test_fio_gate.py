@@ -8,9 +8,13 @@ import json
 import time
 from pathlib import Path
 
+import pytest
+
 from agent.fio_runner import FioProcess, parked_children
 from agent.layout import lay_out
 from core.models import Workload
+
+pytestmark = pytest.mark.fio
 
 
 def test_every_job_parks_at_the_gate_and_does_no_io_before_it_opens(tmp_path: Path) -> None:

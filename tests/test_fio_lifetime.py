@@ -65,6 +65,7 @@ def test_every_job_file_runs_jobs_as_threads(tmp_path: Path) -> None:
         assert "thread=1" in job.splitlines()
 
 
+@pytest.mark.fio
 def test_fill_dies_with_its_agent(tmp_path: Path, throttled: Path) -> None:
     w = Workload(rw="randread", numjobs=2, size="24m", runtime=1)
     work = tmp_path / "work"

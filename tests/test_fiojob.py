@@ -17,6 +17,7 @@ def parse_only(job: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["fio", "--parse-only", str(path)], capture_output=True, text=True)
 
 
+@pytest.mark.fio
 @pytest.mark.parametrize("rw", ["read", "write", "randread", "randwrite", "rw", "randrw"])
 def test_fio_accepts_the_job(rw: str, tmp_path: Path) -> None:
     w = Workload(rw=rw, bs="64k", iodepth=8, numjobs=4, size="1g", runtime=60, ramp_time=5)
@@ -84,6 +85,7 @@ def test_job_holds_only_known_options(tmp_path: Path) -> None:
         job_file(Workload(), directories={"x]\n[evil": str(tmp_path)}, log_prefix="/tmp/b")
 
 
+@pytest.mark.fio
 def test_rate_and_steady_state_run_in_real_fio(tmp_path: Path) -> None:
     """fio accepts the rate cap and the ss= criterion we write, and reports a verdict that
     the result keeps."""

@@ -26,6 +26,8 @@ from core.engines.fio_logs import (
 )
 from core.engines.fio_output import directions_from_fio, percentile_from_bins
 
+pytestmark = pytest.mark.fio
+
 FIOLOGPARSER_HIST = Path("/usr/share/doc/fio/fiologparser_hist.py.gz")  # Debian's fio package
 
 

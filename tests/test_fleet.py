@@ -45,6 +45,7 @@ def start(stack: Stack, pool: str, name: str, mounts: dict[str, str]) -> localst
 # ---- 1. the registry ---------------------------------------------------------------------
 
 
+@pytest.mark.fio
 def test_agents_register_heartbeat_and_go(
     stack: Stack, api: httpx.Client, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -136,6 +137,7 @@ def test_only_the_agent_itself_may_register_its_id(store: CosmosStore) -> None:
 # ---- 2. admission ------------------------------------------------------------------------
 
 
+@pytest.mark.fio
 def test_a_run_the_pool_cannot_serve_is_refused_naming_the_field(
     stack: Stack,
     api: httpx.Client,
@@ -233,6 +235,8 @@ def _ms(iso: str) -> int:
     return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000)
 
 
+@pytest.mark.stack
+@pytest.mark.fio
 def test_an_elastic_pool_grows_for_a_run_and_shrinks_when_idle(
     elastic_stack: Stack, capsys: pytest.CaptureFixture[str]
 ) -> None:

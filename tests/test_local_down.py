@@ -12,6 +12,8 @@ import pytest
 from benchctl import localstack
 from benchctl.localstack import Proc, Stack
 
+pytestmark = [pytest.mark.stack, pytest.mark.fio]
+
 
 def test_an_agent_started_while_the_stack_stops_is_stopped_too(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

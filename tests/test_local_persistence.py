@@ -139,6 +139,7 @@ def write_a_bit_of_everything(store: CosmosStore, queues: WorkQueues, tag: str) 
     return {"run": run, "lock": lock, "schedule": kept}
 
 
+@pytest.mark.stack
 def test_sigkill_and_down_lose_no_acknowledged_data(emulators: Emulators) -> None:
     st = emulators.start()
     store, queues, artifacts = clients(st)
@@ -182,6 +183,7 @@ def test_sigkill_and_down_lose_no_acknowledged_data(emulators: Emulators) -> Non
     assert db.stat().st_ino == before
 
 
+@pytest.mark.stack
 def test_writes_acknowledged_before_a_sigkill_under_load_are_all_kept(
     emulators: Emulators,
 ) -> None:
@@ -244,6 +246,7 @@ def test_writes_acknowledged_before_a_sigkill_under_load_are_all_kept(
     assert acknowledged["messages"] <= kept_messages
 
 
+@pytest.mark.stack
 def test_the_journal_is_compacted_and_survives_torn_and_bad_records(
     emulators: Emulators,
 ) -> None:
@@ -301,6 +304,7 @@ def benchctl(local_dir: Path, *args: str) -> str:
     return out.stdout
 
 
+@pytest.mark.stack
 def test_benchctl_local_up_keeps_data_and_fresh_starts_empty(tmp_path: Path) -> None:
     local_dir = tmp_path / "local"
     up = ("up", "--agents", "0", "--target", f"scratch={tmp_path / 'scratch'}")

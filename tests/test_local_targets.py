@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # each runs the CLI: a Python start-up of seconds
+
 
 @pytest.mark.parametrize(
     ("declaration", "named"),

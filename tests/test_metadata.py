@@ -133,6 +133,7 @@ def _w(op: str | None = None, **md: Any) -> Workload:
     return Workload(numjobs=2, runtime=2, metadata=Metadata(**{**META, **md, "op": op}))
 
 
+@pytest.mark.fio
 @pytest.mark.parametrize("op", ["create", "stat", "open", "delete"])
 def test_metadata_job_is_valid_fio(op: str, tmp_path: Path) -> None:
     text = metadata_job_file(

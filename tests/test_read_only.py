@@ -274,6 +274,7 @@ def test_a_work_item_with_16_data_sets_stays_far_under_64_kib() -> None:
     assert len(encoded) < 16 * 1024
 
 
+@pytest.mark.fio
 def test_the_job_reads_exactly_the_data_set_files_and_fio_accepts_it(tmp_path: Path) -> None:
     w = Workload(rw="randread", numjobs=2, size="1m", rate_iops=400)
     files = {"golden": ["/mnt/g/bench-data/data.2", "/mnt/g/bench-data/data.3"]}
@@ -321,6 +322,7 @@ def run_fio(fio: FioProcess) -> tuple[int, str]:
     return out.returncode, out.notes + out.stderr
 
 
+@pytest.mark.fio
 @pytest.mark.parametrize(
     ("workload", "said"),
     [

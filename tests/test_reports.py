@@ -31,6 +31,7 @@ from reports.page import plotly_js
 from tests.browser import Watched, benchctl, chromium, trace
 from tests.conftest import TEST_TARGETS, _agent_ids, _pool_names, run_body, wait_state
 
+pytestmark = pytest.mark.fio
 UI_KEY = "ui-reader-key-0123456789ab"
 
 

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from rich.console import Console
 from rich.progress import Progress, TextColumn
 
@@ -133,6 +134,7 @@ def test_show_curve_markdown_is_markdown() -> None:
     assert "| - | 1 | 1,000 | 3.9 | 1,000 | 100% |" in md and "┃" not in md
 
 
+@pytest.mark.slow
 def test_detect_exits_0_on_an_improvement_and_3_on_a_regression(tmp_path: Path) -> None:
     rows = [f"2026-11-01T{i // 60:02d}:{i % 60:02d}:00Z" for i in range(80)]
     for name, after, code in (("up.csv", 60_000, 0), ("down.csv", 40_000, 3)):
@@ -144,6 +146,7 @@ def test_detect_exits_0_on_an_improvement_and_3_on_a_regression(tmp_path: Path) 
         assert r.returncode == code, (name, r.stdout, r.stderr)
 
 
+@pytest.mark.slow
 def test_output_into_a_closed_pipe_ends_quietly() -> None:
     for fmt in ("table", "json"):  # rich's console, and print()
         read, write = os.pipe()
@@ -156,6 +159,7 @@ def test_output_into_a_closed_pipe_ends_quietly() -> None:
         assert r.returncode == 1 and r.stderr == "", (fmt, r.stderr)
 
 
+@pytest.mark.slow
 def test_local_stack_refuses_a_working_set_larger_than_the_targets_free_space(
     tmpfs: TmpfsFactory, tmp_path: Path
 ) -> None:

@@ -33,6 +33,7 @@ def fio_jobs(job_text: str, tmp_path: Path) -> str:
     return out.stdout
 
 
+@pytest.mark.fio
 def test_fio_reads_any_section_starting_with_global_as_its_global_section(
     tmp_path: Path,
 ) -> None:
@@ -43,6 +44,7 @@ def test_fio_reads_any_section_starting_with_global_as_its_global_section(
     assert "--name=" not in swallowed  # no job at all: its options went to [global]
 
 
+@pytest.mark.fio
 @pytest.mark.parametrize("alias", ALLOWED)
 def test_allowed_aliases_are_one_job_section_each(alias: str, tmp_path: Path) -> None:
     text = job_file(Workload(), directories={alias: str(tmp_path)}, log_prefix="/tmp/x")
@@ -58,6 +60,7 @@ def test_job_file_refuses_reserved_aliases(alias: str, tmp_path: Path) -> None:
         check_alias(alias)
 
 
+@pytest.mark.fio
 @pytest.mark.parametrize("alias", RESERVED)
 def test_agent_refuses_a_reserved_mount_alias(alias: str, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="reserved"):

@@ -100,7 +100,7 @@ def test_a_run_moving_to_its_own_state_is_no_move(state: RunState) -> None:
 
 
 @pytest.mark.parametrize(
-    ("done", "to"), [(done, to) for done in FINISHED_RUN for to in RunState if to != done]
+    ("done", "to"), [(done, to) for done in sorted(FINISHED_RUN) for to in RunState if to != done]
 )
 def test_a_finished_run_refuses_every_other_state(done: RunState, to: RunState) -> None:
     run = run_in(done)

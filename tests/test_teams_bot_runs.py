@@ -68,6 +68,8 @@ def act(api: httpx.Client, world: World, invoke: dict[str, Any]) -> dict[str, An
     return card
 
 
+@pytest.mark.fio
+@pytest.mark.browser
 def test_a_run_from_a_channel_moves_in_place_and_its_result_comes_back_there(
     api: httpx.Client, bot_world: World, chat_agent: Any, tmp_path: Path
 ) -> None:
@@ -132,6 +134,7 @@ def test_a_run_from_a_channel_moves_in_place_and_its_result_comes_back_there(
     assert compared.complaints == [] and "Subscribe to its regressions" in compared.buttons
 
 
+@pytest.mark.browser
 def test_each_card_action_is_authorised_like_its_rest_call(
     api: httpx.Client, bot_world: World, tmp_path: Path
 ) -> None:

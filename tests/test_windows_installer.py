@@ -15,6 +15,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from agent.config import AgentConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,6 +54,7 @@ def module_file(name: str) -> list[str]:
     return [f"{path}.py", f"{path}/__init__.py"]
 
 
+@pytest.mark.slow
 def test_the_installers_import_check_runs_against_the_built_wheel(tmp_path: Path) -> None:
     """The check the installer runs after pip (a failure there fails the scale set's
     extension): every module it names is in the wheel, and the command succeeds with the

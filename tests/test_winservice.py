@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
 from agent.winservice import (
     ERROR_CALL_NOT_IMPLEMENTED,
     ERROR_SERVICE_SPECIFIC_ERROR,
@@ -155,6 +157,7 @@ def test_other_controls_are_not_implemented_and_stop_is_taken_once() -> None:
     assert report.states().count("STOP_PENDING") == 1
 
 
+@pytest.mark.slow
 def test_a_bad_configuration_stops_the_service_with_status_2_and_says_why(tmp_path: Path) -> None:
     """The real agent start-up (agent.__main__.prepare) in a process of its own, logging as
     the service does: to agent.log beside the configuration, stderr included."""
