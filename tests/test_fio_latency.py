@@ -18,6 +18,8 @@ from core.engines.fio_output import directions_from_fio, percentile_from_bins
 from core.engines.fio_status import StatusOutput, read_output, with_total_latency
 from core.models import Workload
 
+pytestmark = pytest.mark.fio  # runs real fio itself
+
 SHM = Path("/dev/shm")
 
 

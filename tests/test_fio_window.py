@@ -18,12 +18,18 @@ from core.engines.fio_logs import final_output, timeline_from_logs
 from core.engines.fio_output import directions_from_fio
 from core.models import Workload
 
+pytestmark = pytest.mark.fio  # runs real fio itself
+
 RUNTIMES = (3, 5, 10)
 CAP = 2000  # IOPS per client: 2 jobs at 1,000 each, a load fio holds exactly
 
 
 def _logs(d: Path, kind: str) -> list[str]:
     return [p.read_text() for p in sorted(d.glob(f"bench_{kind}.*.log"))]
+
+
+def _logged(iops_logs: list[str]) -> float:
+    return sum(float(line.split(",")[1]) for text in iops_logs for line in text.splitlines())
 
 
 @pytest.fixture(scope="module")
@@ -63,9 +69,9 @@ def test_the_window_covers_the_runtime_and_every_io(runs: dict[int, Path], runti
     doc = json.loads((d / "fio.json").read_text())
     fio_ios = doc["jobs"][0]["read"]["total_ios"]
     iops_logs = _logs(d, "iops")
-    # fio's own logs stop short: their lines cover less than the runtime.
-    logged = sum(float(line.split(",")[1]) for text in iops_logs for line in text.splitlines())
-    assert logged < fio_ios - CAP * 0.5, "fio logged its last second: nothing to complete"
+    # fio's own logs never hold more than fio counted; that they stop short
+    # is shown across the runs below (a job sometimes does log its last second).
+    assert _logged(iops_logs) <= fio_ios
 
     tl = timeline_from_logs(
         iops_logs, _logs(d, "bw"), _logs(d, "clat_hist"), final=final_output(doc)
@@ -85,6 +91,15 @@ def test_the_window_covers_the_runtime_and_every_io(runs: dict[int, Path], runti
     assert len(seconds) == runtime
     for row in seconds:
         assert row["iops"] == pytest.approx(CAP, rel=0.03), seconds
+
+
+def test_fios_own_logs_stop_short_of_what_it_counted(runs: dict[int, Path]) -> None:
+    """What there is to complete: fio's per-second logs miss part of the last second."""
+    short = []
+    for d in runs.values():
+        doc = json.loads((d / "fio.json").read_text())
+        short.append(doc["jobs"][0]["read"]["total_ios"] - _logged(_logs(d, "iops")))
+    assert sum(short) >= CAP / 2 * len(RUNTIMES) / 2, short
 
 
 def test_the_aggregate_is_fios_own_whole_run(runs: dict[int, Path]) -> None:

@@ -32,6 +32,10 @@ from tests.conftest import _agent_ids, _pool_names, run_body, wait_state
 SCIENTIFIC = re.compile(r"\de[+-]?\d")
 
 
+# Its module fixture starts agents that run fio (tests/lanes.py cannot see them).
+pytestmark = pytest.mark.fio
+
+
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     with chromium() as b:

@@ -152,9 +152,9 @@ def timeline_from_logs(
 
     The client's measured period runs from the latest job start to the earliest job end
     (one interval before a job's first line to its last line): there every job was logging.
-    With fio's final output (``final``) it runs to the end of the measured runtime: the
-    last, partial interval, for which fio writes no line, is what the final totals hold
-    beyond the lines (see ``FinalOutput``). None when the logs hold no line at all.
+    With fio's final output (``final``) it is the measured runtime from the first job's
+    start: the last, partial interval, for which fio writes no line, is what the final
+    totals hold beyond the lines (see ``FinalOutput``). None when the logs hold no line at all.
     """
     jobs = [_by_direction(parse_log(text)) for text in iops_logs]
     spans = []
@@ -167,8 +167,11 @@ def timeline_from_logs(
     start, logged_end = max(s for s, _ in spans), min(e for _, e in spans)
     end = logged_end
     if final is not None:
-        # Every job ran fio's measured runtime from its own start.
-        end = max(logged_end, min(s for s, _ in spans) + final.runtime_ms)
+        # Every job ran fio's measured runtime from its own start. fio starts a client's
+        # jobs together; their first stamps still differ by a ms of the helper thread's
+        # walk, and starting at the latest one cut that ms of the others' I/O.
+        start = min(s for s, _ in spans)
+        end = max(logged_end, start + final.runtime_ms)
     if end <= start:
         return None
     bw_jobs = [_by_direction(parse_log(text)) for text in bw_logs]
