@@ -11,8 +11,8 @@ import argparse
 import os
 import sys
 
-from benchctl import cli_reports, localstack
-from benchctl.cli_common import EXIT_FAILED, FORMATS, _api
+from benchctl import cli_follow, cli_reports, localstack
+from benchctl.cli_common import EXIT_FAILED, EXIT_INTERRUPTED, FORMATS, _api
 from benchctl.cli_runs import (
     cmd_agents,
     cmd_cancel,
@@ -31,6 +31,7 @@ from benchctl.cli_tools import (
     cmd_schedule,
 )
 from benchctl.client import CliError
+from benchctl.outcome import add_outcome_flags
 from core.analysis.changepoint import DEFAULT_MIN_MAGNITUDE_PCT
 
 
@@ -99,17 +100,15 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE")
     run.add_argument("--idempotency-key")
     run.add_argument("--wait", action="store_true", help="follow the run and print results")
-    run.add_argument(
-        "--fail-on-regression",
-        action="store_true",
-        help="with --wait: exit 3 when the run regressed against its series",
-    )
-    run.add_argument("--timeout", type=float, default=3600, help="seconds to wait (exit 4)")
+    cli_follow.add_wait_flags(run)
     run.add_argument("--format", choices=FORMATS, default="table")
     run.set_defaults(func=cmd_run)
 
-    st = sub.add_parser("status", help="show a run")
+    cli_follow.add_parser(sub)
+
+    st = sub.add_parser("status", help="show a run (exit 1 when it failed or was cancelled)")
     st.add_argument("run_id")
+    add_outcome_flags(st)
     st.add_argument("--format", choices=FORMATS, default="table")
     st.set_defaults(func=cmd_status)
 
@@ -268,6 +267,9 @@ def main(argv: list[str] | None = None) -> int:
     except localstack.StackError as e:
         print(f"benchctl: {e}", file=sys.stderr)
         return EXIT_FAILED
+    except KeyboardInterrupt:  # (following a run says more: benchctl.cli_follow)
+        print("\nbenchctl: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return code
 
 

@@ -9,6 +9,7 @@ from benchctl.client import Api, CliError, resolve_connection
 from core.models import Workload
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_REGRESSION, EXIT_TIMEOUT = 0, 1, 2, 3, 4
+EXIT_INTERRUPTED = 130  # Ctrl-C: the shell's 128 + SIGINT
 TERMINAL = ("completed", "failed", "cancelled")
 FORMATS = ["table", "json", "markdown"]
 WORKLOAD_FIELDS = list(Workload.model_fields)

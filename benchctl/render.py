@@ -10,6 +10,7 @@ from rich.table import Table
 
 from benchctl.render_ceilings import ceilings_markdown, print_ceilings
 from benchctl.render_fleet import usage_line
+from benchctl.render_gate import gate_markdown
 from benchctl.render_verdicts import repetition_lines, result_verdicts, step_heading
 from core.models import Workload
 from core.runs.working_set import human_bytes, working_set
@@ -256,7 +257,7 @@ def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
     return [_md_row(header), _md_row(["---"] * len(header)), *(_md_row(r) for r in rows)]
 
 
-def run_markdown(run: dict[str, Any], regressions: list[dict[str, Any]] | None = None) -> str:
+def run_markdown(run: dict[str, Any]) -> str:
     icon = {"completed": "✅", "failed": "❌", "cancelled": "⚪"}.get(run["state"], "⏳")
     profile = f" `{run['profile']}`" if run.get("profile") else ""
     lines = [f"### {icon} Benchmark{profile} on `{run['target']}`: {run['state']}", ""]
@@ -292,11 +293,8 @@ def run_markdown(run: dict[str, Any], regressions: list[dict[str, Any]] | None =
     lines += ceilings_markdown(run)
     if run.get("error"):
         lines += ["", f"**Error:** {run['error']}"]
-    for r in regressions or []:
-        lines.append(
-            f"\n**Regression:** `{r['metric']}` {r['change_pct']:+.1f}% against series "
-            f"`{r['series_key']}` ({r['method']})"
-        )
+    if run["state"] == "completed":
+        lines += gate_markdown(run, _md_table)
     return "\n".join(lines) + "\n"
 
 

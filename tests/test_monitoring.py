@@ -156,7 +156,8 @@ def test_throttled_run_is_a_regression_announced_once(
         timeout=120,
     )
     assert cli.returncode == 3, cli.stderr
-    assert "regression: read.iops" in cli.stderr
+    assert "regression: step 0 read.iops" in cli.stderr
+    assert json.loads(cli.stdout)["gate"]["verdict"] == "regression"
     slow_id = json.loads(cli.stdout)["id"]
 
     series = [

@@ -14,7 +14,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import Progress, TextColumn
 
-from benchctl.cli_runs import _progress_rows
+from benchctl.cli_follow import _progress_rows
 from benchctl.local_space import space_problem
 from benchctl.localstack import Stack
 from benchctl.render import print_run, profiles_table

@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from core.analysis.changepoint import DEFAULT_MIN_MAGNITUDE_PCT, ChangePoint, detect
+from core.analysis.changepoint import DEFAULT_MIN_MAGNITUDE_PCT, ChangePoint, at_splits, detect
 
 # metric -> True when higher is better
 METRICS: dict[str, bool] = {
@@ -133,18 +133,28 @@ def find_changes(
 ) -> list[dict[str, Any]]:
     """Change points of every metric within the latest infrastructure segment, with the
     evidence a person needs: before/after, change, p-value, first run after, runs around.
-    Changes smaller than ``min_magnitude_pct`` percent are not reported."""
+    Changes smaller than ``min_magnitude_pct`` percent are not reported. Bandwidth has the
+    change points of IOPS (with its own figures): one block size makes it IOPS times a
+    constant, so the two cannot disagree (core.analysis.gate, rule 6)."""
     segs = segments(points)
     if not segs:
         return []
     latest = segs[-1]
     out = []
+    splits: dict[str, list[int]] = {}
     for metric, higher_is_better in METRICS.items():
         rows = [p for p in latest if metric in p["metrics"]]
         if len(rows) < MIN_POINTS:
             continue
         values = [p["metrics"][metric] for p in rows]
-        for cp in detect(values, pvalue=pvalue, min_magnitude_pct=min_magnitude_pct):
+        direction, name = metric.split(".", 1)
+        leader = f"{direction}.iops"
+        if name == "bw_bytes" and leader in splits and all(leader in p["metrics"] for p in rows):
+            found = at_splits(values, splits[leader])
+        else:
+            found = detect(values, pvalue=pvalue, min_magnitude_pct=min_magnitude_pct)
+            splits[metric] = [cp.index for cp in found]
+        for cp in found:
             out.append(_evidence(metric, higher_is_better, cp, rows))
     return out
 
@@ -166,31 +176,4 @@ def _evidence(
         "first_run_id": first["run_id"],
         "first_time_ms": first["time_ms"],
         "runs_around": around,
-    }
-
-
-def gate(
-    history: Sequence[float],
-    value: float,
-    *,
-    higher_is_better: bool,
-    max_change_pct: float = 10.0,
-    min_change: float = 0.0,
-) -> dict[str, Any]:
-    """A single new value against the last stable segment, for pipelines that cannot wait
-    for a change point to be confirmed: failed when it is worse than the segment's mean by
-    more than ``max_change_pct`` percent and by at least ``min_change`` in absolute terms."""
-    if not history:
-        return {"verdict": "no-baseline"}
-    mean = sum(history) / len(history)
-    change = value - mean
-    pct = change / mean * 100 if mean else 0.0
-    worse = change < 0 if higher_is_better else change > 0
-    failed = worse and abs(pct) > max_change_pct and abs(change) >= min_change
-    return {
-        "verdict": "regression" if failed else "pass",
-        "baseline_mean": mean,
-        "value": value,
-        "change_pct": pct,
-        "baseline_points": len(history),
     }

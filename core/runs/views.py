@@ -46,6 +46,7 @@ _RUN_PUBLIC = (
     "cancel_requested",
     "requested_by",
     "provisioning",
+    "gate",
 )
 _STEP_PUBLIC = (
     "step",
