@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 
-from benchctl import cli_follow, cli_reports, localstack
+from benchctl import cli_follow, cli_reports
 from benchctl.cli_common import EXIT_FAILED, EXIT_INTERRUPTED, FORMATS, _api
 from benchctl.cli_runs import (
     cmd_agents,
@@ -31,6 +31,7 @@ from benchctl.cli_tools import (
     cmd_schedule,
 )
 from benchctl.client import CliError
+from benchctl.local_state import StackError
 from benchctl.outcome import add_outcome_flags
 from core.analysis.changepoint import DEFAULT_MIN_MAGNITUDE_PCT
 
@@ -238,6 +239,9 @@ def parser() -> argparse.ArgumentParser:
     )
     lu.add_argument("--price", type=float, help="hourly price of a client VM, for usage costs")
     lu.add_argument(
+        "--create", action="store_true", help="create target directories that do not exist"
+    )
+    lu.add_argument(
         "--fresh",
         action="store_true",
         help="start empty: remove the runs, results, schedules, series and queued messages kept",
@@ -264,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     except CliError as e:
         print(f"benchctl: {e}", file=sys.stderr)
         return e.code
-    except localstack.StackError as e:
+    except StackError as e:
         print(f"benchctl: {e}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:  # (following a run says more: benchctl.cli_follow)

@@ -25,18 +25,18 @@ from benchctl.cli_follow import follow
 from benchctl.client import CliError
 from benchctl.local_space import local_space_problem
 from benchctl.outcome import exit_code, finish, show
-from benchctl.render import (
+from core.errors import ValidationFailed
+from core.models import RunRequest
+from core.validation import validate
+from tables.fleet import print_agents
+from tables.lists import curves_markdown, headline, list_table
+from tables.runs import (
     compare_markdown,
     compare_table,
     console_for_stdout,
     latency_table,
     scaleout_table,
 )
-from benchctl.render_fleet import print_agents
-from benchctl.render_lists import curves_markdown, headline, list_table
-from core.errors import ValidationFailed
-from core.models import RunRequest
-from core.validation import validate
 
 
 def build_request(a: argparse.Namespace) -> dict[str, Any]:

@@ -8,21 +8,21 @@ import json
 import math
 from pathlib import Path
 
-from benchctl import localstack
 from benchctl.cli_common import EXIT_BAD_INPUT, EXIT_OK, EXIT_REGRESSION, _api, _pairs
 from benchctl.client import CliError
+from benchctl.local_state import state_dir
 from benchctl.local_targets import TargetDeclarationError, local_registry
-from benchctl.render import (
-    aggregate_table,
-    console_for_stdout,
-    print_aggregate_notes,
-    profiles_table,
-)
 from core.analysis.changepoint import detect_csv
 from core.analysis.concurrency import shape_for
 from core.analysis.offline import ClientLogs, InputError, aggregate_files
 from core.catalogue import PROFILES
 from core.runs.plan import outstanding_for
+from tables.runs import (
+    aggregate_table,
+    console_for_stdout,
+    print_aggregate_notes,
+    profiles_table,
+)
 
 
 def cmd_profiles(a: argparse.Namespace) -> int:
@@ -161,7 +161,25 @@ def cmd_schedule(a: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _target_dirs(targets: dict[str, str], create: bool) -> None:
+    """A target is a directory the agents measure: one that does not exist is a typo
+    (creating it would benchmark whatever disk holds its parent), unless --create."""
+    for alias, path in targets.items():
+        where = Path(path)
+        if where.is_dir():
+            continue
+        if where.exists():
+            raise CliError(f"--target {alias}={path}: not a directory", EXIT_BAD_INPUT)
+        if not create:
+            raise CliError(
+                f"--target {alias}={path}: no such directory (give --create to make it)",
+                EXIT_BAD_INPUT,
+            )
+
+
 def cmd_local(a: argparse.Namespace) -> int:
+    from benchctl import localstack  # the emulators' SDKs: a source checkout's install only
+
     if a.local_cmd == "up":
         targets = _pairs(a.target, "--target")
         if not targets:
@@ -170,6 +188,7 @@ def cmd_local(a: argparse.Namespace) -> int:
             registry = local_registry(targets, a.target_limits, a.target_facts)
         except TargetDeclarationError as e:
             raise CliError(str(e), EXIT_BAD_INPUT) from None
+        _target_dirs(targets, a.create)
         localstack.ensure_installed()
         stack = localstack.up(
             agents=a.agents,
@@ -185,6 +204,8 @@ def cmd_local(a: argparse.Namespace) -> int:
             f"local stack up: API {stack.api_url}, {a.agents} agent(s), "
             f"targets {', '.join(f'{k}={v}' for k, v in stack.targets.items())}"
         )
+        if stack.port_note:
+            print(stack.port_note)
         print(_data_line(stack.dir, "started empty" if a.fresh else "kept from before"))
         return EXIT_OK
     if a.local_cmd == "down":
@@ -194,7 +215,7 @@ def cmd_local(a: argparse.Namespace) -> int:
     current = localstack.Stack.load()
     if current is None:
         print("local stack: not running")
-        print(_data_line(str(localstack.state_dir()), "kept for the next `up`"))
+        print(_data_line(str(state_dir()), "kept for the next `up`"))
         return EXIT_OK
     print(f"local stack in {current.dir}: API {current.api_url}")
     for p in current.procs:
@@ -205,5 +226,7 @@ def cmd_local(a: argparse.Namespace) -> int:
 
 
 def _data_line(directory: str, note: str) -> str:
-    dirs = ", ".join(str(Path(directory) / name) for name in localstack.DATA_DIRS)
+    from benchctl.localstack import DATA_DIRS
+
+    dirs = ", ".join(str(Path(directory) / name) for name in DATA_DIRS)
     return f"data: {dirs} ({note})"

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from apiclient import Refused, Transport, Unavailable
-from benchctl.localstack import Stack
+from benchctl.local_state import running
 
 if TYPE_CHECKING:
     from azure.core.credentials import TokenCredential
@@ -92,7 +92,7 @@ def resolve_connection(
 
     url = pick(api_url, "BENCH_API_URL", "api_url")
     if url is None:
-        stack = Stack.load()
+        stack = running()
         if stack is None:
             raise CliError(
                 "no API: pass --api-url, set BENCH_API_URL, put api_url in the config file, "

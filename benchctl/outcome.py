@@ -12,8 +12,8 @@ from typing import Any
 
 from benchctl.cli_common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_REGRESSION
 from benchctl.client import CliError
-from benchctl.render import console_for_stdout, print_run, run_markdown
-from benchctl.render_gate import failures, gate_table, headline, junit_xml
+from tables.gate import failures, gate_table, headline, junit_xml
+from tables.runs import console_for_stdout, print_run, run_markdown
 
 UNSUCCESSFUL = ("failed", "cancelled")
 

@@ -13,9 +13,6 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from plotly.offline import get_plotlyjs
 from rich.console import Console
 
-from benchctl.render import aggregate_table, latency_table, run_table, scaleout_table
-from benchctl.render_ceilings import print_ceilings
-from benchctl.render_verdicts import step_heading, verdict_lines
 from reports.data import RunReport, SeriesReport
 from reports.figures import (
     Figure,
@@ -24,6 +21,9 @@ from reports.figures import (
     series_figures,
     step_figures,
 )
+from tables.ceilings import print_ceilings
+from tables.runs import aggregate_table, latency_table, run_table, scaleout_table
+from tables.verdicts import step_heading, verdict_lines
 
 RUN_LINK = "/ui/runs/"
 

@@ -207,11 +207,11 @@ def test_a_change_triaged_expected_becomes_the_norm() -> None:
     reg = next(r for r in series.regressions() if r["metric"] == "read.iops")
     mon.triage(reg["series_key"], reg["id"], "expected")
     later = [record(mon, 20 + i, 15_250, 2e6) for i in range(4)]
-    iops = [{m.metric: m for m in g.metrics}["read.iops"] for g in later]
+    found = [{m.metric: m for m in g.metrics}["read.iops"] for g in later]
     # Two accepted points, then each new one joins: enough history at the fifth.
-    assert [v.verdict for v in iops] == ["not-enough-history"] * 3 + ["pass"]
-    assert iops[-1].reference.since_run_id == reg["first_run_id"]
-    assert iops[-1].reference.points == 5
+    assert [v.verdict for v in found] == ["not-enough-history"] * 3 + ["pass"]
+    assert found[-1].reference.since_run_id == reg["first_run_id"]
+    assert found[-1].reference.points == 5
 
 
 def test_after_a_fix_the_old_level_passes_and_the_slow_runs_stay_out() -> None:

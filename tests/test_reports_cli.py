@@ -17,12 +17,12 @@ from rich.progress import Progress, TextColumn
 from benchctl.cli_follow import _progress_rows
 from benchctl.local_space import space_problem
 from benchctl.localstack import Stack
-from benchctl.render import print_run, profiles_table
-from benchctl.render_lists import curves_markdown
 from core.catalogue import PROFILES
 from core.runs.working_set import human_bytes
 from core.units import clients_text, parse_size
 from reports.figures import latency_curve_figure, scaleout_figure, series_figures
+from tables.lists import curves_markdown
+from tables.runs import print_run, profiles_table
 from tests.conftest import TmpfsFactory
 
 

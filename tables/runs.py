@@ -8,13 +8,13 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from benchctl.render_ceilings import ceilings_markdown, print_ceilings
-from benchctl.render_fleet import usage_line
-from benchctl.render_gate import gate_markdown
-from benchctl.render_verdicts import repetition_lines, result_verdicts, step_heading
 from core.models import Workload
 from core.runs.working_set import human_bytes, working_set
 from core.units import clients_text
+from tables.ceilings import ceilings_markdown, print_ceilings
+from tables.fleet import usage_line
+from tables.gate import gate_markdown
+from tables.verdicts import repetition_lines, result_verdicts, step_heading
 
 MIB = 1024 * 1024
 
