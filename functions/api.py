@@ -1,6 +1,6 @@
 """The HTTP API as an ASGI app: uvicorn locally, AsgiFunctionApp in Azure.
 
-Bodies are read raw and validated against ``schemas/`` so that a bad request gets one 400
+Bodies are read raw and validated against ``core/schemas/`` so that a bad request gets one 400
 listing every violation by field path, before anything is written or enqueued.
 """
 
