@@ -10,7 +10,7 @@ from pathlib import Path
 
 from benchctl.cli_common import EXIT_BAD_INPUT, EXIT_OK, EXIT_REGRESSION, _api, _pairs
 from benchctl.client import CliError
-from benchctl.local_state import state_dir
+from benchctl.local_state import StackError, checkout, state_dir
 from benchctl.local_targets import TargetDeclarationError, local_registry
 from core.analysis.changepoint import detect_csv
 from core.analysis.concurrency import shape_for
@@ -178,7 +178,12 @@ def _target_dirs(targets: dict[str, str], create: bool) -> None:
 
 
 def cmd_local(a: argparse.Namespace) -> int:
-    from benchctl import localstack  # the emulators' SDKs: a source checkout's install only
+    checkout()
+    try:  # the emulators' SDKs: the API's packages, in a source checkout
+        from benchctl import localstack
+    except ImportError as e:
+        missing = f"the local stack needs the API's packages ({e.name}): make install"
+        raise StackError(missing) from None
 
     if a.local_cmd == "up":
         targets = _pairs(a.target, "--target")

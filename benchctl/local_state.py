@@ -18,6 +18,16 @@ class StackError(RuntimeError):
     pass
 
 
+def checkout() -> None:
+    """The local stack runs from a source checkout: its emulators are npm packages pinned in
+    package-lock.json, and the API's packages must be installed (``make install``)."""
+    if not (ROOT / "package.json").exists():
+        raise StackError(
+            "the local stack runs from a source checkout (its emulators are npm packages "
+            "pinned in package-lock.json): clone the repository and run `make demo` there"
+        )
+
+
 def state_dir() -> Path:
     return Path(os.environ.get("BENCH_LOCAL_DIR", ROOT / ".local"))
 

@@ -31,6 +31,7 @@ from benchctl.local_state import (
     FUNCTIONS_HOST_PORT,
     ROOT,
     StackError,
+    checkout,
     remember_port,
     remembered_port,
     state_dir,
@@ -54,11 +55,7 @@ def free_port() -> int:
 
 def ensure_installed() -> None:
     """Install what the stack needs and is missing: the pinned npm packages and fio."""
-    if not (ROOT / "package.json").exists():
-        raise StackError(
-            "the local stack runs from a source checkout (its emulators are npm packages "
-            "pinned in package-lock.json): clone the repository and run `make demo` there"
-        )
+    checkout()
     if not (BIN / "azurite-queue").exists() or not (BIN / "cosmosdb-server").exists():
         subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=ROOT, check=True)
     if shutil.which("fio") is None:
