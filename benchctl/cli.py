@@ -12,7 +12,14 @@ import os
 import sys
 
 from benchctl import cli_follow, cli_reports
-from benchctl.cli_common import EXIT_FAILED, EXIT_INTERRUPTED, FORMATS, _api
+from benchctl.cli_common import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    FORMATS,
+    RUN_ID,
+    SCHEDULE_ID,
+    _api,
+)
 from benchctl.cli_runs import (
     cmd_agents,
     cmd_cancel,
@@ -108,13 +115,13 @@ def parser() -> argparse.ArgumentParser:
     cli_follow.add_parser(sub)
 
     st = sub.add_parser("status", help="show a run (exit 1 when it failed or was cancelled)")
-    st.add_argument("run_id")
+    st.add_argument("run_id", metavar="RUN", type=RUN_ID)
     add_outcome_flags(st)
     st.add_argument("--format", choices=FORMATS, default="table")
     st.set_defaults(func=cmd_status)
 
     sh = sub.add_parser("show", help="show a run, or its curves")
-    sh.add_argument("run_id")
+    sh.add_argument("run_id", metavar="RUN", type=RUN_ID)
     sh.add_argument("--curve", action="store_true", help="latency-vs-IOPS and scale-out curves")
     sh.add_argument("--format", choices=FORMATS, default="table")
     sh.set_defaults(func=cmd_show)
@@ -125,8 +132,8 @@ def parser() -> argparse.ArgumentParser:
     ag.set_defaults(func=cmd_agents)
 
     cp = sub.add_parser("compare", help="two runs side by side, against the series' noise")
-    cp.add_argument("run_a", metavar="RUN_A")
-    cp.add_argument("run_b", metavar="RUN_B")
+    cp.add_argument("run_a", metavar="RUN_A", type=RUN_ID)
+    cp.add_argument("run_b", metavar="RUN_B", type=RUN_ID)
     cp.add_argument(
         "--fail-on-worse", action="store_true", help="exit 3 when B is worse beyond the noise"
     )
@@ -158,7 +165,7 @@ def parser() -> argparse.ArgumentParser:
     ls.set_defaults(func=cmd_list)
 
     ca = sub.add_parser("cancel", help="cancel a run")
-    ca.add_argument("run_id")
+    ca.add_argument("run_id", metavar="RUN", type=RUN_ID)
     ca.set_defaults(func=cmd_cancel)
 
     ag = sub.add_parser("aggregate", help="aggregate fio JSON outputs offline")
@@ -186,7 +193,7 @@ def parser() -> argparse.ArgumentParser:
     scc.add_argument("--disabled", action="store_true")
     scsub.add_parser("list")
     for verb in ("show", "enable", "disable", "delete"):
-        scsub.add_parser(verb).add_argument("id")
+        scsub.add_parser(verb).add_argument("id", type=SCHEDULE_ID)
     sc.set_defaults(func=cmd_schedule)
 
     de = sub.add_parser("detect", help="change points in a CSV series (timestamp,value)")

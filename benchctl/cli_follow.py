@@ -21,7 +21,14 @@ from rich.progress import (
 )
 
 from apiclient import retrying
-from benchctl.cli_common import EXIT_INTERRUPTED, EXIT_TIMEOUT, FORMATS, TERMINAL, _api
+from benchctl.cli_common import (
+    EXIT_INTERRUPTED,
+    EXIT_TIMEOUT,
+    FORMATS,
+    RUN_ID,
+    TERMINAL,
+    _api,
+)
 from benchctl.client import Api, ApiUnavailable, CliError
 from benchctl.outcome import add_outcome_flags, finish
 
@@ -144,7 +151,7 @@ def add_parser(sub: Any) -> None:
     fo = sub.add_parser(
         "follow", help="wait for a run already submitted (re-attach), then end as run --wait"
     )
-    fo.add_argument("run_id", metavar="RUN")
+    fo.add_argument("run_id", metavar="RUN", type=RUN_ID)
     add_wait_flags(fo)
     fo.add_argument("--format", choices=FORMATS, default="table")
     fo.set_defaults(func=cmd_follow)

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from benchctl.cli_common import RUN_ID, SERIES_KEY
 from benchctl.client import Api, CliError
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
@@ -83,13 +84,15 @@ def cmd_export(a: argparse.Namespace, api: Api) -> int:
 
 def add_parsers(sub: Any) -> None:
     rp = sub.add_parser("report", help="a run's or a series' report: one self-contained HTML")
-    rp.add_argument("run_id", nargs="?", metavar="RUN")
-    rp.add_argument("--series", metavar="KEY", help="a series' report instead of a run's")
+    rp.add_argument("run_id", nargs="?", metavar="RUN", type=RUN_ID)
+    rp.add_argument(
+        "--series", metavar="KEY", type=SERIES_KEY, help="a series' report instead of a run's"
+    )
     rp.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
     rp.set_defaults(api_func=cmd_report)
 
     ex = sub.add_parser("export", help="a run's figures as CSV")
-    ex.add_argument("run_id", metavar="RUN")
+    ex.add_argument("run_id", metavar="RUN", type=RUN_ID)
     ex.add_argument("--format", choices=["csv"], default="csv")
     ex.add_argument(
         "--by",

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -20,11 +19,13 @@ from benchctl.cli_common import (
     _api,
     _ints,
     _pairs,
+    read_json_object,
 )
 from benchctl.cli_follow import follow
 from benchctl.client import CliError
 from benchctl.local_space import local_space_problem
 from benchctl.outcome import exit_code, finish, show
+from core.catalogue import get_profile
 from core.errors import ValidationFailed
 from core.models import RunRequest
 from core.validation import validate
@@ -40,7 +41,7 @@ from tables.runs import (
 
 
 def build_request(a: argparse.Namespace) -> dict[str, Any]:
-    body: dict[str, Any] = json.loads(Path(a.request).read_text()) if a.request else {}
+    body = read_json_object(a.request, "--request") if a.request else {}
     for key in ("target", "pool", "engine", "profile", "fill", "repetitions", "target_iops"):
         if getattr(a, key, None) is not None:
             body[key] = getattr(a, key)
@@ -81,6 +82,11 @@ def build_request(a: argparse.Namespace) -> dict[str, Any]:
     except ValidationFailed as e:
         lines = "\n".join(f"  {x.field}: {x.message}" for x in e.errors)
         raise CliError(f"invalid request:\n{lines}", EXIT_BAD_INPUT) from None
+    if body.get("profile"):
+        try:
+            get_profile(body["profile"])  # as the API would: 400 naming profile
+        except KeyError as e:
+            raise CliError(f"invalid request:\n  profile: {e.args[0]}", EXIT_BAD_INPUT) from None
     return body
 
 

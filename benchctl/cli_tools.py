@@ -8,7 +8,15 @@ import json
 import math
 from pathlib import Path
 
-from benchctl.cli_common import EXIT_BAD_INPUT, EXIT_OK, EXIT_REGRESSION, _api, _pairs
+from benchctl.cli_common import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    EXIT_REGRESSION,
+    _api,
+    _pairs,
+    read_file,
+    read_json_object,
+)
 from benchctl.client import CliError
 from benchctl.local_state import StackError, checkout, state_dir
 from benchctl.local_targets import TargetDeclarationError, local_registry
@@ -81,15 +89,13 @@ def cmd_aggregate(a: argparse.Namespace) -> int:
     inputs = []
     for name in a.files:
         path = Path(name)
-        try:
-            text = path.read_text()
-        except OSError as e:
-            raise CliError(f"{name}: {e.strerror}", EXIT_BAD_INPUT) from None
+        text = read_file(name, "FILE")
         logs = None
         if a.logs:  # one directory per client: its fio JSON beside its 1 s logs
-            iops = [p.read_text() for p in sorted(path.parent.glob("*_iops.*log"))]
-            bw = [p.read_text() for p in sorted(path.parent.glob("*_bw.*log"))]
-            hist = [p.read_text() for p in sorted(path.parent.glob("*_clat_hist.*log"))]
+            iops, bw, hist = (
+                [read_file(str(p), "log") for p in sorted(path.parent.glob(pattern))]
+                for pattern in ("*_iops.*log", "*_bw.*log", "*_clat_hist.*log")
+            )
             logs = ClientLogs(iops, bw, hist) if iops or bw else None
         inputs.append((name, text, logs))
     try:
@@ -110,10 +116,7 @@ def cmd_detect(a: argparse.Namespace) -> int:
     if not (math.isfinite(a.min_magnitude) and a.min_magnitude >= 0):
         message = f"--min-magnitude: {a.min_magnitude:g} is not a percentage >= 0"
         raise CliError(message, EXIT_BAD_INPUT)
-    try:
-        text = Path(a.file).read_text()
-    except OSError as e:
-        raise CliError(f"{a.file}: {e.strerror}", EXIT_BAD_INPUT) from None
+    text = read_file(a.file, "FILE.csv")
     higher = True if a.higher_is_better else False if a.lower_is_better else None
     try:
         found = detect_csv(
@@ -138,12 +141,9 @@ def cmd_detect(a: argparse.Namespace) -> int:
 
 
 def cmd_schedule(a: argparse.Namespace) -> int:
+    template = read_json_object(a.request, "--request") if a.schedule_cmd == "create" else {}
     api = _api(a)
     if a.schedule_cmd == "create":
-        try:
-            template = json.loads(Path(a.request).read_text())
-        except (OSError, ValueError) as e:
-            raise CliError(f"--request {a.request}: {e}", EXIT_BAD_INPUT) from None
         body = {"cron": a.cron, "owner": a.owner, "request": template, "enabled": not a.disabled}
         if a.name:
             body["name"] = a.name
