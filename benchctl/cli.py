@@ -11,13 +11,12 @@ import argparse
 import os
 import sys
 
-from benchctl import cli_follow, cli_reports
+from benchctl import cli_follow, cli_monitoring, cli_reports
 from benchctl.cli_common import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     FORMATS,
     RUN_ID,
-    SCHEDULE_ID,
     _api,
 )
 from benchctl.cli_runs import (
@@ -35,7 +34,6 @@ from benchctl.cli_tools import (
     cmd_local,
     cmd_plan,
     cmd_profiles,
-    cmd_schedule,
 )
 from benchctl.client import CliError
 from benchctl.local_state import StackError
@@ -183,18 +181,7 @@ def parser() -> argparse.ArgumentParser:
     ag.add_argument("--format", choices=["table", "json"], default="table")
     ag.set_defaults(func=cmd_aggregate)
 
-    sc = sub.add_parser("schedule", help="scheduled runs (cron, UTC)")
-    scsub = sc.add_subparsers(dest="schedule_cmd", required=True)
-    scc = scsub.add_parser("create")
-    scc.add_argument("--cron", required=True, help="5-field cron, UTC, e.g. '0 3 * * *'")
-    scc.add_argument("--owner", required=True)
-    scc.add_argument("--request", required=True, metavar="FILE", help="run request template")
-    scc.add_argument("--name")
-    scc.add_argument("--disabled", action="store_true")
-    scsub.add_parser("list")
-    for verb in ("show", "enable", "disable", "delete"):
-        scsub.add_parser(verb).add_argument("id", type=SCHEDULE_ID)
-    sc.set_defaults(func=cmd_schedule)
+    cli_monitoring.add_parsers(sub)
 
     de = sub.add_parser("detect", help="change points in a CSV series (timestamp,value)")
     de.add_argument("file", metavar="FILE.csv")

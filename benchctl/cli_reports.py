@@ -37,16 +37,29 @@ def cmd_report(a: argparse.Namespace, api: Api) -> int:
     return EXIT_OK
 
 
+def number(v: Any) -> Any:
+    """A figure as people write it: a whole number without decimals, else at most three
+    (per-second rates from 1 s log lines: 32665.000000000004 is 32665)."""
+    if not isinstance(v, float):
+        return v
+    rounded = round(v, 3)
+    if rounded == int(rounded):
+        return int(rounded)
+    return f"{rounded:.3f}".rstrip("0")
+
+
 def seconds_rows(api: Api, run: dict[str, Any]) -> list[list[Any]]:
+    """Each client's IOPS and bytes/s per second of its step's common window (the same
+    seconds for every client of the step); a step without one, each client's own period."""
     rows = []
     for item in run["items"]:
         if not item.get("result"):
             continue
-        full = api.result(run["id"], item["id"])
+        full = api.result(run["id"], item["id"], window="common")
         for d, points in sorted((full.get("series") or {}).items()):
             for p in points:
                 who = [run["id"], item["step"], item["client"], item.get("agent_id"), d]
-                rows.append([*who, int(p["t_ms"]), p["iops"], p["bw_bytes"]])
+                rows.append([*who, int(p["t_ms"]), number(p["iops"]), number(p["bw_bytes"])])
     return rows
 
 
@@ -63,8 +76,9 @@ def step_rows(run: dict[str, Any]) -> list[list[Any]]:
                 lat = a["clat_ns"]
                 which = [run["id"], s["step"], s.get("point") or "", agg["clients"], d]
                 figures = [a["iops"], a["bw_bytes"], lat.get("p50"), lat.get("p99")]
-                rest = [lat.get("p99.9"), agg.get("basis"), window, bool(agg.get("partial"))]
-                rows.append([*which, *figures, *rest])
+                figures += [lat.get("p99.9")]
+                basis, partial = agg.get("basis"), bool(agg.get("partial"))
+                rows.append([*which, *map(number, figures), basis, number(window), partial])
     return rows
 
 

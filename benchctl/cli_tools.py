@@ -1,5 +1,5 @@
 """benchctl's commands that need no run: profiles, planning, offline aggregation and
-detection, schedules and the local stack."""
+detection, and the local stack."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from benchctl.cli_common import (
     _api,
     _pairs,
     read_file,
-    read_json_object,
 )
 from benchctl.client import CliError
 from benchctl.local_state import StackError, checkout, state_dir
@@ -138,27 +137,6 @@ def cmd_detect(a: argparse.Namespace) -> int:
     # Without a direction every change counts: the CLI cannot tell better from worse.
     worse = [cp for cp in found["change_points"] if cp.get("kind", "regression") == "regression"]
     return EXIT_REGRESSION if worse else EXIT_OK
-
-
-def cmd_schedule(a: argparse.Namespace) -> int:
-    template = read_json_object(a.request, "--request") if a.schedule_cmd == "create" else {}
-    api = _api(a)
-    if a.schedule_cmd == "create":
-        body = {"cron": a.cron, "owner": a.owner, "request": template, "enabled": not a.disabled}
-        if a.name:
-            body["name"] = a.name
-        out = api.schedules("POST", body=body)
-    elif a.schedule_cmd == "list":
-        out = api.schedules("GET")
-    elif a.schedule_cmd == "show":
-        out = api.schedules("GET", f"/{a.id}")
-    elif a.schedule_cmd in ("enable", "disable"):
-        out = api.schedules("PATCH", f"/{a.id}", {"enabled": a.schedule_cmd == "enable"})
-    else:
-        api.schedules("DELETE", f"/{a.id}")
-        out = {"deleted": a.id}
-    print(json.dumps(out, indent=2))
-    return EXIT_OK
 
 
 def _target_dirs(targets: dict[str, str], create: bool) -> None:

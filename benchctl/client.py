@@ -203,8 +203,14 @@ class Api:
     def profiles(self) -> Any:
         return self._json("GET", "/api/profiles")["profiles"]
 
-    def regressions(self) -> Any:
-        return self._json("GET", "/api/regressions")["regressions"]
+    def regressions(self, state: str | None = None) -> Any:
+        params = {"state": state} if state else {}
+        return self._json("GET", "/api/regressions", params=params)["regressions"]
+
+    def triage(self, series_key: str, regression_id: str, state: str) -> dict[str, Any]:
+        path = f"/api/regressions/{series_key}/{regression_id}"
+        data: dict[str, Any] = self._json("PATCH", path, json={"state": state})
+        return data
 
     def schedules(self, method: str, path: str = "", body: Any = None) -> Any:
         r = self._call(method, f"/api/schedules{path}", json=body)
@@ -220,8 +226,9 @@ class Api:
     def series_report(self, key: str) -> str:
         return self._call("GET", f"/api/series/{key}/report").text
 
-    def result(self, run_id: str, item_id: str) -> dict[str, Any]:
-        data: dict[str, Any] = self._json("GET", f"/api/runs/{run_id}/results/{item_id}")
+    def result(self, run_id: str, item_id: str, window: str = "own") -> dict[str, Any]:
+        path = f"/api/runs/{run_id}/results/{item_id}"
+        data: dict[str, Any] = self._json("GET", path, params={"window": window})
         return data
 
     def cancel(self, run_id: str) -> dict[str, Any]:

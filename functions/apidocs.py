@@ -308,7 +308,11 @@ class FullResult(Result):
     """A stored result with what Blob Storage keeps beside it."""
 
     series: dict[Direction, list[SecondRow]] = Field(
-        description="per second over the measured period (from the timeline artifact)"
+        description="per second over the measured period (from the timeline artifact), or "
+        "with ?window=common over the step's common window"
+    )
+    series_window: Literal["own", "common"] = Field(
+        description="own: the client's measured period; common: its step's common window"
     )
     raw: dict[str, Any] | None = Field(description="the engine's own output, if uploaded")
 

@@ -122,7 +122,7 @@ def run_main(argv: list[str]) -> tuple[int, str, str]:
             assert code in (0, 2), argv
         out.flush()
         err.flush()
-    text = [b.buffer.getvalue().decode("utf-8", "replace") for b in (out, err)]  # type: ignore[attr-defined]
+    text = [b.buffer.getvalue().decode("utf-8", "replace") for b in (out, err)]
     return code, text[0], text[1]
 
 
