@@ -103,7 +103,16 @@ def autoscaler() -> Autoscaler | None:
 @cache
 def bot() -> Bot:
     s = settings()
-    return Bot(service(), scheduler(), monitor(), targets=list(s.targets), public_url=s.public_url)
+    doors = {"bot-teams": bool(s.teams_webhook_url), "bot-webhook": bool(s.webhook_url)}
+    doors["bot-webhook"] = doors["bot-webhook"] and bool(s.webhook_secret)  # posts are signed
+    return Bot(
+        service(),
+        scheduler(),
+        monitor(),
+        targets=list(s.targets),
+        public_url=s.public_url,
+        result_doors=frozenset(d for d, configured in doors.items() if configured),
+    )
 
 
 @cache

@@ -36,9 +36,22 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Built as docs/deploy.md says (pip wheel --no-deps); the build backend is this
     environment's setuptools instead of a downloaded one (same wheel, seconds sooner)."""
     out = tmp_path_factory.mktemp("dist")
+    # From the repository's files only (tracked or new, not ignored), as a release builds
+    # from a checkout: nothing left in build/ by an earlier build can slip in.
+    source = tmp_path_factory.mktemp("source")
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        if (ROOT / name).is_file() and not name.startswith(("node_modules/", "tests/")):
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
     build = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
     subprocess.run(
-        [*build, "-w", str(out), str(ROOT)],
+        [*build, "-w", str(out), str(source)],
         check=True,
         capture_output=True,
         timeout=300,

@@ -23,6 +23,11 @@ class Reply:
     link: str | None = None
 
 
+def run_page(public_url: str, run_id: str) -> str:
+    """The run's page for a person (its report in the web UI), not the API's JSON."""
+    return f"{public_url}/ui/runs/{run_id}"
+
+
 def fmt(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:,.1f}"
@@ -58,7 +63,7 @@ def status_reply(run: Doc, public_url: str) -> Reply:
         facts,
         data={"run_id": run["id"], "state": run["state"], "aggregate": agg or None},
         ok=run["state"] != "failed",
-        link=f"{public_url}/api/runs/{run['id']}",
+        link=run_page(public_url, run["id"]),
     )
 
 
