@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,3 +60,31 @@ def remembered_port(directory: Path) -> int | None:
 def remember_port(directory: Path, port: int) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / PORT_FILE).write_text(f"{port}\n")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def api_port_for(directory: Path) -> tuple[int, str | None]:
+    """The port the stack's API had (bookmarks of the UI keep working), 7071 (the Functions
+    host's) the first time; another free port only when that one is taken, saying so."""
+    had = remembered_port(directory)
+    wanted = had or FUNCTIONS_HOST_PORT
+    if port_free(wanted):
+        return wanted, None
+    if had is not None and had != FUNCTIONS_HOST_PORT and port_free(FUNCTIONS_HOST_PORT):
+        return FUNCTIONS_HOST_PORT, f"port {had}, the API's last time, is in use: took 7071"
+    port = free_port()
+    return port, f"port {wanted} is in use: the API is on {port} this time"

@@ -28,14 +28,14 @@ from adapters.cosmos import CosmosStore
 from adapters.local import azurite_blob_uri, azurite_queue_uri
 from adapters.queue import WorkQueues
 from benchctl.local_state import (
-    FUNCTIONS_HOST_PORT,
     ROOT,
     StackError,
+    api_port_for,
     checkout,
     remember_port,
-    remembered_port,
     state_dir,
 )
+from benchctl.local_state import free_port as free_port  # the tests' and benches' helper
 from core.fleet.pools import DEFAULT_IDLE_S
 
 BIN = ROOT / "node_modules" / ".bin"
@@ -45,12 +45,6 @@ DATA_DIRS = ("azurite", "cosmosdb")
 LOCAL_SCALER_SETTING = (
     "BENCH_LOCAL_SCALER_DIR"  # in the stack's directory: what `up --fresh` removes
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def ensure_installed() -> None:
@@ -381,28 +375,6 @@ def up(
         raise
     remember_port(directory, stack.api_port)
     return stack
-
-
-def port_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
-
-
-def api_port_for(directory: Path) -> tuple[int, str | None]:
-    """The port the stack's API had (bookmarks of the UI keep working), 7071 (the Functions
-    host's) the first time; another free port only when that one is taken, saying so."""
-    had = remembered_port(directory)
-    wanted = had or FUNCTIONS_HOST_PORT
-    if port_free(wanted):
-        return wanted, None
-    if had is not None and had != FUNCTIONS_HOST_PORT and port_free(FUNCTIONS_HOST_PORT):
-        return FUNCTIONS_HOST_PORT, f"port {had}, the API's last time, is in use: took 7071"
-    port = free_port()
-    return port, f"port {wanted} is in use: the API is on {port} this time"
 
 
 def remove_data(directory: Path) -> None:

@@ -10,7 +10,7 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,7 @@ class Pipeline:
     env: dict[str, str]
     workdir: Path
     outcomes: list[Outcome] = field(default_factory=list)
+    after_step: Callable[[Outcome], None] = lambda outcome: None  # e.g. start another
 
     def _bash(self, script: str, env: Mapping[str, str], flags: list[str]) -> Outcome:
         path = self.workdir / f"step-{len(self.outcomes)}.sh"
@@ -82,6 +83,7 @@ class GitHubWorkflow(Pipeline):
             out = self._bash(self.expr(step["run"]), step_env, flags)
             out.name = step.get("name", step["run"][:40])
             self.outcomes.append(out)
+            self.after_step(out)
             failed = failed or out.code != 0
         return self.outcomes
 
@@ -133,6 +135,7 @@ class AzurePipeline(Pipeline):
             out = self._bash(self.macro(script), env, ["-e"] if "script" in step else [])
             out.name = name
             self.outcomes.append(out)
+            self.after_step(out)
             for line in out.stdout.splitlines():
                 if m := SET_VARIABLE.search(line):
                     self.context[m.group(1)] = m.group(2).strip()

@@ -14,15 +14,14 @@ from pathlib import Path
 import httpx
 
 from tests.conftest import AgentFactory, TmpfsFactory, run_body, wait_state
+from tests.test_cli_inputs import run_main
 
 
 def benchctl(api: httpx.Client, *argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "benchctl", "--api-url", str(api.base_url), *argv],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    """benchctl's main in this process, with a process's streams (the Ctrl-C test needs a
+    process of its own; the others save the interpreter's start)."""
+    code, out, err = run_main(["--api-url", str(api.base_url), *argv])
+    return subprocess.CompletedProcess(argv, code, out, err)
 
 
 def test_ctrl_c_leaves_the_run_running_and_follow_re_attaches(

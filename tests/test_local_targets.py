@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from benchctl.local_state import FUNCTIONS_HOST_PORT, remember_port
-from benchctl.localstack import api_port_for, port_free
+from benchctl.local_state import FUNCTIONS_HOST_PORT, api_port_for, port_free, remember_port
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import tomllib
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
@@ -24,7 +25,7 @@ import pytest
 import yaml
 
 from benchctl.localstack import Stack
-from tests.ci_steps import AzurePipeline, GitHubWorkflow, clean_env
+from tests.ci_steps import AzurePipeline, GitHubWorkflow, Outcome, clean_env
 
 ROOT = Path(__file__).resolve().parents[1]
 API_ONLY = ("fastapi", "uvicorn", "plotly", "azure-cosmos", "azure-mgmt-")
@@ -106,11 +107,11 @@ def installed(venv: Path) -> list[str]:
 
 
 @pytest.fixture
-def wheel_agent(
+def wheel_agents(
     stack: Stack, pool: str, wheel: Path, wheelhouse: Path, tmp_path: Path
-) -> Iterator[tuple[Path, subprocess.Popen[bytes]]]:
-    """An agent installed as cloud-init installs it (pip install "benchsvc[agent] @ URL"),
-    run by its console script outside the source tree, mounting vol1 and vol2."""
+) -> Iterator[tuple[Path, list[subprocess.Popen[bytes]]]]:
+    """Two agents installed as cloud-init installs them (pip install "benchsvc[agent] @
+    URL"), run by their console script outside the source tree, mounting vol1 and vol2."""
     venv = fresh_venv(tmp_path / "agent-venv", wheelhouse)
     env = clean_env(venv / "bin")
     pip = [str(venv / "bin" / "pip"), "install", "-q", f"benchsvc[agent] @ {wheel.as_uri()}"]
@@ -118,25 +119,33 @@ def wheel_agent(
     volumes = tmp_path / "volumes"
     for alias in ("vol1", "vol2"):
         (volumes / alias).mkdir(parents=True)
-    argv = [str(venv / "bin" / "benchagent"), "--api-url", stack.api_url]
-    argv += ["--queue-uri", stack.queue_uri, "--pool", pool, "--agent-id", f"{pool}-wheel"]
-    argv += ["--local-emulators", "--visibility-timeout", "6", "--retry-delay", "1"]
-    argv += ["--heartbeat", "2"]
-    argv += [f"--mount={a}={volumes / a}" for a in ("vol1", "vol2")]
-    log = (tmp_path / "agent.log").open("wb")
-    proc = subprocess.Popen(
-        argv, cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-    )
-    yield venv, proc
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=10)
-    log.close()
+    procs = []
+    for n in (1, 2):
+        argv = [str(venv / "bin" / "benchagent"), "--api-url", stack.api_url]
+        argv += ["--queue-uri", stack.queue_uri, "--pool", pool, "--agent-id", f"{pool}-wheel{n}"]
+        argv += ["--local-emulators", "--visibility-timeout", "6", "--retry-delay", "1"]
+        argv += ["--heartbeat", "2"]
+        argv += [f"--mount={a}={volumes / a}" for a in ("vol1", "vol2")]
+        with (tmp_path / f"agent{n}.log").open("wb") as log:
+            procs.append(
+                subprocess.Popen(
+                    argv,
+                    cwd=tmp_path,
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
+    yield venv, procs
+    for proc in procs:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
 
 
-def _outcomes(pipeline: Any) -> list[tuple[str, int | None]]:
-    done = pipeline.run()
-    print(*(f"{o.name}: exit {o.code}, {o.seconds:.1f} s" for o in done), sep="\n")
-    return [(o.name, o.code) for o in done]
+def steps_of(pipeline: Any) -> list[tuple[str, int | None]]:
+    print(*(f"{o.name}: exit {o.code}, {o.seconds:.1f} s" for o in pipeline.outcomes), sep="\n")
+    return [(o.name, o.code) for o in pipeline.outcomes]
 
 
 def test_the_wheel_runs_the_pipeline_examples_against_the_local_stack(
@@ -145,71 +154,35 @@ def test_the_wheel_runs_the_pipeline_examples_against_the_local_stack(
     pool: str,
     wheel: Path,
     wheelhouse: Path,
-    wheel_agent: tuple[Path, subprocess.Popen[bytes]],
+    wheel_agents: tuple[Path, list[subprocess.Popen[bytes]]],
     tmp_path: Path,
 ) -> None:
-    agent_venv, agent = wheel_agent
-    # What each machine gets: its extra, none of the API's packages, the schemas inside.
-    cli_venv = fresh_venv(tmp_path / "ci" / "venv", wheelhouse)
-    work = tmp_path / "ci" / "work"
-    work.mkdir()
-    env = clean_env(cli_venv / "bin")
-    stand_in = {
-        "vars.BENCH_API_URL": stack.api_url,
-        "vars.BENCH_API_CLIENT_ID": "local",
-        "vars.BENCH_WHEEL_URL": wheel.as_uri(),
-        "github.sha": "0123abc",
-        "github.repository_owner": "contoso",
-    }
+    agent_venv, agents = wheel_agents
+    # The local stack stands in for Azure: no Entra ID (azure/login is not run), its pool
+    # and targets, the catalogue's short profile, one client per run.
+    cli_venv = fresh_venv(tmp_path / "gh" / "venv", wheelhouse)
+    gh_work = tmp_path / "gh" / "work"
+    gh_work.mkdir()
     github = GitHubWorkflow(
         yaml.safe_load((ROOT / "docs" / "pipelines" / "github-actions.yml").read_text()),
-        dict(stand_in),
-        env,
-        work,
+        {
+            "vars.BENCH_API_URL": stack.api_url,
+            "vars.BENCH_API_CLIENT_ID": "local",
+            "vars.BENCH_WHEEL_URL": wheel.as_uri(),
+            "github.sha": "0123abc",
+            "github.repository_owner": "contoso",
+        },
+        clean_env(cli_venv / "bin"),
+        gh_work,
     )
     (job,) = github.doc["jobs"].values()
-    # The local stack: no Entra ID (azure/login is not run), its pool and targets, the
-    # catalogue's short profile, one client (the one agent from the wheel).
     job["env"] |= {"BENCH_PROFILE": PROFILE, "BENCH_TARGET": "vol1", "BENCH_POOL": pool}
     job["env"] |= {"BENCH_CLIENTS": "1", "BENCH_SMOKE_TARGET": "vol2"}
     del job["env"]["BENCH_API_SCOPE"]
-    steps = _outcomes(github)
-    assert all(code == 0 for _, code in steps), github.outcomes
-    assert [n for n, _ in steps] == [
-        "Install benchctl",
-        "Benchmark (exit 3 on a regression)",
-        "Smoke check of a second volume",
-    ]
-    for venv in (cli_venv, agent_venv):
-        found = installed(venv)
-        assert "benchsvc" in found
-        assert not [n for n in found if n.startswith(API_ONLY)], found
-    assert "rich" in installed(cli_venv) and "azure-storage-queue" in installed(agent_venv)
-    where = subprocess.run(
-        [cli_venv / "bin" / "python", "-c", "import core, benchctl; print(core.__file__)"],
-        capture_output=True,
-        text=True,
-        cwd=work,
-        env=env,
-    ).stdout
-    assert where.startswith(str(cli_venv)), where  # the wheel's, not the source tree's
 
-    summary = (work / "step-summary.md").read_text()
-    assert f"Benchmark `{PROFILE}` on `vol1`: completed" in summary
-    assert "gate: not enough history" in summary  # the series' first run
-    suite = ET.parse(work / "bench-junit.xml").getroot()
-    props = {str(p.get("name")): str(p.get("value")) for p in suite.iter("property")}
-    assert props["state"] == "completed" and props["gate_verdict"] == "not-enough-history"
-    assert suite.get("tests") == "3" and suite.get("skipped") == "3"  # IOPS, MiB/s, p99
-    smoke = json.loads((work / "smoke.json").read_text())
-    assert smoke["state"] == "completed" and smoke["target"] == "vol2"
-    benchmark = api.get(f"/api/runs/{props['run_id']}").json()
-    assert benchmark["requested_by"]["door"] == "pipeline"
-    assert benchmark["tags"] == {"commit": "0123abc", "pipeline": "github"}
-    assert benchmark["items"][0]["agent_id"] == f"{pool}-wheel"
-
-    # Azure Pipelines on the same machine (its install step finds benchctl installed): the
-    # same, then compared with the GitHub run as the baseline.
+    # Azure Pipelines on another machine (a fresh environment), queued once the GitHub
+    # benchmark has a run to compare with: it runs beside the GitHub smoke check.
+    azdo_venv = fresh_venv(tmp_path / "azdo" / "venv", wheelhouse)
     work = tmp_path / "azdo" / "work"
     (work / "staging").mkdir(parents=True)
     (work / "results").mkdir()
@@ -219,7 +192,6 @@ def test_the_wheel_runs_the_pipeline_examples_against_the_local_stack(
             "BENCH_API_URL": stack.api_url,
             "BENCH_API_CLIENT_ID": "local",
             "BENCH_WHEEL_URL": wheel.as_uri(),
-            "BASELINE_RUN": props["run_id"],
             "Build.SourceVersion": "0123abc",
             "Build.ArtifactStagingDirectory": str(work / "staging"),
             "Common.TestResultsDirectory": str(work / "results"),
@@ -229,22 +201,71 @@ def test_the_wheel_runs_the_pipeline_examples_against_the_local_stack(
             "BENCH_CLIENTS": "1",
             "BENCH_API_SCOPE": "",  # the local stack: no Entra ID
         },
-        clean_env(cli_venv / "bin"),
+        clean_env(azdo_venv / "bin"),
         work,
     )
-    steps = _outcomes(azdo)
-    assert steps == [
+    azdo_thread = threading.Thread(target=azdo.run)
+
+    def queue_azdo(done: Outcome) -> None:
+        if done.name == "Benchmark (exit 3 on a regression)" and done.code == 0:
+            junit = ET.parse(gh_work / "bench-junit.xml").getroot()
+            props = {p.get("name"): p.get("value") for p in junit.iter("property")}
+            azdo.context["BASELINE_RUN"] = str(props["run_id"])
+            azdo_thread.start()
+
+    github.after_step = queue_azdo
+    github.run()
+    if azdo_thread.ident is not None:  # queued (the GitHub benchmark passed)
+        azdo_thread.join(timeout=300)
+    assert steps_of(github) == [
+        ("Install benchctl", 0),
+        ("Benchmark (exit 3 on a regression)", 0),
+        ("Smoke check of a second volume", 0),
+    ], github.outcomes
+    assert steps_of(azdo) == [
         ("Install benchctl", 0),
         ("Benchmark (exit 3 on a regression)", 0),
         ("Compare with the last release's run", 0),
     ], azdo.outcomes
+
+    # What each machine got: its extra, none of the API's packages; the wheel's own code.
+    for venv in (cli_venv, azdo_venv, agent_venv):
+        found = installed(venv)
+        assert "benchsvc" in found
+        assert not [n for n in found if n.startswith(API_ONLY)], found
+    assert "rich" in installed(cli_venv) and "azure-storage-queue" in installed(agent_venv)
+    where = subprocess.run(
+        [cli_venv / "bin" / "python", "-c", "import core, benchctl; print(core.__file__)"],
+        capture_output=True,
+        text=True,
+        cwd=gh_work,
+        env=clean_env(cli_venv / "bin"),
+    ).stdout
+    assert where.startswith(str(cli_venv)), where  # the wheel's, not the source tree's
+
+    # GitHub: the summary, the JUnit file, the smoke check's JSON, the run as recorded.
+    summary = (gh_work / "step-summary.md").read_text()
+    assert f"Benchmark `{PROFILE}` on `vol1`: completed" in summary
+    assert "gate: not enough history" in summary  # the series' first run
+    suite = ET.parse(gh_work / "bench-junit.xml").getroot()
+    props = {str(p.get("name")): str(p.get("value")) for p in suite.iter("property")}
+    assert props["state"] == "completed" and props["gate_verdict"] == "not-enough-history"
+    assert suite.get("tests") == "3" and suite.get("skipped") == "3"  # IOPS, MiB/s, p99
+    smoke = json.loads((gh_work / "smoke.json").read_text())
+    assert smoke["state"] == "completed" and smoke["target"] == "vol2"
+    benchmark = api.get(f"/api/runs/{props['run_id']}").json()
+    assert benchmark["requested_by"]["door"] == "pipeline"
+    assert benchmark["tags"] == {"commit": "0123abc", "pipeline": "github"}
+    assert benchmark["items"][0]["agent_id"].startswith(f"{pool}-wheel")
+
+    # Azure Pipelines: its run, its summary, the comparison, the file PublishTestResults reads.
     assert azdo.context["BENCH_RUN"].startswith("r-")
     assert ": completed" in (work / "staging" / "bench.md").read_text()
     compare = (work / "staging" / "compare.md").read_text()
     assert f"### Run `{props['run_id']}` vs `{azdo.context['BENCH_RUN']}`" in compare
-    junit = ET.parse(work / "results" / "bench-junit.xml").getroot()  # PublishTestResults'
+    junit = ET.parse(work / "results" / "bench-junit.xml").getroot()
     assert junit.get("failures") == "0" and int(junit.get("tests") or 0) == 3
-    assert agent.poll() is None  # the wheel's agent served every run and still runs
+    assert all(a.poll() is None for a in agents)  # the wheel's agents served every run
 
     # The local stack needs a source checkout: from the wheel, a clear word, no traceback.
     up = subprocess.run(
@@ -252,7 +273,7 @@ def test_the_wheel_runs_the_pipeline_examples_against_the_local_stack(
         capture_output=True,
         text=True,
         cwd=work,
-        env={**env, "BENCH_LOCAL_DIR": str(work / "local")},
+        env={**clean_env(cli_venv / "bin"), "BENCH_LOCAL_DIR": str(work / "local")},
         timeout=60,
     )
     assert up.returncode == 1 and "source checkout" in up.stderr, up.stderr

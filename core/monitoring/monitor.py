@@ -23,15 +23,7 @@ from core.analysis.compare import (
     noise_pct,
     summary,
 )
-from core.analysis.gate import (
-    Accepted,
-    GateRule,
-    MetricVerdict,
-    RunGate,
-    attribute,
-    judge_point,
-    run_verdict,
-)
+from core.analysis.gate import GateRule, MetricVerdict, RunGate, attribute, judge_point, run_verdict
 from core.analysis.series import (
     METRICS,
     find_changes,
@@ -42,6 +34,14 @@ from core.analysis.series import (
     series_key,
 )
 from core.errors import FieldError, NotFound, ValidationFailed
+from core.monitoring.gating import (
+    accepted,
+    gate_changes,
+    kept,
+    link,
+    open_regressions,
+    segment_of,
+)
 from core.ports import Doc, NoNotifier, Notifier, Store
 from core.runs.guardrails import LOCAL_CALLER, Caller
 from core.runs.ownership import check_owner
@@ -50,7 +50,6 @@ from core.runs.state import Run
 log = logging.getLogger(__name__)
 TRIAGE_STATES = ("new", "acknowledged", "expected", "fixed")
 TriageState = Literal["new", "acknowledged", "expected", "fixed"]
-OPEN_STATES = ("new", "acknowledged")  # a regression still to be fixed or accepted
 
 
 def _now_iso() -> str:
@@ -110,15 +109,15 @@ class Monitor:
             }
             history = [p for p in self.store.series.points(key) if p["id"] != point["id"]]
             existing = self.store.series.regressions(key)
-            judged = judge_point(point, _segment(point, history), _accepted(existing), self.rule)
+            judged = judge_point(point, segment_of(point, history), accepted(existing), self.rule)
             changes = find_changes([*history, point], min_magnitude_pct=self.min_magnitude_pct)
             attribute(judged, changes, run.id, self.rule)
-            point["gate"] = {v.metric: _kept(v) for v in judged}
+            point["gate"] = {v.metric: kept(v) for v in judged}
             self.store.series.create_point(point)
             created += self._store_changes(
-                key, run.target, changes + _gate_changes(point, judged), existing
+                key, run.target, changes + gate_changes(point, judged), existing
             )
-            _link(judged, existing, run.id)
+            link(judged, existing, run.id)
             verdicts += judged
         gate = RunGate(verdict=run_verdict(verdicts), rule=self.rule, metrics=verdicts)
         return Recorded(created, gate)
@@ -272,12 +271,6 @@ class Monitor:
         return _public(self._update(key, reg_id, triaged))
 
 
-# The gate's regressions are stored for IOPS, bandwidth (which follows IOPS: the records
-# of the two always match) and p99 latency; p50 and p99.9 are noisier and are watched by
-# change-point detection alone.
-GATE_RECORDED = tuple(f"{d}.{m}" for d in ("read", "write") for m in ("iops", "bw_bytes", "p99"))
-
-
 def step_series_key(engine: str, targets: Sequence[str], aggregate: Mapping[str, Any]) -> str:
     """The series a run's step belongs to."""
     return series_key(
@@ -305,93 +298,11 @@ def _run_facts(run: Doc) -> Doc:
     return {k: run.get(k) for k in keys} | {"clients": (run.get("aggregate") or {}).get("clients")}
 
 
-def _segment(point: Doc, history: Sequence[Doc]) -> list[Doc] | None:
-    """The earlier points of the latest infrastructure segment, when this point shares its
-    infrastructure; None after an infrastructure change (a new segment starts here)."""
-    segs = segments(history)
-    if not segs:
-        return []
-    latest = segs[-1]
-    return [dict(p) for p in latest] if latest[-1]["infra"] == point["infra"] else None
-
-
-def _ms(iso: str | None) -> int | None:
-    if not iso:
-        return None
-    return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000)
-
-
-def _accepted(regressions: Sequence[Doc]) -> list[Accepted]:
-    """Changes triaged expected: the level after them is the norm (gate rule 1)."""
-    out = []
-    for r in regressions:
-        accepted_ms = r.get("triaged_at_ms") or _ms(r.get("triaged_at"))
-        if r.get("state") == "expected" and accepted_ms is not None:
-            out.append(
-                Accepted(
-                    metric=r["metric"],
-                    first_run_id=r["first_run_id"],
-                    first_time_ms=int(r["first_time_ms"]),
-                    accepted_ms=int(accepted_ms),
-                )
-            )
-    return out
-
-
-def _kept(v: MetricVerdict) -> Doc:
-    """What a series point keeps of its verdict (the history shows it; rule 1 reads it)."""
-    return v.model_dump(mode="json", exclude={"step", "series_key", "metric"})
-
-
-def _gate_changes(point: Doc, judged: Sequence[MetricVerdict]) -> list[Doc]:
-    """The gate's regressions of this point, with their evidence."""
-    out = []
-    for v in judged:
-        if v.metric not in GATE_RECORDED or v.verdict != "regression" or v.change_point:
-            continue  # a change point attributed to the run is stored as found
-        ref = v.reference
-        out.append(
-            {
-                "metric": v.metric,
-                "kind": "regression",
-                "method": "gate",
-                "before": {"mean": ref.mean, "std": ref.sd},
-                "after": {"mean": v.value, "std": 0.0},
-                "change_pct": v.change_pct,
-                "pvalue": None,
-                "first_run_id": point["run_id"],
-                "first_time_ms": point["time_ms"],
-                "runs_around": [r for r in (ref.last_run_id,) if r] + [point["run_id"]],
-            }
-        )
-    return out
-
-
-def _open(regressions: Sequence[Doc], metric: str) -> list[Doc]:
-    return [
-        r
-        for r in regressions
-        if r["metric"] == metric and r["kind"] == "regression" and r["state"] in OPEN_STATES
-    ]
-
-
-def _link(judged: Sequence[MetricVerdict], regressions: Sequence[Doc], run_id: str) -> None:
-    """Each failed metric names the stored regression it counts in: one first seen on this
-    run, else the metric's open one (the same event, still neither fixed nor accepted)."""
-    for v in judged:
-        if v.verdict != "regression":
-            continue
-        mine = [r for r in regressions if r["metric"] == v.metric and r["first_run_id"] == run_id]
-        found = mine or sorted(_open(regressions, v.metric), key=lambda r: r["first_time_ms"])
-        if found:
-            v.regression_id = found[-1]["id"]
-
-
 def _same_change(new: Doc, old: Doc) -> bool:
     """The same event: a gate failure while the metric's regression is still open (new or
     acknowledged: the runs after it fail too until it is fixed or accepted), or changes
     whose runs overlap (a change point moves as points come in)."""
-    if new["method"] == "gate" and old in _open([old], new["metric"]):
+    if new["method"] == "gate" and old in open_regressions([old], new["metric"]):
         return True
     return (
         new["metric"] == old["metric"]
