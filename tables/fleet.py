@@ -14,8 +14,8 @@ def _ago(ms: int | None, now_ms: int) -> str:
 
 
 def vm_time(seconds: float) -> str:
-    """Client VM time in one unit whatever its size, hours:minutes:seconds (a cost is
-    per VM-hour; a run of seconds still reads as such: 0:00:12.4)."""
+    """Client VM time in one form whatever its size, hours:minutes:seconds (a cost is per
+    VM-hour; a run of seconds reads as such: 0:00:12.4, a day's use 24:00:00.0)."""
     tenths = round(seconds * 10)
     whole, tenth = divmod(tenths, 10)
     hours, rest = divmod(whole, 3600)
@@ -28,7 +28,7 @@ def agents_table(view: dict[str, Any]) -> Table:
     for col in ("agent", "pool", "status", "state", "mounts", "engines", "os", "VM", "CPUs"):
         t.add_column(col)
     t.add_column("last seen", justify="right")
-    t.add_column("VM time h:m:s", justify="right")
+    t.add_column("VM time", justify="right")
     for a in view["agents"]:
         mounts = ", ".join(
             f"{m['alias']} ({m['fstype']}{'' if m['usable'] else ', unusable'})"
@@ -54,7 +54,7 @@ def agents_table(view: dict[str, Any]) -> Table:
 
 def pools_table(view: dict[str, Any]) -> Table:
     t = Table(title="pools")
-    for col in ("pool", "kind", "size", "live", "busy", "VM time h:m:s", "price/h", "cost"):
+    for col in ("pool", "kind", "size", "live", "busy", "VM time", "price/h", "cost"):
         t.add_column(col, justify="left" if col in ("pool", "kind") else "right")
     for p in view["pools"]:
         kind = f"elastic {p['min']}..{p['size']}" if p["elastic"] else "fixed"
@@ -81,7 +81,7 @@ def usage_line(run: dict[str, Any]) -> str | None:
     usage = run.get("usage")
     if not usage:
         return None
-    line = f"client VM time: {vm_time(usage['agent_s'])} (h:m:s) over {usage['items']} client(s)"
+    line = f"client VM time: {vm_time(usage['agent_s'])} over {usage['items']} client(s)"
     if usage.get("cost") is not None:
         line += f", cost {usage['cost']:.4f} at {usage['price_per_hour']} per VM-hour"
     return line

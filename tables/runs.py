@@ -96,7 +96,7 @@ def print_run(run: dict[str, Any], console: Console | None = None) -> None:
             console.print(f"[red]client {item['client']}: {item['reason']}[/red]")
     usage = usage_line(run)
     if usage:
-        console.print(usage)
+        console.print(usage, markup=False, emoji=False)
 
 
 BASIS_TEXT = {"common-window": "common window", "whole-run": "whole run"}
