@@ -11,6 +11,7 @@ from typing import Any, cast
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.analysis.compare import compare_aggregates
 from core.analysis.gate import GateRule, judge_value, run_verdict
 from core.monitoring.monitor import Monitor
 from core.ports import Doc, Store
@@ -251,3 +252,14 @@ def test_the_run_verdict_is_its_worst_metric() -> None:
         "read.p99": "regression",
     }
     assert run_verdict([]) == "not-enough-history"
+
+
+def test_compare_never_has_bandwidth_disagree_with_iops() -> None:
+    """Their noise estimates differ a little (bytes summed in another order, other runs);
+    at the edge of the band they could fall either side: bandwidth follows IOPS."""
+    a, b = aggregate(100_000, 1e6), aggregate(93_950, 1e6)
+    rows = {
+        r["metric"]: r for r in compare_aggregates(a, b, {"read.iops": 2.0, "read.bw_bytes": 2.1})
+    }
+    assert rows["read.iops"]["verdict"] == "worse"  # -6.05 % beyond 3 x 2.0 %
+    assert rows["read.bw_bytes"]["verdict"] == "worse"  # would be within 3 x 2.1 % alone

@@ -180,8 +180,9 @@ def test_the_wheel_runs_the_pipeline_examples_against_the_local_stack(
     job["env"] |= {"BENCH_CLIENTS": "1", "BENCH_SMOKE_TARGET": "vol2"}
     del job["env"]["BENCH_API_SCOPE"]
 
-    # Azure Pipelines on another machine (a fresh environment), queued once the GitHub
-    # benchmark has a run to compare with: it runs beside the GitHub smoke check.
+    # Azure Pipelines on another machine (a fresh environment of its own), at the same time;
+    # its comparison's baseline (a variable given when the pipeline is queued) is the GitHub
+    # benchmark's run, so the emulation holds that step until the run exists.
     azdo_venv = fresh_venv(tmp_path / "azdo" / "venv", wheelhouse)
     work = tmp_path / "azdo" / "work"
     (work / "staging").mkdir(parents=True)
@@ -196,7 +197,7 @@ def test_the_wheel_runs_the_pipeline_examples_against_the_local_stack(
             "Build.ArtifactStagingDirectory": str(work / "staging"),
             "Common.TestResultsDirectory": str(work / "results"),
             "BENCH_PROFILE": PROFILE,
-            "BENCH_TARGET": "vol1",
+            "BENCH_TARGET": "vol2",
             "BENCH_POOL": pool,
             "BENCH_CLIENTS": "1",
             "BENCH_API_SCOPE": "",  # the local stack: no Entra ID
@@ -204,18 +205,26 @@ def test_the_wheel_runs_the_pipeline_examples_against_the_local_stack(
         clean_env(azdo_venv / "bin"),
         work,
     )
-    azdo_thread = threading.Thread(target=azdo.run)
+    baseline = threading.Event()
 
-    def queue_azdo(done: Outcome) -> None:
-        if done.name == "Benchmark (exit 3 on a regression)" and done.code == 0:
+    def github_done(step: Outcome) -> None:
+        if step.name == "Benchmark (exit 3 on a regression)":
             junit = ET.parse(gh_work / "bench-junit.xml").getroot()
             props = {p.get("name"): p.get("value") for p in junit.iter("property")}
-            azdo.context["BASELINE_RUN"] = str(props["run_id"])
-            azdo_thread.start()
+            azdo.context["BASELINE_RUN"] = str(props.get("run_id") or "")
+            baseline.set()
 
-    github.after_step = queue_azdo
-    github.run()
-    if azdo_thread.ident is not None:  # queued (the GitHub benchmark passed)
+    def azdo_done(step: Outcome) -> None:
+        if step.name == "Benchmark (exit 3 on a regression)":
+            assert baseline.wait(timeout=300)
+
+    github.after_step, azdo.after_step = github_done, azdo_done
+    azdo_thread = threading.Thread(target=azdo.run)
+    azdo_thread.start()
+    try:
+        github.run()
+    finally:
+        baseline.set()  # never leave the other pipeline waiting
         azdo_thread.join(timeout=300)
     assert steps_of(github) == [
         ("Install benchctl", 0),
@@ -263,6 +272,8 @@ def test_the_wheel_runs_the_pipeline_examples_against_the_local_stack(
     assert ": completed" in (work / "staging" / "bench.md").read_text()
     compare = (work / "staging" / "compare.md").read_text()
     assert f"### Run `{props['run_id']}` vs `{azdo.context['BENCH_RUN']}`" in compare
+    # (vol2 against vol1, so that the two pipelines' runs need not queue for one target)
+    assert "The runs differ in workload, targets or clients" in compare
     junit = ET.parse(work / "results" / "bench-junit.xml").getroot()
     assert junit.get("failures") == "0" and int(junit.get("tests") or 0) == 3
     assert all(a.poll() is None for a in agents)  # the wheel's agents served every run
