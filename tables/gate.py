@@ -42,7 +42,7 @@ def rows(run: dict[str, Any]) -> list[list[str]]:
                 str(m["step"]),
                 m["metric"],
                 figure(m["metric"], m["value"]),
-                f"{figure(m['metric'], ref['mean'])} ({ref['points']} runs)",
+                f"{figure(m['metric'], ref['median'])} ({ref['points']} runs)",
                 _pct(m["change_pct"]),
                 _pct(m["band_pct"], sign=False),
                 VERDICT_TEXT.get(m["verdict"], m["verdict"]),
@@ -51,7 +51,7 @@ def rows(run: dict[str, Any]) -> list[list[str]]:
     return out
 
 
-HEADER = ["step", "metric", "this run", "reference mean", "change", "band", "verdict"]
+HEADER = ["step", "metric", "this run", "reference median", "change", "band", "verdict"]
 
 
 def headline(run: dict[str, Any]) -> str:
@@ -63,7 +63,7 @@ def headline(run: dict[str, Any]) -> str:
     rule = gate["rule"]
     verdict = VERDICT_TEXT.get(gate["verdict"], gate["verdict"])
     return (
-        f"gate: {verdict} (a metric fails when it is worse than its reference mean by more "
+        f"gate: {verdict} (a metric fails when it is worse than its reference median by more "
         f"than max({rule['pct']:g} %, {rule['sigmas']:g} sd); {rule['min_points']} reference "
         f"runs needed)"
     )
@@ -146,7 +146,7 @@ def _details(m: dict[str, Any]) -> str:
     lines = [
         f"series {m['series_key']}, step {m['step']}",
         f"this run: {figure(m['metric'], m['value'])}",
-        f"reference: mean {figure(m['metric'], ref['mean'])}, sd "
+        f"reference: median {figure(m['metric'], ref['median'])}, sd "
         f"{figure(m['metric'], ref['sd'])}, {ref['points']} runs "
         f"({ref.get('first_run_id')} .. {ref.get('last_run_id')})",
         f"change {_pct(m['change_pct'])}, band {_pct(m['band_pct'], sign=False)}",

@@ -30,10 +30,12 @@ def request_text(request: dict[str, Any]) -> str:
 
 
 def schedules_table(schedules: list[dict[str, Any]], title: str = "schedules") -> Table:
+    """One row per schedule; the id and the name, what one types or looks for, never wrap
+    (the run request's summary does; `schedule show ID` has every field)."""
     t = Table(title=title)
-    for col in ("id", "name", "cron (UTC)", "on", "owner", "next fire", "last fired", "runs"):
-        t.add_column(col, no_wrap=col in ("id", "cron (UTC)"))
-    t.add_column("last run", no_wrap=True)
+    for col in ("id", "name", "cron (UTC)", "on", "owner", "next fire", "last run"):
+        t.add_column(col, no_wrap=col in ("id", "name", "cron (UTC)", "last run"))
+    t.add_column("runs", overflow="fold")
     for s in schedules:
         t.add_row(
             s["id"],
@@ -42,9 +44,8 @@ def schedules_table(schedules: list[dict[str, Any]], title: str = "schedules") -
             "yes" if s["enabled"] else "no",
             s["owner"],
             _when(s.get("next_fire")) if s["enabled"] else "-",
-            _when(s.get("last_fired")),
-            request_text(s.get("request") or {}),
             s.get("last_run_id") or "-",
+            request_text(s.get("request") or {}),
         )
     return t
 

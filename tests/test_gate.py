@@ -4,15 +4,16 @@ triage moves the reference as documented."""
 
 from __future__ import annotations
 
-import math
+import statistics
 from types import SimpleNamespace
 from typing import Any, cast
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.analysis.compare import compare_aggregates
-from core.analysis.gate import GateRule, judge_value, run_verdict
+from core.analysis.gate import MAD_TO_SD, GateRule, judge_value, run_verdict
 from core.monitoring.monitor import Monitor
 from core.ports import Doc, Store
 from core.runs.state import Run
@@ -108,7 +109,7 @@ def test_every_run_of_a_slowdown_fails_and_bandwidth_agrees_with_iops() -> None:
             iops_v = by_metric["read.iops"]
             assert iops_v.verdict == "regression", iops_v
             assert iops_v.reference.points == len(GOOD)  # the slowed runs are not the norm
-            assert iops_v.reference.mean == sum(GOOD) / len(GOOD)
+            assert iops_v.reference.median == statistics.median(GOOD)
             assert iops_v.regression_id is not None
             assert by_metric["read.p99"].verdict == "regression"
     assert verdicts == ["not-enough-history"] * 5 + ["pass"] + ["regression"] * 5
@@ -127,21 +128,33 @@ def test_every_run_of_a_slowdown_fails_and_bandwidth_agrees_with_iops() -> None:
     assert by_metric["read.iops"] == by_metric["read.bw_bytes"] != []
 
 
-def test_the_band_is_the_larger_of_the_floor_and_three_sd() -> None:
+def test_the_band_is_the_larger_of_the_floor_and_three_robust_sd() -> None:
     rule = GateRule(pct=10)
-    # sd 10 on a mean of 100: the band is 30 %, so -25 % passes and -31 % fails.
+    # Median 100, median absolute deviation 10: a robust sd of 14.826, a band of 44.5 %.
     ref = [90.0, 110.0, 90.0, 110.0, 100.0]
-    sd = math.sqrt(sum((v - 100) ** 2 for v in ref) / 4)
-    assert judge_value(ref, 75, higher_is_better=True, rule=rule)[0] == "pass"
-    verdict, mean, got_sd, change, band = judge_value(ref, 69, higher_is_better=True, rule=rule)
-    assert (verdict, mean, change) == ("regression", 100, -31)
-    assert got_sd == sd and band == 3 * sd
+    assert judge_value(ref, 56, higher_is_better=True, rule=rule)[0] == "pass"
+    verdict, median, sd, change, band = judge_value(ref, 55, higher_is_better=True, rule=rule)
+    assert (verdict, median, change) == ("regression", 100, -45)
+    assert sd == pytest.approx(MAD_TO_SD * 10) and band == pytest.approx(3 * MAD_TO_SD * 10)
     # A steady reference: the 10 % floor.
     steady = [100.0] * 5
     assert judge_value(steady, 89, higher_is_better=True, rule=rule)[0] == "regression"
     assert judge_value(steady, 111, higher_is_better=False, rule=rule)[0] == "regression"
     assert judge_value(steady, 89, higher_is_better=False, rule=rule)[0] == "improvement"
     assert judge_value(steady[:4], 1, higher_is_better=True, rule=rule)[0] == "not-enough-history"
+
+
+def test_one_disturbed_reference_run_does_not_blind_the_gate() -> None:
+    """A run a busy neighbour slowed to a third sits in the reference: the sample sd would
+    widen the band past 100 %; the median and its absolute deviation do not move."""
+    ref = [61_000.0, 60_800, 61_300, 20_000, 61_100]
+    verdict, median, _, change, band = judge_value(
+        ref, 30_000, higher_is_better=True, rule=GateRule(pct=10)
+    )
+    assert verdict == "regression" and median == 61_000
+    assert change is not None and band is not None and change < -50 and band == 10
+    sample_sd = statistics.stdev(ref)
+    assert 3 * sample_sd / statistics.mean(ref) > 0.9  # what the mean and sd would allow
 
 
 @settings(max_examples=300, deadline=None)
@@ -159,10 +172,13 @@ def test_verdicts_follow_the_written_rule(
     if len(ref) < 5:
         assert verdict == "not-enough-history"
         return
-    mean = sum(ref) / len(ref)
-    sd = (sum((v - mean) ** 2 for v in ref) / (len(ref) - 1)) ** 0.5
-    change = (value - mean) / mean * 100
-    band = max(pct, 3 * sd / mean * 100)
+    ordered = sorted(ref)  # the median and the median absolute deviation, by hand
+    n = len(ordered)
+    median = (ordered[(n - 1) // 2] + ordered[n // 2]) / 2
+    deviations = sorted(abs(v - median) for v in ref)
+    mad = (deviations[(n - 1) // 2] + deviations[n // 2]) / 2
+    change = (value - median) / median * 100
+    band = max(pct, 3 * 1.4826 * mad / median * 100)
     if abs(abs(change) - band) < 1e-6 * max(1.0, band):
         return  # on the edge: floating-point rounding decides either way
     if abs(change) <= band:

@@ -14,11 +14,14 @@ direction the step did):
    improvement on that metric (a suspected change is not the norm; after an accepted
    change, the points judged before it was accepted count), the latest ``max_points`` (20).
 2. Fewer than ``min_points`` (5) reference points: **not enough history**.
-3. **Noise model.** The reference's mean and sample standard deviation; the band is the
-   larger of ``pct`` percent (``BENCH_GATE_PCT``, default 10) and ``sigmas`` (3) standard
-   deviations, as a percentage of the mean.
-4. A value worse than the mean by more than the band is a **regression**, better by more an
-   **improvement**, otherwise **pass**. Worse: lower IOPS or bandwidth, higher latency.
+3. **Noise model.** The reference's median, and its spread as a standard deviation
+   estimated robustly: 1.4826 times the median absolute deviation (equal to the standard
+   deviation for normal noise; one disturbed reference run, a busy neighbour or a cold cache,
+   does not widen the band as it would widen the sample standard deviation). The band is
+   the larger of ``pct`` percent (``BENCH_GATE_PCT``, default 10) and ``sigmas`` (3) such
+   standard deviations, as a percentage of the median.
+4. A value worse than the median by more than the band is a **regression**, better by more
+   an **improvement**, otherwise **pass**. Worse: lower IOPS or bandwidth, higher latency.
 5. A **change point** (E-divisive means, core.analysis.changepoint) is attributed to the
    first run after the change; a run a change point is attributed to fails on that metric
    too (a run of several repetitions can be one).
@@ -31,7 +34,7 @@ else ``pass`` when any is, else ``not-enough-history``.
 
 from __future__ import annotations
 
-import math
+import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -48,16 +51,19 @@ FOLLOWS = {"bw_bytes": "iops"}  # bandwidth takes the IOPS verdict (one block si
 class GateRule(BaseModel):
     """The gate's thresholds, as a run was judged with them."""
 
-    pct: float = Field(10.0, description="the band's floor, percent of the reference mean")
+    pct: float = Field(10.0, description="the band's floor, percent of the reference median")
     sigmas: float = Field(3.0, description="the band in reference standard deviations")
     min_points: int = Field(5, description="fewer reference points: not enough history")
     max_points: int = Field(20, description="the latest this many reference points")
 
 
+MAD_TO_SD = 1.4826  # the median absolute deviation of normal noise is 0.6745 sd
+
+
 class Reference(BaseModel):
     points: int = Field(description="reference points used")
-    mean: float | None
-    sd: float | None = Field(description="sample standard deviation")
+    median: float | None
+    sd: float | None = Field(description="1.4826 x the median absolute deviation")
     first_run_id: str | None = Field(None, description="oldest reference point's run")
     last_run_id: str | None = Field(None, description="newest reference point's run")
     since_run_id: str | None = Field(
@@ -81,8 +87,8 @@ class MetricVerdict(BaseModel):
     verdict: Verdict
     value: float
     reference: Reference
-    change_pct: float | None = Field(description="(value - reference mean) / mean, percent")
-    band_pct: float | None = Field(description="max(pct, sigmas x sd / mean), percent")
+    change_pct: float | None = Field(description="(value - reference median) / median, %")
+    band_pct: float | None = Field(description="max(pct, sigmas x sd / median), percent")
     change_point: ChangePointRef | None = None
     follows: str | None = Field(None, description="bandwidth: the IOPS metric it follows")
     regression_id: str | None = Field(None, description="the stored regression it counts in")
@@ -108,20 +114,20 @@ class Accepted(BaseModel):
 def judge_value(
     values: Sequence[float], value: float, *, higher_is_better: bool, rule: GateRule
 ) -> tuple[Verdict, float | None, float | None, float | None, float | None]:
-    """(verdict, mean, sd, change %, band %) of one value against its reference values."""
+    """(verdict, median, sd, change %, band %) of one value against its reference values
+    (rules 2 to 4 of the module doc)."""
     if len(values) < rule.min_points:
         return "not-enough-history", None, None, None, None
-    n = len(values)
-    mean = math.fsum(values) / n
-    sd = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
-    if mean <= 0:  # nothing to take a percentage of (an idle direction): nothing to judge
-        return "pass", mean, sd, None, None
-    change = (value - mean) / mean * 100
-    band = max(rule.pct, rule.sigmas * sd / mean * 100)
+    median = statistics.median(values)
+    sd = MAD_TO_SD * statistics.median(abs(v - median) for v in values)
+    if median <= 0:  # nothing to take a percentage of (an idle direction): nothing to judge
+        return "pass", median, sd, None, None
+    change = (value - median) / median * 100
+    band = max(rule.pct, rule.sigmas * sd / median * 100)
     if abs(change) <= band:
-        return "pass", mean, sd, change, band
+        return "pass", median, sd, change, band
     better = (change > 0) == higher_is_better
-    return ("improvement" if better else "regression"), mean, sd, change, band
+    return ("improvement" if better else "regression"), median, sd, change, band
 
 
 def stored_verdict(point: Mapping[str, Any], metric: str) -> str | None:
@@ -184,7 +190,7 @@ def judge_point(
                 refs, since = reference(basis, point, segment, accepted, rule)
             values = [float(p["metrics"][metric]) for p in refs if metric in p["metrics"]]
             value = float(metrics[metric])
-            verdict, mean, sd, change, band = judge_value(
+            verdict, median, sd, change, band = judge_value(
                 values, value, higher_is_better=higher, rule=rule
             )
             follows = None
@@ -192,7 +198,7 @@ def judge_point(
                 verdict, follows = by_name[leader].verdict, basis
             ref = Reference(
                 points=len(values),
-                mean=mean,
+                median=median,
                 sd=sd,
                 first_run_id=refs[0]["run_id"] if refs else None,
                 last_run_id=refs[-1]["run_id"] if refs else None,
@@ -258,9 +264,9 @@ def explain(v: MetricVerdict, rule: GateRule, *, new_segment: bool = False) -> s
             return "first run on new infrastructure: nothing to compare with yet"
         return f"{ref.points} reference run(s); the gate needs {rule.min_points}"
     if v.change_pct is None or v.band_pct is None:
-        return "the reference mean is 0: nothing to compare"
+        return "the reference median is 0: nothing to compare"
     where = {"pass": "within", "regression": "worse than", "improvement": "better than"}
     return (
-        f"{v.value:.6g} is {v.change_pct:+.1f} % from the mean {ref.mean:.6g} of "
+        f"{v.value:.6g} is {v.change_pct:+.1f} % from the median {ref.median:.6g} of "
         f"{ref.points} runs: {where[v.verdict]} the band of {v.band_pct:.1f} %"
     )

@@ -70,7 +70,9 @@ def gate_changes(point: Doc, judged: Sequence[MetricVerdict]) -> list[Doc]:
                 "metric": v.metric,
                 "kind": "regression",
                 "method": "gate",
-                "before": {"mean": ref.mean, "std": ref.sd},
+                # What the gate judged by (core.analysis.gate, rule 3): the reference's
+                # median and its robust sd, not a mean (change points give mean and std).
+                "before": {"median": ref.median, "sd": ref.sd},
                 "after": {"mean": v.value, "std": 0.0},
                 "change_pct": v.change_pct,
                 "pvalue": None,
