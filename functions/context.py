@@ -19,7 +19,7 @@ from adapters.notifier import WebhookNotifier
 from adapters.queue import WorkQueues
 from core.chat.announce import Announcer
 from core.chat.bot import Bot
-from core.chat.identity import DirectoryEntry
+from core.chat.identity import BOT_DOOR, DirectoryEntry
 from core.chat.teams_bot import TeamsBot
 from core.chat.threads import ChatNotifier, Threads
 from core.fleet.autoscaler import Autoscaler
@@ -119,7 +119,19 @@ def autoscaler() -> Autoscaler | None:
 @cache
 def bot() -> Bot:
     s = settings()
-    return Bot(service(), scheduler(), monitor(), targets=list(s.targets), public_url=s.public_url)
+    doors = {"bot-teams": bool(s.teams_webhook_url), "bot-webhook": bool(s.webhook_url)}
+    doors["bot-webhook"] = doors["bot-webhook"] and bool(s.webhook_secret)  # posts are signed
+    # The Teams bot posts into the conversation the run came from (core.chat.threads),
+    # wherever it is configured (connector()'s condition, without importing the SDK).
+    doors[BOT_DOOR] = bool(s.bot_app_id and s.bot_tenant_id)
+    return Bot(
+        service(),
+        scheduler(),
+        monitor(),
+        targets=list(s.targets),
+        public_url=s.public_url,
+        result_doors=frozenset(d for d, configured in doors.items() if configured),
+    )
 
 
 @cache
@@ -180,7 +192,6 @@ def _teams_host() -> TeamsHost | None:
         directory,
         store(),
         default_role=s.default_role,
-        gate_pct=s.gate_pct,
     )
     return TeamsHost(sender, build_app(sender, teams, kept), teams, kept)
 
