@@ -4,6 +4,7 @@ triage moves the reference as documented."""
 
 from __future__ import annotations
 
+import re
 import statistics
 from types import SimpleNamespace
 from typing import Any, cast
@@ -14,9 +15,12 @@ from hypothesis import strategies as st
 
 from core.analysis.compare import compare_aggregates
 from core.analysis.gate import MAD_TO_SD, GateRule, judge_value, run_verdict
+from core.latency import format_ns
 from core.monitoring.monitor import Monitor
 from core.ports import Doc, Store
 from core.runs.state import Run
+from reports.data import SeriesReport
+from reports.page import series_page
 
 BS = 4096
 
@@ -313,3 +317,30 @@ def test_the_gate_watches_total_latency_and_reads_older_points_by_their_names() 
     assert slow["read.lat.p99"].verdict == "regression"
     assert slow["read.lat.p99"].reference.median == 2e6
     assert "read.clat.p99" not in slow  # completion latency: change-point detection only
+
+
+def test_the_series_report_shows_the_median_and_sd_the_gate_judged_by() -> None:
+    """A gate regression keeps its reference's median and robust sd (not a mean): the
+    series report shows them as such, each in its metric's unit."""
+    mon, series = monitor()
+    for i, iops in enumerate([*GOOD, SLOW[0]]):
+        record(mon, i, iops, 2e6 * 61_000 / iops)
+    key = next(iter(series.pts.values()))["series_key"]
+    html = series_page(SeriesReport(history=mon.history(key), generated_at="now"))
+    table = html.split('id="regressions"', 1)[1].split("</table>", 1)[0]
+    rows = {}
+    for row in re.findall(r"<tr>(.*?)</tr>", table, re.S)[1:]:
+        cells = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row)]
+        if cells[2] == "gate":
+            rows[cells[0]] = cells
+    iops = rows["read IOPS"]
+    median = statistics.median(GOOD)
+    sd = MAD_TO_SD * statistics.median(abs(v - median) for v in GOOD)
+    assert iops[4] == f"median {median:,.0f} ± {sd:,.0f}"  # 61,050 ± 297
+    assert iops[5] == f"{SLOW[0]:,.0f} ± 0"
+    lat = rows["read total p99 latency"]
+    p99s = [2e6 * 61_000 / v for v in GOOD]
+    lat_median = statistics.median(p99s)
+    lat_sd = MAD_TO_SD * statistics.median(abs(v - lat_median) for v in p99s)
+    assert lat[4] == f"median {format_ns(lat_median)} ± {format_ns(lat_sd)}"
+    assert lat[5] == f"{format_ns(2e6 * 61_000 / SLOW[0])} ± 0"

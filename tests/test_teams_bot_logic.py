@@ -205,9 +205,9 @@ def test_the_baseline_card_shows_each_figure_in_its_unit_with_the_gates_words() 
     shown = {
         f["title"]: f["value"] for f in baseline_card(run, found, "http://x")["body"][2]["facts"]
     }
-    assert shown["read.iops"] == "50,000 → 12,500 (-75.0%, band 10.0%: regression)"
-    assert shown["read.bw_bytes"] == "195.3 MiB/s → 48.8 MiB/s (-75.0%, band 10.0%: regression)"
-    assert shown["read.lat.p99"] == "1 ms → 1 ms (+0.0%, band 10.0%: pass)"
+    assert shown["read IOPS"] == "50,000 → 12,500 (-75.0%, band 10.0%: regression)"
+    assert shown["read MiB/s"] == "195.3 MiB/s → 48.8 MiB/s (-75.0%, band 10.0%: regression)"
+    assert shown["read total p99 latency"] == "1 ms → 1 ms (+0.0%, band 10.0%: pass)"
 
 
 class _Repo:

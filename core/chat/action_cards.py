@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from core.analysis.series import metric_value
+from core.analysis.series import metric_text, metric_value
 from core.chat.cards import Reply, run_page, status_reply
 from core.models import MAX_CLIENTS
 from core.ports import Doc
@@ -187,7 +187,7 @@ def baseline_card(run: Doc, comparison: Doc, public_url: str) -> dict[str, Any]:
                 subtle=True,
             )
         )
-        body.append(facts([(r["metric"], _judged(r)) for r in comparison["rows"]]))
+        body.append(facts([(metric_text(r["metric"]), _judged(r)) for r in comparison["rows"]]))
     actions = [execute("Back to the run", "refresh", run_id=run_id)]
     if comparison.get("series_key"):
         actions.append(
