@@ -119,19 +119,27 @@ def autoscaler() -> Autoscaler | None:
 @cache
 def bot() -> Bot:
     s = settings()
-    doors = {"bot-teams": bool(s.teams_webhook_url), "bot-webhook": bool(s.webhook_url)}
-    doors["bot-webhook"] = doors["bot-webhook"] and bool(s.webhook_secret)  # posts are signed
-    # The Teams bot posts into the conversation the run came from (core.chat.threads),
-    # wherever it is configured (connector()'s condition, without importing the SDK).
-    doors[BOT_DOOR] = bool(s.bot_app_id and s.bot_tenant_id)
     return Bot(
         service(),
         scheduler(),
         monitor(),
         targets=list(s.targets),
         public_url=s.public_url,
-        result_doors=frozenset(d for d, configured in doors.items() if configured),
+        result_doors=result_doors(s),
     )
+
+
+def result_doors(s: Settings) -> frozenset[str]:
+    """The chat doors a finished run's card can be posted back through: Teams' Workflows
+    webhook, the signed generic webhook, and the Teams bot, which posts into the
+    conversation the run came from (core.chat.threads) wherever it is configured
+    (connector()'s condition, without importing the SDK)."""
+    doors = {
+        "bot-teams": bool(s.teams_webhook_url),
+        "bot-webhook": bool(s.webhook_url and s.webhook_secret),  # its posts are signed
+        BOT_DOOR: bool(s.bot_app_id and s.bot_tenant_id),
+    }
+    return frozenset(d for d, configured in doors.items() if configured)
 
 
 @cache

@@ -17,16 +17,19 @@ import httpx
 import pytest
 
 from adapters.blob import BlobArtifacts
+from adapters.config import Settings
 from adapters.cosmos import CosmosStore
 from adapters.queue import WorkQueues, work_queue_name
 from benchctl import localstack
 from benchctl.localstack import Stack
 from core.chat.bot import Bot, parse_command
+from core.chat.identity import BOT_DOOR
 from core.monitoring.monitor import Monitor
 from core.monitoring.notify import sign
 from core.monitoring.scheduler import Scheduler
 from core.runs.guardrails import Caller, TargetInfo
 from core.runs.service import RunService
+from functions.context import result_doors
 from tests.conftest import (
     BOT_POOL,
     BOT_SECRET,
@@ -276,3 +279,26 @@ def test_without_a_result_channel_the_bot_says_so_and_links_the_runs_page(
         status = bot.answer(parse_command(f"status {run_id}"), caller, uuid.uuid4().hex)
         assert status.link == f"{public}/ui/runs/{run_id}"
         service.cancel(run_id)
+
+
+def test_the_bot_promises_a_result_only_where_the_settings_give_it_a_channel() -> None:
+    """Each chat door's result channel: Teams' Workflows webhook, the generic webhook with
+    its signing secret, and the Teams bot (bot-m365), which posts into the conversation the
+    run came from wherever the bot is configured."""
+    base = {
+        "BENCH_QUEUE_URI": "https://q.queue.core.windows.net/",
+        "BENCH_BLOB_URI": "https://b.blob.core.windows.net",
+        "BENCH_COSMOS_ENDPOINT": "https://c.documents.azure.com:443/",
+    }
+    assert result_doors(Settings.from_env(base)) == frozenset()
+    workflows = "https://prod-12.westeurope.logic.azure.com:443/workflows/0a1b/triggers/manual"
+    unsigned = {**base, "BENCH_WEBHOOK_URL": "https://hooks.example/x"}
+    assert result_doors(Settings.from_env(unsigned)) == frozenset()  # its posts are signed
+    every = {
+        **unsigned,
+        "BENCH_WEBHOOK_SECRET": "s3cret",
+        "BENCH_TEAMS_WEBHOOK_URL": workflows,
+        "BENCH_BOT_APP_ID": "00000000-0000-0000-0000-0000000000b0",
+        "BENCH_BOT_TENANT_ID": "00000000-0000-0000-0000-0000000000a1",
+    }
+    assert result_doors(Settings.from_env(every)) == {"bot-teams", "bot-webhook", BOT_DOOR}
