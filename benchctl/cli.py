@@ -17,6 +17,7 @@ from benchctl.cli_common import (
     EXIT_INTERRUPTED,
     FORMATS,
     RUN_ID,
+    TARGET_ALIAS,
     _api,
 )
 from benchctl.cli_runs import (
@@ -173,7 +174,7 @@ def parser() -> argparse.ArgumentParser:
     ca.set_defaults(func=cmd_cancel)
 
     cl = sub.add_parser("clean", help="have an agent remove a target's benchmark files")
-    cl.add_argument("target")
+    cl.add_argument("target", type=TARGET_ALIAS)
     cl.add_argument("--pool", help="the target's pool, when several pools have it")
     cl.set_defaults(func=cmd_clean)
 

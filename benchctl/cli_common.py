@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from benchctl.client import Api, CliError, resolve_connection
-from core.models import RUN_ID_PATTERN, Workload
+from core.models import ALIAS_PATTERN, RUN_ID_PATTERN, Workload
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_REGRESSION, EXIT_TIMEOUT = 0, 1, 2, 3, 4
 EXIT_INTERRUPTED = 130  # Ctrl-C: the shell's 128 + SIGINT
@@ -35,6 +35,7 @@ def _id_type(pattern: str, what: str) -> Callable[[str], str]:
 RUN_ID = _id_type(RUN_ID_PATTERN, "a run id (r- and 32 hex digits)")
 SCHEDULE_ID = _id_type(r"^sch-[0-9a-f]{16}$", "a schedule id (sch- and 16 hex digits)")
 SERIES_KEY = _id_type(r"^[A-Za-z0-9._-]{1,128}$", "a series key (benchctl regressions)")
+TARGET_ALIAS = _id_type(ALIAS_PATTERN, "a target alias (lowercase, e.g. scratch)")
 REGRESSION_ID = _id_type(r"^[A-Za-z0-9._-]{1,255}$", "a regression id (benchctl regressions)")
 
 

@@ -203,6 +203,7 @@ def test_no_argument_list_gets_a_traceback_from_the_api(
             ["schedule", "create", "--cron", "0 3 * * *", "--owner", "me", "--request", "MISSING"],
             "--request",
         ),
+        (["clean", "../runs"], "target: '../runs' is not a target alias"),
         (["detect", "MISSING"], "MISSING"),
         (["aggregate", "DIR"], "DIR"),
     ],
