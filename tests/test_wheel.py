@@ -26,6 +26,7 @@ import yaml
 
 from benchctl.localstack import Stack
 from tests.ci_steps import AzurePipeline, GitHubWorkflow, Outcome, clean_env
+from tests.test_windows_installer import python_commands
 
 ROOT = Path(__file__).resolve().parents[1]
 API_ONLY = ("fastapi", "uvicorn", "plotly", "azure-cosmos", "azure-mgmt-")
@@ -251,6 +252,18 @@ def test_the_wheel_runs_the_pipeline_examples_against_the_local_stack(
         env=clean_env(cli_venv / "bin"),
     ).stdout
     assert where.startswith(str(cli_venv)), where  # the wheel's, not the source tree's
+    # The Windows pools install the same extra (agent/windows/install-agent.ps1): its
+    # post-install import check passes with [agent] alone.
+    (check,) = python_commands((ROOT / "agent" / "windows" / "install-agent.ps1").read_text())
+    imported = subprocess.run(
+        [agent_venv / "bin" / "python", "-c", f"{check}; import agent; print(agent.__file__)"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=clean_env(agent_venv / "bin"),
+    )
+    assert imported.returncode == 0, imported.stderr
+    assert imported.stdout.startswith(str(agent_venv)), imported.stdout
 
     # GitHub: the summary, the JUnit file, the smoke check's JSON, the run as recorded.
     summary = (gh_work / "step-summary.md").read_text()
@@ -259,7 +272,9 @@ def test_the_wheel_runs_the_pipeline_examples_against_the_local_stack(
     suite = ET.parse(gh_work / "bench-junit.xml").getroot()
     props = {str(p.get("name")): str(p.get("value")) for p in suite.iter("property")}
     assert props["state"] == "completed" and props["gate_verdict"] == "not-enough-history"
-    assert suite.get("tests") == "3" and suite.get("skipped") == "3"  # IOPS, MiB/s, p99
+    assert suite.get("tests") == "3" and suite.get("skipped") == "3"
+    cases = {str(c.get("name")) for c in suite.iter("testcase")}
+    assert cases == {"read.iops", "read.bw_bytes", "read.lat.p99"}  # total p99 is gated
     smoke = json.loads((gh_work / "smoke.json").read_text())
     assert smoke["state"] == "completed" and smoke["target"] == "vol2"
     benchmark = api.get(f"/api/runs/{props['run_id']}").json()
