@@ -11,8 +11,15 @@ import argparse
 import os
 import sys
 
-from benchctl import cli_reports, localstack
-from benchctl.cli_common import EXIT_FAILED, FORMATS, _api
+from benchctl import cli_follow, cli_monitoring, cli_reports
+from benchctl.cli_common import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    FORMATS,
+    RUN_ID,
+    TARGET_ALIAS,
+    _api,
+)
 from benchctl.cli_runs import (
     cmd_agents,
     cmd_cancel,
@@ -29,9 +36,10 @@ from benchctl.cli_tools import (
     cmd_local,
     cmd_plan,
     cmd_profiles,
-    cmd_schedule,
 )
 from benchctl.client import CliError
+from benchctl.local_state import StackError
+from benchctl.outcome import add_outcome_flags
 from core.analysis.changepoint import DEFAULT_MIN_MAGNITUDE_PCT
 
 
@@ -105,22 +113,20 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE")
     run.add_argument("--idempotency-key")
     run.add_argument("--wait", action="store_true", help="follow the run and print results")
-    run.add_argument(
-        "--fail-on-regression",
-        action="store_true",
-        help="with --wait: exit 3 when the run regressed against its series",
-    )
-    run.add_argument("--timeout", type=float, default=3600, help="seconds to wait (exit 4)")
+    cli_follow.add_wait_flags(run)
     run.add_argument("--format", choices=FORMATS, default="table")
     run.set_defaults(func=cmd_run)
 
-    st = sub.add_parser("status", help="show a run")
-    st.add_argument("run_id")
+    cli_follow.add_parser(sub)
+
+    st = sub.add_parser("status", help="show a run (exit 1 when it failed or was cancelled)")
+    st.add_argument("run_id", metavar="RUN", type=RUN_ID)
+    add_outcome_flags(st)
     st.add_argument("--format", choices=FORMATS, default="table")
     st.set_defaults(func=cmd_status)
 
     sh = sub.add_parser("show", help="show a run, or its curves")
-    sh.add_argument("run_id")
+    sh.add_argument("run_id", metavar="RUN", type=RUN_ID)
     sh.add_argument("--curve", action="store_true", help="latency-vs-IOPS and scale-out curves")
     sh.add_argument("--format", choices=FORMATS, default="table")
     sh.set_defaults(func=cmd_show)
@@ -131,8 +137,8 @@ def parser() -> argparse.ArgumentParser:
     ag.set_defaults(func=cmd_agents)
 
     cp = sub.add_parser("compare", help="two runs side by side, against the series' noise")
-    cp.add_argument("run_a", metavar="RUN_A")
-    cp.add_argument("run_b", metavar="RUN_B")
+    cp.add_argument("run_a", metavar="RUN_A", type=RUN_ID)
+    cp.add_argument("run_b", metavar="RUN_B", type=RUN_ID)
     cp.add_argument(
         "--fail-on-worse", action="store_true", help="exit 3 when B is worse beyond the noise"
     )
@@ -164,11 +170,11 @@ def parser() -> argparse.ArgumentParser:
     ls.set_defaults(func=cmd_list)
 
     ca = sub.add_parser("cancel", help="cancel a run")
-    ca.add_argument("run_id")
+    ca.add_argument("run_id", metavar="RUN", type=RUN_ID)
     ca.set_defaults(func=cmd_cancel)
 
     cl = sub.add_parser("clean", help="have an agent remove a target's benchmark files")
-    cl.add_argument("target")
+    cl.add_argument("target", type=TARGET_ALIAS)
     cl.add_argument("--pool", help="the target's pool, when several pools have it")
     cl.set_defaults(func=cmd_clean)
 
@@ -187,18 +193,7 @@ def parser() -> argparse.ArgumentParser:
     ag.add_argument("--format", choices=["table", "json"], default="table")
     ag.set_defaults(func=cmd_aggregate)
 
-    sc = sub.add_parser("schedule", help="scheduled runs (cron, UTC)")
-    scsub = sc.add_subparsers(dest="schedule_cmd", required=True)
-    scc = scsub.add_parser("create")
-    scc.add_argument("--cron", required=True, help="5-field cron, UTC, e.g. '0 3 * * *'")
-    scc.add_argument("--owner", required=True)
-    scc.add_argument("--request", required=True, metavar="FILE", help="run request template")
-    scc.add_argument("--name")
-    scc.add_argument("--disabled", action="store_true")
-    scsub.add_parser("list")
-    for verb in ("show", "enable", "disable", "delete"):
-        scsub.add_parser(verb).add_argument("id")
-    sc.set_defaults(func=cmd_schedule)
+    cli_monitoring.add_parsers(sub)
 
     de = sub.add_parser("detect", help="change points in a CSV series (timestamp,value)")
     de.add_argument("file", metavar="FILE.csv")
@@ -250,6 +245,9 @@ def parser() -> argparse.ArgumentParser:
     )
     lu.add_argument("--price", type=float, help="hourly price of a client VM, for usage costs")
     lu.add_argument(
+        "--create", action="store_true", help="create target directories that do not exist"
+    )
+    lu.add_argument(
         "--fresh",
         action="store_true",
         help="start empty: remove the runs, results, schedules, series and queued messages kept",
@@ -276,9 +274,12 @@ def main(argv: list[str] | None = None) -> int:
     except CliError as e:
         print(f"benchctl: {e}", file=sys.stderr)
         return e.code
-    except localstack.StackError as e:
+    except StackError as e:
         print(f"benchctl: {e}", file=sys.stderr)
         return EXIT_FAILED
+    except KeyboardInterrupt:  # (following a run says more: benchctl.cli_follow)
+        print("\nbenchctl: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return code
 
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from benchctl.cli_common import RUN_ID, SERIES_KEY
 from benchctl.client import Api, CliError
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
@@ -45,16 +46,29 @@ def cmd_report(a: argparse.Namespace, api: Api) -> int:
     return EXIT_OK
 
 
+def number(v: Any) -> Any:
+    """A figure as people write it: a whole number without decimals, else at most three
+    (per-second rates from 1 s log lines: 32665.000000000004 is 32665)."""
+    if not isinstance(v, float):
+        return v
+    rounded = round(v, 3)
+    if rounded == int(rounded):
+        return int(rounded)
+    return f"{rounded:.3f}".rstrip("0")
+
+
 def seconds_rows(api: Api, run: dict[str, Any]) -> list[list[Any]]:
+    """Each client's IOPS and bytes/s per second of its step's common window (the same
+    seconds for every client of the step); a step without one, each client's own period."""
     rows = []
     for item in run["items"]:
         if not item.get("result"):
             continue
-        full = api.result(run["id"], item["id"])
+        full = api.result(run["id"], item["id"], window="common")
         for d, points in sorted((full.get("series") or {}).items()):
             for p in points:
                 who = [run["id"], item["step"], item["client"], item.get("agent_id"), d]
-                rows.append([*who, int(p["t_ms"]), p["iops"], p["bw_bytes"]])
+                rows.append([*who, int(p["t_ms"]), number(p["iops"]), number(p["bw_bytes"])])
     return rows
 
 
@@ -75,8 +89,9 @@ def step_rows(run: dict[str, Any]) -> list[list[Any]]:
                     for p in ("p50", "p99", "p99.9")
                 ]
                 means = [a.get(f"{k}_mean_ns") for k in ("lat", "slat", "clat")]
-                rest = [agg.get("basis"), window, bool(agg.get("partial"))]
-                rows.append([*which, a["iops"], a["bw_bytes"], *latency, *means, *rest])
+                figures = [a["iops"], a["bw_bytes"], *latency, *means]
+                basis, partial = agg.get("basis"), bool(agg.get("partial"))
+                rows.append([*which, *map(number, figures), basis, number(window), partial])
     return rows
 
 
@@ -96,19 +111,22 @@ def cmd_export(a: argparse.Namespace, api: Api) -> int:
 
 def add_parsers(sub: Any) -> None:
     rp = sub.add_parser("report", help="a run's or a series' report: one self-contained HTML")
-    rp.add_argument("run_id", nargs="?", metavar="RUN")
-    rp.add_argument("--series", metavar="KEY", help="a series' report instead of a run's")
+    rp.add_argument("run_id", nargs="?", metavar="RUN", type=RUN_ID)
+    rp.add_argument(
+        "--series", metavar="KEY", type=SERIES_KEY, help="a series' report instead of a run's"
+    )
     rp.add_argument(
         "--compare",
         nargs="+",
         metavar="RUN",
+        type=RUN_ID,
         help="runs compared: A B [C …], overlaid, with deltas against A and its noise",
     )
     rp.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
     rp.set_defaults(api_func=cmd_report)
 
     ex = sub.add_parser("export", help="a run's figures as CSV")
-    ex.add_argument("run_id", metavar="RUN")
+    ex.add_argument("run_id", metavar="RUN", type=RUN_ID)
     ex.add_argument("--format", choices=["csv"], default="csv")
     ex.add_argument(
         "--by",

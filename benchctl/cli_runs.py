@@ -1,55 +1,43 @@
-"""benchctl's commands on runs: submit and follow one, show, list, compare, cancel; the
-agents that run them."""
+"""benchctl's commands on runs: submit one (and follow it: benchctl.cli_follow), show,
+list, compare, cancel; the agents that run them."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-import time
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    Progress,
-    SpinnerColumn,
-    TaskProgressColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
 
-from apiclient import retrying
 from benchctl.cli_common import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
     EXIT_OK,
     EXIT_REGRESSION,
-    EXIT_TIMEOUT,
-    TERMINAL,
     WORKLOAD_FIELDS,
     _api,
     _ints,
     _pairs,
+    read_json_object,
 )
-from benchctl.client import Api, ApiUnavailable, CliError
+from benchctl.cli_follow import follow
+from benchctl.client import CliError
 from benchctl.local_space import local_space_problem
-from benchctl.render import (
+from benchctl.outcome import exit_code, finish, show
+from core.catalogue import get_profile
+from core.errors import ValidationFailed
+from core.models import RunRequest
+from core.validation import validate
+from tables.fleet import print_agents
+from tables.lists import curves_markdown, headline, list_table
+from tables.runs import (
     compare_markdown,
     compare_table,
     console_for_stdout,
     latency_table,
-    print_run,
-    run_markdown,
     scaleout_table,
 )
-from benchctl.render_fleet import print_agents
-from benchctl.render_lists import curves_markdown, headline, list_table
-from core.errors import ValidationFailed
-from core.models import RunRequest
-from core.validation import validate
 
 
 def _field_sweep(text: str) -> dict[str, Any]:
@@ -63,7 +51,7 @@ def _field_sweep(text: str) -> dict[str, Any]:
 
 
 def build_request(a: argparse.Namespace) -> dict[str, Any]:
-    body: dict[str, Any] = json.loads(Path(a.request).read_text()) if a.request else {}
+    body = read_json_object(a.request, "--request") if a.request else {}
     for key in ("target", "pool", "engine", "profile", "fill", "repetitions", "target_iops"):
         if getattr(a, key, None) is not None:
             body[key] = getattr(a, key)
@@ -102,99 +90,26 @@ def build_request(a: argparse.Namespace) -> dict[str, Any]:
     except ValidationFailed as e:
         lines = "\n".join(f"  {x.field}: {x.message}" for x in e.errors)
         raise CliError(f"invalid request:\n{lines}", EXIT_BAD_INPUT) from None
+    if body.get("profile"):
+        try:
+            get_profile(body["profile"])  # as the API would: 400 naming profile
+        except KeyError as e:
+            raise CliError(f"invalid request:\n  profile: {e.args[0]}", EXIT_BAD_INPUT) from None
     return body
-
-
-def _step_seconds(step: dict[str, Any]) -> int:
-    w = step.get("workload") or {}
-    return int(w.get("ramp_time", 0)) + int(w.get("runtime", 0)) or 1
-
-
-def _progress_rows(run: dict[str, Any], now_ms: int) -> list[tuple[str, str, int, float]]:
-    """(task key, description, total seconds, seconds done) per step and client."""
-    steps = {s["step"]: s for s in run.get("steps", [])}
-    rows = []
-    if run["state"] == "waiting":
-        pos = run.get("queue_position", "?")
-        rows.append(("run", f"waiting for {run['target']}: position {pos}", 1, 0.0))
-    for item in run["items"]:
-        step = steps.get(item["step"], {})
-        total = _step_seconds(step)
-        start = item.get("start_at_ms") or step.get("start_at_ms")  # own instant if rejoined
-        if item["state"] in ("completed", "failed", "cancelled"):
-            done = float(total)
-        elif item["state"] == "running" and start:
-            done = min(float(total), max(0.0, (now_ms - start) / 1000))
-        else:
-            done = 0.0
-        agent = item.get("agent_id") or "unclaimed"
-        # Escaped: rich would take "[agent-1]" for markup and print nothing of it.
-        desc = escape(f"step {item['step']} client {item['client']} [{agent}]: {item['state']}")
-        rows.append((item["id"], desc, total, done))
-    return rows
-
-
-def _poll(
-    api: Api, run_id: str, deadline: float, timeout_s: float, console: Console
-) -> dict[str, Any]:
-    """The run, read again through API restarts, timeouts and 5xx answers (capped,
-    jittered backoff) until the wait's own deadline: the run carries on meanwhile."""
-
-    def get() -> dict[str, Any]:
-        left = deadline - time.monotonic()
-        return api.get(run_id, timeout=min(30.0, max(1.0, left)))
-
-    def note(state: Any) -> None:
-        console.print(f"[yellow]{state.outcome.exception()}; retrying[/yellow]")
-
-    retry = retrying(
-        ApiUnavailable,
-        budget_s=deadline - time.monotonic(),
-        max_wait_s=5,
-        before_sleep=note,
-    )
-    try:
-        return retry(get)
-    except ApiUnavailable as e:
-        raise CliError(
-            f"run {run_id}: no answer from the API within {timeout_s:.0f} s: {e}", EXIT_TIMEOUT
-        ) from e
-
-
-def wait_for(api: Api, run_id: str, *, timeout_s: float, quiet: bool) -> dict[str, Any]:
-    """Follow a run with one progress bar per step and client (on stderr)."""
-    deadline = time.monotonic() + timeout_s
-    console = Console(stderr=True)
-    with Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TaskProgressColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        disable=quiet,
-        transient=True,
-    ) as progress:
-        tasks: dict[str, Any] = {}
-        while True:
-            run = _poll(api, run_id, deadline, timeout_s, console)
-            for key, desc, total, done in _progress_rows(run, int(time.time() * 1000)):
-                if key not in tasks:
-                    tasks[key] = progress.add_task(desc, total=total)
-                progress.update(tasks[key], description=desc, total=total, completed=done)
-            if run["state"] != "waiting" and "run" in tasks:
-                progress.remove_task(tasks.pop("run"))
-            if run["state"] in TERMINAL:
-                return run
-            if time.monotonic() > deadline:
-                raise CliError(
-                    f"run {run_id} still {run['state']} after {timeout_s:.0f} s", EXIT_TIMEOUT
-                )
-            time.sleep(1.0)
 
 
 def cmd_run(a: argparse.Namespace) -> int:
     body = build_request(a)
+    if not a.wait:
+        needs = [
+            f
+            for f, on in (("--fail-on-regression", a.fail_on_regression), ("--junit", a.junit))
+            if on
+        ]
+        if needs:
+            raise CliError(
+                f"{needs[0]} needs --wait (or: benchctl follow RUN {needs[0]})", EXIT_BAD_INPUT
+            )
     api = _api(a)
     problem = local_space_problem(body, api.base_url)
     if problem:
@@ -206,49 +121,21 @@ def cmd_run(a: argparse.Namespace) -> int:
         return EXIT_OK
     if a.format != "json":
         print(f"run {run_id} submitted", file=sys.stderr)
-    run = wait_for(api, run_id, timeout_s=a.timeout, quiet=a.format != "table")
-    found = []
-    if run["state"] == "completed":
-        found = [
-            r
-            for r in api.regressions()
-            if r["first_run_id"] == run_id and r["kind"] == "regression"
-        ]
-    code = _show(run, a.format, found)
-    for r in found:
-        print(
-            f"regression: {r['metric']} {r['change_pct']:+.1f}% ({r['method']}) vs series "
-            f"{r['series_key']}",
-            file=sys.stderr,
-        )
-    if code == EXIT_OK and found and a.fail_on_regression:
-        return EXIT_REGRESSION
-    return code
-
-
-def _show(run: dict[str, Any], fmt: str, regressions: list[dict[str, Any]] | None = None) -> int:
-    if fmt == "json":
-        print(
-            json.dumps(
-                run if regressions is None else {**run, "regressions": regressions}, indent=2
-            )
-        )
-    elif fmt == "markdown":
-        print(run_markdown(run, regressions), end="")
-    else:
-        print_run(run)
-    return EXIT_OK if run["state"] == "completed" else EXIT_FAILED
+    return follow(api, run_id, a)
 
 
 def cmd_status(a: argparse.Namespace) -> int:
-    run = _api(a).get(a.run_id)
-    return _show(run, a.format)
+    """The run as it is now; exit 1 when it failed or was cancelled (3 on a regression
+    with --fail-on-regression), 0 otherwise, finished or not."""
+    return finish(_api(a).get(a.run_id), a)
 
 
 def cmd_show(a: argparse.Namespace) -> int:
     api = _api(a)
     if not a.curve:
-        return _show(api.get(a.run_id), a.format)
+        run = api.get(a.run_id)
+        show(run, a.format)
+        return exit_code(run, fail_on_regression=False)
     curves = api.curves(a.run_id)
     if a.format == "json":
         print(json.dumps(curves, indent=2))

@@ -1,5 +1,5 @@
 """benchctl's commands that need no run: profiles, planning, offline aggregation and
-detection, schedules and the local stack."""
+detection, and the local stack."""
 
 from __future__ import annotations
 
@@ -8,21 +8,28 @@ import json
 import math
 from pathlib import Path
 
-from benchctl import localstack
-from benchctl.cli_common import EXIT_BAD_INPUT, EXIT_OK, EXIT_REGRESSION, _api, _pairs
-from benchctl.client import CliError
-from benchctl.local_targets import TargetDeclarationError, local_registry
-from benchctl.render import (
-    aggregate_table,
-    console_for_stdout,
-    print_aggregate_notes,
-    profiles_table,
+from benchctl.cli_common import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    EXIT_REGRESSION,
+    _api,
+    _pairs,
+    read_file,
 )
+from benchctl.client import CliError
+from benchctl.local_state import StackError, checkout, state_dir
+from benchctl.local_targets import TargetDeclarationError, local_registry
 from core.analysis.changepoint import detect_csv
 from core.analysis.concurrency import shape_for
 from core.analysis.offline import ClientLogs, InputError, aggregate_files
 from core.catalogue import PROFILES
 from core.runs.plan import outstanding_for
+from tables.profiles import profiles_table
+from tables.runs import (
+    aggregate_table,
+    console_for_stdout,
+    print_aggregate_notes,
+)
 
 
 def cmd_profiles(a: argparse.Namespace) -> int:
@@ -81,15 +88,13 @@ def cmd_aggregate(a: argparse.Namespace) -> int:
     inputs = []
     for name in a.files:
         path = Path(name)
-        try:
-            text = path.read_text()
-        except OSError as e:
-            raise CliError(f"{name}: {e.strerror}", EXIT_BAD_INPUT) from None
+        text = read_file(name, "FILE")
         logs = None
         if a.logs:  # one directory per client: its fio JSON beside its 1 s logs
-            iops = [p.read_text() for p in sorted(path.parent.glob("*_iops.*log"))]
-            bw = [p.read_text() for p in sorted(path.parent.glob("*_bw.*log"))]
-            hist = [p.read_text() for p in sorted(path.parent.glob("*_clat_hist.*log"))]
+            iops, bw, hist = (
+                [read_file(str(p), "log") for p in sorted(path.parent.glob(pattern))]
+                for pattern in ("*_iops.*log", "*_bw.*log", "*_clat_hist.*log")
+            )
             logs = ClientLogs(iops, bw, hist) if iops or bw else None
         inputs.append((name, text, logs))
     try:
@@ -110,10 +115,7 @@ def cmd_detect(a: argparse.Namespace) -> int:
     if not (math.isfinite(a.min_magnitude) and a.min_magnitude >= 0):
         message = f"--min-magnitude: {a.min_magnitude:g} is not a percentage >= 0"
         raise CliError(message, EXIT_BAD_INPUT)
-    try:
-        text = Path(a.file).read_text()
-    except OSError as e:
-        raise CliError(f"{a.file}: {e.strerror}", EXIT_BAD_INPUT) from None
+    text = read_file(a.file, "FILE.csv")
     higher = True if a.higher_is_better else False if a.lower_is_better else None
     try:
         found = detect_csv(
@@ -137,31 +139,30 @@ def cmd_detect(a: argparse.Namespace) -> int:
     return EXIT_REGRESSION if worse else EXIT_OK
 
 
-def cmd_schedule(a: argparse.Namespace) -> int:
-    api = _api(a)
-    if a.schedule_cmd == "create":
-        try:
-            template = json.loads(Path(a.request).read_text())
-        except (OSError, ValueError) as e:
-            raise CliError(f"--request {a.request}: {e}", EXIT_BAD_INPUT) from None
-        body = {"cron": a.cron, "owner": a.owner, "request": template, "enabled": not a.disabled}
-        if a.name:
-            body["name"] = a.name
-        out = api.schedules("POST", body=body)
-    elif a.schedule_cmd == "list":
-        out = api.schedules("GET")
-    elif a.schedule_cmd == "show":
-        out = api.schedules("GET", f"/{a.id}")
-    elif a.schedule_cmd in ("enable", "disable"):
-        out = api.schedules("PATCH", f"/{a.id}", {"enabled": a.schedule_cmd == "enable"})
-    else:
-        api.schedules("DELETE", f"/{a.id}")
-        out = {"deleted": a.id}
-    print(json.dumps(out, indent=2))
-    return EXIT_OK
+def _target_dirs(targets: dict[str, str], create: bool) -> None:
+    """A target is a directory the agents measure: one that does not exist is a typo
+    (creating it would benchmark whatever disk holds its parent), unless --create."""
+    for alias, path in targets.items():
+        where = Path(path)
+        if where.is_dir():
+            continue
+        if where.exists():
+            raise CliError(f"--target {alias}={path}: not a directory", EXIT_BAD_INPUT)
+        if not create:
+            raise CliError(
+                f"--target {alias}={path}: no such directory (give --create to make it)",
+                EXIT_BAD_INPUT,
+            )
 
 
 def cmd_local(a: argparse.Namespace) -> int:
+    checkout()
+    try:  # the emulators' SDKs: the API's packages, in a source checkout
+        from benchctl import localstack
+    except ImportError as e:
+        missing = f"the local stack needs the API's packages ({e.name}): make install"
+        raise StackError(missing) from None
+
     if a.local_cmd == "up":
         targets = _pairs(a.target, "--target")
         if not targets:
@@ -170,6 +171,7 @@ def cmd_local(a: argparse.Namespace) -> int:
             registry = local_registry(targets, a.target_limits, a.target_facts)
         except TargetDeclarationError as e:
             raise CliError(str(e), EXIT_BAD_INPUT) from None
+        _target_dirs(targets, a.create)
         localstack.ensure_installed()
         stack = localstack.up(
             agents=a.agents,
@@ -185,6 +187,8 @@ def cmd_local(a: argparse.Namespace) -> int:
             f"local stack up: API {stack.api_url}, {a.agents} agent(s), "
             f"targets {', '.join(f'{k}={v}' for k, v in stack.targets.items())}"
         )
+        if stack.port_note:
+            print(stack.port_note)
         print(_data_line(stack.dir, "started empty" if a.fresh else "kept from before"))
         return EXIT_OK
     if a.local_cmd == "down":
@@ -194,7 +198,7 @@ def cmd_local(a: argparse.Namespace) -> int:
     current = localstack.Stack.load()
     if current is None:
         print("local stack: not running")
-        print(_data_line(str(localstack.state_dir()), "kept for the next `up`"))
+        print(_data_line(str(state_dir()), "kept for the next `up`"))
         return EXIT_OK
     print(f"local stack in {current.dir}: API {current.api_url}")
     for p in current.procs:
@@ -205,5 +209,7 @@ def cmd_local(a: argparse.Namespace) -> int:
 
 
 def _data_line(directory: str, note: str) -> str:
-    dirs = ", ".join(str(Path(directory) / name) for name in localstack.DATA_DIRS)
+    from benchctl.localstack import DATA_DIRS
+
+    dirs = ", ".join(str(Path(directory) / name) for name in DATA_DIRS)
     return f"data: {dirs} ({note})"

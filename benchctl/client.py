@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from apiclient import Refused, Transport, Unavailable
-from benchctl.localstack import Stack
+from benchctl.local_state import running
 
 if TYPE_CHECKING:
     from azure.core.credentials import TokenCredential
@@ -70,7 +70,7 @@ def _config_file(flag: str | None) -> dict[str, Any]:
         return {}
     try:
         data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as e:
+    except (OSError, ValueError) as e:  # TOMLDecodeError and UnicodeDecodeError are
         raise CliError(f"config file {path}: {e}", 2) from None
     unknown = set(data) - {"api_url", "api_key", "scope"}
     if unknown:
@@ -93,7 +93,7 @@ def resolve_connection(
 
     url = pick(api_url, "BENCH_API_URL", "api_url")
     if url is None:
-        stack = Stack.load()
+        stack = running()
         if stack is None:
             raise CliError(
                 "no API: pass --api-url, set BENCH_API_URL, put api_url in the config file, "
@@ -162,45 +162,63 @@ class Api:
         except httpx.HTTPError as e:
             raise CliError(f"cannot reach the API at {self.base_url}: {e}") from e
 
+    def _json(self, method: str, path: str, **kw: Any) -> Any:
+        """The answer's JSON; anything else is not this service answering."""
+        r = self._call(method, path, **kw)
+        try:
+            return r.json()
+        except ValueError:
+            kind = r.headers.get("content-type", "no content type")
+            raise CliError(
+                f"{method} {self.base_url}{path} answered {r.status_code} with {kind}, not "
+                "JSON: is this the benchmark service's URL?"
+            ) from None
+
     def close(self) -> None:
         self._transport.close()
 
     def submit(self, body: dict[str, Any], idempotency_key: str | None = None) -> dict[str, Any]:
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
-        data: dict[str, Any] = self._call("POST", "/api/runs", json=body, headers=headers).json()
+        data: dict[str, Any] = self._json("POST", "/api/runs", json=body, headers=headers)
         return data
 
     def get(self, run_id: str, *, timeout: float | None = None) -> dict[str, Any]:
         kw: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
-        data: dict[str, Any] = self._call("GET", f"/api/runs/{run_id}", **kw).json()
+        data: dict[str, Any] = self._json("GET", f"/api/runs/{run_id}", **kw)
         return data
 
     def agents(self, pool: str | None = None) -> dict[str, Any]:
         params = {"pool": pool} if pool else {}
-        data: dict[str, Any] = self._call("GET", "/api/agents", params=params).json()
+        data: dict[str, Any] = self._json("GET", "/api/agents", params=params)
         return data
 
     def list(self, **params: Any) -> dict[str, Any]:
         clean = {k: v for k, v in params.items() if v is not None}
-        data: dict[str, Any] = self._call("GET", "/api/runs", params=clean).json()
+        data: dict[str, Any] = self._json("GET", "/api/runs", params=clean)
         return data
 
     def curves(self, run_id: str) -> dict[str, Any]:
-        data: dict[str, Any] = self._call("GET", f"/api/runs/{run_id}/curves").json()
+        data: dict[str, Any] = self._json("GET", f"/api/runs/{run_id}/curves")
         return data
 
     def profiles(self) -> Any:
-        return self._call("GET", "/api/profiles").json()["profiles"]
+        return self._json("GET", "/api/profiles")["profiles"]
 
-    def regressions(self) -> Any:
-        return self._call("GET", "/api/regressions").json()["regressions"]
+    def regressions(self, state: str | None = None) -> Any:
+        params = {"state": state} if state else {}
+        return self._json("GET", "/api/regressions", params=params)["regressions"]
+
+    def triage(self, series_key: str, regression_id: str, state: str) -> dict[str, Any]:
+        path = f"/api/regressions/{series_key}/{regression_id}"
+        data: dict[str, Any] = self._json("PATCH", path, json={"state": state})
+        return data
 
     def schedules(self, method: str, path: str = "", body: Any = None) -> Any:
         r = self._call(method, f"/api/schedules{path}", json=body)
         return r.json() if r.content else None
 
     def compare(self, a: str, b: str) -> dict[str, Any]:
-        data: dict[str, Any] = self._call("GET", "/api/compare", params={"a": a, "b": b}).json()
+        data: dict[str, Any] = self._json("GET", "/api/compare", params={"a": a, "b": b})
         return data
 
     def run_report(self, run_id: str) -> str:
@@ -212,12 +230,13 @@ class Api:
     def series_report(self, key: str) -> str:
         return self._call("GET", f"/api/series/{key}/report").text
 
-    def result(self, run_id: str, item_id: str) -> dict[str, Any]:
-        data: dict[str, Any] = self._call("GET", f"/api/runs/{run_id}/results/{item_id}").json()
+    def result(self, run_id: str, item_id: str, window: str = "own") -> dict[str, Any]:
+        path = f"/api/runs/{run_id}/results/{item_id}"
+        data: dict[str, Any] = self._json("GET", path, params={"window": window})
         return data
 
     def cancel(self, run_id: str) -> dict[str, Any]:
-        data: dict[str, Any] = self._call("DELETE", f"/api/runs/{run_id}").json()
+        data: dict[str, Any] = self._json("DELETE", f"/api/runs/{run_id}")
         return data
 
     def clean(self, target: str, pool: str | None = None) -> dict[str, Any]:

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from benchctl.local_state import running
 from core.catalogue import get_profile
 from core.models import FieldSweep, GridSweep, RunRequest, Workload
 from core.runs.working_set import human_bytes, working_set
@@ -60,9 +61,7 @@ def space_problem(body: dict[str, Any], targets: dict[str, str]) -> str | None:
 
 def local_space_problem(body: dict[str, Any], api_url: str) -> str | None:
     """``space_problem`` when ``api_url`` is the running local stack's API, else None."""
-    from benchctl.localstack import Stack  # the stack's state file, read only here
-
-    stack = Stack.load()
+    stack = running()
     if stack is None or stack.api_url.rstrip("/") != api_url.rstrip("/"):
         return None
     return space_problem(body, stack.targets)

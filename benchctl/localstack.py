@@ -27,9 +27,17 @@ from adapters.config import Settings
 from adapters.cosmos import CosmosStore
 from adapters.local import azurite_blob_uri, azurite_queue_uri
 from adapters.queue import WorkQueues
+from benchctl.local_state import (
+    ROOT,
+    StackError,
+    api_port_for,
+    checkout,
+    remember_port,
+    state_dir,
+)
+from benchctl.local_state import free_port as free_port  # the tests' and benches' helper
 from core.fleet.pools import DEFAULT_IDLE_S
 
-ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / "node_modules" / ".bin"
 SCRIPTS = ROOT / "scripts"
 DATA_DIRS = ("azurite", "cosmosdb")
@@ -39,22 +47,9 @@ LOCAL_SCALER_SETTING = (
 )
 
 
-class StackError(RuntimeError):
-    pass
-
-
-def state_dir() -> Path:
-    return Path(os.environ.get("BENCH_LOCAL_DIR", ROOT / ".local"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def ensure_installed() -> None:
     """Install what the stack needs and is missing: the pinned npm packages and fio."""
+    checkout()
     if not (BIN / "azurite-queue").exists() or not (BIN / "cosmosdb-server").exists():
         subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=ROOT, check=True)
     if shutil.which("fio") is None:
@@ -98,6 +93,7 @@ class Stack:
     visibility_timeout: int = 30
     max_deliveries: int = 5
     heartbeat_s: float = 30.0  # agents' registry heartbeat
+    port_note: str | None = None  # why the API is not on the port it had
 
     @property
     def queue_uri(self) -> str:
@@ -321,11 +317,13 @@ def up(
     for alias, path in targets.items():
         Path(path).mkdir(parents=True, exist_ok=True)
         targets[alias] = str(Path(path).resolve())
+    api_port, port_note = api_port_for(directory)
     stack = Stack(
         dir=str(directory),
         queue_port=free_port(),
         cosmos_port=free_port(),
-        api_port=free_port(),
+        api_port=api_port,
+        port_note=port_note,
         blob_port=free_port(),
         targets=targets,
         visibility_timeout=visibility_timeout,
@@ -352,14 +350,30 @@ def up(
         api_env[LOCAL_SCALER_SETTING] = str(Path(stack.dir).resolve())
     try:
         start_emulators(stack)
-        # Agents before the API: once the API runs, its pool scaler may start agents too,
-        # and the stack's state file then has one writer (they register once it answers).
-        for i in range(1, agents + 1):
-            start_agent(stack, i)
-        start_api(stack, timer_seconds, api_env)
+        for attempt in range(3):
+            # Agents before the API: once the API runs, its pool scaler may start agents
+            # too, and the state file then has one writer (they register once it answers).
+            for i in range(1, agents + 1):
+                start_agent(stack, i)
+            try:
+                start_api(stack, timer_seconds, api_env)
+                break
+            except StackError as e:
+                # The port was free when chosen and taken since (another stack starting
+                # at the same moment): the agents were told the old address, so again.
+                if "already in use" not in str(e) or attempt == 2:
+                    raise
+                for p in [p for p in stack.procs if p.name.startswith("agent-") or p.name == "api"]:
+                    stop_proc(p, signal.SIGKILL)
+                    stack.procs.remove(p)
+                taken = stack.api_port
+                stack.api_port = free_port()
+                stack.port_note = f"port {taken} is in use: the API is on {stack.api_port}"
+                stack.save()
     except BaseException:
         down(directory)
         raise
+    remember_port(directory, stack.api_port)
     return stack
 
 

@@ -7,6 +7,7 @@ version whenever its defaults change, so old and new results never share a serie
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -272,7 +273,9 @@ def get_profile(name: str) -> Profile:
     try:
         return BY_NAME[name]
     except KeyError:
-        raise KeyError(f"no profile {name!r}; known: {', '.join(BY_NAME)}") from None
+        close = difflib.get_close_matches(name, BY_NAME, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise KeyError(f"no profile {name!r}{hint}; known: {', '.join(BY_NAME)}") from None
 
 
 def resolve(profile: Profile | None, overrides: Workload | None) -> Workload:

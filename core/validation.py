@@ -1,4 +1,5 @@
-"""Validation of documents against the JSON Schema files in ``schemas/``.
+"""Validation of documents against the JSON Schema files in ``core/schemas/`` (package data,
+read through importlib.resources, so an installed wheel has them).
 
 Every violation is reported with a dotted field path (``workload.bs``), so a caller can fix
 them all at once. The JSON Schema pass catches type, enum, pattern, range and unknown-key
@@ -10,7 +11,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from functools import cache
-from pathlib import Path
+from importlib import resources
+from importlib.resources.abc import Traversable
 from typing import Any, TypeVar
 
 from jsonschema import Draft202012Validator
@@ -21,12 +23,12 @@ from pydantic import ValidationError as PydanticError
 from core.errors import FieldError, ValidationFailed
 from core.models import SCHEMA_MODELS
 
-SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
 M = TypeVar("M", bound=BaseModel)
 
 
-def schema_path(name: str) -> Path:
-    return SCHEMA_DIR / f"{name}.schema.json"
+def schema_path(name: str) -> Traversable:
+    """The published contract's file (writable in a source checkout: ``make schemas``)."""
+    return resources.files("core").joinpath("schemas", f"{name}.schema.json")
 
 
 def generated_schema(name: str) -> dict[str, Any]:
@@ -108,7 +110,7 @@ def parse(model: type[M], data: Any) -> M:
 
 
 def validate(name: str, doc: Any, model: type[M]) -> M:
-    """Check ``doc`` against ``schemas/<name>.schema.json`` and build ``model``.
+    """Check ``doc`` against ``core/schemas/<name>.schema.json`` and build ``model``.
 
     Raises ValidationFailed listing every violation; never returns a half-valid object.
     """

@@ -1,6 +1,6 @@
 """The HTTP API as an ASGI app: uvicorn locally, AsgiFunctionApp in Azure.
 
-Bodies are read raw and validated against ``schemas/`` so that a bad request gets one 400
+Bodies are read raw and validated against ``core/schemas/`` so that a bad request gets one 400
 listing every violation by field path, before anything is written or enqueued.
 """
 
@@ -11,7 +11,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI, Header, Query, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
@@ -316,9 +316,20 @@ def create_app() -> FastAPI:
         return await asyncio.to_thread(svc().cancel, run_id, caller)
 
     @app.get("/api/runs/{run_id}/results/{item_id}", **doc(d.FullResult, errors=(400, 404, *STORE)))
-    async def get_result(run_id: RunId, item_id: ItemId) -> dict[str, Any]:
+    async def get_result(
+        run_id: RunId,
+        item_id: ItemId,
+        window: Annotated[
+            Literal["own", "common"],
+            Query(
+                description="the per-second series over the client's own measured period, "
+                "or over its step's common window (the same seconds for every client)"
+            ),
+        ] = "own",
+    ) -> dict[str, Any]:
         """One client's result with its per-second series and the engine's own output."""
-        return await asyncio.to_thread(svc().full_result, run_id, item_id)
+        common = window == "common"
+        return await asyncio.to_thread(svc().full_result, run_id, item_id, common=common)
 
     reports_api.mount_docs(app)
     app.include_router(reports_api.router)

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.analysis.gate import RunGate
 from core.models import RUN_ID_PATTERN, Direction, Engine, Result, RunRequest, Workload
 from core.runs.guardrails import DOORS
 from core.runs.state import RunState
@@ -104,6 +105,11 @@ class RunSummary(OpenDoc):
     requested_by: RequestedBy
     provisioning: Provisioning | None = Field(
         None, description="state provisioning: its elastic pool is growing; who is missing"
+    )
+    gate: RunGate | None = Field(
+        None,
+        description="the regression gate's verdict, per step and metric, with the figures "
+        "behind it (README, Pipelines); set when the run is finalized",
     )
 
 
@@ -339,7 +345,11 @@ class FullResult(Result):
     """A stored result with what Blob Storage keeps beside it."""
 
     series: dict[Direction, list[SecondRow]] = Field(
-        description="per second over the measured period (from the timeline artifact)"
+        description="per second over the measured period (from the timeline artifact), or "
+        "with ?window=common over the step's common window"
+    )
+    series_window: Literal["own", "common"] = Field(
+        description="own: the client's measured period; common: its step's common window"
     )
     raw: dict[str, Any] | None = Field(description="the engine's own output, if uploaded")
 

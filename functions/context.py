@@ -19,7 +19,7 @@ from adapters.notifier import WebhookNotifier
 from adapters.queue import WorkQueues
 from core.chat.announce import Announcer
 from core.chat.bot import Bot
-from core.chat.identity import DirectoryEntry
+from core.chat.identity import BOT_DOOR, DirectoryEntry
 from core.chat.teams_bot import TeamsBot
 from core.chat.threads import ChatNotifier, Threads
 from core.fleet.autoscaler import Autoscaler
@@ -119,7 +119,27 @@ def autoscaler() -> Autoscaler | None:
 @cache
 def bot() -> Bot:
     s = settings()
-    return Bot(service(), scheduler(), monitor(), targets=list(s.targets), public_url=s.public_url)
+    return Bot(
+        service(),
+        scheduler(),
+        monitor(),
+        targets=list(s.targets),
+        public_url=s.public_url,
+        result_doors=result_doors(s),
+    )
+
+
+def result_doors(s: Settings) -> frozenset[str]:
+    """The chat doors a finished run's card can be posted back through: Teams' Workflows
+    webhook, the signed generic webhook, and the Teams bot, which posts into the
+    conversation the run came from (core.chat.threads) wherever it is configured
+    (connector()'s condition, without importing the SDK)."""
+    doors = {
+        "bot-teams": bool(s.teams_webhook_url),
+        "bot-webhook": bool(s.webhook_url and s.webhook_secret),  # its posts are signed
+        BOT_DOOR: bool(s.bot_app_id and s.bot_tenant_id),
+    }
+    return frozenset(d for d, configured in doors.items() if configured)
 
 
 @cache
@@ -180,7 +200,6 @@ def _teams_host() -> TeamsHost | None:
         directory,
         store(),
         default_role=s.default_role,
-        gate_pct=s.gate_pct,
     )
     return TeamsHost(sender, build_app(sender, teams, kept), teams, kept)
 

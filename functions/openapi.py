@@ -1,7 +1,7 @@
 """The API's OpenAPI document: FastAPI's paths and parameters, with every request body,
 every answer (errors included) and the sign-in schemes filled in.
 
-Handlers read their bodies raw and validate them against ``schemas/`` (one 400 listing
+Handlers read their bodies raw and validate them against ``core/schemas/`` (one 400 listing
 every violation), so FastAPI knows none of the body models: routes name them through
 :func:`doc`, and :func:`build` puts all models into ``components/schemas`` in one pydantic
 pass, so every ``$ref`` resolves inside the document. FastAPI's 422 is dropped: the API

@@ -11,7 +11,6 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from benchctl.render import curve_kind
 from core.analysis.series import METRICS
 from core.latency import KIND_NAMES
 from core.runs.service import RunService
@@ -21,6 +20,7 @@ from reports.data import StepData, now_text, step_data
 from reports.figures import Figure, new_figure
 from reports.page import render, workload_text
 from reports.series_figures import metric_text, metric_value
+from tables.runs import curve_kind
 
 Doc = dict[str, Any]
 MAX_COMPARED = 6

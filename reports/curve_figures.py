@@ -7,10 +7,10 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from benchctl.render import curve_kind
 from core.latency import KIND_NAMES, format_ns
 from core.units import clients_text, parse_size
 from reports.figures import Figure, new_figure
+from tables.runs import curve_kind
 
 CURVE_PERCENTILES = ("p50", "p99", "p99.9")
 # One colour per percentile, so a percentile is the same colour on every curve.

@@ -13,15 +13,15 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from plotly.offline import get_plotlyjs
 from rich.console import Console
 
-from benchctl.render import aggregate_table, latency_table, run_table, scaleout_table
-from benchctl.render_ceilings import print_ceilings
-from benchctl.render_verdicts import step_heading, verdict_lines
 from core.latency import KIND_NAMES, Kind, format_ns, table_kind
 from core.units import clients_text
 from reports.curve_figures import grid_figures, latency_curve_figure, scaleout_figure
 from reports.data import RunReport, SeriesReport
 from reports.figures import Figure, step_figures
 from reports.series_figures import metric_text, metric_value, series_figures
+from tables.ceilings import print_ceilings
+from tables.runs import aggregate_table, latency_table, run_table, scaleout_table
+from tables.verdicts import step_heading, verdict_lines
 
 RUN_LINK = "/ui/runs/"
 

@@ -4,35 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.analysis.series import SERIES_PERCENTILES, metric_name
-from core.latency import KIND_NAMES, Kind, format_ns
+from core.analysis.series import SERIES_PERCENTILES, metric_name, metric_text, metric_value
+from core.latency import KIND_NAMES, Kind
 from reports.figures import MIB, Figure, new_figure
 
+__all__ = ["metric_text", "metric_value", "series_figures"]
+
 COLOURS = {"p50": "#1f77b4", "p99": "#d62728", "p99.9": "#9467bd"}
-
-
-def metric_text(metric: str) -> str:
-    """``read total p99 latency`` for ``read.lat.p99``; ``read IOPS`` for ``read.iops``."""
-    parts = metric_name(metric).split(".", 2)
-    kinds = {"lat": KIND_NAMES["lat"], "clat": KIND_NAMES["clat"]}
-    if len(parts) == 3 and parts[1] in kinds:
-        return f"{parts[0]} {kinds[parts[1]]} {parts[2]} latency"
-    names = {"iops": "IOPS", "bw_bytes": "MiB/s", "mean": "mean latency"}
-    if len(parts) == 2:
-        return f"{parts[0]} {names.get(parts[1], parts[1])}"
-    return metric
-
-
-def metric_value(value: float | None, metric: str) -> str:
-    """A metric's value in its unit: latency in µs or ms, MiB/s, IOPS with separators."""
-    if value is None:
-        return "-"
-    name = metric_name(metric)
-    if name.endswith(("p50", "p99", "p99.9", "mean", "max")):
-        return format_ns(value)
-    if name.endswith("bw_bytes"):
-        return f"{value / MIB:,.1f} MiB/s"
-    return f"{value:,.0f}"
 
 
 def _unit(values: list[float]) -> tuple[str, float]:

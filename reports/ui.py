@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchctl.render_lists import headline
 from reports.page import render, series_name, workload_text
+from tables.lists import headline
 
 
 def _clients(doc: dict[str, Any]) -> str:

@@ -10,7 +10,7 @@ SCRATCH="${DEMO_SCRATCH:-$PWD/.local/scratch}"
 
 benchctl local down >/dev/null 2>&1 || true
 trap 'benchctl local down' EXIT
-benchctl local up --agents "$AGENTS" --target "scratch=$SCRATCH"
+benchctl local up --agents "$AGENTS" --target "scratch=$SCRATCH" --create
 benchctl local status
 benchctl run --target scratch --rw randread --bs 4k --iodepth 16 --size 64m \
   --runtime 5 --ramp-time 1 --clients "$CLIENTS" --tag source=demo --wait --timeout 300

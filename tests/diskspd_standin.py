@@ -54,7 +54,7 @@ def sizes(files: list[str]) -> dict[str, int | None]:
 
 
 def measured_xml(warmup: int, duration: int, cooldown: int, test_time: float, stamp: float) -> str:
-    root = ET.fromstring(FIXTURE.read_text())  # noqa: S314 - our own fixture
+    root = ET.fromstring(FIXTURE.read_text())
     span = root.find("Profile/TimeSpans/TimeSpan")
     assert span is not None
     for tag, value in (("Warmup", warmup), ("Duration", duration), ("Cooldown", cooldown)):

@@ -174,7 +174,7 @@ def test_offline_diskspd_xml(name: str) -> None:
 
     path = DATA / "diskspd" / name
     agg = benchctl_aggregate(path)
-    root = ET.parse(path).getroot()  # noqa: S314 - our own fixture
+    root = ET.parse(path).getroot()
     span = root.find("TimeSpan")
     assert span is not None
     seconds = float(span.findtext("TestTimeSeconds") or "0")

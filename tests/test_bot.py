@@ -16,13 +16,25 @@ from typing import Any
 import httpx
 import pytest
 
+from adapters.blob import BlobArtifacts
+from adapters.config import Settings
+from adapters.cosmos import CosmosStore
 from adapters.queue import WorkQueues, work_queue_name
 from benchctl import localstack
 from benchctl.localstack import Stack
+from core.chat.bot import Bot, parse_command
+from core.chat.identity import BOT_DOOR
+from core.monitoring.monitor import Monitor
 from core.monitoring.notify import sign
+from core.monitoring.scheduler import Scheduler
+from core.runs.guardrails import Caller, TargetInfo
+from core.runs.service import RunService
+from functions.context import result_doors
 from tests.conftest import (
     BOT_POOL,
     BOT_SECRET,
+    FUZZ_POOL,
+    FUZZ_TARGET,
     TEAMS_BOT_SECRET_B64,
     Receiver,
     wait_state,
@@ -94,6 +106,9 @@ def test_teams_signed_run_gets_a_card_then_a_result_card(
     text = card_text(reply)
     assert "queued run r-" in text and "I'll post the result here" in text
     run_id = next(line.split()[2].rstrip(":") for line in text.splitlines() if "queued run" in line)
+    # The card opens the run's page, not the API's JSON.
+    (action,) = reply["attachments"][0]["content"]["actions"]
+    assert action["url"].endswith(f"/ui/runs/{run_id}")
     run = api.get(f"/api/runs/{run_id}").json()
     assert run["requested_by"] == {
         "name": "teams:Alice Example",
@@ -225,3 +240,66 @@ def test_generic_webhook_answers_json_and_refuses_bad_stale_and_replayed(
     assert run["requested_by"]["door"] == "bot-webhook"
     assert run["requested_by"]["name"] == "webhook:unknown"
     api.delete(f"/api/runs/{run_id}")  # nobody serves it here
+
+
+def test_without_a_result_channel_the_bot_says_so_and_links_the_runs_page(
+    stack: Stack, store: CosmosStore, queues: WorkQueues, artifacts: BlobArtifacts
+) -> None:
+    """A door whose result webhook is not configured: the bot does not promise a result
+    card, it says where to follow the run; every link is the run's page."""
+    service = RunService(
+        store,
+        queues,
+        artifacts,
+        pools=tuple(stack.pool_names),
+        pool_configs=stack.settings().pool_configs,
+    )
+    target = TargetInfo(alias=FUZZ_TARGET, pool=FUZZ_POOL)  # no agent: it only queues
+    public = "https://bench.example"
+    for doors, promised in ((frozenset(), False), (frozenset({"bot-webhook"}), True)):
+        bot = Bot(
+            service,
+            Scheduler(store, service),
+            Monitor(store),
+            targets=[target],
+            public_url=public,
+            result_doors=doors,
+        )
+        caller = Caller(name="webhook:ada", role="runner", door="bot-webhook")
+        reply = bot.answer(
+            parse_command(f"run smoke-randread-4k on {FUZZ_TARGET}"), caller, uuid.uuid4().hex
+        )
+        run_id = reply.data["run_id"]
+        text = " ".join(reply.lines)
+        assert ("I'll post the result here" in text) == promised, text
+        if not promised:
+            assert "no result channel is configured" in text
+            assert f"follow it at {public}/ui/runs/{run_id}" in text
+            assert f"status {run_id}" in text
+        assert reply.link == f"{public}/ui/runs/{run_id}"
+        status = bot.answer(parse_command(f"status {run_id}"), caller, uuid.uuid4().hex)
+        assert status.link == f"{public}/ui/runs/{run_id}"
+        service.cancel(run_id)
+
+
+def test_the_bot_promises_a_result_only_where_the_settings_give_it_a_channel() -> None:
+    """Each chat door's result channel: Teams' Workflows webhook, the generic webhook with
+    its signing secret, and the Teams bot (bot-m365), which posts into the conversation the
+    run came from wherever the bot is configured."""
+    base = {
+        "BENCH_QUEUE_URI": "https://q.queue.core.windows.net/",
+        "BENCH_BLOB_URI": "https://b.blob.core.windows.net",
+        "BENCH_COSMOS_ENDPOINT": "https://c.documents.azure.com:443/",
+    }
+    assert result_doors(Settings.from_env(base)) == frozenset()
+    workflows = "https://prod-12.westeurope.logic.azure.com:443/workflows/0a1b/triggers/manual"
+    unsigned = {**base, "BENCH_WEBHOOK_URL": "https://hooks.example/x"}
+    assert result_doors(Settings.from_env(unsigned)) == frozenset()  # its posts are signed
+    every = {
+        **unsigned,
+        "BENCH_WEBHOOK_SECRET": "s3cret",
+        "BENCH_TEAMS_WEBHOOK_URL": workflows,
+        "BENCH_BOT_APP_ID": "00000000-0000-0000-0000-0000000000b0",
+        "BENCH_BOT_TENANT_ID": "00000000-0000-0000-0000-0000000000a1",
+    }
+    assert result_doors(Settings.from_env(every)) == {"bot-teams", "bot-webhook", BOT_DOOR}

@@ -4,8 +4,6 @@ when declared at 40 MiB/s, and not blamed when declared at 4,000 MiB/s."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,56 +15,26 @@ from adapters.blob import BlobArtifacts
 from core.artifacts import unpack_json
 from core.counters import CounterSeries
 from core.host_counters import CountersSummary
+from tests import blkio
+from tests.blkio import MIB
 from tests.conftest import AgentFactory, TmpfsFactory, wait_state
 
-BLKIO = Path("/sys/fs/cgroup/blkio")
-MIB = 1 << 20
 THROTTLE_MIBPS = 40
-
-
-def _device_of(path: Path) -> str:
-    st = os.stat(path)
-    return f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
 
 
 @pytest.fixture
 def ram_disk(tmp_path: Path, tmpfs: TmpfsFactory) -> Iterator[Path]:
-    """A real block device of its own (a loop device over a file in RAM, ext4 on it), so
-    the throttle is the only thing between fio and its reads: the machine's shared disk,
-    busy with other work, would be a second limit."""
-    backing = tmpfs(tmp_path / "ram", size="160m") / "disk.img"
-    with backing.open("wb") as f:
-        f.truncate(128 * MIB)
-    loop = subprocess.run(
-        ["losetup", "--find", "--show", str(backing)], check=True, capture_output=True, text=True
-    ).stdout.strip()
-    mounted = tmp_path / "disk"
-    mounted.mkdir()
-    try:
-        subprocess.run(["mkfs.ext4", "-q", "-F", loop], check=True, capture_output=True)
-        subprocess.run(["mount", loop, str(mounted)], check=True)
+    with blkio.ram_disk(tmp_path, tmpfs) as mounted:
         yield mounted
-    finally:
-        subprocess.run(["umount", "-l", str(mounted)], check=False, capture_output=True)
-        subprocess.run(["losetup", "-d", loop], check=False, capture_output=True)
 
 
 @pytest.fixture
 def throttled(ram_disk: Path) -> Iterator[Any]:
-    """A blkio cgroup whose reads of the RAM disk are held at 40 MiB/s; yields a function
-    that moves a process into it."""
-    group = BLKIO / f"benchsvc-test-{os.getpid()}"
-    group.mkdir(exist_ok=True)
-    device = _device_of(ram_disk)
-    (group / "blkio.throttle.read_bps_device").write_text(f"{device} {THROTTLE_MIBPS * MIB}\n")
-
-    def enter(pid: int) -> None:
-        (group / "cgroup.procs").write_text(str(pid))
-
-    yield enter
-    for pid in (group / "cgroup.procs").read_text().split():
-        (BLKIO / "cgroup.procs").write_text(pid)  # back to the root group
-    group.rmdir()
+    """Reads of the RAM disk held at 40 MiB/s; yields a function that moves a process into
+    the throttled group."""
+    with blkio.throttle(ram_disk) as t:
+        t.read_bps(THROTTLE_MIBPS * MIB)
+        yield t.enter
 
 
 def _run(api: httpx.Client, pool: str, target: str) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from core.fleet.registry import Registration
 from core.fleet.service import Fleet
 from core.runs.guardrails import Forbidden
 from core.runs.holder import AgentRef
+from tables.fleet import vm_time
 from tests.conftest import FLEET_POOL, run_body, wait_state, wait_until
 
 
@@ -196,9 +197,8 @@ def test_a_run_the_pool_cannot_serve_is_refused_naming_the_field(
         assert usage["items"] == 1 and usage["price_per_hour"] is None and usage["cost"] is None
         assert 2 <= usage["agent_s"] <= elapsed  # at least fio's 2 s runtime
         assert benchctl(["--api-url", stack.api_url, "show", run["id"]]) == 0
-        assert f"client VM time: {usage['agent_s']:.1f} s over 1 client(s)" in (
-            capsys.readouterr().out
-        )
+        shown = f"client VM time: {vm_time(usage['agent_s'])} over 1 client(s)"
+        assert shown.startswith("client VM time: 0:00:") and shown in capsys.readouterr().out
     finally:
         localstack.stop_proc(agent, signal.SIGKILL, timeout=5)
 

@@ -307,11 +307,12 @@ def benchctl(local_dir: Path, *args: str) -> str:
 @pytest.mark.stack
 def test_benchctl_local_up_keeps_data_and_fresh_starts_empty(tmp_path: Path) -> None:
     local_dir = tmp_path / "local"
-    up = ("up", "--agents", "0", "--target", f"scratch={tmp_path / 'scratch'}")
+    up = ("up", "--agents", "0", "--target", f"scratch={tmp_path / 'scratch'}", "--create")
     try:
         benchctl(local_dir, *up)
         st = Stack.load(local_dir)
         assert st is not None
+        port = st.api_port
         store, queues, artifacts = clients(st)
         write_a_bit_of_everything(store, queues, "a")
         artifacts.put("r-a", "r-a.s0.c0", "fio.log", b"log")
@@ -320,9 +321,11 @@ def test_benchctl_local_up_keeps_data_and_fresh_starts_empty(tmp_path: Path) -> 
         assert "azurite-blob" in status
         benchctl(local_dir, "down")
 
-        benchctl(local_dir, *up)  # without --fresh: what was there is still there
+        out = benchctl(local_dir, *up)  # without --fresh: what was there is still there
         st = Stack.load(local_dir)
         assert st is not None
+        # The API's port too (a bookmark of the UI), unless someone took it meanwhile.
+        assert st.api_port == port or f"port {port} is in use" in out, out
         store, queues, artifacts = clients(st)
         assert [r["id"] for r in store.container("runs").query("SELECT * FROM c", [])] == ["r-a"]
         assert queued(queues)[0] == 4

@@ -17,6 +17,7 @@ from benchctl.cli import parser
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "docs" / "pipelines").glob("*.yml"))
 SCRIPT_KEYS = {"run", "script", "inlineScript", "bash"}
+PLACEHOLDER = "r-" + "0" * 32
 
 
 def scripts(node: Any) -> list[str]:
@@ -35,8 +36,9 @@ def benchctl_calls(script: str) -> list[list[str]]:
         line = line.strip()
         if not line.startswith("benchctl "):
             continue
-        # The CI system substitutes its expressions before the shell sees the line.
-        line = re.sub(r"\$\{\{.*?\}\}|\$\([A-Za-z_.]+\)", "VALUE", line)
+        # The CI system substitutes its expressions, and the shell its variables, before
+        # benchctl sees the line: a value of the shape every argument accepts (a run id).
+        line = re.sub(r"\$\{\{.*?\}\}|\$\([A-Za-z_.]+\)|\$[A-Za-z_]+", PLACEHOLDER, line)
         argv = shlex.split(line.split(" > ")[0].split(" | ")[0])[1:]
         calls.append(argv)
     return calls

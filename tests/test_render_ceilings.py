@@ -8,8 +8,8 @@ from typing import Any
 
 from rich.console import Console
 
-from benchctl.render import print_run, run_markdown
 from core.chat.cards import adaptive_card, json_reply, result_reply
+from tables.runs import print_run, run_markdown
 from tests.test_ceilings import MIB, ULTRA_LARGE_101, aggregate_of, registry_entry, result
 
 

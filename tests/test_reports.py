@@ -304,24 +304,44 @@ def test_web_ui_signs_in_filters_runs_and_shows_reports(
 
 
 def test_export_csv_per_second_and_per_step_and_list(stack: Stack, sweep: dict[str, Any]) -> None:
-    run, results = sweep["run"], sweep["results"]
+    run = sweep["run"]
     r = benchctl(stack, "export", run["id"], "--format", "csv")
     assert r.returncode == 0, r.stderr
     rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    # Each client's seconds of its step's common window: the same seconds for every client.
+    with httpx.Client(base_url=stack.api_url, timeout=30) as api:
+        common = {
+            i["id"]: api.get(f"/api/runs/{run['id']}/results/{i['id']}?window=common").json()
+            for i in run["items"]
+        }
     expected = [
-        (item["step"], item["client"], p["t_ms"], p["iops"], p["bw_bytes"])
+        (item["step"], item["client"], p["t_ms"], round(p["iops"], 3), round(p["bw_bytes"], 3))
         for item in run["items"]
-        for p in results[item["id"]]["series"]["read"]
+        for p in common[item["id"]]["series"]["read"]
     ]
     got = [
         (int(x["step"]), int(x["client"]), float(x["t_ms"]), float(x["iops"]), float(x["bw_bytes"]))
         for x in rows
     ]
     assert got == expected and {x["direction"] for x in rows} == {"read"}
+    assert all(common[i]["series_window"] == "common" for i in common)
+    for step in run["steps"]:
+        seconds = {
+            c: [x["t_ms"] for x in rows if int(x["step"]) == step["step"] and int(x["client"]) == c]
+            for c in range(step["clients"])
+        }
+        window = step["aggregate"]["window"]
+        assert len({tuple(v) for v in seconds.values()}) == 1, seconds  # the same seconds
+        assert len(seconds[0]) == round(window["seconds"]), (seconds, window)
+    # Figures as people write them: no 32665.000000000004 (at most three decimals).
+    for x in rows:
+        for col in ("iops", "bw_bytes"):
+            whole, _, frac = x[col].partition(".")
+            assert whole.isdigit() and len(frac) <= 3, x
     r = benchctl(stack, "export", run["id"], "--by", "step")
     steps = list(csv.DictReader(io.StringIO(r.stdout)))
     assert [float(s["iops"]) for s in steps] == [
-        s["aggregate"]["read"]["iops"] for s in run["steps"]
+        round(s["aggregate"]["read"]["iops"], 3) for s in run["steps"]
     ]
     assert [int(s["clients"]) for s in steps] == [1, 1, 1, 2, 2, 2]
     assert [s["point"] for s in steps] == ["max", "rate=50%", "rate=100%"] * 2

@@ -15,16 +15,19 @@ import pytest
 from rich.console import Console
 from rich.progress import Progress, TextColumn
 
-from benchctl.cli_runs import _progress_rows
+from benchctl.cli_follow import _progress_rows
+from benchctl.cli_reports import number
 from benchctl.local_space import space_problem
 from benchctl.localstack import Stack
-from benchctl.render import print_run, profiles_table
-from benchctl.render_lists import curves_markdown
 from core.catalogue import PROFILES
 from core.runs.working_set import human_bytes
 from core.units import clients_text, parse_size
 from reports.curve_figures import latency_curve_figure, scaleout_figure
 from reports.series_figures import series_figures
+from tables.fleet import pools_table, vm_time
+from tables.lists import curves_markdown
+from tables.profiles import profiles_table
+from tables.runs import print_run
 from tests.conftest import TmpfsFactory
 
 
@@ -108,9 +111,55 @@ def test_profiles_table_shows_each_profiles_working_set_per_client() -> None:
         files = max(jobs, p.files_per_target if "diskspd" in p.engines else 1)
         want = files * parse_size(w.size)
         if w.metadata is not None:  # a tree of small files: each job's files of file_size
-            want = w.numjobs * w.metadata.files_per_dir * w.metadata.file_size
-            assert human_bytes(want) in lines[p.name], (p.name, want)
+            files = w.numjobs * w.metadata.files_per_dir
+            want = files * w.metadata.file_size
+            assert f"{files:,} files" in lines[p.name], p.name
+            assert (human_bytes(want) in lines[p.name]) == (want > 0), (p.name, want)
+            assert "0 B" not in lines[p.name] and "randread" not in lines[p.name]
         assert f"{want / 2**30:g} GiB" in lines[p.name] or want < 2**30, (p.name, want)
+
+
+def test_profiles_keep_their_names_whole_in_100_columns() -> None:
+    """The name is the column one types: a 100-column terminal wraps the others."""
+    console = Console(record=True, width=100, file=io.StringIO())
+    console.print(profiles_table([p.describe() for p in PROFILES]))
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 100
+    firsts = [line.split("│")[1].strip() for line in text.splitlines() if line.count("│") > 2]
+    assert [p.name for p in PROFILES] == [f for f in firsts if f]
+    meta = next(line for line in text.splitlines() if "anf-large-volume-filetree" in line)
+    assert "metadata" in meta and "32,000" in meta
+
+
+def test_figures_are_written_as_people_write_them() -> None:
+    assert [number(v) for v in (32665.000000000004, 2.0, 1234.5678, 0.1 + 0.2)] == [
+        32665,
+        2,
+        "1234.568",
+        "0.3",
+    ]
+    assert number(7) == 7 and number(None) is None and number("x") == "x"
+
+
+def test_client_vm_time_has_one_unit() -> None:
+    assert [vm_time(s) for s in (0, 12.44, 59.96, 3600, 7325.5, 360_000)] == [
+        "0:00:00.0",
+        "0:00:12.4",
+        "0:01:00.0",
+        "1:00:00.0",
+        "2:02:05.5",
+        "100:00:00.0",
+    ]
+    view = {
+        "agents": [],
+        "pools": [
+            {"pool": p, "elastic": False, "size": 1, "live": 1, "busy": 0, "used_s": used}
+            | {"price_per_hour": None, "cost": None, "min": 0}
+            for p, used in (("small", 12.0), ("big", 7200.0))
+        ],
+    }
+    text = recorded(lambda c: c.print(pools_table(view)))
+    assert "0:00:12.0" in text and "2:00:00.0" in text and " h " not in text
 
 
 def test_show_curve_markdown_is_markdown() -> None:

@@ -9,7 +9,6 @@ from adapters.config import ConfigError, Settings
 from core.analysis.changepoint import DEFAULT_MIN_MAGNITUDE_PCT
 from core.analysis.series import (
     find_changes,
-    gate,
     infra_facts,
     infra_fingerprint,
     segments,
@@ -79,14 +78,6 @@ def test_latency_rise_is_a_regression_and_iops_rise_an_improvement() -> None:
     kinds = {c["metric"]: c["kind"] for c in find_changes(pts)}
     # Points recorded before latency named its kind held completion latency: read.clat.p99.
     assert kinds == {"read.clat.p99": "regression", "read.iops": "improvement"}
-
-
-def test_gate_against_the_segment() -> None:
-    assert gate([100, 102, 98, 101, 99], 50, higher_is_better=True)["verdict"] == "regression"
-    assert gate([100, 102, 98, 101, 99], 95, higher_is_better=True)["verdict"] == "pass"
-    assert gate([100, 100], 150, higher_is_better=False)["verdict"] == "regression"
-    assert gate([100, 100], 150, higher_is_better=False, min_change=60)["verdict"] == "pass"
-    assert gate([], 1, higher_is_better=True)["verdict"] == "no-baseline"
 
 
 def test_series_key_ignores_a_plain_runs_rate_cap_not_the_workload() -> None:

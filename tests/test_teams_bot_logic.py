@@ -1,15 +1,19 @@
 """The Teams bot's pure parts: who may do what, what a refusal says, the baseline comparison
-(against statistics' own mean and standard deviation), the gate verdict on a card, and that
+(the gate's verdict, against statistics' own median), the gate verdict on a card, and that
 announcing a result never raises into the run's finalization."""
 
 from __future__ import annotations
 
 import statistics
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.analysis.gate import RunGate
+from core.chat.action_cards import baseline_card
 from core.chat.cards import gate_text, status_reply
 from core.chat.identity import (
     ChatUser,
@@ -22,7 +26,10 @@ from core.chat.identity import (
 from core.chat.threads import Threads
 from core.errors import FieldError, NotFound, StoreUnavailable
 from core.monitoring.baseline import against_baseline
-from core.monitoring.monitor import step_series_key
+from core.monitoring.monitor import Monitor, step_series_key
+from core.ports import Store
+from core.runs.state import Run
+from tests.test_gate import Series
 
 ALICE = ChatUser("a11ce", "Alice Example")
 
@@ -75,68 +82,132 @@ def test_the_card_shows_the_gate_verdict_when_the_run_view_has_one() -> None:
     run = {"id": "r-1", "state": "completed", "target": "t", "gate": {"verdict": "regression"}}
     assert ("Gate", "regression") in status_reply(run, "http://x").facts
     assert not any(k == "Gate" for k, _ in status_reply({**run, "gate": None}, "x").facts)
-
-
-class _Series:
-    def __init__(self, points: list[dict[str, Any]]) -> None:
-        self._points = points
-
-    def points(self, key: str) -> list[dict[str, Any]]:
-        return [p for p in self._points if p["series_key"] == key]
-
-
-class _Store:
-    def __init__(self, points: list[dict[str, Any]]) -> None:
-        self.series = _Series(points)
-
-
-AGG = {"clients": 1, "workload": {"rw": "randread"}, "read": {"iops": 1.0}}
-
-
-def _point(key: str, n: int, iops: float, infra: str = "a", run: str = "") -> dict[str, Any]:
-    return {
-        "id": f"{key}.{run or n}",
-        "series_key": key,
-        "run_id": run or f"r-{n}",
-        "time_ms": n,
-        "infra": infra,
-        "metrics": {"read.iops": iops, "read.p99": 1e6},
+    # The run view's gate (core.analysis.gate.RunGate, GET /api/runs/{id}): the metrics
+    # that failed, by their change from the reference (or the change point's).
+    mon, _ = _monitor()
+    for i in range(6):
+        _record(mon, i, 50_000)
+    judged = _record(mon, 10, 12_500, run=ME).model_dump(mode="json")
+    assert gate_text(judged) == "regression: read.iops -75.0%, read.bw_bytes -75.0%"
+    shown = status_reply({**run, "gate": judged}, "http://x").facts
+    assert ("Gate", "regression: read.iops -75.0%, read.bw_bytes -75.0%") in shown
+    first = _record(_monitor()[0], 0, 50_000).model_dump(mode="json")
+    assert gate_text(first) == "not enough history"
+    two_steps = {
+        "verdict": "regression",
+        "metrics": [
+            {"step": 0, "metric": "read.iops", "verdict": "pass", "change_pct": 1.0},
+            {
+                "step": 1,
+                "metric": "read.iops",
+                "verdict": "regression",
+                "change_pct": None,
+                "change_point": {"change_pct": -30.04},
+            },
+        ],
     }
+    assert gate_text(two_steps) == "regression: step 1 read.iops -30.0%"
+
+
+AGG = {"clients": 1, "workload": {"rw": "randread", "bs": "4k"}, "read": {"iops": 1.0}}
+
+
+def _monitor() -> tuple[Monitor, Series]:
+    series = Series()
+    return Monitor(cast(Store, SimpleNamespace(series=series, runs=None)), gate_pct=10), series
+
+
+def _record(mon: Monitor, n: int, iops: float, infra: str = "ext4", run: str = "") -> RunGate:
+    """A run's step recorded as the timer records it (the gate judges it there)."""
+    who = SimpleNamespace(
+        id=run or f"r-{n:032x}", engine="fio", targets=["t"], target="t", target_facts=None, tags={}
+    )
+    agg = {**AGG, "step": 0, "read": {"iops": iops, "bw_bytes": iops * 4096, "lat_ns": LAT}}
+    result = {
+        "step": 0,
+        "started_at_ms": 1_000 + n,
+        "host": {},
+        "mounts": [{"alias": "t", "fstype": infra, "source": "/dev/x", "options": ""}],
+    }
+    return mon.record(cast(Run, who), [agg], [result]).gate
+
+
+LAT = {"p50": 4e5, "p99": 1e6, "p99.9": 2e6}
+ME = "r-" + "e" * 32
 
 
 @settings(max_examples=60, deadline=None)
 @given(
-    st.lists(st.floats(1.0, 1e6, allow_nan=False), min_size=2, max_size=12),
-    st.floats(1.0, 1e6, allow_nan=False),
+    st.lists(st.floats(-0.04, 0.04), min_size=1, max_size=12),
+    st.floats(0.2, 2.0),
     st.integers(0, 4),
 )
-def test_the_baseline_is_the_latest_segments_earlier_runs(
-    history: list[float], value: float, older_other_infra: int
+def test_the_baseline_comparison_is_the_gates_verdict(
+    noise: list[float], ratio: float, older_other_infra: int
 ) -> None:
-    key = step_series_key("fio", ["t"], AGG)
-    points = [_point(key, i, 5e6, infra="old") for i in range(older_other_infra)]
-    base = older_other_infra
-    points += [_point(key, base + i, v) for i, v in enumerate(history)]
-    points.append(_point(key, base + len(history), value, run="r-me"))
-    run = {"id": "r-me", "targets": ["t"], "engine": "fio", "aggregate": AGG}
-    found = against_baseline(_Store(points), run, gate_pct=10.0)  # type: ignore[arg-type]
+    """Compare with baseline shows what the gate judged when the run was finalized: the
+    reference's median and robust sd of the latest segment's earlier runs (checked here by
+    hand against statistics), the change, the band and the verdict (core.analysis.gate)."""
+    mon, series = _monitor()
+    for i in range(older_other_infra):
+        _record(mon, i, 5e6, infra="xfs")
+    history = [50_000 * (1 + e) for e in noise]  # steady: none of them judged a change
+    for i, v in enumerate(history):
+        _record(mon, 10 + i, v)
+    value = 50_000 * ratio
+    gate = _record(mon, 100, value, run=ME)
+    run = {"id": ME, "targets": ["t"], "engine": "fio", "aggregate": AGG}
+    found = against_baseline(cast(Store, SimpleNamespace(series=series)), run)
+    assert found["series_key"] == step_series_key("fio", ["t"], AGG)
     assert found["baseline_points"] == len(history)
-    row = next(r for r in found["rows"] if r["metric"] == "read.iops")
-    mean = statistics.fmean(history)
-    assert abs(row["baseline_mean"] - mean) <= 1e-9 * mean
-    assert abs(row["baseline_std"] - statistics.stdev(history)) <= 1e-6 * max(mean, 1)
-    assert abs(row["change_pct"] - (value - mean) / mean * 100) <= 1e-6
-    worse = (mean - value) / mean * 100 > 10.0
-    assert row["verdict"] == ("regression" if worse else "pass")
+    rows = {r["metric"]: r for r in found["rows"]}
+    assert set(rows) == {"read.iops", "read.bw_bytes", "read.lat.p99"}
+    judged = {m.metric: m for m in gate.metrics}
+    for metric, row in rows.items():
+        assert row["verdict"] == judged[metric].verdict  # what the gate said, nothing else
+    row = rows["read.iops"]
+    if len(history) < 5:
+        assert row["verdict"] == "not-enough-history" and row["median"] is None
+        assert f"{len(history)} reference run(s); the gate needs 5" in row["why"]
+        return
+    median = statistics.median(history)
+    sd = 1.4826 * statistics.median(abs(v - median) for v in history)
+    assert row["median"] == pytest.approx(median, rel=1e-12)
+    assert row["sd"] == pytest.approx(sd, rel=1e-9, abs=1e-9)
+    change = (value - median) / median * 100
+    band = max(10.0, 3 * sd / median * 100)
+    assert row["change_pct"] == pytest.approx(change, rel=1e-9, abs=1e-9)
+    assert row["band_pct"] == pytest.approx(band, rel=1e-9)
+    if abs(abs(change) - band) > 1e-6:
+        want = "pass" if abs(change) <= band else "regression" if change < 0 else "improvement"
+        assert row["verdict"] == want
 
 
 def test_no_baseline_after_an_infrastructure_change_or_for_the_first_run() -> None:
-    key = step_series_key("fio", ["t"], AGG)
-    run = {"id": "r-me", "targets": ["t"], "engine": "fio", "aggregate": AGG}
-    points = [_point(key, 0, 100.0), _point(key, 1, 100.0, infra="new", run="r-me")]
-    found = against_baseline(_Store(points), run, gate_pct=10.0)  # type: ignore[arg-type]
+    mon, series = _monitor()
+    store = cast(Store, SimpleNamespace(series=series))
+    run = {"id": ME, "targets": ["t"], "engine": "fio", "aggregate": AGG}
+    assert against_baseline(store, run)["note"] == "not in a series"
+    _record(mon, 0, 100.0)
+    _record(mon, 1, 100.0, infra="nfs4", run=ME)
+    found = against_baseline(store, run)
     assert found["rows"] == [] and "no baseline" in found["note"]
-    assert against_baseline(_Store([]), {**run, "aggregate": None}, gate_pct=10)["rows"] == []  # type: ignore[arg-type]
+    assert against_baseline(store, {**run, "aggregate": None})["rows"] == []
+
+
+def test_the_baseline_card_shows_each_figure_in_its_unit_with_the_gates_words() -> None:
+    mon, series = _monitor()
+    for i in range(6):
+        _record(mon, i, 50_000)
+    _record(mon, 10, 12_500, run=ME)
+    run = {"id": ME, "targets": ["t"], "engine": "fio", "aggregate": AGG}
+    found = against_baseline(cast(Store, SimpleNamespace(series=series)), run)
+    shown = {
+        f["title"]: f["value"] for f in baseline_card(run, found, "http://x")["body"][2]["facts"]
+    }
+    assert shown["read IOPS"] == "50,000 → 12,500 (-75.0%, band 10.0%: regression)"
+    assert shown["read MiB/s"] == "195.3 MiB/s → 48.8 MiB/s (-75.0%, band 10.0%: regression)"
+    assert shown["read total p99 latency"] == "1 ms → 1 ms (+0.0%, band 10.0%: pass)"
 
 
 class _Repo:

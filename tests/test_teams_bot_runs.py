@@ -17,6 +17,7 @@ import pytest
 
 from benchctl import localstack
 from benchctl.localstack import Stack
+from core.chat.cards import gate_text
 from core.chat.threads import ChatNotifier, Threads
 from core.latency import format_ns
 from core.ports import NoNotifier
@@ -97,6 +98,9 @@ def test_a_run_from_a_channel_moves_in_place_and_its_result_comes_back_there(
     assert f"{float(agg['read']['iops']):,.1f}" in text  # the run view's own figure
     # Total latency, named, in the unit that fits it (core.latency), as the run view has it.
     assert f"read total p99\n{format_ns(float(agg['read']['lat_ns']['p99']))}" in text
+    # The gate's verdict, as the finalized run's view carries it (GET /api/runs/{id}).
+    gate = api.get(f"/api/runs/{run_id}").json()["gate"]
+    assert gate is not None and f"Gate\n{gate_text(gate)}" in text
     assert set(verbs(posted.card())) == {"rerun", "compare"}
     report = [a for a in posted.card()["actions"] if a["type"] == "Action.OpenUrl"]
     assert report[0]["url"].endswith(f"/ui/runs/{run_id}")

@@ -1,4 +1,4 @@
-"""The request contract: every bad field is named, and schemas/ matches the models."""
+"""The request contract: every bad field is named, and core/schemas/ matches the models."""
 
 from __future__ import annotations
 
@@ -67,5 +67,5 @@ def test_valid_request_gets_defaults() -> None:
 
 @pytest.mark.parametrize("name", sorted(SCHEMA_MODELS))
 def test_schema_files_match_the_models(name: str) -> None:
-    """schemas/ is the published contract; `make schemas` regenerates it from the models."""
+    """core/schemas/ is the published contract; `make schemas` regenerates it from the models."""
     assert json.loads(schema_path(name).read_text()) == generated_schema(name)

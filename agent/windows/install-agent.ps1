@@ -7,8 +7,9 @@
 .DESCRIPTION
     1. Checks prerequisites and changes nothing if one is missing: Python 3.11 through the
        "py" launcher, and diskspd.exe (-DiskSpdPath, else found on the machine PATH).
-    2. Installs the project wheel with "py -3.11 -m pip install <WheelPath>". pip fetches the
-       wheel's declared dependencies from the configured package index, unless -WheelHouse
+    2. Installs the project wheel with "py -3.11 -m pip install <WheelPath>[agent]" (the
+       agent's extra: no API packages). pip fetches the wheel's declared dependencies from
+       the configured package index, unless -WheelHouse
        names a folder of wheels (then --no-index: nothing is downloaded). The script itself
        downloads nothing.
     3. Writes the agent's JSON config to $env:ProgramData\benchagent\config.json (keys api_url,
@@ -157,11 +158,11 @@ Write-Host "python:      $python"
 # number is not reinstalled: bump the version or uninstall benchsvc first.
 $pipArgs = @('-3.11', '-m', 'pip', 'install', '--upgrade', '--disable-pip-version-check')
 if ($WheelHouse) { $pipArgs += @('--no-index', '--find-links', $WheelHouse) }
-$pipArgs += $WheelPath
+$pipArgs += ($WheelPath + '[agent]')  # the agent's extra (pyproject.toml)
 & py.exe @pipArgs
 if ($LASTEXITCODE -ne 0) { throw "pip install failed (exit code $LASTEXITCODE)." }
-# The service's module and the DiskSpd engine, as installed (tests/test_windows_installer.py
-# runs this line against the built wheel).
+# The service's module and the DiskSpd engine, as installed with the agent's extra
+# (tests/test_windows_installer.py runs this line against the built wheel).
 & $python -c 'import agent.__main__, agent.winservice, agent.diskspd_item, core.engines.diskspd_command, core.engines.diskspd_xml'
 if ($LASTEXITCODE -ne 0) { throw 'The agent does not import after installation.' }
 

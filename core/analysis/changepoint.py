@@ -266,6 +266,15 @@ def _merge(
     return points
 
 
+def at_splits(values: Sequence[float], splits: Sequence[int]) -> list[ChangePoint]:
+    """Change points at given indices (sorted), each with the statistics over its adjacent
+    segments, as ``detect`` reports them: another metric's figures at the change points of
+    one it follows (bandwidth at those of IOPS, core.analysis.series)."""
+    x = np.asarray(values, dtype=np.float64)
+    cuts = list(splits)
+    return [_describe(x, cuts, i) for i in range(len(cuts))]
+
+
 def _describe(x: FloatArray, splits: list[int], i: int) -> ChangePoint:
     """The change point splits[i] with stats over its adjacent segments."""
     lo = splits[i - 1] if i > 0 else 0

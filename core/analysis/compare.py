@@ -35,12 +35,20 @@ def noise_pct(points: Sequence[Mapping[str, Any]], exclude_runs: set[str]) -> di
 def compare_aggregates(
     a: Mapping[str, Any], b: Mapping[str, Any], noise: Mapping[str, float]
 ) -> list[dict[str, Any]]:
+    """Per metric, B against A. Bandwidth takes IOPS' verdict: one block size makes it IOPS
+    times a constant, so the two must not disagree (core.analysis.gate, rule 6)."""
     ma, mb = metrics_of(a), metrics_of(b)
-    return [
+    rows = [
         judged(metric, ma[metric], mb[metric], noise.get(metric), METRICS[metric])
         for metric in METRICS
         if metric in ma and metric in mb
     ]
+    verdicts = {r["metric"]: r["verdict"] for r in rows}
+    for r in rows:
+        direction, name = r["metric"].split(".", 1)
+        if name == "bw_bytes" and f"{direction}.iops" in verdicts:
+            r["verdict"] = verdicts[f"{direction}.iops"]
+    return rows
 
 
 def judged(

@@ -17,7 +17,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from core.analysis.changepoint import DEFAULT_MIN_MAGNITUDE_PCT, ChangePoint, detect
+from core.analysis.changepoint import DEFAULT_MIN_MAGNITUDE_PCT, ChangePoint, at_splits, detect
+from core.latency import KIND_NAMES, format_ns
+
+MIB = 1 << 20
 
 SERIES_PERCENTILES = ("p50", "p99", "p99.9")
 # metric -> True when higher is better. Latency metrics name their kind (core.latency):
@@ -41,6 +44,30 @@ LEGACY_METRICS = {
 
 def metric_name(metric: str) -> str:
     return LEGACY_METRICS.get(metric, metric)
+
+
+def metric_text(metric: str) -> str:
+    """``read total p99 latency`` for ``read.lat.p99``; ``read IOPS`` for ``read.iops``."""
+    parts = metric_name(metric).split(".", 2)
+    kinds = {"lat": KIND_NAMES["lat"], "clat": KIND_NAMES["clat"]}
+    if len(parts) == 3 and parts[1] in kinds:
+        return f"{parts[0]} {kinds[parts[1]]} {parts[2]} latency"
+    names = {"iops": "IOPS", "bw_bytes": "MiB/s", "mean": "mean latency"}
+    if len(parts) == 2:
+        return f"{parts[0]} {names.get(parts[1], parts[1])}"
+    return metric
+
+
+def metric_value(value: float | None, metric: str) -> str:
+    """A metric's value in its unit: latency in µs or ms, MiB/s, IOPS with separators."""
+    if value is None:
+        return "-"
+    name = metric_name(metric)
+    if name.endswith(("p50", "p99", "p99.9", "mean", "max")):
+        return format_ns(value)
+    if name.endswith("bw_bytes"):
+        return f"{value / MIB:,.1f} MiB/s"
+    return f"{value:,.0f}"
 
 
 def named(point: Mapping[str, Any]) -> dict[str, Any]:
@@ -161,18 +188,28 @@ def find_changes(
 ) -> list[dict[str, Any]]:
     """Change points of every metric within the latest infrastructure segment, with the
     evidence a person needs: before/after, change, p-value, first run after, runs around.
-    Changes smaller than ``min_magnitude_pct`` percent are not reported."""
+    Changes smaller than ``min_magnitude_pct`` percent are not reported. Bandwidth has the
+    change points of IOPS (with its own figures): one block size makes it IOPS times a
+    constant, so the two cannot disagree (core.analysis.gate, rule 6)."""
     segs = segments([named(p) for p in points])
     if not segs:
         return []
     latest = segs[-1]
     out = []
+    splits: dict[str, list[int]] = {}
     for metric, higher_is_better in METRICS.items():
         rows = [p for p in latest if metric in p["metrics"]]
         if len(rows) < MIN_POINTS:
             continue
         values = [p["metrics"][metric] for p in rows]
-        for cp in detect(values, pvalue=pvalue, min_magnitude_pct=min_magnitude_pct):
+        direction, name = metric.split(".", 1)
+        leader = f"{direction}.iops"
+        if name == "bw_bytes" and leader in splits and all(leader in p["metrics"] for p in rows):
+            found = at_splits(values, splits[leader])
+        else:
+            found = detect(values, pvalue=pvalue, min_magnitude_pct=min_magnitude_pct)
+            splits[metric] = [cp.index for cp in found]
+        for cp in found:
             out.append(_evidence(metric, higher_is_better, cp, rows))
     return out
 
@@ -194,31 +231,4 @@ def _evidence(
         "first_run_id": first["run_id"],
         "first_time_ms": first["time_ms"],
         "runs_around": around,
-    }
-
-
-def gate(
-    history: Sequence[float],
-    value: float,
-    *,
-    higher_is_better: bool,
-    max_change_pct: float = 10.0,
-    min_change: float = 0.0,
-) -> dict[str, Any]:
-    """A single new value against the last stable segment, for pipelines that cannot wait
-    for a change point to be confirmed: failed when it is worse than the segment's mean by
-    more than ``max_change_pct`` percent and by at least ``min_change`` in absolute terms."""
-    if not history:
-        return {"verdict": "no-baseline"}
-    mean = sum(history) / len(history)
-    change = value - mean
-    pct = change / mean * 100 if mean else 0.0
-    worse = change < 0 if higher_is_better else change > 0
-    failed = worse and abs(pct) > max_change_pct and abs(change) >= min_change
-    return {
-        "verdict": "regression" if failed else "pass",
-        "baseline_mean": mean,
-        "value": value,
-        "change_pct": pct,
-        "baseline_points": len(history),
     }

@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from core.chat.cards import Reply, status_reply
+from core.analysis.series import metric_text, metric_value
+from core.chat.cards import Reply, run_page, status_reply
 from core.models import MAX_CLIENTS
 from core.ports import Doc
 from core.teams import CARD_SCHEMA
@@ -78,7 +79,7 @@ def facts(pairs: Sequence[tuple[str, str]]) -> dict[str, Any]:
 
 
 def report_url(public_url: str, run_id: str) -> str:
-    return f"{public_url}/ui/runs/{run_id}"
+    return run_page(public_url, run_id)
 
 
 def run_card(run: Doc, public_url: str, *, note: str | None = None) -> dict[str, Any]:
@@ -172,27 +173,21 @@ def reply_card(reply: Reply, *, actions: list[dict[str, Any]] | None = None) -> 
 
 def baseline_card(run: Doc, comparison: Doc, public_url: str) -> dict[str, Any]:
     """The run's figures against its series' baseline, metric by metric, as the gate
-    judges them; the run's own card is one press away."""
+    judged them (core.monitoring.baseline); the run's own card is one press away."""
     run_id = str(run["id"])
     n = comparison["baseline_points"]
     body = [title(f"Run {run_id} against its series' baseline")]
     if comparison.get("note"):
         body.append(text(str(comparison["note"])))
     else:
-        body.append(text(f"baseline: {n} earlier run(s) on the same infrastructure", subtle=True))
         body.append(
-            facts(
-                [
-                    (
-                        r["metric"],
-                        f"{_figure(r['metric'], r['baseline_mean'])} → "
-                        f"{_figure(r['metric'], r['value'])} "
-                        f"({r['change_pct']:+.1f}%, {r['verdict']})",
-                    )
-                    for r in comparison["rows"]
-                ]
+            text(
+                f"the gate's verdicts: each figure against the median of up to {n} earlier "
+                "run(s) on the same infrastructure",
+                subtle=True,
             )
         )
+        body.append(facts([(metric_text(r["metric"]), _judged(r)) for r in comparison["rows"]]))
     actions = [execute("Back to the run", "refresh", run_id=run_id)]
     if comparison.get("series_key"):
         actions.append(
@@ -204,9 +199,14 @@ def baseline_card(run: Doc, comparison: Doc, public_url: str) -> dict[str, Any]:
     return card(body, actions)
 
 
-def _figure(metric: str, value: float) -> str:
-    if metric.endswith(("p50", "p99", "p99.9")):
-        return f"{value / 1e6:.3f} ms"
-    if metric.endswith("bw_bytes"):
-        return f"{value / 2**20:,.1f} MiB/s"
-    return f"{value:,.0f}"
+def _judged(r: Doc) -> str:
+    """``61,234 → 15,310 (-75.0%, band 10.0%: regression)``, or the figure and why the gate
+    could not judge it (``3 reference run(s); the gate needs 5``)."""
+    value = metric_value(r["value"], r["metric"])
+    if r["median"] is None or r["change_pct"] is None:
+        return f"{value} ({r['verdict']}: {r['why']})"
+    band = f", band {r['band_pct']:.1f}%" if r["band_pct"] is not None else ""
+    return (
+        f"{metric_value(r['median'], r['metric'])} → {value} "
+        f"({r['change_pct']:+.1f}%{band}: {r['verdict']})"
+    )

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.catalogue import PROFILES
-from core.chat.cards import Reply, fmt, status_reply
+from core.chat.cards import Reply, fmt, run_page, status_reply
 from core.errors import Conflict, FieldError, NotFound, ValidationFailed
 from core.models import MAX_CLIENTS
 from core.monitoring.monitor import Monitor
@@ -108,12 +108,16 @@ class Bot:
         *,
         targets: list[TargetInfo],
         public_url: str,
+        result_doors: frozenset[str],
     ) -> None:
         self.runs = runs
         self.scheduler = scheduler
         self.monitor = monitor
         self.targets = targets
         self.public_url = public_url
+        # The doors whose result channel is configured (Teams' incoming webhook, the signed
+        # generic webhook): only there is a finished run's card posted back.
+        self.result_doors = result_doors
 
     def answer(self, command: Command, caller: Caller, request_id: str) -> Reply:
         try:
@@ -189,9 +193,16 @@ class Bot:
         # The chat platform's message id: a retried delivery starts nothing twice.
         run, _ = self.runs.submit(body, f"{caller.door}:{request_id}", caller)
         waiting = run.get("state") == "waiting"
+        page = run_page(self.public_url, run["id"])
+        then = (
+            "I'll post the result here when it finishes"
+            if caller.door in self.result_doors
+            else "no result channel is configured for this chat, so I cannot post the "
+            f"result here: follow it at {page} or ask `status {run['id']}`"
+        )
         lines = [
             f"queued run {run['id']}: {args['profile']} on {args['target']} with "
-            f"{body['clients']} client(s) — I'll post the result here"
+            f"{body['clients']} client(s) — {then}"
         ]
         if waiting:
             lines.append(f"the target is busy: position {run.get('queue_position')} in line")
@@ -201,7 +212,7 @@ class Bot:
             lines,
             [("Run", run["id"]), ("State", run["state"])],
             data={"run_id": run["id"], "state": run["state"], **_position(run)},
-            link=f"{self.public_url}/api/runs/{run['id']}",
+            link=page,
         )
 
     def cancel(self, run_id: str, caller: Caller) -> Doc:

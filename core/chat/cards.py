@@ -24,6 +24,11 @@ class Reply:
     link: str | None = None
 
 
+def run_page(public_url: str, run_id: str) -> str:
+    """The run's page for a person (its report in the web UI), not the API's JSON."""
+    return f"{public_url}/ui/runs/{run_id}"
+
+
 def fmt(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:,.1f}"
@@ -62,17 +67,27 @@ def status_reply(run: Doc, public_url: str) -> Reply:
         facts,
         data={"run_id": run["id"], "state": run["state"], "aggregate": agg or None},
         ok=run["state"] != "failed",
-        link=f"{public_url}/api/runs/{run['id']}",
+        link=run_page(public_url, run["id"]),
     )
 
 
 def gate_text(gate: Any) -> str | None:
-    """The run's gate verdict, when its view carries one: ``{"verdict": ...}`` for the run,
-    or ``{metric: {"verdict", "change_pct"}}`` per metric (the series points' shape)."""
+    """The run's gate verdict, when its view carries one: the run's (``{"verdict", "rule",
+    "metrics": [...]}``, core.analysis.gate.RunGate, with the metrics that failed), or
+    ``{metric: {"verdict", "change_pct"}}`` per metric (the series points' shape)."""
     if not isinstance(gate, dict) or not gate:
         return None
     if "verdict" in gate:
-        return str(gate["verdict"])
+        judged = [m for m in gate.get("metrics") or [] if isinstance(m, dict)]
+        steps = {m.get("step") for m in judged}
+        failed = [
+            ("" if len(steps) < 2 else f"step {m.get('step')} ") + _failed_metric(m)
+            for m in judged
+            if m.get("verdict") == "regression"
+        ]
+        if gate["verdict"] == "regression" and failed:
+            return "regression: " + ", ".join(failed)
+        return str(gate["verdict"]).replace("-", " ")
     verdicts = {m: v for m, v in gate.items() if isinstance(v, dict) and "verdict" in v}
     failed = [
         f"{m} {float(v.get('change_pct') or 0):+.1f}%"
@@ -82,6 +97,15 @@ def gate_text(gate: Any) -> str | None:
     if failed:
         return "regression: " + ", ".join(failed)
     return "pass" if verdicts else None
+
+
+def _failed_metric(m: dict[str, Any]) -> str:
+    """``read.iops -74.0%``: the change from the reference median, or the change point's
+    when the gate had no reference yet (a change point attributed to the run)."""
+    pct = m.get("change_pct")
+    if pct is None:
+        pct = (m.get("change_point") or {}).get("change_pct")
+    return str(m["metric"]) if pct is None else f"{m['metric']} {float(pct):+.1f}%"
 
 
 def result_reply(run: Doc, public_url: str) -> Reply:

@@ -63,14 +63,12 @@ class TeamsBot:
         store: Store,
         *,
         default_role: str | None,
-        gate_pct: float,
     ) -> None:
         self.bot = bot
         self.threads = threads
         self.directory = directory
         self.store = store
         self.default_role = default_role
-        self.gate_pct = gate_pct
 
     @property
     def public_url(self) -> str:
@@ -187,7 +185,7 @@ class TeamsBot:
             return self._rerun(self.bot.runs.get_run(run_id), caller, rid)
         if verb == "compare":
             run = self.bot.runs.get_run(run_id)
-            found = against_baseline(self.store, run, gate_pct=self.gate_pct)
+            found = against_baseline(self.store, run)
             return Outcome(baseline_card(run, found, self.public_url))
         raise ValidationFailed([FieldError("verb", f"unknown action {verb!r}")])
 

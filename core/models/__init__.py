@@ -1,6 +1,6 @@
 """Typed contract of the service: run requests, work items and results.
 
-These pydantic models are the single source of ``schemas/*.schema.json`` (regenerate with
+These pydantic models are the single source of ``core/schemas/*.schema.json`` (regenerate with
 ``make schemas``; a test fails when they drift). The API validates request bodies against the
 JSON Schema files, then builds these models for typed use.
 """

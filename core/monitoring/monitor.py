@@ -9,7 +9,9 @@ regression sends its notification: never twice, never again on the next tick.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -21,10 +23,10 @@ from core.analysis.compare import (
     noise_pct,
     summary,
 )
+from core.analysis.gate import GateRule, MetricVerdict, RunGate, attribute, judge_point, run_verdict
 from core.analysis.series import (
     METRICS,
     find_changes,
-    gate,
     infra_facts,
     infra_fingerprint,
     metric_name,
@@ -34,6 +36,14 @@ from core.analysis.series import (
     series_key,
 )
 from core.errors import FieldError, NotFound, ValidationFailed
+from core.monitoring.gating import (
+    accepted,
+    gate_changes,
+    kept,
+    link,
+    open_regressions,
+    segment_of,
+)
 from core.ports import Doc, NoNotifier, Notifier, Store
 from core.runs.guardrails import LOCAL_CALLER, Caller
 from core.runs.ownership import check_owner
@@ -42,11 +52,18 @@ from core.runs.state import Run
 log = logging.getLogger(__name__)
 TRIAGE_STATES = ("new", "acknowledged", "expected", "fixed")
 TriageState = Literal["new", "acknowledged", "expected", "fixed"]
-GATE_MIN_POINTS = 5
 
 
 def _now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What recording a run did: the regressions it created, and the run's gate verdict."""
+
+    created: list[Doc]
+    gate: RunGate
 
 
 class Monitor:
@@ -60,13 +77,14 @@ class Monitor:
     ) -> None:
         self.store = store
         self.notifier = notifier or NoNotifier()
-        self.gate_pct = gate_pct
+        self.rule = GateRule(pct=gate_pct)
         self.min_magnitude_pct = min_magnitude_pct  # change points smaller than this are noise
 
-    def record(self, run: Run, aggregates: Sequence[Doc], results: Sequence[Doc]) -> list[Doc]:
-        """Add the run's steps to their series, run detection, store and announce new
-        regressions. Returns the regressions this call created."""
+    def record(self, run: Run, aggregates: Sequence[Doc], results: Sequence[Doc]) -> Recorded:
+        """Add the run's steps to their series, judge each by the gate (core.analysis.gate),
+        run detection, store and announce new regressions."""
         created: list[Doc] = []
+        verdicts: list[MetricVerdict] = []
         for agg in aggregates:
             if agg.get("discarded") or agg.get("mode") in ("probe", "sized"):
                 continue  # warm-ups and Little's-law probes are not the benchmark
@@ -75,13 +93,14 @@ class Monitor:
                 continue
             facts = infra_facts(step_results, run.target_facts)
             key = step_series_key(run.engine, run.targets, agg)
-            point = {
+            point: Doc = {
                 "id": f"{key}.{run.id}.s{agg['step']}",
                 "series_key": key,
                 "run_id": run.id,
                 "step": agg["step"],
                 "target": run.target,
                 "time_ms": min(r["started_at_ms"] for r in step_results),
+                "judged_at_ms": int(time.time() * 1000),
                 "infra": infra_fingerprint(facts),
                 "infra_facts": facts,
                 "metrics": metrics_of(agg),
@@ -90,42 +109,36 @@ class Monitor:
                 "workload": agg.get("workload"),
                 "tags": run.tags,
             }
-            history = self._points(key)
-            baseline = _baseline(point, history)
-            point["gate"] = self._gate(point, baseline)
+            history = [p for p in self._points(key) if p["id"] != point["id"]]
+            existing = self.store.series.regressions(key)
+            judged = judge_point(point, segment_of(point, history), accepted(existing), self.rule)
+            changes = find_changes([*history, point], min_magnitude_pct=self.min_magnitude_pct)
+            attribute(judged, changes, run.id, self.rule)
+            point["gate"] = {v.metric: kept(v) for v in judged}
             self.store.series.create_point(point)
-            points = [p for p in history if p["id"] != point["id"]] + [point]
-            changes = find_changes(
-                points, min_magnitude_pct=self.min_magnitude_pct
-            ) + _gate_changes(point, baseline)
-            created += self._store_changes(key, run.target, changes)
-        return created
+            created += self._store_changes(
+                key, run.target, changes + gate_changes(point, judged), existing
+            )
+            link(judged, existing, run.id)
+            verdicts += judged
+        gate = RunGate(verdict=run_verdict(verdicts), rule=self.rule, metrics=verdicts)
+        return Recorded(created, gate)
 
     def detect(self, key: str, target: str) -> list[Doc]:
         """Change-point detection again over a series' stored points (after a change of
         threshold, or points written by a tool): stores and announces the changes not
         stored yet, as ``record`` does; returns those it created."""
         changes = find_changes(self._points(key), min_magnitude_pct=self.min_magnitude_pct)
-        return self._store_changes(key, target, changes)
+        return self._store_changes(key, target, changes, self.store.series.regressions(key))
 
     def _points(self, key: str) -> list[Doc]:
+        """The series' stored points, their metrics under their current names."""
         return [named(p) for p in self.store.series.points(key)]
 
-    def _gate(self, point: Doc, same: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-        if len(same) < GATE_MIN_POINTS:
-            return {}
-        return {
-            m: gate(
-                [p["metrics"][m] for p in same if m in p["metrics"]],
-                v,
-                higher_is_better=METRICS[m],
-                max_change_pct=self.gate_pct,
-            )
-            for m, v in point["metrics"].items()
-        }
-
-    def _store_changes(self, key: str, target: str, changes: Sequence[Doc]) -> list[Doc]:
-        existing = self.store.series.regressions(key)
+    def _store_changes(
+        self, key: str, target: str, changes: Sequence[Doc], existing: list[Doc]
+    ) -> list[Doc]:
+        """Store the changes not seen before (``existing`` grows with those stored)."""
         created = []
         for change in changes:
             if any(_same_change(change, e) for e in existing):
@@ -271,12 +284,11 @@ class Monitor:
         except NotFound:
             owner = None
         check_owner(caller, owner, "first_run_id", f"regression {reg_id}")
-        return _public(
-            self._update(key, reg_id, lambda r: r.update(state=state, triaged_at=_now_iso()))
-        )
 
+        def triaged(r: Doc) -> None:
+            r.update(state=state, triaged_at=_now_iso(), triaged_at_ms=int(time.time() * 1000))
 
-GATED_METRICS = ("read.iops", "write.iops", "read.lat.p99", "write.lat.p99")
+        return _public(self._update(key, reg_id, triaged))
 
 
 def step_series_key(engine: str, targets: Sequence[str], aggregate: Mapping[str, Any]) -> str:
@@ -306,42 +318,12 @@ def _run_facts(run: Doc) -> Doc:
     return {k: run.get(k) for k in keys} | {"clients": (run.get("aggregate") or {}).get("clients")}
 
 
-def _baseline(point: Doc, history: Sequence[Doc]) -> list[Mapping[str, Any]]:
-    """The earlier points of the latest segment, when this point shares its
-    infrastructure; empty after an infrastructure change (no baseline to gate against)."""
-    segs = segments([p for p in history if p["id"] != point["id"]])
-    return list(segs[-1]) if segs and segs[-1][-1]["infra"] == point["infra"] else []
-
-
-def _gate_changes(point: Doc, base: Sequence[Mapping[str, Any]]) -> list[Doc]:
-    """Gate failures of this run, as regressions with their evidence. Bandwidth follows
-    IOPS at a fixed block size, and p50/p99.9 are noisier, so the gate watches IOPS and p99;
-    change-point detection watches every metric."""
-    out = []
-    for metric, verdict in point.get("gate", {}).items():
-        if metric not in GATED_METRICS or verdict.get("verdict") != "regression":
-            continue
-        values = [p["metrics"][metric] for p in base if metric in p["metrics"]]
-        mean = sum(values) / len(values)
-        std = (sum((v - mean) ** 2 for v in values) / max(len(values) - 1, 1)) ** 0.5
-        out.append(
-            {
-                "metric": metric,
-                "kind": "regression",
-                "method": "gate",
-                "before": {"mean": mean, "std": std},
-                "after": {"mean": point["metrics"][metric], "std": 0.0},
-                "change_pct": verdict["change_pct"],
-                "pvalue": None,
-                "first_run_id": point["run_id"],
-                "first_time_ms": point["time_ms"],
-                "runs_around": [p["run_id"] for p in base[-3:]] + [point["run_id"]],
-            }
-        )
-    return out
-
-
 def _same_change(new: Doc, old: Doc) -> bool:
+    """The same event: a gate failure while the metric's regression is still open (new or
+    acknowledged: the runs after it fail too until it is fixed or accepted), or changes
+    whose runs overlap (a change point moves as points come in)."""
+    if new["method"] == "gate" and old in open_regressions([old], new["metric"]):
+        return True
     return (
         metric_name(new["metric"]) == metric_name(old["metric"])
         and new["kind"] == old["kind"]

@@ -69,6 +69,8 @@ def fmt_number(value: Any) -> str:
 def _mean_std(stats: Any) -> str:
     if not isinstance(stats, Mapping):
         return "n/a"
+    if "median" in stats:  # the gate's reference (core.analysis.gate, rule 3)
+        return f"median {fmt_number(stats.get('median'))} ± {fmt_number(stats.get('sd'))}"
     return f"{fmt_number(stats.get('mean'))} ± {fmt_number(stats.get('std'))}"
 
 

@@ -279,14 +279,17 @@ class Lifecycle:
         aggregates = build_aggregates(run, steps, items, results, self.timelines(run.id, results))
         for agg in aggregates:
             self._store_aggregate(agg)
+        gate = None
         if self.monitor is not None:
             # Before the run is marked finalized: a crash here is retried by the timer,
             # and every write below is idempotent.
-            self.monitor.record(run, aggregates, results)
+            gate = self.monitor.record(run, aggregates, results).gate
         flipped: list[bool] = []
 
         def mark(r: Run) -> bool | None:
             flipped[:] = [not r.finalized]
+            if flipped[0]:  # the verdict of the call that finalizes it, kept with the run
+                r.gate = gate
             r.finalized, r.due_ms = True, None
             return None if flipped[0] else False
 

@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.analysis.gate import RunGate
 from core.errors import BenchError
 from core.models import DataSet, RunRequest, WorkItem, Workload
 
@@ -366,6 +367,8 @@ class Run(_Stored):
     # The prepared files of its read-only targets (core.runs.guardrails.datasets_for),
     # carried by every work item to the agents.
     datasets: dict[str, DataSet] = Field(default_factory=dict)
+    # The regression gate's verdict (core.analysis.gate), set when the run is finalized.
+    gate: RunGate | None = None
 
     def move(self, to: RunState) -> None:
         if to != self.state and to not in RUN_MOVES[self.state]:

@@ -46,6 +46,7 @@ _RUN_PUBLIC = (
     "cancel_requested",
     "requested_by",
     "provisioning",
+    "gate",
 )
 _STEP_PUBLIC = (
     "step",
@@ -250,19 +251,30 @@ class Views:
             )
         return out
 
-    def full_result(self, run_id: str, item_id: str) -> Doc:
+    def full_result(self, run_id: str, item_id: str, *, common: bool = False) -> Doc:
         """A client's result with its per-second series and the engine's own output, read
-        back from Blob Storage."""
+        back from Blob Storage. The series covers the client's own measured period, or with
+        ``common`` its step's common window, the same seconds for every client of the step
+        (``series_window`` says which)."""
         doc: dict[str, Any] = _strip(self.store.results.get(run_id, item_id)) or {}
         names = doc.get("artifacts") or {}
         timeline = self.life.timeline(run_id, item_id) if "timeline" in names else None
+        window = (timeline.start_ms, timeline.end_ms) if timeline else None
+        doc["series_window"] = "own"
+        if common and timeline is not None:
+            aggs = self.store.results.list_aggregates(run_id)
+            step = next((a for a in aggs if a["step"] == doc.get("step")), None)
+            span = (step or {}).get("window")
+            if span:
+                window = (int(span["start_ms"]), int(span["end_ms"]))
+                doc["series_window"] = "common"
         doc["series"] = (
             {
-                d: per_second([timeline], d, (timeline.start_ms, timeline.end_ms))
+                d: per_second([timeline], d, window)
                 for d in ("read", "write")
                 if timeline.direction(d) is not None
             }
-            if timeline
+            if timeline and window
             else {}
         )
         doc["raw"] = (

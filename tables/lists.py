@@ -6,8 +6,8 @@ from typing import Any
 
 from rich.table import Table
 
-from benchctl.render import curve_cells, curve_headers, curve_kind
 from core.latency import KIND_NAMES, format_ns, table_kind
+from tables.runs import curve_cells, curve_headers, curve_kind
 
 MIB = 1024 * 1024
 

@@ -8,13 +8,12 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from benchctl.render_ceilings import ceilings_markdown, print_ceilings
-from benchctl.render_fleet import usage_line
-from benchctl.render_verdicts import repetition_lines, result_verdicts, step_heading
 from core.latency import KIND_NAMES, Kind, format_ns, means_text, table_kind
-from core.models import Workload
-from core.runs.working_set import human_bytes, working_set
 from core.units import clients_text
+from tables.ceilings import ceilings_markdown, print_ceilings
+from tables.fleet import usage_line
+from tables.gate import gate_markdown
+from tables.verdicts import repetition_lines, result_verdicts, step_heading
 
 MIB = 1024 * 1024
 DIRS = ("read", "write")
@@ -106,7 +105,7 @@ def print_run(run: dict[str, Any], console: Console | None = None) -> None:
             console.print(f"[red]client {item['client']}: {item['reason']}[/red]")
     usage = usage_line(run)
     if usage:
-        console.print(usage)
+        console.print(usage, markup=False, emoji=False)
 
 
 BASIS_TEXT = {"common-window": "common window", "whole-run": "whole run"}
@@ -254,39 +253,6 @@ def scaleout_table(curves: dict[str, Any]) -> Table:
     return t
 
 
-def profile_working_set(p: dict[str, Any]) -> str:
-    """What one client's files hold on one mount: fio's jobs each have a file, DiskSpd's
-    threads share the profile's files (the engine that holds more is shown)."""
-    w = Workload.model_validate(p["workload"])
-    sizes = {e: working_set(e, w, 1, p.get("files_per_target", 1)) for e in p["engines"]}
-    return human_bytes(max(sizes.values()))
-
-
-def profiles_table(profiles: list[dict[str, Any]]) -> Table:
-    t = Table(title="workload profiles")
-    cols = ("name", "v", "rw", "bs", "jobs x depth", "size", "working set/client")
-    for col in (*cols, "warm-up/measured s", "fill", "engines"):
-        t.add_column(col)
-    for p in profiles:
-        w = p["workload"]
-        rw = w["rw"] + (
-            f" {w['rwmixread']}/{100 - w['rwmixread']}" if w["rw"] in ("rw", "randrw") else ""
-        )
-        t.add_row(
-            p["name"],
-            str(p["version"]),
-            rw,
-            w["bs"],
-            f"{w['numjobs']} x {w['iodepth']}",
-            w["size"],
-            profile_working_set(p),
-            f"{w['ramp_time']}/{w['runtime']}",
-            "yes" if p["fill"] else "",
-            ",".join(p["engines"]),
-        )
-    return t
-
-
 # ---- markdown: a pipeline's job summary or a PR comment ---------------------------------
 
 
@@ -298,7 +264,7 @@ def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
     return [_md_row(header), _md_row(["---"] * len(header)), *(_md_row(r) for r in rows)]
 
 
-def run_markdown(run: dict[str, Any], regressions: list[dict[str, Any]] | None = None) -> str:
+def run_markdown(run: dict[str, Any]) -> str:
     icon = {"completed": "✅", "failed": "❌", "cancelled": "⚪"}.get(run["state"], "⏳")
     profile = f" `{run['profile']}`" if run.get("profile") else ""
     lines = [f"### {icon} Benchmark{profile} on `{run['target']}`: {run['state']}", ""]
@@ -336,11 +302,8 @@ def run_markdown(run: dict[str, Any], regressions: list[dict[str, Any]] | None =
     lines += ceilings_markdown(run)
     if run.get("error"):
         lines += ["", f"**Error:** {run['error']}"]
-    for r in regressions or []:
-        lines.append(
-            f"\n**Regression:** `{r['metric']}` {r['change_pct']:+.1f}% against series "
-            f"`{r['series_key']}` ({r['method']})"
-        )
+    if run["state"] == "completed":
+        lines += gate_markdown(run, _md_table)
     return "\n".join(lines) + "\n"
 
 

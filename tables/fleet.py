@@ -13,8 +13,13 @@ def _ago(ms: int | None, now_ms: int) -> str:
     return "" if ms is None else f"{max(0, now_ms - ms) / 1000:.0f} s ago"
 
 
-def _hours(seconds: float) -> str:
-    return f"{seconds / 3600:.3f} h" if seconds >= 36 else f"{seconds:.1f} s"
+def vm_time(seconds: float) -> str:
+    """Client VM time in one form whatever its size, hours:minutes:seconds (a cost is per
+    VM-hour; a run of seconds reads as such: 0:00:12.4, a day's use 24:00:00.0)."""
+    tenths = round(seconds * 10)
+    whole, tenth = divmod(tenths, 10)
+    hours, rest = divmod(whole, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}.{tenth}"
 
 
 def agents_table(view: dict[str, Any]) -> Table:
@@ -42,7 +47,7 @@ def agents_table(view: dict[str, Any]) -> Table:
             vm,
             str(a["cpu_count"]),
             _ago(a["last_seen_ms"], now),
-            _hours(a["used_s"]),
+            vm_time(a["used_s"]),
         )
     return t
 
@@ -59,7 +64,7 @@ def pools_table(view: dict[str, Any]) -> Table:
             "-" if p["size"] is None else str(p["size"]),
             str(p["live"]),
             str(p["busy"]),
-            _hours(p["used_s"]),
+            vm_time(p["used_s"]),
             "-" if p["price_per_hour"] is None else f"{p['price_per_hour']:.4f}",
             "-" if p["cost"] is None else f"{p['cost']:.4f}",
         )
@@ -76,7 +81,7 @@ def usage_line(run: dict[str, Any]) -> str | None:
     usage = run.get("usage")
     if not usage:
         return None
-    line = f"client VM time: {_hours(usage['agent_s'])} over {usage['items']} client(s)"
+    line = f"client VM time: {vm_time(usage['agent_s'])} over {usage['items']} client(s)"
     if usage.get("cost") is not None:
         line += f", cost {usage['cost']:.4f} at {usage['price_per_hour']} per VM-hour"
     return line

@@ -1,0 +1,90 @@
+"""What the CLI reads of the local stack without starting anything (and without the
+emulators' SDKs, which a CLI-only install lacks): where its state is, the running stack's
+API and targets, and the API port it had, which the next ``local up`` keeps."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FUNCTIONS_HOST_PORT = 7071  # the Azure Functions host's local port: a familiar bookmark
+PORT_FILE = "api-port"  # kept across `down`, which removes stack.json
+
+
+class StackError(RuntimeError):
+    pass
+
+
+def checkout() -> None:
+    """The local stack runs from a source checkout: its emulators are npm packages pinned in
+    package-lock.json, and the API's packages must be installed (``make install``)."""
+    if not (ROOT / "package.json").exists():
+        raise StackError(
+            "the local stack runs from a source checkout (its emulators are npm packages "
+            "pinned in package-lock.json): clone the repository and run `make demo` there"
+        )
+
+
+def state_dir() -> Path:
+    return Path(os.environ.get("BENCH_LOCAL_DIR", ROOT / ".local"))
+
+
+@dataclass(frozen=True)
+class Running:
+    """The stack a state file describes: its API and its targets (alias -> directory)."""
+
+    api_url: str
+    targets: dict[str, str]
+
+
+def running(directory: Path | None = None) -> Running | None:
+    path = (directory or state_dir()) / "stack.json"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return Running(f"http://127.0.0.1:{int(data['api_port'])}", dict(data.get("targets") or {}))
+
+
+def remembered_port(directory: Path) -> int | None:
+    try:
+        return int((directory / PORT_FILE).read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def remember_port(directory: Path, port: int) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / PORT_FILE).write_text(f"{port}\n")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def api_port_for(directory: Path) -> tuple[int, str | None]:
+    """The port the stack's API had (bookmarks of the UI keep working), 7071 (the Functions
+    host's) the first time; another free port only when that one is taken, saying so."""
+    had = remembered_port(directory)
+    wanted = had or FUNCTIONS_HOST_PORT
+    if port_free(wanted):
+        return wanted, None
+    if had is not None and had != FUNCTIONS_HOST_PORT and port_free(FUNCTIONS_HOST_PORT):
+        return FUNCTIONS_HOST_PORT, f"port {had}, the API's last time, is in use: took 7071"
+    port = free_port()
+    return port, f"port {wanted} is in use: the API is on {port} this time"
