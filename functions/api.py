@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import FastAPI, Header, Query, Request
@@ -28,6 +30,7 @@ from core.models import (
 from core.monitoring.monitor import TriageState
 from core.runs.guardrails import Forbidden
 from core.runs.state import RunState
+from core.runs.timer import tick_check
 from functions import agent_api, bot, context, errors, fleet_api, openapi, reports_api, timers
 from functions import apidocs as d
 from functions import apidocs_monitoring as m
@@ -49,6 +52,20 @@ from functions.params import (
 
 log = logging.getLogger(__name__)
 HEALTH_WAIT_S = 4.0  # the database's share of /api/health's 5 s
+TIMERS = ("runs", "schedules")
+STARTED_MS = int(time.time() * 1000)  # a timer not recorded yet is stale only after a while
+
+
+def _read_ticks() -> dict[str, int | None]:
+    store = context.store()
+    store.ping()
+    return {name: store.ticks.get(name) for name in TIMERS}
+
+
+def _iso(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds")
 
 
 def _must_manage(request: Request) -> None:
@@ -114,18 +131,31 @@ def create_app() -> FastAPI:
 
     @app.get("/api/health", **doc(d.Health, also={503: d.Health}))
     async def health() -> JSONResponse:
+        """The database answers, and each timer completed a tick recently (the last one is
+        recorded in the database, so every API instance judges the same timers)."""
         checks: dict[str, str] = {}
+        timers: dict[str, dict[str, Any]] = {}
         try:
             # Whatever the database does, health answers within 5 s (issue 12.2).
-            await asyncio.wait_for(asyncio.to_thread(context.store().ping), HEALTH_WAIT_S)
+            ticks = await asyncio.wait_for(asyncio.to_thread(_read_ticks), HEALTH_WAIT_S)
             checks["cosmos"] = "ok"
         except BenchError as e:
             checks["cosmos"] = f"error: {e}"
         except TimeoutError:
             checks["cosmos"] = f"error: no answer within {HEALTH_WAIT_S:g} s"
+        else:
+            now = int(time.time() * 1000)
+            stale_s = context.settings().timer_stale_s
+            for name, last in ticks.items():
+                checks[f"timer.{name}"] = tick_check(last, now, stale_s, STARTED_MS)
+                timers[name] = {
+                    "last_tick_at": _iso(last),
+                    "age_s": None if last is None else round(max(0, now - last) / 1000, 1),
+                }
         ok = all(v == "ok" for v in checks.values())
         return JSONResponse(
-            {"status": "ok" if ok else "degraded", "checks": checks}, status_code=200 if ok else 503
+            {"status": "ok" if ok else "degraded", "checks": checks, "timers": timers},
+            status_code=200 if ok else 503,
         )
 
     @app.post(

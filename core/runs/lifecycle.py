@@ -10,7 +10,8 @@ The timer never scans: it reads the runs whose ``due_ms`` has come (a failed del
 retry, a finish left half-done by a crash, a step running longer than it should) and the
 step barriers past their deadline (failing the step; ``advance`` fails its items), and
 starts waiting runs a crash left behind. A run that is simply running is not read until its
-step should have ended. The first step's delivery (the outbox): core.runs.delivery.
+step should have ended. The first step's delivery (the outbox): core.runs.delivery; the
+timer's tick, crash-only: core.runs.timer.
 """
 
 from __future__ import annotations
@@ -42,7 +43,6 @@ from core.runs.state import (
     derive_run_state,
     now_iso,
 )
-from core.units import clients_text
 
 log = logging.getLogger(__name__)
 STEP_SLACK_MS = 60_000  # a step's expected length plus this, then the timer looks
@@ -217,13 +217,21 @@ class Lifecycle:
         finished = delivery_failed or (
             all_ended and (next_step is None or bool(step_failed) or run.cancel_requested)
         )
-        owes = finished and run.admitted and not delivery_failed and not run.cancel_requested
+        owes = (
+            finished
+            and run.admitted
+            and not delivery_failed
+            and not run.cancel_requested
+            and not run.gave_up
+        )
         announce = owes and not run.finalized and self._finalize(run, steps, items)
         item_reasons: list[str] = [
             i.reason for i in items if i.state == ItemState.FAILED and i.reason
         ]
 
         def apply(r: Run) -> bool | None:
+            if r.finished and r.state in FINISHED_RUN and (r.finalized or not owes):
+                return False  # settled (a run the timer failed included): nothing to redo
             if not finished and (r.finished or r.finalized):
                 # Items read before the last one ended, written after a call that saw it:
                 # this call knows less than the one that finished the run.
@@ -263,7 +271,7 @@ class Lifecycle:
         for item in items:
             reason = why.get(item.step)
             if reason is not None and not item.ended:
-                item = self.update_item(run_id, item.id, _failing(reason))
+                item = self.update_item(run_id, item.id, failing(reason))
             out.append(item)
         return out
 
@@ -312,6 +320,8 @@ class Lifecycle:
                     return False
                 r.admitted = True
                 r.delivery.move(DeliveryState.PENDING)
+                # Should the delivery below not happen (a crash), the timer sends it.
+                r.due_ms = self.now_ms() + DELIVERY_BACKOFF_MS[-1]
                 if not r.cancel_requested:  # cancelled meanwhile: it reads cancelled
                     r.move(RunState.QUEUED)
                 return None
@@ -353,49 +363,6 @@ class Lifecycle:
         )
         return aggs[0] if aggs else None
 
-    # ---- the start barrier's deadline ----------------------------------------------------
 
-    def barrier_reason(self, step: Step) -> str:
-        """Why a step's barrier failed at its deadline: too few claimed, or too few ready."""
-        assert step.deadline_ms is not None and step.first_claim_ms is not None
-        _, items = self.store.items.of_run(step.run_id)
-        claimed = sum(1 for i in items if i.step == step.step and i.held)
-        secs = (step.deadline_ms - step.first_claim_ms) // 1000
-        if claimed < step.clients:
-            return f"{claimed} of {clients_text(step.clients)} claimed within {secs} s"
-        return f"{len(step.ready)} of {clients_text(step.clients)} were ready within {secs} s"
-
-    def expire_barrier(self, step: Step) -> Step:
-        """The step's clients did not all claim and get ready in time: the step fails with
-        the count, and the run moves on (``advance`` fails its items with it). A step that
-        got its start instant just before is returned as it is."""
-        reason = self.barrier_reason(step)
-        step = self.update_step(step.run_id, step.step, lambda s: None if s.fail(reason) else False)
-        if step.start_at_ms is None:
-            self.advance(step.run_id)
-        return step
-
-    # ---- the timer ----------------------------------------------------------------------
-
-    def tick(self) -> list[str]:
-        """What is due: deliveries to retry, barriers past their deadline, runs to look at,
-        waiting runs a crash left behind. Returns the runs finalized."""
-        now = self.now_ms()
-        for step in self.store.items.overdue_barriers(now):
-            self.expire_barrier(step)
-        done = []
-        for run in self.store.runs.due(now):
-            if run.admitted and run.delivery.state == DeliveryState.PENDING:
-                run = self.deliver(run)
-            if run.delivery.state != DeliveryState.PENDING:
-                was = run.finalized
-                run = self.advance(run.id)
-                if run.finalized and not was:
-                    done.append(run.id)
-        for key in self.admission.stalled():
-            self.admit([key])
-        return done
-
-
-def _failing(reason: str) -> Callable[[Item], bool | None]:
+def failing(reason: str) -> Callable[[Item], bool | None]:
     return lambda d: None if d.end(ItemState.FAILED, reason) else False

@@ -33,6 +33,7 @@ from core.runs.state import (
     Step,
     now_iso,
 )
+from core.runs.timer import barrier_reason
 
 log = logging.getLogger(__name__)
 
@@ -248,7 +249,7 @@ class AgentProtocol:
             return BarrierDecision("wait")
         # Past the deadline: this call fails the step and ends its own item; the run's
         # advance fails the step's other items (core.runs.lifecycle).
-        reason = self.life.barrier_reason(step)
+        reason = barrier_reason(self.store, step)
         step = self.life.update_step(run_id, doc.step, lambda s: None if s.fail(reason) else False)
         if step.start_at_ms is not None:  # completed just before the deadline
             return BarrierDecision("go", start_at_ms=step.start_at_ms)

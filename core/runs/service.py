@@ -21,6 +21,7 @@ from core.runs.ownership import check_owner
 from core.runs.protocol import AgentProtocol
 from core.runs.reports import Reports
 from core.runs.state import FINISHED_RUN, ItemState, Run
+from core.runs.timer import Timer
 from core.runs.views import Views
 
 
@@ -53,7 +54,8 @@ class RunService:
             monitor=monitor,
             on_finished=on_finished,
         )
-        self.lifecycle.gate = self.fleet.waiting  # elastic pools grow before a step is sent
+        self.lifecycle.gate = self.fleet.waiting
+        self.timer = Timer(self.lifecycle)  # elastic pools grow before a step is sent
         self.intake = Intake(
             store, self.admission, self.lifecycle, pools=pools, targets=targets, fleet=self.fleet
         )
@@ -126,4 +128,4 @@ class RunService:
 
     def tick(self) -> list[str]:
         """The timer: whatever is due. Returns the runs finalized."""
-        return self.lifecycle.tick()
+        return self.timer.tick()
