@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.middleware.base import RequestResponseEndpoint
 
 from core.catalogue import PROFILES, get_profile
-from core.errors import BenchError, FieldError, NotFound
+from core.errors import BenchError, FieldError, NotFound, StoreUnavailable
 from core.models import (
     RUN_ID_PATTERN,
     TAG_KEY_PATTERN,
@@ -28,9 +28,11 @@ from core.models import (
     RunRequest,
 )
 from core.monitoring.monitor import TriageState
+from core.runs.commit import ANSWER_MS, Answer
 from core.runs.guardrails import Forbidden
 from core.runs.state import RunState
 from core.runs.timer import tick_check
+from core.runs.views import public_run
 from functions import agent_api, bot, context, errors, fleet_api, openapi, reports_api, timers
 from functions import apidocs as d
 from functions import apidocs_monitoring as m
@@ -60,6 +62,11 @@ def _read_ticks() -> dict[str, int | None]:
     store = context.store()
     store.ping()
     return {name: store.ticks.get(name) for name in TIMERS}
+
+
+def _retrieved(work: asyncio.Future[Any]) -> None:
+    if not work.cancelled() and work.exception() is not None:
+        log.info("intake ended: %s", work.exception())
 
 
 def _iso(ms: int | None) -> str | None:
@@ -177,11 +184,24 @@ def create_app() -> FastAPI:
         ] = None,
         x_bench_door: DoorHeader = None,
     ) -> JSONResponse:
-        """202 for a new run, 200 for a replay of the same Idempotency-Key and body."""
+        """202 for a new run, 200 for a replay of the same Idempotency-Key and body. 503
+        within ANSWER_MS when the database does not answer in time: that run never runs
+        (core.runs.commit)."""
         body = await json_body(request)
-        run, created = await asyncio.to_thread(
-            svc().submit, body, idempotency_key, caller_of(request)
+        answer = Answer(int(time.time() * 1000) + ANSWER_MS, time.time)
+        work = asyncio.ensure_future(
+            asyncio.to_thread(svc().submit, body, idempotency_key, caller_of(request), answer)
         )
+        work.add_done_callback(_retrieved)  # what it raises after a 503 is logged there
+        try:
+            run, created = await asyncio.wait_for(asyncio.shield(work), ANSWER_MS / 1000)
+        except TimeoutError:
+            if answer.abandon():  # the intake goes on alone and voids what it stores late
+                raise StoreUnavailable(
+                    f"no answer within {ANSWER_MS / 1000:g} s", "Cosmos DB"
+                ) from None
+            assert answer.run is not None  # committed: stored in time, 202 whatever follows
+            run, created = public_run(answer.run), True
         location = f"/api/runs/{run['id']}"
         out = {"id": run["id"], "state": run["state"], "location": location}
         if "queue_position" in run:

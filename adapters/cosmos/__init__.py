@@ -98,7 +98,8 @@ class CosmosStore(Store):
         self._client = client
         self._db = client.get_database_client(database)
         c = {
-            name: Container(self._db.get_container_client(name), pk)
+            # The runs' _ts judges their creation (core.runs.commit).
+            name: Container(self._db.get_container_client(name), pk, timestamps=name == "runs")
             for name, pk in CONTAINERS.items()
         }
         self._containers = c

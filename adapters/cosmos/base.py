@@ -33,9 +33,10 @@ def _check_size(container: str, doc: Doc) -> None:
         )
 
 
-def _clean(doc: Any) -> Doc:
-    """Drop Cosmos system properties except the ETag, which compare-and-swap needs."""
-    return {k: v for k, v in dict(doc).items() if not k.startswith("_") or k == "_etag"}
+def _clean(doc: Any, keep: frozenset[str] = frozenset({"_etag"})) -> Doc:
+    """Drop Cosmos system properties except the ETag, which compare-and-swap needs (and
+    ``_ts`` where it is asked for: a run's creation is judged by it, core.runs.commit)."""
+    return {k: v for k, v in dict(doc).items() if not k.startswith("_") or k in keep}
 
 
 def wrap(e: Exception, what: str) -> Exception:
@@ -70,22 +71,26 @@ def _decode_continuation(continuation: str) -> str:
 class Container:
     """A container and its partition key path."""
 
-    def __init__(self, proxy: ContainerProxy, pk: str) -> None:
+    def __init__(self, proxy: ContainerProxy, pk: str, *, timestamps: bool = False) -> None:
         self.proxy = proxy
         self.name = proxy.id
         self.pk_field = pk.lstrip("/")
+        self._keep = frozenset({"_etag", "_ts"} if timestamps else {"_etag"})
+
+    def _clean(self, doc: Any) -> Doc:
+        return _clean(doc, self._keep)
 
     def create(self, doc: Doc) -> Doc:
         _check_size(self.name, doc)
         try:
-            return _clean(self.proxy.create_item(doc))
+            return self._clean(self.proxy.create_item(doc))
         except (cx.CosmosHttpResponseError, AzureError) as e:
             raise wrap(e, f"{self.name}/{doc.get('id')}") from e
 
     def upsert(self, doc: Doc) -> Doc:
         _check_size(self.name, doc)
         try:
-            return _clean(self.proxy.upsert_item(doc))
+            return self._clean(self.proxy.upsert_item(doc))
         except (cx.CosmosHttpResponseError, AzureError) as e:
             raise wrap(e, f"{self.name}/{doc.get('id')}") from e
 
@@ -100,7 +105,7 @@ class Container:
         """A point read: by id and partition key, never a query (the local server answers
         queries by scanning the container; scripts/cosmosdb-server.js)."""
         try:
-            return _clean(self.proxy.read_item(id_, partition_key=pk))
+            return self._clean(self.proxy.read_item(id_, partition_key=pk))
         except (cx.CosmosHttpResponseError, AzureError) as e:
             raise wrap(e, f"{self.name}/{id_}") from e
 
@@ -108,7 +113,7 @@ class Container:
         """Write ``doc`` over its stored version only if that still has ``etag``."""
         _check_size(self.name, doc)
         try:
-            return _clean(
+            return self._clean(
                 self.proxy.replace_item(
                     doc["id"], doc, etag=etag, match_condition=MatchConditions.IfNotModified
                 )
@@ -130,7 +135,7 @@ class Container:
                 )
             else:
                 it = self.proxy.query_items(sql, parameters=params, partition_key=pk)
-            return [_clean(d) for d in it]
+            return [self._clean(d) for d in it]
         except (cx.CosmosHttpResponseError, AzureError) as e:
             raise wrap(e, f"query on {self.name}") from e
 
@@ -144,7 +149,7 @@ class Container:
             pages = self.proxy.query_items(
                 sql, parameters=params, enable_cross_partition_query=True, max_item_count=limit
             ).by_page(token)
-            page = [_clean(d) for d in next(pages, [])]
+            page = [self._clean(d) for d in next(pages, [])]
             nxt = getattr(pages, "continuation_token", None)
         except cx.CosmosHttpResponseError as e:
             # Cosmos DB answers 400 to a token it did not issue (or issued for another query).

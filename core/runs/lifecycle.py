@@ -51,6 +51,8 @@ RECHECK_MS = 30_000  # a run found still running is looked at again this much la
 
 def _stamp(run: Run) -> None:
     run.updated_at = now_iso()
+    if run.landed_s is None and run.accept_by_s is not None:
+        run.landed_s = run.ts  # its first change keeps when its creation was stored
 
 
 class Lifecycle:
@@ -81,13 +83,17 @@ class Lifecycle:
 
     # ---- compare-and-swap on each kind of document --------------------------------------
 
-    def update_run(self, run_id: str, change: Callable[[Run], bool | None]) -> Run:
+    def update_run(
+        self, run_id: str, change: Callable[[Run], bool | None], read: Run | None = None
+    ) -> Run:
+        """``read``: the run as just read, tried first (core.runs.cas.update's ``first``)."""
         return update(
             lambda: self.store.runs.get(run_id),
             self.store.runs.replace,
             change,
             f"run {run_id}",
             stamp=_stamp,
+            first=read,
         )
 
     def update_item(
@@ -113,9 +119,9 @@ class Lifecycle:
 
     # ---- sending steps ------------------------------------------------------------------
 
-    def deliver(self, run: Run) -> Run:
+    def deliver(self, run: Run, *, creator: bool = False) -> Run:
         """Send an admitted run's first step (core.runs.delivery)."""
-        return deliver(self, run)
+        return deliver(self, run, creator=creator)
 
     def enqueue_step(self, run: Run, number: int) -> None:
         """Resolve, create and send a step's items, then mark the step enqueued. Racing
@@ -223,6 +229,7 @@ class Lifecycle:
             and not delivery_failed
             and not run.cancel_requested
             and not run.gave_up
+            and not run.void
         )
         announce = owes and not run.finalized and self._finalize(run, steps, items)
         item_reasons: list[str] = [
@@ -258,7 +265,7 @@ class Lifecycle:
         was_finished = run.finished
         run = self.update_run(run_id, apply)
         if run.finished and not was_finished and run.admitted:
-            self._free_targets(run)
+            self.free_targets(run)
         if announce and self.on_finished is not None:
             self.on_finished(run.id)  # once, by whoever finalized it, with its final state
         return run
@@ -306,7 +313,7 @@ class Lifecycle:
             agg["series_artifact"] = {"bytes": len(packed), "sha256": sha256_hex(packed)}
         self.store.results.create_aggregate(agg)
 
-    def _free_targets(self, run: Run) -> None:
+    def free_targets(self, run: Run) -> None:
         """Its I/O is over: the runs waiting for its targets may start, now."""
         self.admission.release(run)
         self.admit(run_keys(run))
@@ -316,7 +323,7 @@ class Lifecycle:
         for waiting in self.admission.admit_next(keys):
 
             def admitted(r: Run) -> bool | None:
-                if r.admitted:
+                if r.admitted or r.void:
                     return False
                 r.admitted = True
                 r.delivery.move(DeliveryState.PENDING)
@@ -327,6 +334,9 @@ class Lifecycle:
                 return None
 
             run = self.update_run(waiting.id, admitted)
+            if not run.admitted:  # void meanwhile: what it took is given back
+                self.admission.release(run)
+                continue
             self.admission.leave(run)
             self.deliver(run)
             started.append(run.id)

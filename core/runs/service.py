@@ -8,12 +8,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from core.errors import StoreUnavailable
 from core.fleet.pools import PoolConfig
 from core.fleet.service import Fleet
 from core.monitoring.monitor import Monitor
 from core.ports import Artifacts, Doc, Queue, Store
 from core.runs.admission import Admission
 from core.runs.barrier_timing import BARRIER_LEAD_MS, REJOIN_LATE_MS
+from core.runs.commit import Answer
 from core.runs.guardrails import LOCAL_CALLER, Caller, TargetInfo
 from core.runs.intake import Intake
 from core.runs.lifecycle import Lifecycle
@@ -22,7 +24,7 @@ from core.runs.protocol import AgentProtocol
 from core.runs.reports import Reports
 from core.runs.state import FINISHED_RUN, ItemState, Run
 from core.runs.timer import Timer
-from core.runs.views import Views
+from core.runs.views import Views, public_run
 
 
 class RunService:
@@ -83,10 +85,17 @@ class RunService:
         self.full_result = self.views.full_result
 
     def submit(
-        self, body: Any, idempotency_key: str | None = None, caller: Caller = LOCAL_CALLER
+        self,
+        body: Any,
+        idempotency_key: str | None = None,
+        caller: Caller = LOCAL_CALLER,
+        answer: Answer | None = None,
     ) -> tuple[Doc, bool]:
-        run, created = self.intake.submit(body, idempotency_key, caller)
-        return self.views.summary(run), created
+        run, created = self.intake.submit(body, idempotency_key, caller, answer)
+        try:
+            return self.views.summary(run), created
+        except StoreUnavailable:  # stored and committed: 202 without its place in line
+            return public_run(run), created
 
     def cancel(self, run_id: str, caller: Caller = LOCAL_CALLER) -> Doc:
         """Queued items are marked cancelled now and dropped by whichever agent receives

@@ -368,6 +368,13 @@ class Run(_Stored):
     # Ticks of the timer that failed on this run with an unexpected error (core.runs.timer);
     # at INTERNAL_ERROR_ATTEMPTS the run fails alone, "internal error: ...".
     internal_errors: int = 0
+    # The commit point (core.runs.commit): the creation counts only if the database stored
+    # it by this second (its ``_ts``); ``landed_s`` keeps that first ``_ts``; ``accepted``
+    # is the decision (None: not decided yet; False: void, it never runs).
+    accept_by_s: int | None = None
+    landed_s: int | None = None
+    accepted: bool | None = None
+    ts: int | None = Field(None, alias="_ts", exclude=True)  # the database's, as read
     provisioning: Provisioning | None = None  # while its pool grows (state provisioning)
     # What the run was judged with (core.limits.facts.run_target_facts): kept with the run,
     # so a later change of the registry or the catalogue does not rewrite its explanation.
@@ -384,6 +391,11 @@ class Run(_Stored):
     @property
     def owner(self) -> str:
         return self.requested_by.name
+
+    @property
+    def void(self) -> bool:
+        """Its creation does not count (core.runs.commit): it never runs."""
+        return self.accepted is False
 
     @property
     def gave_up(self) -> bool:

@@ -24,7 +24,7 @@ from typing import TypeVar
 
 from core.errors import StoreUnavailable
 from core.ports import Store, TickRepo
-from core.runs.admission import run_keys
+from core.runs.commit import accept, verdict, void
 from core.runs.lifecycle import Lifecycle, failing
 from core.runs.state import (
     FINISHED_RUN,
@@ -111,7 +111,13 @@ class Timer:
         return done
 
     def _due(self, run: Run) -> bool:
-        """Deliver a pending first step, then advance. True when this finalized the run."""
+        """Decide a creation its creator left undecided, deliver a pending first step, then
+        advance. True when this finalized the run."""
+        if not run.admitted and run.accepted is None:  # waiting: nothing else to do for it
+            decided = verdict(run, self.life.now_ms())
+            if decided is not None:
+                accept(self.life, run) if decided else void(self.life, run.id, read=run)
+            return False
         if run.admitted and run.delivery.state == DeliveryState.PENDING:
             run = self.life.deliver(run)
         if run.delivery.state == DeliveryState.PENDING:
@@ -179,11 +185,9 @@ class Timer:
 
         run = self.life.update_run(run_id, give_up)
         log.error("run %s failed: %s", run_id, reason)
-        if run.admitted:
-            self.life.admission.release(run)
-            self.life.admit(run_keys(run))
-        else:
+        if not run.admitted:
             self.life.admission.leave(run)
+        self.life.free_targets(run)
         return run
 
     # ---- the start barrier's deadline ----------------------------------------------------
