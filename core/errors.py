@@ -44,3 +44,7 @@ class StoreUnavailable(BenchError):
 class TooLarge(BenchError):
     """Over a limit the backing service enforces (a 2 MB document, an artifact's size):
     HTTP 413, nothing written."""
+
+
+class LeaseLost(BenchError):
+    """A queue message's pop receipt is no longer valid: another consumer may hold it now."""

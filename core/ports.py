@@ -130,8 +130,30 @@ class Artifacts(Protocol):
 
 
 class Queue(Protocol):
-    def send(self, item: WorkItem) -> None: ...
+    """The service's side of the pools' work queues (Azure Storage queues)."""
+
+    def send(self, item: WorkItem) -> None: ...  # BenchError over the 64 KiB message limit
     def send_poison(self, pool: str, body: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class Message:
+    """A received queue message: ``pop_receipt`` proves the receiver still holds it."""
+
+    id: str
+    pop_receipt: str
+    dequeue_count: int
+    content: str
+
+
+class AgentQueue(Protocol):
+    """The agents' side: a received message is invisible to others for the visibility
+    timeout, then delivered again with its dequeue count one higher; renewing or deleting
+    it needs its newest pop receipt (``LeaseLost`` otherwise)."""
+
+    def receive(self, pool: str, visibility_timeout: int) -> Message | None: ...
+    def renew(self, pool: str, message: Message, visibility_timeout: int) -> Message: ...
+    def delete(self, pool: str, message: Message) -> None: ...
 
 
 class Notifier(Protocol):
