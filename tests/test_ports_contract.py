@@ -221,10 +221,11 @@ def test_target_locks_and_free_targets_with_waiters(ports: Ports) -> None:
         targets.create(TargetLock(id=key))
     lock.queue = [Waiter(run_id=new_id(), created_ms=1)]
     lock = targets.replace(lock)
-    assert key in targets.free_with_waiters()
-    lock.run_id = new_id()
+    assert [(k.run_id, k.queue) for k in targets.with_waiters() if k.id == key] == [(None, [])]
+    lock.run_id, lock.since_ms = new_id(), 7
     held = targets.replace(lock)
-    assert key not in targets.free_with_waiters()
+    listed = [(k.run_id, k.since_ms) for k in targets.with_waiters() if k.id == key]
+    assert listed == [(lock.run_id, 7)]
     with pytest.raises(Conflict):
         targets.replace(lock)
     assert targets.get(key).run_id == held.run_id

@@ -8,7 +8,6 @@ Every operation first asks the fault hook what happens to it (``Effect``).
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Callable, Iterable
 from typing import Any, Literal, Protocol
@@ -45,10 +44,11 @@ class Tables:
         self.clock = clock
         self.faults = faults
         self.deferred: list[Callable[[], object]] = []
-        self._etags = itertools.count(1)
+        self.writes = 0  # documents written so far
 
     def etag(self) -> str:
-        return f'"{next(self._etags):08x}"'
+        self.writes += 1
+        return f'"{self.writes:08x}"'
 
     def effect(self, op: str, table: str, key: str) -> Effect:
         return "ok" if self.faults is None else self.faults(op, table, key)

@@ -155,11 +155,12 @@ class MemoryTargets:
     def replace(self, lock: TargetLock) -> TargetLock:
         return TargetLock.model_validate(self._t.replace(lock.doc(), lock.etag))
 
-    def free_with_waiters(self) -> list[str]:
-        docs = self._t.query(
-            lambda d: len(d.get("queue") or []) > 0 and ("run_id" not in d or d["run_id"] is None)
-        )
-        return [str(d["id"]) for d in docs]
+    def with_waiters(self) -> list[TargetLock]:
+        docs = self._t.query(lambda d: len(d.get("queue") or []) > 0)
+        return [
+            TargetLock.model_validate({k: d[k] for k in ("id", "run_id", "since_ms") if k in d})
+            for d in docs
+        ]
 
 
 class MemoryResults:

@@ -256,8 +256,17 @@ class Admission:
         self._change(key, drop)
 
     def stalled(self) -> list[str]:
-        """Free targets with runs waiting: where the timer looks for a start a crash missed.
-        A held target's waiters start when its holder releases it (and a holder that
-        crashed while finishing is due itself, core.runs.lifecycle), so the timer never
-        reads a held target's queue."""
-        return self.store.targets.free_with_waiters()
+        """Targets runs wait for that nobody is starting: free, or held by a run that has
+        ended or was never written (free by rule, but its release did not happen: a
+        crash), or by a waiting run whose admission was cut short. The timer admits there.
+        Read without the queues; a live holder's waiters start when it releases."""
+        out = []
+        for lock in self.store.targets.with_waiters():
+            holder = self._run(lock.run_id) if lock.run_id else None
+            if lock.run_id and holder is None:
+                stuck = self._now_ms() - lock.since_ms >= UNWRITTEN_HOLDER_GRACE_MS
+            else:
+                stuck = holder is None or holder_done(holder) or not holder.admitted
+            if stuck:
+                out.append(lock.id)
+        return out

@@ -80,6 +80,10 @@ class Answer:
                 self._state, self.run = "committed", run
             return self._state == "committed"
 
+    @property
+    def committed(self) -> bool:
+        return self._state == "committed"
+
     def abandon(self) -> bool:
         """The handler's deadline: True when the answer is now 503 (nothing committed)."""
         with self._lock:

@@ -190,10 +190,15 @@ class Lifecycle:
         step_failed: list[str] = [s.failed_reason for s in steps if s.failed_reason]
         next_step = next((s for s in sorted(steps, key=lambda s: s.step) if not s.enqueued), None)
         all_ended = all(i.ended for i in items)
+        # The steps before it have ended. Its own items may exist already: a send that
+        # failed half-way (some messages out, not marked sent) is sent again, in full.
+        before_ended = next_step is not None and all(
+            i.ended for i in items if i.step != next_step.step
+        )
         delivery_failed = run.delivery.state == DeliveryState.FAILED
         if (
             next_step is not None
-            and all_ended
+            and before_ended
             and run.admitted
             and not step_failed
             and not run.cancel_requested
@@ -298,7 +303,9 @@ class Lifecycle:
 
         def mark(r: Run) -> bool | None:
             flipped[:] = [not r.finalized]
-            r.finalized, r.due_ms = True, None
+            # Still due: should the write finishing the run not follow (a crash), the timer
+            # does it (the run is no longer read as finished-to-be otherwise).
+            r.finalized, r.due_ms = True, self.now_ms()
             return None if flipped[0] else False
 
         self.update_run(run.id, mark)

@@ -106,11 +106,15 @@ class RunService:
         if run.state in FINISHED_RUN:
             return self.views.summary(run)
 
+        now = self.lifecycle.now_ms()
+
         def cancel(r: Run) -> bool | None:
             # Decided again on the fresh document: a run that finished meanwhile stays so.
             if r.cancel_requested or r.state in FINISHED_RUN:
                 return False
             r.cancel_requested = True
+            # Should this call not get to the end (a crash, an outage), the timer does.
+            r.due_ms = min(r.due_ms or now, now)
             return None
 
         run = self.lifecycle.update_run(run_id, cancel)
