@@ -25,7 +25,11 @@ class ValidationFailed(BenchError):
 
 
 class NotFound(BenchError):
-    pass
+    """HTTP 404. ``field``: what named the missing thing (the path, or a parameter)."""
+
+    def __init__(self, message: str = "", field: str = "(path)") -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class Conflict(BenchError):

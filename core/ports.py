@@ -17,6 +17,10 @@ from core.runs.locks import TargetLock
 from core.runs.state import Item, Run, Step
 
 Doc = dict[str, Any]
+# What RunRepo.page hands out as its continuation token: URL-safe Base64. page raises
+# ValidationFailed (field continuation) for anything else, NotFound for a token of this
+# form it did not give.
+CONTINUATION_PATTERN = r"^[A-Za-z0-9_-]+={0,2}$"
 
 
 class RunRepo(Protocol):

@@ -73,11 +73,11 @@ def _schema_errors(name: str, doc: Any) -> list[FieldError]:
             out.append(
                 FieldError(
                     _dotted([*path, missing]) if missing else _dotted(path),
-                    "required field is missing",
+                    schema.get("x-error", "required field is missing"),
                 )
             )
             return
-        message = err.message
+        message = schema.get("x-error", err.message)
         if err.validator in ("pattern", "not") and "description" in schema:
             message = f"{err.instance!r} is not valid: {schema['description']}"
         out.append(FieldError(_dotted(path) or "(body)", message))

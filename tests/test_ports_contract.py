@@ -174,10 +174,13 @@ def test_due_active_and_pages_of_runs(ports: Ports) -> None:
         target=None, state="running", tag=("contract", tag), limit=10, continuation=None
     )
     assert [r.id for r in running] == ids[2::-1]
-    for bad in ("not a token", "bm90IGEgdG9rZW4"):
-        with pytest.raises(ValidationFailed) as e:
-            runs.page(target=None, state=None, tag=None, limit=2, continuation=bad)
-        assert e.value.errors[0].field == "continuation"
+    with pytest.raises(ValidationFailed) as bad:  # not URL-safe Base64
+        runs.page(target=None, state=None, tag=None, limit=2, continuation="not a token")
+    assert bad.value.errors[0].field == "continuation"
+    for unknown in ("bm90IGEgdG9rZW4", "abc", "AAAA"):  # of that form, but not given
+        with pytest.raises(NotFound) as missing:
+            runs.page(target=None, state=None, tag=None, limit=2, continuation=unknown)
+        assert missing.value.field == "continuation"
 
 
 def test_a_runs_steps_and_items_and_overdue_barriers(ports: Ports) -> None:

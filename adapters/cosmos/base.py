@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import re
 from typing import Any
 
 from azure.core import MatchConditions
@@ -15,6 +16,7 @@ from azure.cosmos import ContainerProxy
 from azure.cosmos import exceptions as cx
 
 from core.errors import Conflict, FieldError, NotFound, StoreUnavailable, TooLarge, ValidationFailed
+from core.ports import CONTINUATION_PATTERN
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
@@ -49,22 +51,36 @@ def wrap(e: Exception, what: str) -> Exception:
     return StoreUnavailable(f"Cosmos DB: {what}: {e}", "Cosmos DB")
 
 
+# What ``page`` hands out: URL-safe Base64 (the OpenAPI document says so). Anything else is
+# the caller's mistake (400); a token of that form this listing did not give, or gave for
+# another query, names no page: 404 (a schema cannot tell the two apart, so the document
+# promises the form and the server answers 404 for the rest).
+_TOKEN = re.compile(CONTINUATION_PATTERN)
+
+
 def _bad_continuation() -> ValidationFailed:
-    message = "not a continuation token this listing gave (ask again without it)"
+    message = "not a continuation token: URL-safe Base64 as a listing gives it"
     return ValidationFailed([FieldError("continuation", message)])
 
 
+def _unknown_continuation() -> NotFound:
+    return NotFound(
+        "no page of this listing has this continuation token (ask again without it)",
+        "continuation",
+    )
+
+
 def _decode_continuation(continuation: str) -> str:
-    """The database's token inside what ``page`` handed out (URL-safe Base64 of it).
-    Anything else is the caller's mistake, refused before it reaches the SDK: undecodable
-    text, or bytes that are not printable ASCII (the token travels in an HTTP header)."""
+    """The database's token inside what ``page`` handed out (URL-safe Base64 of it)."""
+    if not _TOKEN.fullmatch(continuation):
+        raise _bad_continuation()
     try:
         token = base64.b64decode(continuation.encode("ascii"), altchars=b"-_", validate=True)
         text = token.decode("ascii")
     except ValueError:  # binascii.Error and UnicodeError are ValueErrors
-        raise _bad_continuation() from None
-    if not text or not text.isprintable():
-        raise _bad_continuation()
+        raise _unknown_continuation() from None
+    if not text or not text.isprintable():  # the token travels in an HTTP header
+        raise _unknown_continuation()
     return text
 
 
@@ -154,13 +170,13 @@ class Container:
         except cx.CosmosHttpResponseError as e:
             # Cosmos DB answers 400 to a token it did not issue (or issued for another query).
             if token is not None and e.status_code == 400:
-                raise _bad_continuation() from None
+                raise _unknown_continuation() from None
             raise wrap(e, f"query on {self.name}") from e
         except AzureError as e:
             raise wrap(e, f"query on {self.name}") from e
         except (ValueError, KeyError, TypeError):
             if token is None:
                 raise
-            raise _bad_continuation() from None  # the SDK could not read the token itself
+            raise _unknown_continuation() from None  # the SDK could not read the token itself
         encoded = base64.urlsafe_b64encode(nxt.encode()).decode() if nxt and page else None
         return page, encoded

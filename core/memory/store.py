@@ -4,13 +4,14 @@ repositories do (adapters/cosmos/*.py: the same queries, orders and errors)."""
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Callable
 from typing import Any
 
 from core.errors import FieldError, NotFound, StoreUnavailable, ValidationFailed
 from core.fleet.registry import AgentRecord
 from core.memory.documents import Doc, Faults, Table, Tables
-from core.ports import Store
+from core.ports import CONTINUATION_PATTERN, Store
 from core.runs.locks import TargetLock
 from core.runs.plan import step_id
 from core.runs.state import Item, Run, Step
@@ -18,20 +19,27 @@ from core.runs.state import Item, Run, Step
 CONTINUATION_PREFIX = "memory-page:"
 
 
-def _bad_continuation() -> ValidationFailed:
-    message = "not a continuation token this listing gave (ask again without it)"
-    return ValidationFailed([FieldError("continuation", message)])
+TOKEN = re.compile(CONTINUATION_PATTERN)
 
 
 def _offset(continuation: str | None) -> int:
+    """As the Cosmos DB adapter: 400 for what is not URL-safe Base64, 404 for a token of
+    that form this listing did not give."""
     if continuation is None:
         return 0
+    if not TOKEN.fullmatch(continuation):
+        message = "not a continuation token: URL-safe Base64 as a listing gives it"
+        raise ValidationFailed([FieldError("continuation", message)])
+    unknown = NotFound(
+        "no page of this listing has this continuation token (ask again without it)",
+        "continuation",
+    )
     try:
         text = base64.urlsafe_b64decode(continuation.encode("ascii")).decode("ascii")
     except ValueError:
-        raise _bad_continuation() from None
+        raise unknown from None
     if not text.startswith(CONTINUATION_PREFIX) or not text[len(CONTINUATION_PREFIX) :].isdigit():
-        raise _bad_continuation()
+        raise unknown
     return int(text[len(CONTINUATION_PREFIX) :])
 
 
