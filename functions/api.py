@@ -213,7 +213,7 @@ def create_app() -> FastAPI:
             headers={"Location": location},
         )
 
-    @app.get("/api/runs", **doc(d.RunList, errors=(400, *STORE)))
+    @app.get("/api/runs", **doc(d.RunList, errors=(400, 404, *STORE)))
     async def list_runs(
         target: Annotated[Alias | None, Query()] = None,
         state: RunState | None = None,

@@ -9,6 +9,21 @@ import pytest
 from tests.sim.driver import A, Action, Sim
 
 FOUND: dict[str, list[Action]] = {
+    # Issue 24.4 itself, found by the simulation with the commit point undone (a creation
+    # counting however late the database stored it, core/runs/commit.py): the database
+    # paused in the middle of a POST, which was answered 503; its run was stored when the
+    # database resumed, and the timer sent it.
+    "a run whose POST was answered 503 ran": [
+        A("post", 4, 6, 0),
+        A("post", 0, 1, 0),
+        A("agent", 1, 1, 697),
+        A("agent", 2, 1, 213),
+        A("agent", 2, 0, 748),
+        A("advance", 7000, 0, 0),
+        A("agent", 2, 1, 41),
+        A("pause_in", 5, 0, 0),
+        A("post", 5, 0, 0),
+    ],
     # Seed 2 (then 4): an agent's result was stored and the answer lost; its lease ran out
     # and another agent took the item over and measured it again: the stored result said
     # one agent, the item another. A claim now completes an item whose result is stored.
@@ -29,6 +44,26 @@ FOUND: dict[str, list[Action]] = {
         A("tick", 3, 0, 0),
         A("agent", 0, 0, 452),
         A("agent", 1, 1, 400),
+    ],
+    # Seed 3 (then 10): the API died while sending a two-client step, after one of its
+    # messages: the step was not marked sent, and the next advance waited for all the
+    # run's items to end, its own unsent ones too: the run stayed running, its target held.
+    # A step whose items exist but which is not marked sent is now sent again, in full.
+    "a step whose send died half-way was never sent again": [
+        A("post", 3, 3, 0),
+        A("post", 4, 6, 0),
+        A("agent", 3, 0, 525),
+        A("cancel", 596, 0, 0),
+        A("advance", 4000, 0, 0),
+        A("post", 1, 0, 0),
+        A("advance", 4000, 0, 0),
+        A("agent", 1, 1, 588),
+        A("agent", 1, 1, 29),
+        A("agent", 0, 1, 884),
+        A("agent", 0, 1, 122),
+        A("advance", 31000, 0, 0),
+        A("crash", 10, 0, 0),
+        A("agent", 0, 1, 499),
     ],
     # Seed 4 (then 19): a cancel recorded on a waiting run and then cut short (an outage)
     # left the run waiting for good: nothing advanced it again. The cancel now makes the

@@ -45,7 +45,7 @@ def test_the_simulation_keeps_every_invariant(seed: int) -> None:
     # and every kind of fault was injected.
     assert outcomes["ok"] >= 20 and outcomes["unavailable"] >= 20 and outcomes["refused"] >= 5
     assert stored >= 10
-    for kind in ("pause", "queue_pause", "flaky", "crash", "restart", "die", "cancel"):
+    for kind in ("pause", "pause_in", "queue_pause", "flaky", "crash", "restart", "die", "cancel"):
         assert kinds[kind] > 0, kind
 
 

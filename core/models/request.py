@@ -28,6 +28,15 @@ from core.models.common import (
 )
 from core.models.workload import DataSet, FieldSweep, RateSweep, Workload
 
+# A sweep's bounds are in the document too (issue 24.5); x-error: core.validation's message.
+ClientSweep = Annotated[
+    list[Clients],
+    Field(
+        min_length=1,
+        max_length=MAX_STEPS,
+        json_schema_extra={"x-error": f"a sweep has 1 to {MAX_STEPS} steps"},
+    ),
+]
 ONE_TARGET = "give either target or targets, not both"
 SOME_TARGET = "give target (one mount alias) or targets (several)"
 
@@ -82,7 +91,7 @@ class RunRequest(Strict):
     )
     repetitions: int = Field(1, ge=1, le=10)
     discard_first: bool = Field(False, description="treat the first repetition as warm-up")
-    clients: Clients | list[Clients] = Field(
+    clients: Clients | ClientSweep = Field(
         1,
         description="distinct agents loading the target at once; a list sweeps it, one "
         "measured step per entry, run one after another",

@@ -23,7 +23,10 @@ MAX_CRON_LEN = 256
 # The form a cron must have (an alias, or 5 fields of printable ASCII), said in the OpenAPI
 # document so that an empty or one-field cron is invalid there too (issue 24.5); what the
 # fields hold is then checked by croniter (a schema cannot tell "0 0 30 2 *" never fires).
-CRON_PATTERN = r"^[ \t]*(@[A-Za-z]+|[!-~]+([ \t]+[!-~]+){4})[ \t]*$"
+CRON_PATTERN = (
+    r"^[ \t]*(@(hourly|daily|midnight|weekly|monthly|yearly|annually)"
+    r"|[!-~]+([ \t]+[!-~]+){4})[ \t]*$"
+)
 # For the document only: validate_cron says what is wrong with a cron better than a regex.
 CRON_SCHEMA: dict[str, Any] = {"pattern": CRON_PATTERN, "minLength": 1, "maxLength": MAX_CRON_LEN}
 MAX_OWNER_LEN = 128

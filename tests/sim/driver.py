@@ -7,8 +7,9 @@ Actions: POSTs (with or without an Idempotency-Key, the same key again, another 
 a key, an invalid body), an agent's next step (claim, ready, barrier polls, heartbeats,
 its result or a retryable or final failure, its lease), agents dying and coming back, time
 passing (leases run out: redeliveries; barriers expire), timer ticks on either of two API
-instances, cancels, API restarts, a call that dies half-way, the database paused (writes
-held and applied when it resumes, after their callers heard a failure), the queue paused,
+instances, cancels, API restarts, a call that dies half-way, the database paused (between
+calls or in the middle of one; its writes held and applied when it resumes, after their
+callers heard a failure), the queue paused,
 stretches of failing calls and of calls whose answer is lost.
 """
 
@@ -90,6 +91,9 @@ class Sim:
         if kind == "pause":
             w.faults.db_paused = True
             return "database paused"
+        if kind == "pause_in":
+            w.faults.pause_in = a
+            return f"the database pauses at the next call's storage call {a}"
         if kind == "queue_pause":
             w.faults.queue_paused = True
             return "queue paused"
@@ -197,7 +201,7 @@ class Sim:
         something must change at least every ``quiet_steps`` (4 minutes: longer than any
         deadline the service waits for) until then."""
         w = self.world
-        w.faults.flaky_ops, self.crash_next = 0, None
+        w.faults.flaky_ops, w.faults.pause_in, self.crash_next = 0, None, None
         w.resume()
         for agent in self.agents:
             agent.alive = True
@@ -244,6 +248,7 @@ def draw(rng: random.Random, sim: Sim) -> Action:
         (14, "advance"),
         (1.5, "cancel"),
         (0.8 if not w.faults.db_paused else 0, "pause"),
+        (1.2 if not w.faults.db_paused else 0, "pause_in"),
         (0.4 if not w.faults.queue_paused else 0, "queue_pause"),
         (8 if (w.faults.db_paused or w.faults.queue_paused) else 0, "resume"),
         (2, "flaky"),
@@ -261,8 +266,8 @@ def draw(rng: random.Random, sim: Sim) -> Action:
         return A("advance", rng.choice([100, 500, 1_000, 2_000, 4_000, 7_000, 31_000, 130_000]))
     if kind == "flaky":
         return A("flaky", rng.randrange(5, 60), rng.choice([0, 2, 3, 5]), rng.choice([0, 2, 3, 4]))
-    if kind == "crash":
-        return A("crash", rng.randrange(1, 12))
+    if kind in ("crash", "pause_in"):
+        return A(kind, rng.randrange(1, 12))
     if kind in ("tick", "restart", "die", "return"):
         return A(kind, rng.randrange(AGENTS))
     if kind == "cancel":

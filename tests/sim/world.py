@@ -46,10 +46,15 @@ class Faults:
     fail_every: int = 0  # ... every n-th fails
     lose_every: int = 0  # ... every n-th is done and its answer lost
     crash_in: int | None = None  # the call dies at its n-th storage operation
+    pause_in: int | None = None  # the database pauses at the next call's n-th operation
     seen: int = 0
 
     def __call__(self, op: str, table: str, key: str) -> Effect:
         self.seen += 1
+        if self.pause_in is not None and table not in ("queue", "artifacts"):
+            self.pause_in -= 1
+            if self.pause_in <= 0:  # SIGSTOP in the middle of a call, as the did
+                self.pause_in, self.db_paused = None, True
         if self.crash_in is not None:
             self.crash_in -= 1
             if self.crash_in <= 0:
