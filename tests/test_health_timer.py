@@ -67,7 +67,7 @@ def test_health_is_503_naming_the_timer_when_its_ticks_stop(
             assert body["checks"]["cosmos"] == "ok"
             assert body["checks"]["timer.runs"].startswith("stale: last complete tick ")
             assert body["checks"]["timer.schedules"] == "ok"
-            assert body["timers"]["runs"]["age_s"] > 3
+            assert body["timers"]["runs"]["age_s"] >= 3  # rounded to 0.1 s
     finally:
         stop.set()
         second.stop()
