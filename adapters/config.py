@@ -69,6 +69,9 @@ class Settings(BaseSettings):
     local_emulators: bool = False
     # > 0: run the timer functions in-process (local stack)
     local_timer_seconds: float = Field(0.0, ge=0.0, allow_inf_nan=False)
+    # /api/health answers 503 once a timer's last complete tick is older than this (the
+    # timers tick every minute in Azure).
+    timer_stale_s: float = Field(300.0, gt=0.0, allow_inf_nan=False)
     managed_identity_client_id: str | None = Field(None, validation_alias="AZURE_CLIENT_ID")
     public_url: str = "http://127.0.0.1:7071"  # for links in notifications
     # A single run this much worse than its segment is a regression.

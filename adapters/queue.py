@@ -7,7 +7,6 @@ an Azure Functions queue trigger expects. SDK errors become the project's own er
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
 from azure.core.exceptions import AzureError, HttpResponseError, ResourceExistsError
 from azure.storage.queue import (
@@ -19,23 +18,14 @@ from azure.storage.queue import (
 
 from adapters.config import Settings
 from adapters.storage import bounded_client_options, storage_credential
-from core.errors import BenchError, StoreUnavailable
+from core.errors import BenchError, LeaseLost, StoreUnavailable
 from core.models import WorkItem
+from core.ports import Message
+
+__all__ = ["LeaseLost", "Message", "WorkQueues", "poison_queue_name", "work_queue_name"]
 
 log = logging.getLogger(__name__)
 MAX_MESSAGE_BYTES = 64 * 1024
-
-
-class LeaseLost(BenchError):
-    """The message's pop receipt is no longer valid: another consumer may hold it now."""
-
-
-@dataclass(frozen=True)
-class Message:
-    id: str
-    pop_receipt: str
-    dequeue_count: int
-    content: str
 
 
 def work_queue_name(pool: str) -> str:

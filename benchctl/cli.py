@@ -111,7 +111,11 @@ def parser() -> argparse.ArgumentParser:
         help="when another run holds the target: wait in line (default) or refuse",
     )
     run.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE")
-    run.add_argument("--idempotency-key")
+    run.add_argument(
+        "--idempotency-key",
+        help="the run's key: the same key and request make one run (default: a new key, "
+        "kept through this command's retries)",
+    )
     run.add_argument("--wait", action="store_true", help="follow the run and print results")
     cli_follow.add_wait_flags(run)
     run.add_argument("--format", choices=FORMATS, default="table")

@@ -6,10 +6,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import uuid
 from typing import Any
 
 from rich.console import Console
 
+from apiclient import retrying
 from benchctl.cli_common import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -22,7 +24,7 @@ from benchctl.cli_common import (
     read_json_object,
 )
 from benchctl.cli_follow import follow
-from benchctl.client import CliError
+from benchctl.client import Api, ApiUnavailable, CliError
 from benchctl.local_space import local_space_problem
 from benchctl.outcome import exit_code, finish, show
 from core.catalogue import get_profile
@@ -98,6 +100,28 @@ def build_request(a: argparse.Namespace) -> dict[str, Any]:
     return body
 
 
+SUBMIT_BUDGET_S = 60.0  # retrying a submission that got no answer, a timeout or a 5xx
+
+
+def _submit(api: Api, body: dict[str, Any], key: str) -> dict[str, Any]:
+    """Submit with an Idempotency-Key (the caller's, or one made here), retried through
+    5xx answers and timeouts with the same key: a retry returns the run a lost answer
+    made, never a second one (a 503 made none: core.runs.commit)."""
+    console = Console(stderr=True)
+
+    def note(state: Any) -> None:
+        console.print(f"[yellow]{state.outcome.exception()}; retrying[/yellow]")
+
+    retry = retrying(ApiUnavailable, budget_s=SUBMIT_BUDGET_S, max_wait_s=5, before_sleep=note)
+    try:
+        return retry(lambda: api.submit(body, key))
+    except ApiUnavailable as e:
+        raise CliError(
+            f"no run submitted within {SUBMIT_BUDGET_S:.0f} s: {e} "
+            f"(retry with --idempotency-key {key}: it makes the run at most once)"
+        ) from e
+
+
 def cmd_run(a: argparse.Namespace) -> int:
     body = build_request(a)
     if not a.wait:
@@ -114,7 +138,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     problem = local_space_problem(body, api.base_url)
     if problem:
         raise CliError(f"invalid request:\n  {problem}", EXIT_BAD_INPUT)
-    created = api.submit(body, a.idempotency_key)
+    created = _submit(api, body, a.idempotency_key or f"benchctl-{uuid.uuid4().hex}")
     run_id = created["id"]
     if not a.wait:
         print(json.dumps(created) if a.format == "json" else run_id)

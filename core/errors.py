@@ -25,7 +25,11 @@ class ValidationFailed(BenchError):
 
 
 class NotFound(BenchError):
-    pass
+    """HTTP 404. ``field``: what named the missing thing (the path, or a parameter)."""
+
+    def __init__(self, message: str = "", field: str = "(path)") -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class Conflict(BenchError):
@@ -44,3 +48,7 @@ class StoreUnavailable(BenchError):
 class TooLarge(BenchError):
     """Over a limit the backing service enforces (a 2 MB document, an artifact's size):
     HTTP 413, nothing written."""
+
+
+class LeaseLost(BenchError):
+    """A queue message's pop receipt is no longer valid: another consumer may hold it now."""

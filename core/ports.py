@@ -17,6 +17,10 @@ from core.runs.locks import TargetLock
 from core.runs.state import Item, Run, Step
 
 Doc = dict[str, Any]
+# What RunRepo.page hands out as its continuation token: URL-safe Base64. page raises
+# ValidationFailed (field continuation) for anything else, NotFound for a token of this
+# form it did not give.
+CONTINUATION_PATTERN = r"^[A-Za-z0-9_-]+={0,2}$"
 
 
 class RunRepo(Protocol):
@@ -53,7 +57,7 @@ class TargetRepo(Protocol):
     def get(self, key: str) -> TargetLock: ...
     def create(self, lock: TargetLock) -> TargetLock: ...
     def replace(self, lock: TargetLock) -> TargetLock: ...
-    def free_with_waiters(self) -> list[str]: ...
+    def with_waiters(self) -> list[TargetLock]: ...  # without their queues
 
 
 class ResultRepo(Protocol):
@@ -97,6 +101,14 @@ class AgentRepo(Protocol):
     def all(self, pool: str | None = None) -> list[AgentRecord]: ...
 
 
+class TickRepo(Protocol):
+    """When each timer (``runs``, ``schedules``) last completed a tick, in ms since the epoch:
+    one document per timer, which every API instance's ``/api/health`` reads."""
+
+    def get(self, name: str) -> int | None: ...  # None: never recorded
+    def put(self, name: str, at_ms: int) -> None: ...  # last writer wins
+
+
 @dataclass
 class Store:
     """The repositories, one per container."""
@@ -109,6 +121,7 @@ class Store:
     schedules: ScheduleRepo
     activities: ActivityRepo
     agents: AgentRepo
+    ticks: TickRepo
 
 
 class Artifacts(Protocol):
@@ -121,9 +134,31 @@ class Artifacts(Protocol):
 
 
 class Queue(Protocol):
-    def send(self, item: WorkItem) -> None: ...
+    """The service's side of the pools' work queues (Azure Storage queues)."""
+
+    def send(self, item: WorkItem) -> None: ...  # BenchError over the 64 KiB message limit
     def send_poison(self, pool: str, body: str) -> None: ...
     def send_clean(self, pool: str, body: str) -> None: ...  # core.runs.clean's order
+
+
+@dataclass(frozen=True)
+class Message:
+    """A received queue message: ``pop_receipt`` proves the receiver still holds it."""
+
+    id: str
+    pop_receipt: str
+    dequeue_count: int
+    content: str
+
+
+class AgentQueue(Protocol):
+    """The agents' side: a received message is invisible to others for the visibility
+    timeout, then delivered again with its dequeue count one higher; renewing or deleting
+    it needs its newest pop receipt (``LeaseLost`` otherwise)."""
+
+    def receive(self, pool: str, visibility_timeout: int) -> Message | None: ...
+    def renew(self, pool: str, message: Message, visibility_timeout: int) -> Message: ...
+    def delete(self, pool: str, message: Message) -> None: ...
 
 
 class Notifier(Protocol):

@@ -56,11 +56,27 @@ def _schema_errors(name: str, doc: Any) -> list[FieldError]:
     out: list[FieldError] = []
 
     def visit(err: SchemaError) -> None:
+        where: dict[str, Any] = err.schema if isinstance(err.schema, dict) else {}
+        if err.context and "x-error" in where:  # a rule of several branches, said once
+            out.append(FieldError(_dotted(err.absolute_path) or "(body)", where["x-error"]))
+            return
         if err.context:  # anyOf/oneOf: the branch errors say more than the summary
             # A branch of another type ("not of type 'null'") is noise when a branch of the
             # right type says what is wrong.
-            relevant = [c for c in err.context if c.validator != "type"] or list(err.context)
-            for sub in relevant:
+            relevant = [
+                c
+                for c in err.context
+                if c.validator != "type" or (isinstance(c.schema, dict) and "x-error" in c.schema)
+            ] or list(err.context)
+            # Of the branches left, the one that got furthest into the document says it (a
+            # wrong sweep value, not the other sweep's "unknown field"s).
+            branches: dict[Any, list[SchemaError]] = {}
+            for c in relevant:
+                branches.setdefault(c.relative_schema_path[0], []).append(c)
+            best = max(
+                branches.values(), key=lambda b: (max(len(c.absolute_path) for c in b), -len(b))
+            )
+            for sub in best:
                 visit(sub)
             return
         path = list(err.absolute_path)
@@ -75,11 +91,11 @@ def _schema_errors(name: str, doc: Any) -> list[FieldError]:
             out.append(
                 FieldError(
                     _dotted([*path, missing]) if missing else _dotted(path),
-                    "required field is missing",
+                    schema.get("x-error", "required field is missing"),
                 )
             )
             return
-        message = err.message
+        message = schema.get("x-error", err.message)
         if err.validator in ("pattern", "not") and "description" in schema:
             message = f"{err.instance!r} is not valid: {schema['description']}"
         out.append(FieldError(_dotted(path) or "(body)", message))

@@ -23,7 +23,7 @@ from core.validation import parse
 from functions import apidocs as d
 from functions.auth import agent_ref
 from functions.openapi import doc
-from functions.params import ItemId, caller_of, json_body, svc
+from functions.params import MAX_DOCUMENT_BYTES, ItemId, caller_of, json_body, svc
 
 router = APIRouter()
 AGENT = (400, 404, 409, 503)  # 409: a report from an agent not holding the item
@@ -163,7 +163,7 @@ async def put_artifact(
 )
 async def put_result(item_id: ItemId, request: Request) -> JSONResponse:
     """201 when stored, 200 when this item's result was stored before."""
-    body = await json_body(request)
+    body = await json_body(request, MAX_DOCUMENT_BYTES)  # stored as one Cosmos document
     if not isinstance(body, dict) or body.get("item_id") != item_id:
         raise ValidationFailed([FieldError("item_id", "must match the URL")])
     claimed = body.get("agent_id")

@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI, Header, Query, Request
@@ -18,7 +20,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.middleware.base import RequestResponseEndpoint
 
 from core.catalogue import PROFILES, get_profile
-from core.errors import BenchError, FieldError, NotFound
+from core.errors import BenchError, FieldError, NotFound, StoreUnavailable
 from core.models import (
     RUN_ID_PATTERN,
     TAG_KEY_PATTERN,
@@ -26,8 +28,12 @@ from core.models import (
     RunRequest,
 )
 from core.monitoring.monitor import TriageState
+from core.ports import CONTINUATION_PATTERN
+from core.runs.commit import ANSWER_MS, Answer
 from core.runs.guardrails import Forbidden
 from core.runs.state import RunState
+from core.runs.timer import tick_check
+from core.runs.views import public_run
 from functions import (
     agent_api,
     bot,
@@ -60,6 +66,25 @@ from functions.params import (
 
 log = logging.getLogger(__name__)
 HEALTH_WAIT_S = 4.0  # the database's share of /api/health's 5 s
+TIMERS = ("runs", "schedules")
+STARTED_MS = int(time.time() * 1000)  # a timer not recorded yet is stale only after a while
+
+
+def _read_ticks() -> dict[str, int | None]:
+    store = context.store()
+    store.ping()
+    return {name: store.ticks.get(name) for name in TIMERS}
+
+
+def _retrieved(work: asyncio.Future[Any]) -> None:
+    if not work.cancelled() and work.exception() is not None:
+        log.info("intake ended: %s", work.exception())
+
+
+def _iso(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds")
 
 
 def _must_manage(request: Request) -> None:
@@ -129,18 +154,31 @@ def create_app() -> FastAPI:
 
     @app.get("/api/health", **doc(d.Health, also={503: d.Health}))
     async def health() -> JSONResponse:
+        """The database answers, and each timer completed a tick recently (the last one is
+        recorded in the database, so every API instance judges the same timers)."""
         checks: dict[str, str] = {}
+        timers: dict[str, dict[str, Any]] = {}
         try:
             # Whatever the database does, health answers within 5 s (issue 12.2).
-            await asyncio.wait_for(asyncio.to_thread(context.store().ping), HEALTH_WAIT_S)
+            ticks = await asyncio.wait_for(asyncio.to_thread(_read_ticks), HEALTH_WAIT_S)
             checks["cosmos"] = "ok"
         except BenchError as e:
             checks["cosmos"] = f"error: {e}"
         except TimeoutError:
             checks["cosmos"] = f"error: no answer within {HEALTH_WAIT_S:g} s"
+        else:
+            now = int(time.time() * 1000)
+            stale_s = context.settings().timer_stale_s
+            for name, last in ticks.items():
+                checks[f"timer.{name}"] = tick_check(last, now, stale_s, STARTED_MS)
+                timers[name] = {
+                    "last_tick_at": _iso(last),
+                    "age_s": None if last is None else round(max(0, now - last) / 1000, 1),
+                }
         ok = all(v == "ok" for v in checks.values())
         return JSONResponse(
-            {"status": "ok" if ok else "degraded", "checks": checks}, status_code=200 if ok else 503
+            {"status": "ok" if ok else "degraded", "checks": checks, "timers": timers},
+            status_code=200 if ok else 503,
         )
 
     @app.post(
@@ -162,11 +200,24 @@ def create_app() -> FastAPI:
         ] = None,
         x_bench_door: DoorHeader = None,
     ) -> JSONResponse:
-        """202 for a new run, 200 for a replay of the same Idempotency-Key and body."""
+        """202 for a new run, 200 for a replay of the same Idempotency-Key and body. 503
+        within ANSWER_MS when the database does not answer in time: that run never runs
+        (core.runs.commit)."""
         body = await json_body(request)
-        run, created = await asyncio.to_thread(
-            svc().submit, body, idempotency_key, caller_of(request)
+        answer = Answer(int(time.time() * 1000) + ANSWER_MS, time.time)
+        work = asyncio.ensure_future(
+            asyncio.to_thread(svc().submit, body, idempotency_key, caller_of(request), answer)
         )
+        work.add_done_callback(_retrieved)  # what it raises after a 503 is logged there
+        try:
+            run, created = await asyncio.wait_for(asyncio.shield(work), ANSWER_MS / 1000)
+        except TimeoutError:
+            if answer.abandon():  # the intake goes on alone and voids what it stores late
+                raise StoreUnavailable(
+                    f"no answer within {ANSWER_MS / 1000:g} s", "Cosmos DB"
+                ) from None
+            assert answer.run is not None  # committed: stored in time, 202 whatever follows
+            run, created = public_run(answer.run), True
         location = f"/api/runs/{run['id']}"
         out = {"id": run["id"], "state": run["state"], "location": location}
         if "queue_position" in run:
@@ -177,7 +228,7 @@ def create_app() -> FastAPI:
             headers={"Location": location},
         )
 
-    @app.get("/api/runs", **doc(d.RunList, errors=(400, *STORE)))
+    @app.get("/api/runs", **doc(d.RunList, errors=(400, 404, *STORE)))
     async def list_runs(
         target: Annotated[Alias | None, Query()] = None,
         state: RunState | None = None,
@@ -186,7 +237,14 @@ def create_app() -> FastAPI:
             Query(description="key=value", pattern=rf"{TAG_KEY_PATTERN[:-1]}=.{{0,256}}$"),
         ] = None,
         limit: Annotated[int, Query(ge=1, le=200)] = 50,
-        continuation: Annotated[str | None, Query(max_length=16384)] = None,
+        continuation: Annotated[
+            str | None,
+            Query(
+                max_length=16384,
+                pattern=CONTINUATION_PATTERN,
+                description="the token the previous page gave (404 for one it did not)",
+            ),
+        ] = None,
     ) -> dict[str, Any]:
         key, _, value = tag.partition("=") if tag is not None else ("", "", "")
         runs, token = await asyncio.to_thread(

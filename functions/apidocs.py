@@ -47,9 +47,20 @@ class ErrorBody(BaseModel):
 # ---- runs ---------------------------------------------------------------------------------
 
 
+class TimerTick(BaseModel):
+    last_tick_at: str | None = Field(description="its last complete tick (UTC), if any")
+    age_s: float | None = Field(description="seconds since then")
+
+
 class Health(BaseModel):
     status: Literal["ok", "degraded"]
-    checks: dict[str, str] = Field(description='per backing service: "ok" or the error')
+    checks: dict[str, str] = Field(
+        description='per backing service ("cosmos") and timer ("timer.runs", '
+        '"timer.schedules"): "ok", the error, or why the timer is stale'
+    )
+    timers: dict[str, TimerTick] = Field(
+        default_factory=dict, description="each timer's last complete tick (when Cosmos DB answers)"
+    )
 
 
 class RunAccepted(BaseModel):

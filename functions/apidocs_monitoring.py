@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core.models import Engine, RunRequest, Workload
 from core.monitoring.monitor import TriageState
-from core.monitoring.schedules import Schedule
+from core.monitoring.schedules import CRON_SCHEMA, Schedule
 from core.runs.state import RunState
 from functions.apidocs import OpenDoc
 
@@ -88,7 +88,7 @@ class SchedulePatchBody(BaseModel):
     """Body of PATCH /api/schedules/{id}: only the fields sent change."""
 
     model_config = ConfigDict(extra="forbid")
-    cron: str = Field(None, description="5-field cron in UTC")  # type: ignore[assignment]
+    cron: str = Field(None, description="5-field cron in UTC", json_schema_extra=CRON_SCHEMA)  # type: ignore[assignment]
     request: RunRequest = None  # type: ignore[assignment]
     enabled: bool = None  # type: ignore[assignment]
     owner: str = Field(None, min_length=1, max_length=128)  # type: ignore[assignment]

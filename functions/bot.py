@@ -25,8 +25,13 @@ from functions import context
 from functions.apidocs import TeamsActivity, TeamsMessage, WebhookCommand, WebhookReply
 from functions.inputs import parse_json
 from functions.openapi import doc
+from functions.params import read_body
 
 FRESH_S = 300  # Teams activities and signed webhook requests older than this are refused
+# A door not configured is not a passing failure (a 503 is retried by pipelines and SDK
+# retry policies for ever): it is not there.
+NOT_ENABLED = "the {door} chat door is not enabled on this service ({setting} is not set)"
+TEAMS_SETTING, WEBHOOK_SETTING = "BENCH_TEAMS_BOT_SECRET", "BENCH_BOT_SECRET"
 router = APIRouter()
 
 
@@ -49,13 +54,16 @@ async def _first_time(activity_id: str) -> bool:
     return await asyncio.to_thread(context.store().activities.create, doc)
 
 
-@router.post("/api/bot/teams", **doc(TeamsMessage, body=TeamsActivity, errors=(400, 401, 409, 503)))
+@router.post(
+    "/api/bot/teams", **doc(TeamsMessage, body=TeamsActivity, errors=(400, 401, 404, 409, 503))
+)
 async def teams(request: Request) -> JSONResponse:
-    """Teams outgoing webhook: ``Authorization: HMAC <base64>`` over the raw body."""
+    """Teams outgoing webhook: ``Authorization: HMAC <base64>`` over the raw body. 404 when
+    this door is not enabled (no secret configured): nothing to retry."""
     secret = context.settings().teams_bot_secret
     if not secret:
-        return _refuse(503, "(service)", "the Teams bot is not configured")
-    raw = await request.body()
+        return _refuse(404, "(path)", NOT_ENABLED.format(door="Teams", setting=TEAMS_SETTING))
+    raw = await read_body(request)
     if not verify_teams(raw, request.headers.get("authorization"), secret):
         return _refuse(401, "Authorization", "bad or missing HMAC signature")
     try:
@@ -81,15 +89,16 @@ async def teams(request: Request) -> JSONResponse:
 
 
 @router.post(
-    "/api/bot/webhook", **doc(WebhookReply, body=WebhookCommand, errors=(400, 401, 409, 503))
+    "/api/bot/webhook",
+    **doc(WebhookReply, body=WebhookCommand, errors=(400, 401, 404, 409, 503)),
 )
 async def webhook(request: Request) -> JSONResponse:
     """Generic chat/script door: body ``{"text": "...", "user": "..."}`` signed with
     X-Bench-Timestamp / X-Bench-Signature (HMAC-SHA256 over ``<timestamp>.<body>``)."""
     secret = context.settings().bot_secret
     if not secret:
-        return _refuse(503, "(service)", "the webhook bot is not configured")
-    raw = await request.body()
+        return _refuse(404, "(path)", NOT_ENABLED.format(door="webhook", setting=WEBHOOK_SETTING))
+    raw = await read_body(request)
     headers = dict(request.headers)
     if not verify(raw, headers, secret=secret.encode(), now=int(time.time()), tolerance_s=FRESH_S):
         return _refuse(401, SIGNATURE_HEADER, "bad, missing or stale signature")

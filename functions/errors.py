@@ -6,12 +6,13 @@ only a backing service that failed answers 503."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
+from starlette.routing import BaseRoute, Match
 
 from core.errors import (
     BenchError,
@@ -45,6 +46,28 @@ def error_response(
     return JSONResponse({"errors": body}, status_code=status, headers=dict(headers or {}))
 
 
+def allowed_methods(request: Request) -> str:
+    """Every method some route takes at this path (Starlette names only the first route
+    that matched: PUT /api/runs said "Allow: POST", hiding GET)."""
+    methods: set[str] = set()
+    for route in _leaves(request.app.router.routes):
+        match, _ = route.matches(request.scope)
+        if match != Match.NONE:
+            methods |= set(getattr(route, "methods", None) or ())
+    return ", ".join(sorted(methods))
+
+
+def _leaves(routes: Iterable[BaseRoute]) -> Iterator[BaseRoute]:
+    """The routes, those of included routers too (FastAPI keeps an included router as one
+    entry; ours are included without a prefix, so their paths match as they are)."""
+    for route in routes:
+        inner = getattr(route, "original_router", None)
+        if inner is not None:
+            yield from _leaves(inner.routes)
+        else:
+            yield route
+
+
 def _param(loc: tuple[int | str, ...]) -> str:
     """FastAPI's error location as the caller named it: limit, Idempotency-Key, run_id."""
     where, *rest = loc
@@ -64,9 +87,12 @@ def install(app: FastAPI) -> None:
         return error_response(400, errors)
 
     @app.exception_handler(HTTPException)
-    async def _http(_: Request, e: HTTPException) -> JSONResponse:
+    async def _http(request: Request, e: HTTPException) -> JSONResponse:
         field = {404: "(path)", 405: "(method)"}.get(e.status_code, "(request)")
-        return error_response(e.status_code, [FieldError(field, str(e.detail))], e.headers)
+        headers = dict(e.headers or {})
+        if e.status_code == 405:
+            headers["Allow"] = allowed_methods(request)
+        return error_response(e.status_code, [FieldError(field, str(e.detail))], headers)
 
     @app.exception_handler(Forbidden)
     async def _forbidden(_: Request, e: Forbidden) -> JSONResponse:
@@ -78,7 +104,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(NotFound)
     async def _missing(_: Request, e: NotFound) -> JSONResponse:
-        return error_response(404, [FieldError("(path)", f"not found: {e}")])
+        return error_response(404, [FieldError(e.field, f"not found: {e}")])
 
     @app.exception_handler(Conflict)
     async def _conflict(_: Request, e: Conflict) -> JSONResponse:

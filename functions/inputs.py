@@ -5,8 +5,11 @@ Python's ``json`` reads more than JSON and fails on some of it with errors that 
 long for ``int()`` (over 4,300 digits: ValueError), bytes that are not UTF-8 (RFC 8259
 section 8.1 requires UTF-8), nesting deeper than the interpreter's recursion limit
 (RecursionError), and lone surrogates from escapes such as ``"\\ud800"``, which are not
-Unicode text and cannot be written back out as UTF-8. Each becomes a field error here, so
-no body can reach the service or the database in a shape they cannot handle.
+Unicode text and cannot be written back out as UTF-8. A key given twice in one object
+(``json`` keeps the last, silently: RFC 8259 section 4 leaves it to the reader) is refused
+too, naming it. Each becomes a field error here, so no body can reach the service or the
+database in a shape they cannot handle. Bodies are read with a size cap (``read_body``):
+a larger one is 413 before a byte of it is parsed.
 """
 
 from __future__ import annotations
@@ -27,6 +30,20 @@ MAX_ERRORS = 20
 _MAX_DOUBLE = sys.float_info.max
 _MAX_INT_DIGITS = len(str(int(_MAX_DOUBLE)))
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+MAX_BODY_BYTES = 1 << 20  # a run request is a few KiB; README, "Limits"
+
+
+class _Duplicate:
+    """Stands in, while parsing, for the value of a key given more than once."""
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        out[key] = _Duplicate() if key in out else value
+    return out
 
 
 class _NotANumber:
@@ -67,6 +84,8 @@ def _scalar_problem(value: Any) -> str | None:
         return "is out of range (at most ±1.8e308)" if abs(value) > _MAX_DOUBLE else None
     if kind is _NotANumber:
         return str(value.why)
+    if kind is _Duplicate:
+        return "given more than once in its object (duplicate key)"
     return None
 
 
@@ -105,12 +124,14 @@ def parse_json(raw: bytes) -> Any:
         raise ValidationFailed([FieldError("(body)", f"not UTF-8 text: {where}")]) from None
     try:
         try:
-            doc = json.loads(text or "null", parse_constant=_constant)
+            doc = json.loads(text or "null", parse_constant=_constant, object_pairs_hook=_pairs)
         except ValueError as e:
             if isinstance(e, json.JSONDecodeError):
                 raise
             # int() refuses digit strings over 4,300 long: parse again to say where.
-            doc = json.loads(text, parse_constant=_constant, parse_int=_int)
+            doc = json.loads(
+                text, parse_constant=_constant, parse_int=_int, object_pairs_hook=_pairs
+            )
     except json.JSONDecodeError as e:
         raise ValidationFailed(
             [FieldError("(body)", f"not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})")]

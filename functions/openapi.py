@@ -32,14 +32,16 @@ ERRORS: dict[int, str] = {
     403: "Signed in, but with no Bench.* role, or the role may not do this (a limit crossed, "
     "someone else's run, schedule or regression: the field says which); /api/agent/* is for "
     "agents only, each reporting as itself",
-    404: "No such run, item, schedule, series, regression or profile",
+    404: "No such run, item, schedule, series, regression or profile; a continuation token "
+    "this listing did not give; a chat door that is not enabled",
     409: "Conflicts with the current state (busy target with on_busy refuse, Idempotency-Key "
     "reused with another body, an agent reporting for an item it does not hold, a concurrent "
     "change, a replayed chat request)",
-    413: "Over a limit a backing service holds (a 2 MB Cosmos DB document, an artifact's "
-    "size): nothing written",
-    503: "A backing service (Cosmos DB, the queue) failed after retries, or a chat door is "
-    "not configured: retry later",
+    413: "A request body over 1 MiB (a result: 2 MiB), refused before it is read; or over a "
+    "limit a backing service holds (a 2 MB Cosmos DB document, an artifact's size): nothing "
+    "written",
+    503: "A backing service (Cosmos DB, the queue) failed or did not answer in time: retry "
+    "later (a POST /api/runs answered 503 made no run that will ever run)",
 }
 LOCATION = {"Location": {"description": "the run's URL path", "schema": {"type": "string"}}}
 # Open to anyone: liveness and the API's description. The bot routes check HMAC themselves.
@@ -155,7 +157,8 @@ def doc(
         responses[code] = _json(_mark(model, "serialization"))
         if headers:
             responses[code]["headers"] = dict(headers)
-    for code in errors:
+    # Every JSON body is read with a size cap (functions/params.read_body): 413 over it.
+    for code in (*errors, *((413,) if body is not None else ())):
         responses[code] = {"description": ERRORS[code], **_json(_mark(ErrorBody, "serialization"))}
     extra: dict[str, Any] = {}
     if body is not None:

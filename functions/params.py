@@ -8,11 +8,12 @@ from typing import Annotated, Any
 
 from fastapi import Header, Path, Request
 
+from core.errors import TooLarge
 from core.models import ITEM_ID_PATTERN, RUN_ID_PATTERN
 from core.runs.guardrails import LOCAL_CALLER, Caller
 from core.runs.service import RunService
 from functions import context
-from functions.inputs import parse_json
+from functions.inputs import MAX_BODY_BYTES, parse_json
 
 RunId = Annotated[str, Path(pattern=RUN_ID_PATTERN)]
 ItemId = Annotated[str, Path(pattern=ITEM_ID_PATTERN)]
@@ -28,6 +29,7 @@ DoorHeader = Annotated[
     Header(description="api (default), pipeline or cli: recorded as requested_by.door"),
 ]
 STORE = (503,)  # answers that read or write Cosmos DB can fail with
+MAX_DOCUMENT_BYTES = 2 * 1024 * 1024  # a body stored as one Cosmos DB document
 
 
 def svc() -> RunService:
@@ -39,5 +41,20 @@ def caller_of(request: Request) -> Caller:
     return caller
 
 
-async def json_body(request: Request) -> Any:
-    return parse_json(await request.body())
+async def read_body(request: Request, cap: int = MAX_BODY_BYTES) -> bytes:
+    """The body, or 413 (TooLarge) as soon as it is known to exceed ``cap``: from its
+    Content-Length before reading, or while reading a body sent without one."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > cap:
+        raise TooLarge(f"the body is {int(declared):,} bytes; at most {cap:,}")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > cap:
+            raise TooLarge(f"the body is over {cap:,} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def json_body(request: Request, cap: int = MAX_BODY_BYTES) -> Any:
+    return parse_json(await read_body(request, cap))

@@ -97,7 +97,7 @@ def test_the_timer_fails_a_barrier_nobody_polls(
     claim(service, store, run_id, 0)
     clock.offset = TIMEOUT_S + 1
     # What the timer does with each barrier past its deadline (Lifecycle.tick).
-    step = service.lifecycle.expire_barrier(store.items.get_step(run_id, 0))
+    step = service.timer.expire_barrier(store.items.get_step(run_id, 0))
     reason = f"1 of 2 clients claimed within {TIMEOUT_S} s"
     assert step.failed_reason == reason
     items = store.items.of_run(run_id)[1]
@@ -117,7 +117,7 @@ def test_a_barrier_complete_before_the_deadline_is_not_failed_by_the_timer(
     clock.offset = TIMEOUT_S + 1
     # A timer that read the step just before its start instant was set.
     stale = store.items.get_step(run_id, 0).model_copy(update={"start_at_ms": None})
-    step = service.lifecycle.expire_barrier(stale)
+    step = service.timer.expire_barrier(stale)
     assert step.start_at_ms == go.start_at_ms and step.failed_reason is None
     assert {i.state for i in store.items.of_run(run_id)[1]} == {ItemState.READY}
     service.cancel(run_id)

@@ -19,7 +19,7 @@ import pytest
 from benchctl.localstack import Proc, Stack
 from tests.conftest import AgentFactory, run_body, wait_state, wait_until
 
-ANSWER_WITHIN_S = 8.0  # "a few seconds": the dependency time bound plus the request itself
+ANSWER_WITHIN_S = 5.0  # README, Reliability: a 503 within 5 s (the API answers at 3.5 s)
 
 
 def server(stack: Stack, name: str) -> Proc:

@@ -104,6 +104,48 @@ def test_run_request_body_is_the_contract_the_api_validates(document: dict[str, 
     assert resolved(body["schema"], schemas) == resolved(contract, contract["$defs"])
 
 
+def test_the_document_refuses_what_the_server_refuses(document: dict[str, Any]) -> None:
+    """Valid by the document and refused by the server, before issue 24.5: an empty cron,
+    {"target": null, "targets": []}, any continuation token; and a sweep of 17 steps,
+    metadata phases out of order (found by Schemathesis' positive_data_acceptance)."""
+    schemas = document["components"]["schemas"]
+
+    def body_of(path: str, method: str) -> Draft202012Validator:
+        content = document["paths"][path][method]["requestBody"]["content"]
+        return Draft202012Validator(resolved(content["application/json"]["schema"], schemas))
+
+    runs = body_of("/api/runs", "post")
+    refused: list[dict[str, Any]] = [
+        {"target": None, "targets": []},
+        {},
+        {"target": "a", "targets": ["b"]},
+        {"targets": ["a", "a"]},
+        {"target": "a", "clients": list(range(1, 18))},
+        {"target": "a", "workload": {"metadata": {"ops": ["stat", "delete"]}}},
+        {"target": "a", "workload": {"metadata": {"ops": ["create", "delete"], "op": "open"}}},
+        {"target": "a", "sweep": {"field": "iodepth", "values": ["4k"]}},
+        {"target": "a", "sweep": {"rate_pct": [0]}},
+    ]
+    for bad in refused:
+        assert not runs.is_valid(bad), bad
+    for good in ({"target": "a"}, {"targets": ["a", "b"]}, {"target": None, "targets": ["a"]}):
+        assert runs.is_valid(good), good
+    schedules = body_of("/api/schedules", "post")
+    template = {"request": {"target": "a"}, "owner": "o"}
+    for cron in ("", " ", "* * *", "@reboot", "@A"):
+        assert not schedules.is_valid({**template, "cron": cron}), cron
+    assert schedules.is_valid({**template, "cron": "0 3 * * *"})
+    assert not body_of("/api/schedules/{schedule_id}", "patch").is_valid({"cron": ""})
+    (continuation,) = [
+        p
+        for p in document["paths"]["/api/runs"]["get"]["parameters"]
+        if p["name"] == "continuation"
+    ]
+    token = Draft202012Validator(continuation["schema"])
+    assert not token.is_valid("not a token") and token.is_valid("bWVtb3J5LXBhZ2U6Mg==")
+    assert "404" in document["paths"]["/api/runs"]["get"]["responses"]
+
+
 def test_every_body_and_answer_is_described(document: dict[str, Any]) -> None:
     with_body = set()
     for method, path, op in operations(document):

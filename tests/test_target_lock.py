@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from typing import Any
 
 import httpx
 
+from adapters.blob import BlobArtifacts
 from adapters.cosmos import CosmosStore
+from adapters.queue import WorkQueues
+from benchctl.localstack import Stack
+from core.runs.admission import UNWRITTEN_HOLDER_GRACE_MS
 from core.runs.locks import TargetLock, Waiter
+from core.runs.service import RunService
 from tests.conftest import AgentFactory, run_body, wait_state
 
 
@@ -92,12 +98,32 @@ def test_concurrent_submits_admit_exactly_one(api: httpx.Client, pool: str, stac
         api.delete(f"/api/runs/{r['id']}")
 
 
-def test_the_timer_asks_only_for_free_targets_with_waiters(store: CosmosStore, pool: str) -> None:
+def test_the_timer_reads_no_queue_and_admits_where_nobody_else_will(
+    stack: Stack, store: CosmosStore, queues: WorkQueues, artifacts: BlobArtifacts, pool: str
+) -> None:
     """A held target's queue (a thousand runs long in bench/intake.py) is never read by the
-    timer: its waiters start when the holder releases it."""
+    timer: the locks come without their queues. It admits on free targets, and on targets
+    whose holder was never written (past the grace) or has ended without releasing (a
+    crash between its end and its release: issue 24.6's simulation found its waiters
+    waiting for good)."""
     queue = [Waiter(run_id=f"r-{i}", created_ms=i) for i in range(3)]
-    store.targets.create(TargetLock(id=f"{pool}:held", run_id="r-h", queue=queue))
-    store.targets.create(TargetLock(id=f"{pool}:stalled", queue=queue))
-    store.targets.create(TargetLock(id=f"{pool}:idle"))
-    mine = [k for k in store.targets.free_with_waiters() if k.startswith(f"{pool}:")]
-    assert mine == [f"{pool}:stalled"]
+    service = RunService(store, queues, artifacts, pools=tuple(stack.pool_names))
+    done = service.submit({**run_body(pool), "target": "vol1"})[0]["id"]
+    service.cancel(done)  # nothing claimed it: it ends at once
+    live = service.submit({**run_body(pool), "target": "vol2"})[0]["id"]
+    old = int(time.time() * 1000) - UNWRITTEN_HOLDER_GRACE_MS - 1
+    locks = {
+        "live": TargetLock(id=f"{pool}:live", run_id=live, queue=queue),
+        "stalled": TargetLock(id=f"{pool}:stalled", queue=queue),
+        "idle": TargetLock(id=f"{pool}:idle"),
+        "ended": TargetLock(id=f"{pool}:ended", run_id=done, queue=queue),
+        "unwritten": TargetLock(id=f"{pool}:unwritten", run_id="r-x", since_ms=old, queue=queue),
+        "young": TargetLock(id=f"{pool}:young", run_id="r-y", since_ms=old + 60_000, queue=queue),
+    }
+    for lock in locks.values():
+        store.targets.create(lock)
+    listed = [k for k in store.targets.with_waiters() if k.id.startswith(f"{pool}:")]
+    assert all(k.queue == [] for k in listed)
+    mine = sorted(k for k in service.admission.stalled() if k.startswith(f"{pool}:"))
+    assert mine == [f"{pool}:ended", f"{pool}:stalled", f"{pool}:unwritten"]
+    service.cancel(live)

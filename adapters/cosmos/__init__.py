@@ -17,6 +17,7 @@ Containers and partition keys (see README, "Storage"):
 - agents      /id      the agent registry: one document per agent id, its heartbeats.
 - conversations /id    the Teams bot's stored conversations: a run's (its card, where its
                        result goes) and series subscriptions (adapters/cosmos/conversations.py).
+- ticks       /id      each timer's last complete tick (what /api/health reads).
 """
 
 from __future__ import annotations
@@ -38,7 +39,12 @@ from adapters.config import Settings, azure_credential
 from adapters.cosmos.agents import CosmosAgents
 from adapters.cosmos.base import Container, wrap
 from adapters.cosmos.items import CosmosItems
-from adapters.cosmos.monitoring import CosmosActivities, CosmosSchedules, CosmosSeries
+from adapters.cosmos.monitoring import (
+    CosmosActivities,
+    CosmosSchedules,
+    CosmosSeries,
+    CosmosTicks,
+)
 from adapters.cosmos.results import CosmosResults
 from adapters.cosmos.runs import CosmosRuns, CosmosTargets
 from adapters.cosmos.threadsafe import per_thread_headers
@@ -57,6 +63,7 @@ CONTAINERS: dict[str, str] = {
     "activities": "/id",
     "agents": "/id",
     "conversations": "/id",
+    "ticks": "/id",
 }
 
 
@@ -94,7 +101,8 @@ class CosmosStore(Store):
         self._client = client
         self._db = client.get_database_client(database)
         c = {
-            name: Container(self._db.get_container_client(name), pk)
+            # The runs' _ts judges their creation (core.runs.commit).
+            name: Container(self._db.get_container_client(name), pk, timestamps=name == "runs")
             for name, pk in CONTAINERS.items()
         }
         self._containers = c
@@ -107,6 +115,7 @@ class CosmosStore(Store):
             schedules=CosmosSchedules(c["schedules"]),
             activities=CosmosActivities(c["activities"]),
             agents=CosmosAgents(c["agents"]),
+            ticks=CosmosTicks(c["ticks"]),
         )
 
     @classmethod

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import re
 from typing import Any
 
 from azure.core import MatchConditions
@@ -15,6 +16,7 @@ from azure.cosmos import ContainerProxy
 from azure.cosmos import exceptions as cx
 
 from core.errors import Conflict, FieldError, NotFound, StoreUnavailable, TooLarge, ValidationFailed
+from core.ports import CONTINUATION_PATTERN
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
@@ -33,9 +35,10 @@ def _check_size(container: str, doc: Doc) -> None:
         )
 
 
-def _clean(doc: Any) -> Doc:
-    """Drop Cosmos system properties except the ETag, which compare-and-swap needs."""
-    return {k: v for k, v in dict(doc).items() if not k.startswith("_") or k == "_etag"}
+def _clean(doc: Any, keep: frozenset[str] = frozenset({"_etag"})) -> Doc:
+    """Drop Cosmos system properties except the ETag, which compare-and-swap needs (and
+    ``_ts`` where it is asked for: a run's creation is judged by it, core.runs.commit)."""
+    return {k: v for k, v in dict(doc).items() if not k.startswith("_") or k in keep}
 
 
 def wrap(e: Exception, what: str) -> Exception:
@@ -48,37 +51,62 @@ def wrap(e: Exception, what: str) -> Exception:
     return StoreUnavailable(f"Cosmos DB: {what}: {e}", "Cosmos DB")
 
 
+# What ``page`` hands out: URL-safe Base64 (the OpenAPI document says so). Anything else is
+# the caller's mistake (400); a token of that form this listing did not give, or gave for
+# another query, names no page: 404 (a schema cannot tell the two apart, so the document
+# promises the form and the server answers 404 for the rest).
+_TOKEN = re.compile(CONTINUATION_PATTERN)
+
+
 def _bad_continuation() -> ValidationFailed:
-    message = "not a continuation token this listing gave (ask again without it)"
+    message = "not a continuation token: URL-safe Base64 as a listing gives it"
     return ValidationFailed([FieldError("continuation", message)])
 
 
+def _unknown_continuation() -> NotFound:
+    return NotFound(
+        "no page of this listing has this continuation token (ask again without it)",
+        "continuation",
+    )
+
+
 def _decode_continuation(continuation: str) -> str:
-    """The database's token inside what ``page`` handed out (URL-safe Base64 of it).
-    Anything else is the caller's mistake, refused before it reaches the SDK: undecodable
-    text, or bytes that are not printable ASCII (the token travels in an HTTP header)."""
+    """The database's token inside what ``page`` handed out (URL-safe Base64 of it)."""
+    if not _TOKEN.fullmatch(continuation):
+        raise _bad_continuation()
     try:
         token = base64.b64decode(continuation.encode("ascii"), altchars=b"-_", validate=True)
         text = token.decode("ascii")
     except ValueError:  # binascii.Error and UnicodeError are ValueErrors
-        raise _bad_continuation() from None
-    if not text or not text.isprintable():
-        raise _bad_continuation()
+        raise _unknown_continuation() from None
+    if not text or not text.isprintable():  # the token travels in an HTTP header
+        raise _unknown_continuation()
     return text
 
 
 class Container:
     """A container and its partition key path."""
 
-    def __init__(self, proxy: ContainerProxy, pk: str) -> None:
+    def __init__(self, proxy: ContainerProxy, pk: str, *, timestamps: bool = False) -> None:
         self.proxy = proxy
         self.name = proxy.id
         self.pk_field = pk.lstrip("/")
+        self._keep = frozenset({"_etag", "_ts"} if timestamps else {"_etag"})
+
+    def _clean(self, doc: Any) -> Doc:
+        return _clean(doc, self._keep)
 
     def create(self, doc: Doc) -> Doc:
         _check_size(self.name, doc)
         try:
-            return _clean(self.proxy.create_item(doc))
+            return self._clean(self.proxy.create_item(doc))
+        except (cx.CosmosHttpResponseError, AzureError) as e:
+            raise wrap(e, f"{self.name}/{doc.get('id')}") from e
+
+    def upsert(self, doc: Doc) -> Doc:
+        _check_size(self.name, doc)
+        try:
+            return self._clean(self.proxy.upsert_item(doc))
         except (cx.CosmosHttpResponseError, AzureError) as e:
             raise wrap(e, f"{self.name}/{doc.get('id')}") from e
 
@@ -93,7 +121,7 @@ class Container:
         """A point read: by id and partition key, never a query (the local server answers
         queries by scanning the container; scripts/cosmosdb-server.js)."""
         try:
-            return _clean(self.proxy.read_item(id_, partition_key=pk))
+            return self._clean(self.proxy.read_item(id_, partition_key=pk))
         except (cx.CosmosHttpResponseError, AzureError) as e:
             raise wrap(e, f"{self.name}/{id_}") from e
 
@@ -101,7 +129,7 @@ class Container:
         """Write ``doc`` over its stored version only if that still has ``etag``."""
         _check_size(self.name, doc)
         try:
-            return _clean(
+            return self._clean(
                 self.proxy.replace_item(
                     doc["id"], doc, etag=etag, match_condition=MatchConditions.IfNotModified
                 )
@@ -123,7 +151,7 @@ class Container:
                 )
             else:
                 it = self.proxy.query_items(sql, parameters=params, partition_key=pk)
-            return [_clean(d) for d in it]
+            return [self._clean(d) for d in it]
         except (cx.CosmosHttpResponseError, AzureError) as e:
             raise wrap(e, f"query on {self.name}") from e
 
@@ -137,18 +165,18 @@ class Container:
             pages = self.proxy.query_items(
                 sql, parameters=params, enable_cross_partition_query=True, max_item_count=limit
             ).by_page(token)
-            page = [_clean(d) for d in next(pages, [])]
+            page = [self._clean(d) for d in next(pages, [])]
             nxt = getattr(pages, "continuation_token", None)
         except cx.CosmosHttpResponseError as e:
             # Cosmos DB answers 400 to a token it did not issue (or issued for another query).
             if token is not None and e.status_code == 400:
-                raise _bad_continuation() from None
+                raise _unknown_continuation() from None
             raise wrap(e, f"query on {self.name}") from e
         except AzureError as e:
             raise wrap(e, f"query on {self.name}") from e
         except (ValueError, KeyError, TypeError):
             if token is None:
                 raise
-            raise _bad_continuation() from None  # the SDK could not read the token itself
+            raise _unknown_continuation() from None  # the SDK could not read the token itself
         encoded = base64.urlsafe_b64encode(nxt.encode()).decode() if nxt and page else None
         return page, encoded

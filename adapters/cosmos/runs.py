@@ -77,12 +77,10 @@ class CosmosTargets:
     def replace(self, lock: TargetLock) -> TargetLock:
         return TargetLock.model_validate(self._c.replace(lock.doc(), lock.etag))
 
-    def free_with_waiters(self) -> list[str]:
-        """Keys of targets nobody holds while runs wait for them: only their ids (a held
-        target's queue can be a thousand runs long, and the timer asks every tick)."""
+    def with_waiters(self) -> list[TargetLock]:
+        """The locks of targets runs wait for, without their queues (a held target's queue
+        can be a thousand runs long, and the timer asks every tick): who holds each."""
         docs = self._c.query(
-            "SELECT c.id FROM c WHERE ARRAY_LENGTH(c.queue) > 0 "
-            "AND (NOT IS_DEFINED(c.run_id) OR IS_NULL(c.run_id))",
-            [],
+            "SELECT c.id, c.run_id, c.since_ms FROM c WHERE ARRAY_LENGTH(c.queue) > 0", []
         )
-        return [str(d["id"]) for d in docs]
+        return [TargetLock.model_validate(d) for d in docs]

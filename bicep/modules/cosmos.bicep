@@ -47,6 +47,7 @@ var containers = [
   { name: 'targets', pk: '/id', excluded: defaultExcluded }
   { name: 'agents', pk: '/id', excluded: defaultExcluded }
   { name: 'conversations', pk: '/id', excluded: defaultExcluded }
+  { name: 'ticks', pk: '/id', excluded: defaultExcluded }
 ]
 
 resource account 'Microsoft.DocumentDB/databaseAccounts@2024-11-15' = {

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from pydantic import (
+    ConfigDict,
     Field,
     ValidationInfo,
     field_validator,
@@ -27,15 +28,44 @@ from core.models.common import (
 )
 from core.models.workload import DataSet, FieldSweep, GridSweep, RateSweep, Workload
 
+# A sweep's bounds are in the document too (issue 24.5); x-error: core.validation's message.
+ClientSweep = Annotated[
+    list[Clients],
+    Field(
+        min_length=1,
+        max_length=MAX_STEPS,
+        json_schema_extra={"x-error": f"a sweep has 1 to {MAX_STEPS} steps"},
+    ),
+]
+ONE_TARGET = "give either target or targets, not both"
+SOME_TARGET = "give target (one mount alias) or targets (several)"
+
 
 class RunRequest(Strict):
     """Body of ``POST /api/runs``."""
+
+    # Said in the schema too (issue 24.5: {"target": null, "targets": []} was valid there and
+    # refused here). "x-error" is the message core.validation gives for a violation.
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        json_schema_extra={
+            "if": {"required": ["target"], "properties": {"target": {"type": "string"}}},
+            "then": {"properties": {"targets": {"maxItems": 0, "x-error": ONE_TARGET}}},
+            "else": {
+                "required": ["targets"],
+                "properties": {"targets": {"minItems": 1, "x-error": SOME_TARGET}},
+                "x-error": SOME_TARGET,
+            },
+        },
+    )
 
     target: Alias | None = Field(None, description="the mount to load (or give targets)")
     targets: list[Alias] = Field(
         default_factory=list,
         max_length=MAX_TARGETS,
         validate_default=True,
+        json_schema_extra={"uniqueItems": True},
         description="several mounts loaded at once by each client, one file per mount "
         "(like the 6 volumes per VM of the ANF scripts)",
     )
@@ -61,7 +91,7 @@ class RunRequest(Strict):
     )
     repetitions: int = Field(1, ge=1, le=10)
     discard_first: bool = Field(False, description="treat the first repetition as warm-up")
-    clients: Clients | list[Clients] = Field(
+    clients: Clients | ClientSweep = Field(
         1,
         description="distinct agents loading the target at once; a list sweeps it, one "
         "measured step per entry, run one after another",
@@ -89,11 +119,11 @@ class RunRequest(Strict):
     def _one_of_target_or_targets(cls, v: list[str], info: ValidationInfo) -> list[str]:
         single = info.data.get("target")
         if single is not None and v:
-            raise ValueError("give either target or targets, not both")
+            raise ValueError(ONE_TARGET)
         if single is None and not v and "target" not in info.data:
             return v  # target itself was invalid: that error already names it
         if single is None and not v:
-            raise ValueError("give target (one mount alias) or targets (several)")
+            raise ValueError(SOME_TARGET)
         if len(set(v)) != len(v):
             raise ValueError("must not repeat a mount alias")
         return v

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
+    ConfigDict,
     Field,
     field_validator,
     model_validator,
@@ -43,8 +44,36 @@ class SteadyState(Strict):
     ramp_s: int = Field(0, ge=0, le=3_600)
 
 
+def _typed_values(name: str, item: dict[str, Any]) -> dict[str, Any]:
+    """The document's form of "a sweep of ``name`` takes values like ``item``"."""
+    return {
+        "if": {"properties": {"field": {"const": name}}},
+        "then": {"properties": {"values": {"items": item}}},
+    }
+
+
+def _count(most: int) -> dict[str, Any]:
+    return {"type": "integer", "minimum": 1, "maximum": most, "x-error": f"1 to {most}"}
+
+
+_SWEEP_VALUES: dict[str, Any] = {
+    "allOf": [
+        _typed_values("iodepth", _count(MAX_IODEPTH)),
+        _typed_values("numjobs", _count(MAX_NUMJOBS)),
+        _typed_values("bs", {"type": "string", "pattern": SIZE_PATTERN, "x-error": "a size: 4k"}),
+    ]
+}
+
+
 class FieldSweep(Strict):
     """One measured step per value of one workload field."""
+
+    # The values' type follows the field (issue 24.5: said in the document too).
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        json_schema_extra=_SWEEP_VALUES,
+    )
 
     field: Literal["iodepth", "numjobs", "bs"]
     values: list[int | str] = Field(min_length=1, max_length=MAX_STEPS)
@@ -72,7 +101,7 @@ class RateSweep(Strict):
     """Vdbench's curve: a first unthrottled step finds the maximum, then one step at each
     percentage of it (rate_iops), for the latency-versus-IOPS curve."""
 
-    rate_pct: list[int] = Field(
+    rate_pct: list[Annotated[int, Field(ge=1, le=100)]] = Field(
         default_factory=lambda: [10, 20, 30, 40, 50, 60, 70, 80, 90, 100],
         min_length=1,
         max_length=MAX_STEPS,
@@ -86,6 +115,28 @@ class RateSweep(Strict):
         return v
 
 
+METADATA_ORDERS: tuple[tuple[str, ...], ...] = (
+    ("create", "delete"),
+    ("create", "stat", "delete"),
+    ("create", "open", "delete"),
+    ("create", "stat", "open", "delete"),
+    ("create", "open", "stat", "delete"),
+)
+OPS_ORDER = "phases start with create and end with delete (the run's own tree)"
+
+
+def _op_among(ops: tuple[str, ...], present: bool) -> dict[str, Any]:
+    """The document's form of "op is one of ops" for one order of ops (or ops left out).
+    (An ``if`` on an array's value is beyond what Schemathesis generates from: an anyOf.)"""
+    given: dict[str, Any] = (
+        {"required": ["ops"], "properties": {"ops": {"enum": [list(ops)]}}}
+        if present
+        else {"not": {"required": ["ops"]}}
+    )
+    given.setdefault("properties", {})["op"] = {"enum": [None, *ops]}
+    return given
+
+
 class Metadata(Strict):
     """Metadata operations by fio's file engines (filecreate, filestat, filedelete), each
     phase its own measured step, in ``ops`` order: create the tree, then stat or open
@@ -93,11 +144,25 @@ class Metadata(Strict):
     ``dir_depth`` levels below the client's tree root and ``files_per_dir`` files in it.
     ``op`` is the phase a step measures (set by the planner)."""
 
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        json_schema_extra={
+            "anyOf": [
+                *(_op_among(order, True) for order in METADATA_ORDERS),
+                _op_among(DEFAULT_METADATA_OPS, False),
+            ],
+            "x-error": "op must be one of the phases in ops (or left out)",
+        },
+    )
+
     ops: list[MetadataOp] = Field(
         default_factory=lambda: list(DEFAULT_METADATA_OPS),
         min_length=2,
         max_length=4,
         description="phases in order: create first, delete last, stat/open between",
+        # Every order the validator below takes, listed for the document (issue 24.5).
+        json_schema_extra={"enum": [list(o) for o in METADATA_ORDERS], "x-error": OPS_ORDER},
     )
     files_per_dir: int = Field(
         1000, ge=1, le=MAX_FILES_PER_DIR, description="files in each job's leaf directory"
@@ -118,7 +183,7 @@ class Metadata(Strict):
     @classmethod
     def _order(cls, v: list[str]) -> list[str]:
         if v[0] != "create" or v[-1] != "delete":
-            raise ValueError("phases start with create and end with delete (the run's own tree)")
+            raise ValueError(OPS_ORDER)
         if len(set(v)) != len(v) or any(o not in ("stat", "open") for o in v[1:-1]):
             raise ValueError("between create and delete: stat and/or open, each at most once")
         return v

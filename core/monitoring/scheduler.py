@@ -17,13 +17,14 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from core.errors import Conflict, FieldError, ValidationFailed
+from core.errors import Conflict, FieldError, StoreUnavailable, ValidationFailed
 from core.models import RunRequest
 from core.monitoring.schedules import Schedule, SchedulePatch, due_fire, fire_key, next_fire
 from core.ports import Doc, Store
 from core.runs.guardrails import LOCAL_CALLER, Caller, Forbidden
 from core.runs.ownership import check_owner
 from core.runs.service import RunService
+from core.runs.timer import TickMark
 from core.validation import parse, validate
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,7 @@ class Scheduler:
         self.store = store
         self.runs = runs
         self.clock = clock
+        self.mark = TickMark(store.ticks, "schedules")
 
     def _now(self) -> datetime:
         return datetime.fromtimestamp(self.clock(), UTC)
@@ -112,39 +114,55 @@ class Scheduler:
         self.store.schedules.delete(schedule_id)
 
     def tick(self) -> list[str]:
-        """Start every due run once; returns the run ids started (or found already started)."""
+        """Start every due run once; returns the run ids started (or found already started).
+        Each schedule on its own: one that fails is logged and tried again next tick, and
+        the others go on (issue 24.1)."""
         now = self._now()
         started = []
         for doc in self.store.schedules.all():
-            if not doc.get("enabled", True):
-                continue
-            last = datetime.fromisoformat(doc["last_fired"]) if doc.get("last_fired") else None
-            fire = due_fire(
-                doc["cron"],
-                now=now,
-                last_fired=last,
-                created_at=datetime.fromisoformat(doc["created_at"]),
-            )
-            if fire is None:
-                continue
-            body = dict(doc["request"])
-            body["tags"] = {**body.get("tags", {}), "schedule": doc["id"], "fire": fire.isoformat()}
-            caller = Caller(
-                name=f"schedule:{doc['id']} ({doc.get('owner', '?')})",
-                role=SCHEDULE_ROLE,
-                door="schedule",
-            )
             try:
-                run, _ = self.runs.submit(body, fire_key(doc["id"], fire), caller)
-            except (ValidationFailed, Forbidden) as e:
-                # The catalogue or the limits changed since the schedule was made: skip this
-                # fire time (recorded) rather than retry it every tick.
-                log.warning("schedule %s at %s refused: %s", doc["id"], fire.isoformat(), e)
-                self._fired(doc["id"], fire, "", now)
+                run_id = self._fire(doc, now)
+            except StoreUnavailable as e:
+                log.warning("schedule %s: %s (again at the next tick)", doc.get("id"), e)
                 continue
-            started.append(run["id"])
-            self._fired(doc["id"], fire, run["id"], now)
+            except Exception:  # crash-only: one schedule never ends the tick
+                log.exception("schedule %s failed", doc.get("id"))
+                continue
+            if run_id is not None:
+                started.append(run_id)
+        self.mark.done(int(now.timestamp() * 1000))
         return started
+
+    def _fire(self, doc: Doc, now: datetime) -> str | None:
+        """Start the schedule's due run, if any; returns its id."""
+        if not doc.get("enabled", True):
+            return None
+        last = datetime.fromisoformat(doc["last_fired"]) if doc.get("last_fired") else None
+        fire = due_fire(
+            doc["cron"],
+            now=now,
+            last_fired=last,
+            created_at=datetime.fromisoformat(doc["created_at"]),
+        )
+        if fire is None:
+            return None
+        body = dict(doc["request"])
+        body["tags"] = {**body.get("tags", {}), "schedule": doc["id"], "fire": fire.isoformat()}
+        caller = Caller(
+            name=f"schedule:{doc['id']} ({doc.get('owner', '?')})",
+            role=SCHEDULE_ROLE,
+            door="schedule",
+        )
+        try:
+            run, _ = self.runs.submit(body, fire_key(doc["id"], fire), caller)
+        except (ValidationFailed, Forbidden) as e:
+            # The catalogue or the limits changed since the schedule was made: skip this
+            # fire time (recorded) rather than retry it every tick.
+            log.warning("schedule %s at %s refused: %s", doc["id"], fire.isoformat(), e)
+            self._fired(doc["id"], fire, "", now)
+            return None
+        self._fired(doc["id"], fire, run["id"], now)
+        return str(run["id"])
 
     def _fired(self, schedule_id: str, fire: datetime, run_id: str, now: datetime) -> None:
         for _ in range(10):

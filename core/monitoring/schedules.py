@@ -20,6 +20,15 @@ from croniter import CroniterError, croniter
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 MAX_CRON_LEN = 256
+# The form a cron must have (an alias, or 5 fields of printable ASCII), said in the OpenAPI
+# document so that an empty or one-field cron is invalid there too (issue 24.5); what the
+# fields hold is then checked by croniter (a schema cannot tell "0 0 30 2 *" never fires).
+CRON_PATTERN = (
+    r"^[ \t]*(@(hourly|daily|midnight|weekly|monthly|yearly|annually)"
+    r"|[!-~]+([ \t]+[!-~]+){4})[ \t]*$"
+)
+# For the document only: validate_cron says what is wrong with a cron better than a regex.
+CRON_SCHEMA: dict[str, Any] = {"pattern": CRON_PATTERN, "minLength": 1, "maxLength": MAX_CRON_LEN}
 MAX_OWNER_LEN = 128
 MAX_NAME_LEN = 128
 
@@ -141,7 +150,10 @@ class Schedule(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    cron: str = Field(description="5-field cron in UTC (minute hour day month weekday)")
+    cron: str = Field(
+        description="5-field cron in UTC (minute hour day month weekday)",
+        json_schema_extra=CRON_SCHEMA,
+    )
     request: dict[str, Any] = Field(description="run request template, validated by the service")
     enabled: bool = True
     owner: str = Field(min_length=1, max_length=MAX_OWNER_LEN)
@@ -158,7 +170,7 @@ class SchedulePatch(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    cron: str | None = Field(None, description="5-field cron in UTC")
+    cron: str | None = Field(None, description="5-field cron in UTC", json_schema_extra=CRON_SCHEMA)
     request: dict[str, Any] | None = None
     enabled: bool | None = None
     owner: str | None = Field(None, min_length=1, max_length=MAX_OWNER_LEN)

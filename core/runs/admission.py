@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from core.errors import Conflict, NotFound
 from core.ports import Store
 from core.runs.cas import update
+from core.runs.commit import late, verdict
 from core.runs.locks import TargetLock, Waiter
 from core.runs.state import Run, RunState
 
@@ -52,7 +53,8 @@ def holder_done(run: Run) -> bool:
     agents have stopped), or it failed before starting. A run holding locks but not yet
     marked admitted is being admitted (a crash may leave it so; the timer finishes it)."""
     # A cancelled run reads "cancelled" at once, while its agents may still be stopping fio.
-    return run.finished or run.state in (RunState.COMPLETED, RunState.FAILED)
+    # A run stored too late never runs (core.runs.commit), voided yet or not.
+    return run.finished or run.state in (RunState.COMPLETED, RunState.FAILED) or late(run)
 
 
 def ahead(lock: TargetLock, me: Waiter) -> list[Waiter]:
@@ -120,7 +122,7 @@ class Admission:
         run = self._run(waiter.run_id)
         if run is None:
             return self._now_ms() - waiter.created_ms < UNWRITTEN_HOLDER_GRACE_MS
-        return not run.admitted and not run.cancel_requested
+        return not run.admitted and not run.cancel_requested and verdict(run, 0) is not False
 
     def busy(
         self, keys: list[str], me: Waiter, seen: dict[str, TargetLock] | None = None
@@ -237,7 +239,10 @@ class Admission:
                     self._drop(key, w.run_id)
                     continue
                 run = self._run(w.run_id)
-                if run is not None and self.try_acquire(run_keys(run), w):
+                # A head whose creation is not decided yet waits (core.runs.commit): the
+                # timer's look at free targets with runs waiting starts it once it is.
+                undecided = run is not None and verdict(run, self._now_ms()) is None
+                if run is not None and not undecided and self.try_acquire(run_keys(run), w):
                     admitted.append(run)
                 break  # only the head of a queue may start
         return admitted
@@ -251,8 +256,17 @@ class Admission:
         self._change(key, drop)
 
     def stalled(self) -> list[str]:
-        """Free targets with runs waiting: where the timer looks for a start a crash missed.
-        A held target's waiters start when its holder releases it (and a holder that
-        crashed while finishing is due itself, core.runs.lifecycle), so the timer never
-        reads a held target's queue."""
-        return self.store.targets.free_with_waiters()
+        """Targets runs wait for that nobody is starting: free, or held by a run that has
+        ended or was never written (free by rule, but its release did not happen: a
+        crash), or by a waiting run whose admission was cut short. The timer admits there.
+        Read without the queues; a live holder's waiters start when it releases."""
+        out = []
+        for lock in self.store.targets.with_waiters():
+            holder = self._run(lock.run_id) if lock.run_id else None
+            if lock.run_id and holder is None:
+                stuck = self._now_ms() - lock.since_ms >= UNWRITTEN_HOLDER_GRACE_MS
+            else:
+                stuck = holder is None or holder_done(holder) or not holder.admitted
+            if stuck:
+                out.append(lock.id)
+        return out

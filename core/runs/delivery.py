@@ -9,6 +9,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from core.errors import StoreUnavailable
+from core.runs.commit import accept, verdict, void
 from core.runs.provisioning import AwaitingAgents, hold
 from core.runs.state import DeliveryState, Run, RunState
 
@@ -20,12 +21,23 @@ DELIVERY_DEADLINE_MS = 10 * 60_000  # after this long without reaching the queue
 DELIVERY_BACKOFF_MS = (1_000, 2_000, 5_000, 10_000, 30_000)
 
 
-def deliver(life: Lifecycle, run: Run) -> Run:
+def deliver(life: Lifecycle, run: Run, *, creator: bool = False) -> Run:
     """Send an admitted run's first step. If the queue cannot be reached the run stays
-    queued with its delivery pending, and the timer tries again, until the deadline."""
+    queued with its delivery pending, and the timer tries again, until the deadline.
+
+    Nothing is sent for a run whose creation does not count (core.runs.commit): the run
+    is accepted first, by its ``creator`` (which saw it stored in time and answers 202),
+    or by anyone once its creation can be judged from the document alone."""
     if run.cancel_requested:  # cancelled before its first step went out: nothing to send
         return _nothing_to_send(life, run)
     now = life.now_ms()
+    if run.accepted is not True:
+        decided = True if creator else verdict(run, now)
+        if decided is None:
+            return run  # its creator may still void it: the timer looks again
+        run = accept(life, run) if decided else void(life, run.id, read=run)
+        if run.accepted is not True:
+            return run
     try:
         life.enqueue_step(run, 0)
     except AwaitingAgents as e:

@@ -3,28 +3,45 @@ and the outbox (pure logic over the repositories).
 
 Atomic from the caller's view. Nothing is written unless the whole request is valid and
 allowed. The run document is written last, after its steps and its target locks: it is
-the commit point. Until it exists nothing can run (a lock held for a run never written is
-free after a minute); once it exists the caller gets 202, and the run either starts or
-ends failed with a reason: its first step is sent at once if the queue can be reached,
-otherwise the timer sends it (the run's outbox), and fails the run, freeing its targets,
-if the queue stays out of reach.
+the commit point, as the database timestamps it (core.runs.commit). Until it is stored in
+time nothing can run (a lock held for a run never written is free after a minute); once it
+is, and the request was not answered already, the caller gets 202, and the run either
+starts or ends failed with a reason: its first step is sent at once if the queue can be
+reached, otherwise the timer sends it (the run's outbox), and fails the run, freeing its
+targets, if the queue stays out of reach. A creation answered with an error is void: it
+never runs.
 
 With an Idempotency-Key the run id derives from the key: a replay with the same body
-returns the same run and sends nothing again; a replay with another body is refused.
+returns the same run and sends nothing again; a replay with another body is refused. A
+replay of a void run (its first request was answered 503) makes it anew.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from core.catalogue import get_profile, resolve
-from core.errors import Conflict, FieldError, NotFound, ValidationFailed
+from core.errors import Conflict, FieldError, NotFound, StoreUnavailable, ValidationFailed
 from core.fleet.service import Fleet
 from core.limits.facts import run_target_facts
 from core.models import RunRequest
 from core.ports import Store
 from core.runs.admission import Admission, TargetBusy, lock_keys, target_of
+from core.runs.commit import (
+    ANSWER_MS,
+    DECIDE_GRACE_MS,
+    Abandoned,
+    Answer,
+    accept,
+    accept_by_s,
+    in_time,
+    late,
+    void,
+    void_unknown,
+)
 from core.runs.guardrails import (
     LOCAL_CALLER,
     Caller,
@@ -46,11 +63,18 @@ from core.runs.plan import (
 from core.runs.state import Delivery, DeliveryState, Requester, Run, RunState, Step, now_iso
 from core.validation import validate
 
-INLINE_DELIVERY_GRACE_MS = 5_000
+log = logging.getLogger(__name__)
 
 
 class IdempotencyMismatch(Conflict):
     pass
+
+
+@dataclass(frozen=True)
+class _Revive:
+    """A void run under this Idempotency-Key: its document is written over."""
+
+    void: Run
 
 
 class Intake:
@@ -73,10 +97,15 @@ class Intake:
         self.targets = targets or []  # empty: any target alias an agent mounts
 
     def submit(
-        self, body: Any, idempotency_key: str | None = None, caller: Caller = LOCAL_CALLER
+        self,
+        body: Any,
+        idempotency_key: str | None = None,
+        caller: Caller = LOCAL_CALLER,
+        answer: Answer | None = None,
     ) -> tuple[Run, bool]:
         """Validate, check the caller's limits, admit, record and send a run's first step.
-        Returns (run, created).
+        Returns (run, created). ``answer``: the request's (the HTTP handler answers 503 at
+        its deadline); by default one of ANSWER_MS from now.
 
         One run at a time per target: when another run holds it, the run waits in line
         (state ``waiting``) or, with ``on_busy: refuse``, is refused with TargetBusy and
@@ -113,12 +142,17 @@ class Intake:
             if fleet_errors:
                 raise ValidationFailed(fleet_errors)
 
+        if answer is None:
+            answer = Answer(self.life.now_ms() + ANSWER_MS, self.life.clock)
         run_id = run_id_for_key(idempotency_key) if idempotency_key else new_run_id()
         digest = body_hash(body)
+        revive: _Revive | None = None
         if idempotency_key:
-            replay = self._replay(run_id, digest)
-            if replay is not None:
+            replay = self._replay(run_id, digest, answer)
+            if isinstance(replay, Run):
                 return replay, False
+            revive = replay
+        answer.check()
         targets = request.all_targets
         created_ms = self.life.now_ms()
         me = Waiter(run_id=run_id, created_ms=created_ms)
@@ -131,6 +165,7 @@ class Intake:
                 )
             except Conflict:
                 pass  # a replay after a crash before the run was written
+        answer.check()
         resolved = base.model_dump(mode="json")
         run = Run(
             id=run_id,
@@ -159,23 +194,49 @@ class Intake:
             requested_by=Requester(**caller.as_doc()),
             body_hash=digest,
             idempotency_key=idempotency_key,
-            # Should the first delivery below not finish (a crash), the timer sends it.
-            due_ms=created_ms + INLINE_DELIVERY_GRACE_MS if admitted else None,
+            accept_by_s=accept_by_s(answer.deadline_ms),
+            # Should this call not finish (a crash), the timer decides and sends it.
+            due_ms=created_ms + DECIDE_GRACE_MS,
         )
         try:
-            run = self.store.runs.create(run)  # the commit point
+            if revive is None:
+                stored = self.store.runs.create(run)  # the commit point
+            else:
+                run.etag = revive.void.etag
+                stored = self.store.runs.replace(run)  # the commit point, over the void run
         except Conflict:
-            replay = self._replay(run_id, digest)
-            if replay is None:
+            replay = self._replay(run_id, digest, answer)
+            if not isinstance(replay, Run):
                 raise
             return replay, False
-        if admitted:
-            run = self.life.deliver(run)
-        return run, True
+        except StoreUnavailable:
+            void_unknown(self.life, run_id)  # if it was stored after all
+            raise
+        if not in_time(stored) or not answer.commit(stored):
+            self._void(stored)
+            raise Abandoned("the database did not confirm the run in time", "Cosmos DB")
+        # Committed: the answer is 202 whatever follows (the timer finishes what does not).
+        try:
+            if admitted:
+                stored = self.life.deliver(stored, creator=True)
+            else:
+                stored = accept(self.life, stored)
+        except StoreUnavailable as e:
+            log.warning("run %s: stored; the timer will send it: %s", run_id, e)
+        except Exception:
+            log.exception("run %s: stored; the timer will send it", run_id)
+        return stored, True
 
-    def _replay(self, run_id: str, digest: str) -> Run | None:
+    def _void(self, run: Run) -> None:
+        try:
+            void(self.life, run.id, read=run)
+        except (StoreUnavailable, Conflict) as e:  # void by its timestamp, or by the timer
+            log.warning("run %s: could not void its late creation: %s", run.id, e)
+
+    def _replay(self, run_id: str, digest: str, answer: Answer) -> Run | _Revive | None:
         """The run an Idempotency-Key already made, if any (a different body is refused).
-        A replay finishes a delivery its first call left undone."""
+        A replay finishes a delivery its first call left undone; a void run (its first
+        call was answered 503) is made anew (``_Revive``)."""
         try:
             run = self.store.runs.get(run_id)
         except NotFound:
@@ -184,6 +245,15 @@ class Intake:
             raise IdempotencyMismatch(
                 "Idempotency-Key was already used with a different request body"
             )
+        if late(run):
+            run = void(self.life, run.id, read=run)
+        if run.accepted is None:
+            # Its first call's answer is unknown here: this call answers for it.
+            if not answer.commit(run):
+                raise Abandoned("the request was answered before its run was confirmed")
+            run = accept(self.life, run)
+        if run.void:
+            return _Revive(run)
         if run.admitted and run.delivery.state == DeliveryState.PENDING:
             run = self.life.deliver(run)
         return run

@@ -10,7 +10,8 @@ The timer never scans: it reads the runs whose ``due_ms`` has come (a failed del
 retry, a finish left half-done by a crash, a step running longer than it should) and the
 step barriers past their deadline (failing the step; ``advance`` fails its items), and
 starts waiting runs a crash left behind. A run that is simply running is not read until its
-step should have ended. The first step's delivery (the outbox): core.runs.delivery.
+step should have ended. The first step's delivery (the outbox): core.runs.delivery; the
+timer's tick, crash-only: core.runs.timer.
 """
 
 from __future__ import annotations
@@ -43,7 +44,6 @@ from core.runs.state import (
     derive_run_state,
     now_iso,
 )
-from core.units import clients_text
 
 log = logging.getLogger(__name__)
 STEP_SLACK_MS = 60_000  # a step's expected length plus this, then the timer looks
@@ -52,6 +52,8 @@ RECHECK_MS = 30_000  # a run found still running is looked at again this much la
 
 def _stamp(run: Run) -> None:
     run.updated_at = now_iso()
+    if run.landed_s is None and run.accept_by_s is not None:
+        run.landed_s = run.ts  # its first change keeps when its creation was stored
 
 
 class Lifecycle:
@@ -82,13 +84,17 @@ class Lifecycle:
 
     # ---- compare-and-swap on each kind of document --------------------------------------
 
-    def update_run(self, run_id: str, change: Callable[[Run], bool | None]) -> Run:
+    def update_run(
+        self, run_id: str, change: Callable[[Run], bool | None], read: Run | None = None
+    ) -> Run:
+        """``read``: the run as just read, tried first (core.runs.cas.update's ``first``)."""
         return update(
             lambda: self.store.runs.get(run_id),
             self.store.runs.replace,
             change,
             f"run {run_id}",
             stamp=_stamp,
+            first=read,
         )
 
     def update_item(
@@ -114,9 +120,9 @@ class Lifecycle:
 
     # ---- sending steps ------------------------------------------------------------------
 
-    def deliver(self, run: Run) -> Run:
+    def deliver(self, run: Run, *, creator: bool = False) -> Run:
         """Send an admitted run's first step (core.runs.delivery)."""
-        return deliver(self, run)
+        return deliver(self, run, creator=creator)
 
     def enqueue_step(self, run: Run, number: int) -> None:
         """Resolve, create and send a step's items, then mark the step enqueued. Racing
@@ -185,11 +191,16 @@ class Lifecycle:
         step_failed: list[str] = [s.failed_reason for s in steps if s.failed_reason]
         next_step = next((s for s in sorted(steps, key=lambda s: s.step) if not s.enqueued), None)
         all_ended = all(i.ended for i in items)
+        # The steps before it have ended. Its own items may exist already: a send that
+        # failed half-way (some messages out, not marked sent) is sent again, in full.
+        before_ended = next_step is not None and all(
+            i.ended for i in items if i.step != next_step.step
+        )
         delivery_failed = run.delivery.state == DeliveryState.FAILED
         phase_failed = ends_later_phases(run.workload, items)
         if (
             next_step is not None
-            and all_ended
+            and before_ended
             and run.admitted
             and not step_failed
             and not phase_failed
@@ -221,13 +232,22 @@ class Lifecycle:
             all_ended
             and (next_step is None or bool(step_failed) or phase_failed or run.cancel_requested)
         )
-        owes = finished and run.admitted and not delivery_failed and not run.cancel_requested
+        owes = (
+            finished
+            and run.admitted
+            and not delivery_failed
+            and not run.cancel_requested
+            and not run.gave_up
+            and not run.void
+        )
         announce = owes and not run.finalized and self._finalize(run, steps, items)
         item_reasons: list[str] = [
             i.reason for i in items if i.state == ItemState.FAILED and i.reason
         ]
 
         def apply(r: Run) -> bool | None:
+            if r.finished and r.state in FINISHED_RUN and (r.finalized or not owes):
+                return False  # settled (a run the timer failed included): nothing to redo
             if not finished and (r.finished or r.finalized):
                 # Items read before the last one ended, written after a call that saw it:
                 # this call knows less than the one that finished the run.
@@ -254,7 +274,7 @@ class Lifecycle:
         was_finished = run.finished
         run = self.update_run(run_id, apply)
         if run.finished and not was_finished and run.admitted:
-            self._free_targets(run)
+            self.free_targets(run)
         if announce and self.on_finished is not None:
             self.on_finished(run.id)  # once, by whoever finalized it, with its final state
         return run
@@ -267,7 +287,7 @@ class Lifecycle:
         for item in items:
             reason = why.get(item.step)
             if reason is not None and not item.ended:
-                item = self.update_item(run_id, item.id, _failing(reason))
+                item = self.update_item(run_id, item.id, failing(reason))
             out.append(item)
         return out
 
@@ -290,7 +310,9 @@ class Lifecycle:
             flipped[:] = [not r.finalized]
             if flipped[0]:  # the verdict of the call that finalizes it, kept with the run
                 r.gate = gate
-            r.finalized, r.due_ms = True, None
+            # Still due: should the write finishing the run not follow (a crash), the timer
+            # does it (the run is no longer read as finished-to-be otherwise).
+            r.finalized, r.due_ms = True, self.now_ms()
             return None if flipped[0] else False
 
         self.update_run(run.id, mark)
@@ -305,7 +327,7 @@ class Lifecycle:
             agg["series_artifact"] = {"bytes": len(packed), "sha256": sha256_hex(packed)}
         self.store.results.create_aggregate(agg)
 
-    def _free_targets(self, run: Run) -> None:
+    def free_targets(self, run: Run) -> None:
         """Its I/O is over: the runs waiting for its targets may start, now."""
         self.admission.release(run)
         self.admit(run_keys(run))
@@ -315,15 +337,20 @@ class Lifecycle:
         for waiting in self.admission.admit_next(keys):
 
             def admitted(r: Run) -> bool | None:
-                if r.admitted:
+                if r.admitted or r.void:
                     return False
                 r.admitted = True
                 r.delivery.move(DeliveryState.PENDING)
+                # Should the delivery below not happen (a crash), the timer sends it.
+                r.due_ms = self.now_ms() + DELIVERY_BACKOFF_MS[-1]
                 if not r.cancel_requested:  # cancelled meanwhile: it reads cancelled
                     r.move(RunState.QUEUED)
                 return None
 
             run = self.update_run(waiting.id, admitted)
+            if not run.admitted:  # void meanwhile: what it took is given back
+                self.admission.release(run)
+                continue
             self.admission.leave(run)
             self.deliver(run)
             started.append(run.id)
@@ -360,49 +387,6 @@ class Lifecycle:
         )
         return aggs[0] if aggs else None
 
-    # ---- the start barrier's deadline ----------------------------------------------------
 
-    def barrier_reason(self, step: Step) -> str:
-        """Why a step's barrier failed at its deadline: too few claimed, or too few ready."""
-        assert step.deadline_ms is not None and step.first_claim_ms is not None
-        _, items = self.store.items.of_run(step.run_id)
-        claimed = sum(1 for i in items if i.step == step.step and i.held)
-        secs = (step.deadline_ms - step.first_claim_ms) // 1000
-        if claimed < step.clients:
-            return f"{claimed} of {clients_text(step.clients)} claimed within {secs} s"
-        return f"{len(step.ready)} of {clients_text(step.clients)} were ready within {secs} s"
-
-    def expire_barrier(self, step: Step) -> Step:
-        """The step's clients did not all claim and get ready in time: the step fails with
-        the count, and the run moves on (``advance`` fails its items with it). A step that
-        got its start instant just before is returned as it is."""
-        reason = self.barrier_reason(step)
-        step = self.update_step(step.run_id, step.step, lambda s: None if s.fail(reason) else False)
-        if step.start_at_ms is None:
-            self.advance(step.run_id)
-        return step
-
-    # ---- the timer ----------------------------------------------------------------------
-
-    def tick(self) -> list[str]:
-        """What is due: deliveries to retry, barriers past their deadline, runs to look at,
-        waiting runs a crash left behind. Returns the runs finalized."""
-        now = self.now_ms()
-        for step in self.store.items.overdue_barriers(now):
-            self.expire_barrier(step)
-        done = []
-        for run in self.store.runs.due(now):
-            if run.admitted and run.delivery.state == DeliveryState.PENDING:
-                run = self.deliver(run)
-            if run.delivery.state != DeliveryState.PENDING:
-                was = run.finalized
-                run = self.advance(run.id)
-                if run.finalized and not was:
-                    done.append(run.id)
-        for key in self.admission.stalled():
-            self.admit([key])
-        return done
-
-
-def _failing(reason: str) -> Callable[[Item], bool | None]:
+def failing(reason: str) -> Callable[[Item], bool | None]:
     return lambda d: None if d.end(ItemState.FAILED, reason) else False

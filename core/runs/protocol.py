@@ -33,6 +33,7 @@ from core.runs.state import (
     Step,
     now_iso,
 )
+from core.runs.timer import barrier_reason
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +91,8 @@ class AgentProtocol:
             return ClaimDecision("drop", "unknown run or item")
         if doc.ended:
             return ClaimDecision("drop", f"item already {doc.state}")
+        if doc.state in (ItemState.READY, ItemState.RUNNING) and self._finish_stored(doc):
+            return ClaimDecision("drop", "its result is stored already")
         if _held_by_another(doc, agent, message_id, dequeue_count):
             # A copy of a message someone else holds: it ends nothing (decided again below,
             # inside the compare-and-swap, for the copy that might still take the item).
@@ -118,6 +121,28 @@ class AgentProtocol:
         if siblings:
             return ClaimDecision("release", f"{agent.id} already holds {siblings[0].id}")
         return self._take(work, step, agent, dequeue_count, message_id, run.state)
+
+    def _finish_stored(self, doc: Item) -> bool:
+        """Its holder stored its result, and the item was not marked completed (the API
+        died in between, or the answer was lost): complete it now, rather than hand it to
+        another agent to measure again under a result that is not its own."""
+        try:
+            result = self.store.results.get(doc.run_id, doc.id)
+        except NotFound:
+            return False
+        holder = result.get("agent_id")
+
+        def done(d: Item) -> bool | None:
+            if d.state not in (ItemState.READY, ItemState.RUNNING) or d.agent_id != holder:
+                return False
+            d.move(ItemState.COMPLETED)
+            return None
+
+        after = self.life.update_item(doc.run_id, doc.id, done)
+        if after.state != ItemState.COMPLETED or after.agent_id != holder:
+            return False
+        self.life.advance(doc.run_id)
+        return True
 
     def _take(
         self,
@@ -248,7 +273,7 @@ class AgentProtocol:
             return BarrierDecision("wait")
         # Past the deadline: this call fails the step and ends its own item; the run's
         # advance fails the step's other items (core.runs.lifecycle).
-        reason = self.life.barrier_reason(step)
+        reason = barrier_reason(self.store, step)
         step = self.life.update_step(run_id, doc.step, lambda s: None if s.fail(reason) else False)
         if step.start_at_ms is not None:  # completed just before the deadline
             return BarrierDecision("go", start_at_ms=step.start_at_ms)

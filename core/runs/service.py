@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from core.errors import StoreUnavailable
 from core.fleet.pools import PoolConfig
 from core.fleet.service import Fleet
 from core.monitoring.monitor import Monitor
@@ -15,6 +16,7 @@ from core.ports import Artifacts, Doc, Queue, Store
 from core.runs.admission import Admission
 from core.runs.barrier_timing import BARRIER_LEAD_MS, REJOIN_LATE_MS
 from core.runs.clean import order_clean
+from core.runs.commit import Answer
 from core.runs.guardrails import LOCAL_CALLER, Caller, TargetInfo
 from core.runs.intake import Intake
 from core.runs.lifecycle import Lifecycle
@@ -22,7 +24,8 @@ from core.runs.ownership import check_owner
 from core.runs.protocol import AgentProtocol
 from core.runs.reports import Reports
 from core.runs.state import FINISHED_RUN, ItemState, Run
-from core.runs.views import Views
+from core.runs.timer import Timer
+from core.runs.views import Views, public_run
 
 
 class RunService:
@@ -56,7 +59,8 @@ class RunService:
             monitor=monitor,
             on_finished=on_finished,
         )
-        self.lifecycle.gate = self.fleet.waiting  # elastic pools grow before a step is sent
+        self.lifecycle.gate = self.fleet.waiting
+        self.timer = Timer(self.lifecycle)  # elastic pools grow before a step is sent
         self.intake = Intake(
             store, self.admission, self.lifecycle, pools=pools, targets=targets, fleet=self.fleet
         )
@@ -84,10 +88,17 @@ class RunService:
         self.full_result = self.views.full_result
 
     def submit(
-        self, body: Any, idempotency_key: str | None = None, caller: Caller = LOCAL_CALLER
+        self,
+        body: Any,
+        idempotency_key: str | None = None,
+        caller: Caller = LOCAL_CALLER,
+        answer: Answer | None = None,
     ) -> tuple[Doc, bool]:
-        run, created = self.intake.submit(body, idempotency_key, caller)
-        return self.views.summary(run), created
+        run, created = self.intake.submit(body, idempotency_key, caller, answer)
+        try:
+            return self.views.summary(run), created
+        except StoreUnavailable:  # stored and committed: 202 without its place in line
+            return public_run(run), created
 
     def cancel(self, run_id: str, caller: Caller = LOCAL_CALLER) -> Doc:
         """Queued items are marked cancelled now and dropped by whichever agent receives
@@ -98,11 +109,15 @@ class RunService:
         if run.state in FINISHED_RUN:
             return self.views.summary(run)
 
+        now = self.lifecycle.now_ms()
+
         def cancel(r: Run) -> bool | None:
             # Decided again on the fresh document: a run that finished meanwhile stays so.
             if r.cancel_requested or r.state in FINISHED_RUN:
                 return False
             r.cancel_requested = True
+            # Should this call not get to the end (a crash, an outage), the timer does.
+            r.due_ms = min(r.due_ms or now, now)
             return None
 
         run = self.lifecycle.update_run(run_id, cancel)
@@ -134,4 +149,4 @@ class RunService:
 
     def tick(self) -> list[str]:
         """The timer: whatever is due. Returns the runs finalized."""
-        return self.lifecycle.tick()
+        return self.timer.tick()

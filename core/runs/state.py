@@ -57,6 +57,10 @@ class ItemState(StrEnum):
     CANCELLED = "cancelled"
 
 
+# Ticks of the timer that may fail on one run with an unexpected error before the run is
+# failed alone, "internal error: ..." (core.runs.timer).
+INTERNAL_ERROR_ATTEMPTS = 5
+
 HELD = frozenset({ItemState.CLAIMED, ItemState.READY, ItemState.RUNNING})
 TERMINAL = frozenset({ItemState.COMPLETED, ItemState.FAILED, ItemState.CANCELLED})
 FINISHED_RUN = frozenset({RunState.COMPLETED, RunState.FAILED, RunState.CANCELLED})
@@ -64,9 +68,10 @@ FINISHED_RUN = frozenset({RunState.COMPLETED, RunState.FAILED, RunState.CANCELLE
 # A finished run never changes state again. Every edge below is one ``derive_run_state`` or
 # the elastic pool's hold can take; the ones that look backwards are marked.
 RUN_MOVES: dict[RunState, frozenset[RunState]] = {
-    # Admitted, or cancelled while it waited (derive checks the cancel first). A waiting run
-    # cannot fail: its delivery fails only once it is admitted.
-    RunState.WAITING: frozenset({RunState.QUEUED, RunState.CANCELLED}),
+    # Admitted, or cancelled while it waited (derive checks the cancel first). Failed: never
+    # by its delivery (that fails only once it is admitted), but by an internal error the
+    # timer gave up on (core.runs.timer) or a creation answered with an error (void).
+    RunState.WAITING: frozenset({RunState.QUEUED, RunState.CANCELLED, RunState.FAILED}),
     # Completed straight from queued: the first claim's advance did not happen (a crash) and
     # the next one finds the run finalized.
     RunState.QUEUED: frozenset({RunState.PROVISIONING, RunState.RUNNING}) | FINISHED_RUN,
@@ -274,9 +279,10 @@ class Step(_Stored):
 
     def reopen(self) -> None:
         """A lone client retried after its start: a fresh barrier (nobody ready, no instant),
-        its deadline from its next claim."""
+        its deadline from its next claim (none until then: a deadline left behind would
+        expire a barrier nobody claimed, issue 24.1)."""
         self._check(StepState.OPEN if self.enqueued else StepState.PLANNED)
-        self.start_at_ms, self.first_claim_ms, self.ready = None, None, {}
+        self.start_at_ms, self.first_claim_ms, self.deadline_ms, self.ready = None, None, None, {}
 
     def move_start(self, at_ms: int) -> None:
         """A lone client heard "go" too late: the step's instant moves with it."""
@@ -360,6 +366,16 @@ class Run(_Stored):
     finalized: bool = False  # aggregates stored, monitor told
     error: str | None = None
     due_ms: int | None = None  # when the timer must look at it (None: nothing due)
+    # Ticks of the timer that failed on this run with an unexpected error (core.runs.timer);
+    # at INTERNAL_ERROR_ATTEMPTS the run fails alone, "internal error: ...".
+    internal_errors: int = 0
+    # The commit point (core.runs.commit): the creation counts only if the database stored
+    # it by this second (its ``_ts``); ``landed_s`` keeps that first ``_ts``; ``accepted``
+    # is the decision (None: not decided yet; False: void, it never runs).
+    accept_by_s: int | None = None
+    landed_s: int | None = None
+    accepted: bool | None = None
+    ts: int | None = Field(None, alias="_ts", exclude=True)  # the database's, as read
     provisioning: Provisioning | None = None  # while its pool grows (state provisioning)
     # What the run was judged with (core.limits.facts.run_target_facts): kept with the run,
     # so a later change of the registry or the catalogue does not rewrite its explanation.
@@ -378,6 +394,16 @@ class Run(_Stored):
     @property
     def owner(self) -> str:
         return self.requested_by.name
+
+    @property
+    def void(self) -> bool:
+        """Its creation does not count (core.runs.commit): it never runs."""
+        return self.accepted is False
+
+    @property
+    def gave_up(self) -> bool:
+        """The timer failed it for an internal error: it owes no aggregate, nothing more."""
+        return self.internal_errors >= INTERNAL_ERROR_ATTEMPTS
 
 
 def derive_run_state(

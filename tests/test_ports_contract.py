@@ -1,0 +1,385 @@
+"""One contract for the ports (core.ports), run against both the in-memory implementations
+the simulation drives (core.memory) and the adapters on the real Cosmos DB server and
+Azurite: what the simulation assumes of the store, the queue and the artifacts is what the
+real services do, so the two cannot drift apart (issue 24.6)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from adapters.queue import WorkQueues, poison_queue_name
+from core.errors import BenchError, Conflict, LeaseLost, NotFound, TooLarge, ValidationFailed
+from core.fleet.registry import AgentRecord
+from core.memory import Effect, MemoryArtifacts, MemoryQueues, MemoryStore, SimClock
+from core.models import WorkItem, Workload
+from core.ports import Artifacts, Store
+from core.runs.locks import TargetLock, Waiter
+from core.runs.state import Item, Run, RunState, Step
+
+
+@dataclass
+class Ports:
+    store: Store
+    queues: WorkQueues | MemoryQueues
+    artifacts: Artifacts
+    now: Callable[[], float]  # the clock the store stamps _ts with
+    wait: Callable[[float], None]  # let time pass
+    pool: str
+
+
+@pytest.fixture(params=["memory", "azure"])
+def ports(request: pytest.FixtureRequest, pool: str) -> Iterator[Ports]:
+    if request.param == "memory":
+        clock = SimClock(time.time())
+        queues = MemoryQueues(clock)
+        queues.ensure_pool(pool)
+        yield Ports(MemoryStore(clock), queues, MemoryArtifacts(), clock, clock.advance, pool)
+        return
+    yield Ports(
+        request.getfixturevalue("store"),
+        request.getfixturevalue("queues"),
+        request.getfixturevalue("artifacts"),
+        time.time,
+        time.sleep,
+        pool,
+    )
+
+
+def new_id() -> str:
+    return "r-" + uuid.uuid4().hex
+
+
+def a_run(pool: str, **fields: Any) -> Run:
+    doc: dict[str, Any] = {
+        "id": new_id(),
+        "created_at": "2031-01-01T00:00:00Z",
+        "created_ms": int(time.time() * 1000),
+        "request": {"target": "scratch", "pool": pool},
+        "workload": {},
+        "comparison_key": "k",
+        "target": "scratch",
+        "targets": ["scratch"],
+        "pool": pool,
+        "step_count": 1,
+        "items_total": 1,
+        "requested_by": {"name": "t", "role": "admin"},
+        "body_hash": "h",
+    }
+    doc.update(fields)
+    return Run.model_validate(doc)
+
+
+def work(run_id: str, pool: str, client: int = 0) -> WorkItem:
+    return WorkItem(
+        run_id=run_id,
+        item_id=f"{run_id}.s0.c{client}",
+        step=0,
+        client=client,
+        clients=client + 1,
+        pool=pool,
+        targets=["scratch"],
+        engine="fio",
+        workload=Workload(),
+    )
+
+
+# ---- documents: create, read, compare-and-swap ---------------------------------------------
+
+
+def test_a_document_is_created_once_read_back_and_swapped_by_etag(ports: Ports) -> None:
+    runs = ports.store.runs
+    run = runs.create(a_run(ports.pool))
+    assert run.etag and runs.get(run.id).etag == run.etag
+    with pytest.raises(Conflict):
+        runs.create(run)
+    with pytest.raises(NotFound):
+        runs.get(new_id())
+
+    run.tags = {"a": "1"}
+    first = runs.replace(run)
+    assert first.etag != run.etag and runs.get(run.id).tags == {"a": "1"}
+    run.tags = {"a": "2"}  # written from the copy read before the first write
+    with pytest.raises(Conflict):
+        runs.replace(run)
+    assert runs.get(run.id).tags == {"a": "1"}
+    missing = a_run(ports.pool)
+    missing.etag = first.etag
+    with pytest.raises(NotFound):
+        runs.replace(missing)
+
+
+def test_a_run_carries_the_time_the_database_stored_it(ports: Ports) -> None:
+    """``_ts``: whole seconds of the database's clock, renewed by every write (the commit
+    point judges a creation by it, core.runs.commit)."""
+    before = int(ports.now())
+    run = ports.store.runs.create(a_run(ports.pool))
+    assert run.ts is not None and before <= run.ts <= int(ports.now()) + 1
+    assert ports.store.runs.get(run.id).ts == run.ts
+    ports.wait(1.1)
+    again = ports.store.runs.replace(run)
+    assert again.ts is not None and again.ts > run.ts
+    assert "ts" not in again.doc() and "_ts" not in again.doc()
+
+
+def test_a_document_over_2_mb_is_refused(ports: Ports) -> None:
+    big = a_run(ports.pool, tags={f"k{i}": "x" * 250 for i in range(9_000)})
+    with pytest.raises(TooLarge):
+        ports.store.runs.create(big)
+    with pytest.raises(NotFound):
+        ports.store.runs.get(big.id)
+
+
+def test_due_active_and_pages_of_runs(ports: Ports) -> None:
+    runs = ports.store.runs
+    tag = uuid.uuid4().hex[:12]
+    now = int(time.time() * 1000)
+    made = [
+        runs.create(
+            a_run(
+                ports.pool,
+                created_ms=now + i,
+                tags={"contract": tag},
+                due_ms=now - 1 if i % 2 else None,
+                admitted=i != 4,
+                finished=i == 3,
+                state=RunState.RUNNING if i < 3 else RunState.QUEUED,
+            )
+        )
+        for i in range(5)
+    ]
+    ids = [r.id for r in made]
+    due = {r.id for r in runs.due(now)}
+    assert {ids[1], ids[3]} <= due and not {ids[0], ids[2], ids[4]} & due
+    active = {r.id for r in runs.active(ports.pool)}
+    assert {ids[0], ids[1], ids[2]} <= active and not {ids[3], ids[4]} & active
+
+    seen: list[str] = []
+    token: str | None = None
+    for _ in range(20):
+        page, token = runs.page(
+            target="scratch", state=None, tag=("contract", tag), limit=2, continuation=token
+        )
+        assert len(page) <= 2
+        seen += [r.id for r in page]
+        if token is None:
+            break
+    assert seen == ids[::-1], (seen, ids)  # newest first, each once
+    running, _ = runs.page(
+        target=None, state="running", tag=("contract", tag), limit=10, continuation=None
+    )
+    assert [r.id for r in running] == ids[2::-1]
+    with pytest.raises(ValidationFailed) as bad:  # not URL-safe Base64
+        runs.page(target=None, state=None, tag=None, limit=2, continuation="not a token")
+    assert bad.value.errors[0].field == "continuation"
+    for unknown in ("bm90IGEgdG9rZW4", "abc", "AAAA"):  # of that form, but not given
+        with pytest.raises(NotFound) as missing:
+            runs.page(target=None, state=None, tag=None, limit=2, continuation=unknown)
+        assert missing.value.field == "continuation"
+
+
+def test_a_runs_steps_and_items_and_overdue_barriers(ports: Ports) -> None:
+    items = ports.store.items
+    run_id = new_id()
+    now = int(time.time() * 1000)
+    items.create_step(Step(id=f"{run_id}.s1", run_id=run_id, step=1, clients=1))
+    step = items.create_step(
+        Step(id=f"{run_id}.s0", run_id=run_id, step=0, clients=2, deadline_ms=now - 1)
+    )
+    for c in (1, 0):
+        w = work(run_id, ports.pool, c)
+        items.create_item(Item(id=w.item_id, run_id=run_id, step=0, client=c, work_item=w))
+    with pytest.raises(Conflict):
+        items.create_step(step)
+    steps, its = items.of_run(run_id)
+    assert [s.id for s in steps] == [f"{run_id}.s0", f"{run_id}.s1"]
+    assert [i.id for i in its] == [f"{run_id}.s0.c0", f"{run_id}.s0.c1"]
+    assert items.get_step(run_id, 0).deadline_ms == now - 1
+    assert items.get_item(run_id, f"{run_id}.s0.c1").client == 1
+
+    overdue = [s.id for s in items.overdue_barriers(now) if s.run_id == run_id]
+    assert overdue == [step.id]
+    step.start_at_ms = now + 5
+    started = items.replace_step(step)
+    assert not [s for s in items.overdue_barriers(now) if s.run_id == run_id]
+    step.start_at_ms = None  # the stale copy
+    with pytest.raises(Conflict):
+        items.replace_step(step)
+    item = items.get_item(run_id, f"{run_id}.s0.c0")
+    item.attempts = 3
+    assert items.replace_item(item).attempts == 3
+    assert started.etag != step.etag
+
+
+def test_target_locks_and_free_targets_with_waiters(ports: Ports) -> None:
+    targets = ports.store.targets
+    key = f"{ports.pool}:{uuid.uuid4().hex[:8]}"
+    lock = targets.create(TargetLock(id=key))
+    with pytest.raises(Conflict):
+        targets.create(TargetLock(id=key))
+    lock.queue = [Waiter(run_id=new_id(), created_ms=1)]
+    lock = targets.replace(lock)
+    assert [(k.run_id, k.queue) for k in targets.with_waiters() if k.id == key] == [(None, [])]
+    lock.run_id, lock.since_ms = new_id(), 7
+    held = targets.replace(lock)
+    listed = [(k.run_id, k.since_ms) for k in targets.with_waiters() if k.id == key]
+    assert listed == [(lock.run_id, 7)]
+    with pytest.raises(Conflict):
+        targets.replace(lock)
+    assert targets.get(key).run_id == held.run_id
+
+
+def test_results_aggregates_agents_ticks_schedules_once(ports: Ports) -> None:
+    s = ports.store
+    run_id = new_id()
+    doc: dict[str, Any] = {
+        "id": f"{run_id}.s0.c0",
+        "run_id": run_id,
+        "item_id": f"{run_id}.s0.c0",
+        "step": 0,
+    }
+    assert s.results.create(doc) is True
+    assert s.results.create(doc) is False
+    assert s.results.get(run_id, doc["id"])["step"] == 0
+    assert [r["id"] for r in s.results.of_run(run_id)] == [doc["id"]]
+    agg = {"id": f"{run_id}.s0", "run_id": run_id, "step": 0}
+    assert s.results.create_aggregate(agg) and not s.results.create_aggregate(agg)
+    assert [a["id"] for a in s.results.list_aggregates(run_id)] == [agg["id"]]
+
+    agent = f"contract-{uuid.uuid4().hex[:8]}"
+    record = s.agents.create(
+        AgentRecord(id=agent, pool=ports.pool, session="s", registered_ms=1, last_seen_ms=1)
+    )
+    record.last_seen_ms = 2
+    assert s.agents.replace(record).last_seen_ms == 2
+    with pytest.raises(Conflict):
+        s.agents.replace(record)
+    assert agent in {a.id for a in s.agents.all(ports.pool)}
+    assert agent not in {a.id for a in s.agents.all("no-such-pool")}
+
+    name = f"contract-{uuid.uuid4().hex[:8]}"
+    assert s.ticks.get(name) is None
+    s.ticks.put(name, 5)
+    s.ticks.put(name, 7)
+    assert s.ticks.get(name) == 7
+
+    schedule = s.schedules.create({"id": f"sch-{uuid.uuid4().hex[:16]}", "cron": "0 * * * *"})
+    schedule["cron"] = "5 * * * *"
+    assert s.schedules.replace(schedule)["cron"] == "5 * * * *"
+    with pytest.raises(Conflict):
+        s.schedules.replace(schedule)  # its _etag is the one before
+    s.schedules.delete(schedule["id"])
+    with pytest.raises(NotFound):
+        s.schedules.get(schedule["id"])
+    seen = {"id": f"teams:{uuid.uuid4().hex}"}
+    assert s.activities.create(seen) is True and s.activities.create(seen) is False
+
+
+# ---- the queue ---------------------------------------------------------------------------
+
+
+def test_a_received_message_is_hidden_for_its_visibility_timeout_then_redelivered(
+    ports: Ports,
+) -> None:
+    q = ports.queues
+    item = work(new_id(), ports.pool)
+    q.send(item)
+    first = q.receive(ports.pool, visibility_timeout=2)
+    assert first is not None and first.dequeue_count == 1
+    assert WorkItem.model_validate_json(first.content) == item
+    assert q.receive(ports.pool, visibility_timeout=2) is None  # hidden while held
+    ports.wait(2.5)
+    second = q.receive(ports.pool, visibility_timeout=30)
+    assert second is not None and second.id == first.id and second.dequeue_count == 2
+    assert second.pop_receipt != first.pop_receipt
+    with pytest.raises(LeaseLost):  # the first receiver's lease is gone
+        q.renew(ports.pool, first, 30)
+    with pytest.raises(LeaseLost):
+        q.delete(ports.pool, first)
+    renewed = q.renew(ports.pool, second, 30)
+    assert renewed.pop_receipt != second.pop_receipt
+    with pytest.raises(LeaseLost):  # only the newest receipt holds it
+        q.delete(ports.pool, second)
+    q.delete(ports.pool, renewed)
+    assert q.receive(ports.pool, visibility_timeout=1) is None
+
+
+def test_a_renewal_to_zero_hands_the_message_back_at_once(ports: Ports) -> None:
+    q = ports.queues
+    q.send(work(new_id(), ports.pool))
+    held = q.receive(ports.pool, visibility_timeout=30)
+    assert held is not None
+    q.renew(ports.pool, held, 0)
+    again = q.receive(ports.pool, visibility_timeout=30)
+    assert again is not None and again.id == held.id and again.dequeue_count == 2
+    q.delete(ports.pool, again)
+
+
+def test_poison_and_the_64_kib_limit(ports: Ports) -> None:
+    q = ports.queues
+    name = poison_queue_name(ports.pool)
+    before = q.approximate_count(name)
+    q.send_poison(ports.pool, "a poisoned work item")
+    assert q.approximate_count(name) == before + 1
+    # 48 KiB of JSON is 64 KiB in Base64, the queue's limit: refused before it is sent.
+    too_big = work(new_id(), ports.pool).model_copy(update={"targets": ["x" * 49_000]})
+    with pytest.raises(BenchError, match="64 KiB"):
+        q.send(too_big)
+
+
+def test_a_clean_order_goes_on_the_pools_work_queue(ports: Ports) -> None:
+    q = ports.queues
+    while (stale := q.receive(ports.pool, visibility_timeout=1)) is not None:
+        q.delete(ports.pool, stale)
+    q.send_clean(ports.pool, '{"kind": "clean"}')
+    got = q.receive(ports.pool, visibility_timeout=30)
+    assert got is not None and got.content == '{"kind": "clean"}'
+    q.delete(ports.pool, got)
+
+
+# ---- artifacts ---------------------------------------------------------------------------
+
+
+def test_artifacts_are_stored_as_given_and_overwritten(ports: Ports) -> None:
+    a = ports.artifacts
+    run_id = new_id()
+    with pytest.raises(NotFound):
+        a.get(run_id, "owner", "raw")
+    a.put(run_id, "owner", "raw", b"\x00\x01first")
+    a.put(run_id, "owner", "raw", b"second")
+    assert a.get(run_id, "owner", "raw") == b"second"
+    assert a.size(run_id, "owner", "raw") == 6
+    with pytest.raises(NotFound):
+        a.size(run_id, "owner", "logs")
+
+
+def test_memory_faults_lose_answers_or_hold_writes_until_resumed() -> None:
+    """What the simulation injects (the real servers do it when killed or paused): a write
+    applied whose answer is lost, and a write held until the server resumes, stamped then."""
+    clock = SimClock()
+    effects: list[Effect] = []
+
+    def faults(op: str, table: str, key: str) -> Effect:
+        return effects.pop(0) if effects else "ok"
+
+    store = MemoryStore(clock, faults)
+    effects.append("lost")
+    run = a_run("p")
+    with pytest.raises(BenchError):
+        store.runs.create(run)
+    assert store.runs.get(run.id).id == run.id  # done all the same
+    effects.append("defer")
+    late = a_run("p")
+    with pytest.raises(BenchError):
+        store.runs.create(late)
+    with pytest.raises(NotFound):
+        store.runs.get(late.id)
+    clock.advance(7)
+    assert store.tables.apply_deferred() == 1
+    stored = store.runs.get(late.id)
+    assert stored.ts == int(clock())
