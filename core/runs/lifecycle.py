@@ -68,9 +68,9 @@ class Lifecycle:
         monitor: Monitor | None = None,
         on_finished: Callable[[str], object] | None = None,
     ) -> None:
-        # An elastic pool's gate (core.fleet.service.Fleet.waiting): whether a step of N
-        # clients must wait for the pool to grow before it is sent.
-        self.gate: Callable[[Run, int], Waiting | None] | None = None
+        # How many agents an elastic pool lacks for a step of N clients, or None when it
+        # has them (core.fleet.service.Fleet.waiting): the step waits for the pool to grow.
+        self.pool_shortfall: Callable[[Run, int], Waiting | None] | None = None
         self.store = store
         self.queue = queue
         self.artifacts = artifacts
@@ -131,7 +131,8 @@ class Lifecycle:
         step = self.store.items.get_step(run.id, number)
         if step.enqueued:
             return
-        waiting = self.gate(run, step.clients) if self.gate is not None else None
+        short = self.pool_shortfall
+        waiting = short(run, step.clients) if short is not None else None
         if waiting is not None:
             raise AwaitingAgents(waiting)
         if step.workload is None:  # a rate-curve or target_iops step

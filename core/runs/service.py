@@ -59,7 +59,7 @@ class RunService:
             monitor=monitor,
             on_finished=on_finished,
         )
-        self.lifecycle.gate = self.fleet.waiting
+        self.lifecycle.pool_shortfall = self.fleet.waiting
         self.timer = Timer(self.lifecycle)  # elastic pools grow before a step is sent
         self.intake = Intake(
             store, self.admission, self.lifecycle, pools=pools, targets=targets, fleet=self.fleet
