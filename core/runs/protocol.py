@@ -1,5 +1,5 @@
 """The agents' protocol up to the start: claim, ready and the start barrier (pure logic
-over the repositories; the reports while an item runs and its result: core.runs.reports).
+over the repositories; the reports while an item runs and its result: core.runs.agent_reports).
 
 Every report is accepted only from the agent holding the item (core.runs.holder), in a
 state where it makes sense, and each decision is taken inside the compare-and-swap on the

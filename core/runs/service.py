@@ -14,6 +14,7 @@ from core.fleet.service import Fleet
 from core.monitoring.monitor import Monitor
 from core.ports import Artifacts, Doc, Queue, Store
 from core.runs.admission import Admission
+from core.runs.agent_reports import AgentReports
 from core.runs.barrier_timing import BARRIER_LEAD_MS, REJOIN_LATE_MS
 from core.runs.clean import order_clean
 from core.runs.commit import Answer
@@ -22,7 +23,6 @@ from core.runs.intake import Intake
 from core.runs.lifecycle import Lifecycle
 from core.runs.ownership import check_owner
 from core.runs.protocol import AgentProtocol
-from core.runs.reports import Reports
 from core.runs.state import FINISHED_RUN, ItemState, Run
 from core.runs.timer import Timer
 from core.runs.views import Views, public_run
@@ -75,12 +75,12 @@ class RunService:
         self.claim = self.protocol.claim
         self.ready = self.protocol.ready
         self.barrier = self.protocol.barrier
-        self.reports = Reports(self.lifecycle)
-        self.heartbeat = self.reports.heartbeat
-        self.report_failure = self.reports.report_failure
-        self.report_cancelled = self.reports.report_cancelled
-        self.put_artifact = self.reports.put_artifact
-        self.store_result = self.reports.store_result
+        self.agent_reports = AgentReports(self.lifecycle)
+        self.heartbeat = self.agent_reports.heartbeat
+        self.report_failure = self.agent_reports.report_failure
+        self.report_cancelled = self.agent_reports.report_cancelled
+        self.put_artifact = self.agent_reports.put_artifact
+        self.store_result = self.agent_reports.store_result
         # Reads.
         self.get_run = self.views.get_run
         self.list_runs = self.views.list_runs

@@ -23,7 +23,7 @@ from core.validation import validate
 HEARTBEAT_RECORD_S = 30
 
 
-class Reports:
+class AgentReports:
     def __init__(self, lifecycle: Lifecycle) -> None:
         self.life = lifecycle
         self.store = lifecycle.store
