@@ -60,7 +60,8 @@ from core.runs.plan import (
     run_id_for_key,
     step_id,
 )
-from core.runs.state import Delivery, DeliveryState, Requester, Run, RunState, Step, now_iso
+from core.runs.state import Delivery, DeliveryState, Requester, Run, RunState, Step
+from core.timestamps import iso_ms
 from core.validation import validate
 
 log = logging.getLogger(__name__)
@@ -169,7 +170,7 @@ class Intake:
         resolved = base.model_dump(mode="json")
         run = Run(
             id=run_id,
-            created_at=now_iso(),
+            created_at=iso_ms(created_ms),
             created_ms=created_ms,
             request=request,
             engine=request.engine,

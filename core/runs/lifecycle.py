@@ -35,6 +35,7 @@ from core.runs.plan import plan_items, resolve_dynamic, step_id
 from core.runs.provisioning import AwaitingAgents, hold
 from core.runs.state import (
     FINISHED_RUN,
+    TERMINAL,
     DeliveryState,
     Item,
     ItemState,
@@ -42,18 +43,12 @@ from core.runs.state import (
     RunState,
     Step,
     derive_run_state,
-    now_iso,
 )
+from core.timestamps import iso_ms
 
 log = logging.getLogger(__name__)
 STEP_SLACK_MS = 60_000  # a step's expected length plus this, then the timer looks
 RECHECK_MS = 30_000  # a run found still running is looked at again this much later
-
-
-def _stamp(run: Run) -> None:
-    run.updated_at = now_iso()
-    if run.landed_s is None and run.accept_by_s is not None:
-        run.landed_s = run.ts  # its first change keeps when its creation was stored
 
 
 class Lifecycle:
@@ -82,6 +77,15 @@ class Lifecycle:
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
 
+    def _stamp_run(self, run: Run) -> None:
+        run.updated_at = iso_ms(self.now_ms())
+        if run.landed_s is None and run.accept_by_s is not None:
+            run.landed_s = run.ts  # its first change keeps when its creation was stored
+
+    def _stamp_item(self, item: Item) -> None:
+        if item.state in TERMINAL and item.ended_at is None:
+            item.ended_at = iso_ms(self.now_ms())
+
     # ---- compare-and-swap on each kind of document --------------------------------------
 
     def update_run(
@@ -93,7 +97,7 @@ class Lifecycle:
             self.store.runs.replace,
             change,
             f"run {run_id}",
-            stamp=_stamp,
+            stamp=self._stamp_run,
             first=read,
         )
 
@@ -107,7 +111,12 @@ class Lifecycle:
         """``read``: the item as just read, tried first (core.runs.cas.update's ``first``)."""
         get = self.store.items.get_item
         return update(
-            lambda: get(run_id, item), self.store.items.replace_item, change, item, first=read
+            lambda: get(run_id, item),
+            self.store.items.replace_item,
+            change,
+            item,
+            stamp=self._stamp_item,
+            first=read,
         )
 
     def update_step(self, run_id: str, step: int, change: Callable[[Step], bool | None]) -> Step:
@@ -297,7 +306,8 @@ class Lifecycle:
         when this call, not a racing one, marked it. Aggregate ids are ``<run>.s<step>``,
         so two callers racing store each once."""
         results = self.store.results.of_run(run.id)
-        aggregates = build_aggregates(run, steps, items, results, self.timelines(run.id, results))
+        timelines = self.timelines(run.id, results)
+        aggregates = build_aggregates(run, steps, items, results, timelines, now_ms=self.now_ms())
         for agg in aggregates:
             self._store_aggregate(agg)
         gate = None
@@ -385,6 +395,7 @@ class Lifecycle:
             [i for i in items if i.step == number],
             results,
             self.timelines(run.id, results),
+            now_ms=self.now_ms(),
         )
         return aggs[0] if aggs else None
 

@@ -144,7 +144,15 @@ class RunService:
 
     def clean(self, alias: str, pool: str | None, caller: Caller = LOCAL_CALLER) -> Doc:
         """Have an agent of the target's pool remove its benchmark files (core.runs.clean)."""
-        order = order_clean(self.store, self.queue, self.targets, alias, pool, caller.name)
+        order = order_clean(
+            self.store,
+            self.queue,
+            self.targets,
+            alias,
+            pool,
+            caller.name,
+            now_ms=self.lifecycle.now_ms(),
+        )
         return {**order.model_dump(mode="json"), "state": "queued"}
 
     def tick(self) -> list[str]:
