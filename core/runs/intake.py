@@ -19,7 +19,6 @@ replay of a void run (its first request was answered 503) makes it anew.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,7 +86,6 @@ class Intake:
         *,
         pools: tuple[str, ...] = ("default",),
         targets: list[TargetInfo] | None = None,
-        clock: Callable[[], float] | None = None,
         fleet: Fleet | None = None,
     ) -> None:
         self.store = store
