@@ -6,6 +6,8 @@ A run is a list of steps run one after another; a step of N clients has N items,
 taken by a distinct agent. An item's life::
 
     queued -> claimed -> ready -> running -> completed
+       |         |         |         |         ^
+       |         |         +---------|---------+   (its result stored before its start report)
        |         |         |         |
        +---------+---------+---------+--> failed | cancelled   (terminal)
                  |         |         |
