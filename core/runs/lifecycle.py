@@ -25,7 +25,6 @@ from core.analysis.timeline import ClientTimeline
 from core.artifacts import pack_json, sha256_hex, unpack_timeline
 from core.errors import Conflict, NotFound, StoreUnavailable
 from core.fleet.scaling import Waiting
-from core.monitoring.monitor import Monitor
 from core.ports import Artifacts, Doc, Queue, Store
 from core.runs.admission import Admission, run_keys
 from core.runs.cas import update
@@ -33,6 +32,7 @@ from core.runs.delivery import DELIVERY_BACKOFF_MS, deliver
 from core.runs.metadata import ends_later_phases
 from core.runs.plan import plan_items, resolve_dynamic, step_id
 from core.runs.provisioning import AwaitingAgents, hold
+from core.runs.recorder import RunRecorder
 from core.runs.state import (
     FINISHED_RUN,
     TERMINAL,
@@ -60,7 +60,7 @@ class Lifecycle:
         admission: Admission,
         *,
         clock: Callable[[], float] = time.time,
-        monitor: Monitor | None = None,
+        monitor: RunRecorder | None = None,
         on_finished: Callable[[str], object] | None = None,
     ) -> None:
         # How many agents an elastic pool lacks for a step of N clients, or None when it
@@ -109,15 +109,8 @@ class Lifecycle:
         read: Item | None = None,
     ) -> Item:
         """``read``: the item as just read, tried first (core.runs.cas.update's ``first``)."""
-        get = self.store.items.get_item
-        return update(
-            lambda: get(run_id, item),
-            self.store.items.replace_item,
-            change,
-            item,
-            stamp=self._stamp_item,
-            first=read,
-        )
+        get, put, stamp = self.store.items.get_item, self.store.items.replace_item, self._stamp_item
+        return update(lambda: get(run_id, item), put, change, item, stamp=stamp, first=read)
 
     def update_step(self, run_id: str, step: int, change: Callable[[Step], bool | None]) -> Step:
         return update(

@@ -11,7 +11,6 @@ from typing import Any
 from core.errors import StoreUnavailable
 from core.fleet.pools import PoolConfig
 from core.fleet.service import Fleet
-from core.monitoring.monitor import Monitor
 from core.ports import Artifacts, Doc, Queue, Store
 from core.runs.admission import Admission
 from core.runs.agent_reports import AgentReports
@@ -23,6 +22,7 @@ from core.runs.intake import Intake
 from core.runs.lifecycle import Lifecycle
 from core.runs.ownership import check_owner
 from core.runs.protocol import AgentProtocol
+from core.runs.recorder import RunRecorder
 from core.runs.state import FINISHED_RUN, ItemState, Run
 from core.runs.timer import Timer
 from core.runs.views import Views, public_run
@@ -40,7 +40,7 @@ class RunService:
         barrier_lead_ms: int = BARRIER_LEAD_MS,
         rejoin_late_ms: int = REJOIN_LATE_MS,
         clock: Callable[[], float] = time.time,
-        monitor: Monitor | None = None,
+        monitor: RunRecorder | None = None,
         targets: list[TargetInfo] | None = None,
         on_finished: Callable[[str], object] | None = None,
         pool_configs: tuple[PoolConfig, ...] = (),
