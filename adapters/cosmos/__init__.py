@@ -102,8 +102,8 @@ class CosmosStore(Store):
         self._db = client.get_database_client(database)
         c = {
             # The runs' _ts judges their creation (core.runs.commit).
-            name: Container(self._db.get_container_client(name), pk, timestamps=name == "runs")
-            for name, pk in CONTAINERS.items()
+            name: Container(self._db.get_container_client(name), timestamps=name == "runs")
+            for name in CONTAINERS
         }
         self._containers = c
         super().__init__(
