@@ -128,15 +128,23 @@ def test_a_long_run_never_grows_its_document_past_the_ring() -> None:
     store = MemoryStore(lambda: 0.0)
     for k in range(600):  # ten minutes of heartbeats, some sent twice
         beat = [sample(1000 * (k + 1)), sample(1000 * k)] if k else [sample(1000)]
-        record(store.live, run_id="r", item_id="r.s0.c0", step=0, client=0, agent_id="a",
-               samples=beat)  # fmt: skip
+        record(
+            store.live, run_id="r", item_id="r.s0.c0", step=0, client=0, agent_id="a", samples=beat
+        )
     doc = store.live.get("r", "r.s0.c0")
     assert [s.end_ms for s in doc.samples] == [1000 * k for k in range(541, 601)]
     size = len(json.dumps(store.table["live"].docs[("r", "r.s0.c0")]))
     assert size < 10_000  # both directions would be ~12 kB: far under Cosmos DB's 2 MB
     # The item redelivered to another agent: its samples start afresh.
-    record(store.live, run_id="r", item_id="r.s0.c0", step=0, client=0, agent_id="b",
-           samples=[sample(700_000)])  # fmt: skip
+    record(
+        store.live,
+        run_id="r",
+        item_id="r.s0.c0",
+        step=0,
+        client=0,
+        agent_id="b",
+        samples=[sample(700_000)],
+    )
     assert [s.end_ms for s in store.live.get("r", "r.s0.c0").samples] == [700_000]
 
 
