@@ -12,6 +12,7 @@ import httpx
 
 from adapters.cosmos import CosmosStore
 from core.runs.live import LIVE_RING, MAX_SAMPLES_PER_BEAT
+from functions.api import create_app
 from tests.conftest import run_body, wait_until
 
 AGENT = "live-agent-1"
@@ -94,9 +95,12 @@ def test_bad_live_input_is_a_4xx_naming_the_field_and_keeps_nothing(
     # Another agent's samples for this item: refused as its heartbeat is.
     forged = {**ref, "agent_id": "someone-else", "live": [sample(1000)]}
     assert api.post("/api/agent/heartbeat", json=forged).status_code == 409
-    assert store.container("live").query(
-        "SELECT * FROM c WHERE c.run_id = @r", [{"name": "@r", "value": run_id}]
-    ) == []
+    assert (
+        store.container("live").query(
+            "SELECT * FROM c WHERE c.run_id = @r", [{"name": "@r", "value": run_id}]
+        )
+        == []
+    )
     assert api.get(f"/api/runs/{run_id}/live").json()["clients"] == []
 
     for path, params, status, field in [
@@ -125,3 +129,16 @@ def test_a_step_that_has_not_measured_yet_has_no_live_figures(
     assert view["clients"] == [] and view["total"] == [] and view["latency"] == "total"
     assert api.get(f"/api/runs/{run_id}/live", params={"step": 0}).json()["clients"] == []
     api.delete(f"/api/runs/{run_id}")
+
+
+def test_the_document_labels_the_live_operation_and_its_figures_live() -> None:
+    doc = create_app().openapi()
+    op = doc["paths"]["/api/runs/{run_id}/live"]["get"]
+    assert op["tags"] == ["live"] and "Live:" in op["description"]
+    assert {p["name"] for p in op["parameters"]} == {"run_id", "step", "seconds"}
+    schemas = doc["components"]["schemas"]
+    figures = [n for n in schemas["LiveSecond"]["properties"] if n not in ("read", "write")]
+    assert figures == ["start_ms", "end_ms", "live_iops", "live_mib_s", "live_lat_mean_ns"]
+    assert "total latency" in schemas["LiveSecond"]["properties"]["live_lat_mean_ns"]["description"]
+    beat = schemas["HeartbeatBody"]["properties"]["live"]
+    assert beat["maxItems"] == MAX_SAMPLES_PER_BEAT and "live" in beat["description"]
