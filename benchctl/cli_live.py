@@ -25,12 +25,18 @@ def _cells(s: LiveSecond | None) -> list[str]:
     return [f"{s.live_iops:,.0f}", f"{s.live_mib_s:,.2f}", format_ns(s.live_lat_mean_ns), ending]
 
 
+def _reporting(view: LiveView) -> str:
+    n = len(view.clients)
+    return f"{n} of {view.step_clients} clients" if view.step_clients else f"{n} clients"
+
+
 def live_table(view: LiveView) -> Table | None:
     """None before the first sample of the step arrived."""
     if view.step is None or not view.clients:
         return None
     table = Table(
-        title=f"LIVE · step {view.step} · fio's status output, per second (not the results)",
+        title=f"LIVE · step {view.step} · {_reporting(view)} · fio's status output, per "
+        "second (not the results)",
         title_justify="left",
         caption="latency: total (submission + completion), mean over the second's I/Os",
         caption_justify="left",

@@ -67,7 +67,7 @@ def test_a_long_run_keeps_one_document_of_at_most_its_ring(
     assert size < 8_000, size  # far below Cosmos DB's 2 MB, whatever the run's length
 
     view = api.get(f"/api/runs/{ref['run_id']}/live").json()
-    assert view["step"] == 0 and len(view["clients"]) == 1
+    assert view["step"] == 0 and view["step_clients"] == 1 and len(view["clients"]) == 1
     assert len(view["clients"][0]["seconds"]) == LIVE_RING
     assert {s["live_iops"] for s in view["clients"][0]["seconds"]} == {500.0}
     assert view["clients"][0]["agent_id"] == AGENT
@@ -103,7 +103,7 @@ def test_bad_live_input_is_a_4xx_naming_the_field_and_keeps_nothing(
     )
     assert api.get(f"/api/runs/{run_id}/live").json()["clients"] == []
 
-    for path, params, status, field in [
+    gets: list[tuple[str, dict[str, int | str], int, str]] = [
         ("/api/runs/not-a-run/live", {}, 400, "run_id"),
         (f"/api/runs/r-{'0' * 32}/live", {}, 404, "(path)"),
         (f"/api/runs/{run_id}/live", {"step": 7}, 404, "step"),
@@ -111,7 +111,8 @@ def test_bad_live_input_is_a_4xx_naming_the_field_and_keeps_nothing(
         (f"/api/runs/{run_id}/live", {"seconds": 0}, 400, "seconds"),
         (f"/api/runs/{run_id}/live", {"seconds": LIVE_RING + 1}, 400, "seconds"),
         (f"/api/runs/{run_id}/live", {"seconds": "all"}, 400, "seconds"),
-    ]:
+    ]
+    for path, params, status, field in gets:
         r = api.get(path, params=params)
         assert r.status_code == status, (path, params, r.text)
         assert field in fields(r), (path, params, r.json())

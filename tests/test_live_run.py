@@ -107,7 +107,8 @@ def _table(page: Watched) -> dict[str, Any]:
         """() => [...document.querySelectorAll('#live-table tbody tr')].map(
              tr => [...tr.cells].map(td => td.textContent))"""
     )
-    return {"rows": rows, "label": page.page.inner_text("#live-label")}
+    step = page.page.inner_text("#live-step")
+    return {"rows": rows, "label": page.page.inner_text("#live-label"), "step": step}
 
 
 def _open_page(stack: Stack, browser: Browser, seen: Seen) -> Watched:
@@ -189,6 +190,7 @@ def test_live_iops_per_client_and_total_hold_the_rate_cap(seen: Seen) -> None:
     last = seen.views[-1]
     assert last["latency"] == "total" and last["note"].startswith("live:")
     assert last["step"] == 0 and [c["client"] for c in last["clients"]] == [0, 1]
+    assert last["step_clients"] == CLIENTS
     for c in last["clients"]:
         seconds = c["seconds"]
         # The measured 6 s, in fio's status intervals (the ramp's are not live figures).
@@ -227,7 +229,7 @@ def test_live_counts_are_fios_own_and_the_final_figures_are_apart(seen: Seen) ->
 def test_follow_shows_a_live_table_per_client_and_ctrl_c_detaches(seen: Seen) -> None:
     out = seen.cli
     assert seen.cli_rc == 130, out
-    assert "LIVE · step 0" in out and "not the results" in out, out
+    assert "LIVE · step 0 · 2 of 2 clients" in out and "not the results" in out, out
     assert "live IOPS" in out and "live total lat (mean)" in out
     assert "latency: total (submission + completion)" in out
     frames = TOTAL_ROW.findall(out)
@@ -246,6 +248,7 @@ def test_the_live_page_shows_numbers_that_change_labelled_live(seen: Seen) -> No
     assert rest["errors"] == []
     for table in (first, second):
         assert table["label"] == "LIVE"
+        assert table["step"] == "step 0, 2 of 2 clients reporting"
         rows = table["rows"]
         assert [r[0] for r in rows] == ["client 0", "client 1", "total"]
         total_iops = float(rows[-1][2].replace(",", ""))

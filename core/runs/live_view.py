@@ -73,6 +73,9 @@ class LiveView(BaseModel):
     run_id: str
     state: str = Field(description="the run's state")
     step: int | None = Field(description="the step shown (none before any sample arrived)")
+    step_clients: int | None = Field(
+        None, description="how many clients the step has; the total adds those listed"
+    )
     latency: Literal["total"] = Field(
         "total", description="which latency every live_lat figure is (submission + completion)"
     )
@@ -186,6 +189,7 @@ def live_view(
     *,
     step: int | None = None,
     origins: dict[int, int] | None = None,
+    sizes: dict[int, int] | None = None,
     seconds: int = LIVE_RING,
 ) -> LiveView:
     """The view of one step (``step``, else the latest with samples): its clients' last
@@ -209,7 +213,10 @@ def live_view(
     if origin is None and rings:
         origin = min(r[0].start_ms for r in rings)
     total = total_seconds(rings, origin)[-seconds:] if origin is not None else []
-    return LiveView(run_id=run_id, state=state, step=step, clients=clients, total=total)
+    size = (sizes or {}).get(step) if step is not None else None
+    return LiveView(
+        run_id=run_id, state=state, step=step, step_clients=size, clients=clients, total=total
+    )
 
 
 def read_view(store: Store, run_id: str, *, step: int | None, seconds: int) -> LiveView:
@@ -223,5 +230,8 @@ def read_view(store: Store, run_id: str, *, step: int | None, seconds: int) -> L
         for s in steps
         if s.start_at_ms is not None and s.workload is not None
     }
+    sizes = {s.step: s.clients for s in steps}
     docs = store.live.of_run(run_id)
-    return live_view(run_id, run.state.value, docs, step=step, origins=origins, seconds=seconds)
+    return live_view(
+        run_id, run.state.value, docs, step=step, origins=origins, sizes=sizes, seconds=seconds
+    )
