@@ -83,7 +83,7 @@ class LiveView(BaseModel):
     clients: list[LiveClient]
     total: list[LiveSecond] = Field(
         description="all clients added up per second from the step's measured start; only "
-        "seconds every client's samples cover"
+        "seconds every client's samples cover, none until every client of the step reports"
     )
 
 
@@ -212,8 +212,10 @@ def live_view(
     origin = (origins or {}).get(step) if step is not None else None
     if origin is None and rings:
         origin = min(r[0].start_ms for r in rings)
-    total = total_seconds(rings, origin)[-seconds:] if origin is not None else []
     size = (sizes or {}).get(step) if step is not None else None
+    # A total of some of the step's clients would pass for the step's: none until all report.
+    everyone = size is None or len(rings) >= size
+    total = total_seconds(rings, origin)[-seconds:] if origin is not None and everyone else []
     return LiveView(
         run_id=run_id, state=state, step=step, step_clients=size, clients=clients, total=total
     )
