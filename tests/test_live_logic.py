@@ -17,10 +17,12 @@ from hypothesis import strategies as st
 
 from agent.live import LiveRelay
 from core.engines.fio_live import LiveSampler, snapshot
-from core.memory import MemoryStore
+from core.memory import Effect, MemoryArtifacts, MemoryQueues, MemoryStore, SimClock
 from core.models.live import LiveDirection, LiveSample
+from core.runs.holder import AgentRef
 from core.runs.live import LIVE_RING, LiveDoc, merged, record
 from core.runs.live_view import START_SLACK_MS, client_seconds, live_view, total_seconds
+from core.runs.service import RunService
 
 DATA = Path(__file__).parent / "data" / "fio-live"
 pytestmark = pytest.mark.unit
@@ -222,3 +224,37 @@ def test_figures_per_client_and_in_total_with_latency_weighted_by_ios() -> None:
     assert client_seconds([]) == []
     empty = live_view("r", "queued", [])
     assert (empty.step, empty.clients, empty.total) == (None, [], [])
+
+
+class LiveFaults:
+    """Every write to the live container gets ``effect``; the rest go through."""
+
+    def __init__(self) -> None:
+        self.effect: Effect = "ok"
+
+    def __call__(self, op: str, table: str, key: str) -> Effect:
+        return self.effect if table == "live" and op in ("create", "replace") else "ok"
+
+
+def test_a_live_write_that_fails_fails_no_heartbeat() -> None:
+    """The heartbeat carries cancellation and the lease's sign of life: whatever the live
+    container does (fails, loses its answer, holds the write), the beat is answered."""
+    clock, faults = SimClock(), LiveFaults()
+    queues = MemoryQueues(clock)
+    queues.ensure_pool("default")
+    store = MemoryStore(clock, faults)
+    svc = RunService(store, queues, MemoryArtifacts(), clock=clock)
+    run, _ = svc.submit({"target": "scratch", "workload": {"runtime": 5}})
+    item = store.items.get_item(run["id"], f"{run['id']}.s0.c0")
+    agent = AgentRef("agent-1")
+    assert svc.claim(item.work_item, agent=agent, dequeue_count=1, message_id="m").action == "run"
+    assert svc.ready(run["id"], item.id, agent).status == "go"
+    clock.advance(1)
+    for k, effect in enumerate(("fail", "defer", "lost", "ok"), start=1):
+        faults.effect = effect
+        beat = [sample(int(clock() * 1000) + 1000 * k)]
+        assert svc.heartbeat(run["id"], item.id, agent, beat) == {"cancel": False}
+    store.tables.apply_deferred()  # the held creation lands late: refused, it existed
+    kept = store.live.get(run["id"], item.id).samples
+    # The lost answer's write was applied; the failed and the held ones never were.
+    assert [s.end_ms for s in kept] == [int(clock() * 1000) + 3000, int(clock() * 1000) + 4000]
