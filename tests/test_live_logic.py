@@ -250,7 +250,8 @@ def test_a_live_write_that_fails_fails_no_heartbeat() -> None:
     assert svc.claim(item.work_item, agent=agent, dequeue_count=1, message_id="m").action == "run"
     assert svc.ready(run["id"], item.id, agent).status == "go"
     clock.advance(1)
-    for k, effect in enumerate(("fail", "defer", "lost", "ok"), start=1):
+    effects: tuple[Effect, ...] = ("fail", "defer", "lost", "ok")
+    for k, effect in enumerate(effects, start=1):
         faults.effect = effect
         beat = [sample(int(clock() * 1000) + 1000 * k)]
         assert svc.heartbeat(run["id"], item.id, agent, beat) == {"cancel": False}
