@@ -41,11 +41,13 @@ from typing import Any
 
 import httpx
 
+from adapters.cosmos import CosmosStore
 from benchctl import localstack
 from benchctl.localstack import Proc, Stack
 
 OUT = Path(__file__).parent / "out"
 POOLS = ("live", "nolive")
+PROBE = "probe"  # no agent: the bench holds its item itself to time heartbeats
 TICK = os.sysconf("SC_CLK_TCK")
 ROUTE = re.compile(r'"(GET|POST|PUT) (/api/agent/[a-z]+)')
 
@@ -63,12 +65,12 @@ def start(root: Path, clients: int, target: Path) -> Stack:
         cosmos_port=localstack.free_port(),
         api_port=localstack.free_port(),
         blob_port=localstack.free_port(),
-        pools=[f"{p}:size={clients}" for p in POOLS],
+        pools=[f"{p}:size={clients}" for p in POOLS] + [f"{PROBE}:size=1"],
         visibility_timeout=30,
     )
     stack.save()
     localstack.start_emulators(stack)
-    registry = [{"alias": "scratch", "pool": p} for p in POOLS]
+    registry = [{"alias": "scratch", "pool": p} for p in (*POOLS, PROBE)]
     localstack.start_api(stack, 1.0, {"BENCH_TARGETS": json.dumps(registry)}, access_log=True)
     for pool in POOLS:
         extra = ["--idle-max", "15"] + (["--no-live"] if pool == "nolive" else [])
@@ -146,6 +148,36 @@ def one_run(
     }
 
 
+def beat_latency(
+    api: httpx.Client, stack: Stack, rounds: int = 10, each: int = 10
+) -> dict[str, float]:
+    """A heartbeat's round trip with one live sample and without, alternated in blocks, from
+    an item this bench holds (in a pool no agent serves): what the live document's read and
+    write add to each beat."""
+    body = {"target": "scratch", "pool": PROBE, "workload": workload(3600, 100)}
+    run_id = api.post("/api/runs", json=body).raise_for_status().json()["id"]
+    item_id = f"{run_id}.s0.c0"
+    store = CosmosStore.from_settings(stack.settings())
+    work = store.items.get_item(run_id, item_id).work_item.model_dump(mode="json")
+    claim = {"work_item": work, "agent_id": "probe", "dequeue_count": 1}
+    api.post("/api/agent/claim", json=claim).raise_for_status()
+    ref = {"run_id": run_id, "item_id": item_id, "agent_id": "probe"}
+    api.post("/api/agent/ready", json=ref).raise_for_status()
+    times: dict[str, list[float]] = {"with": [], "without": []}
+    end_ms = int(time.time() * 1000)
+    for r in range(rounds):
+        for kind in ("with", "without") if r % 2 == 0 else ("without", "with"):
+            for _ in range(each):
+                end_ms += 1000
+                sample = {"end_ms": end_ms, "dur_ms": 1000, "read": {"ios": 1, "bytes": 4096}}
+                beat = {**ref, "live": [sample]} if kind == "with" else ref
+                t = time.perf_counter()
+                api.post("/api/agent/heartbeat", json=beat).raise_for_status()
+                times[kind].append(time.perf_counter() - t)
+    api.delete(f"/api/runs/{run_id}")
+    return {f"{k}_ms_median": round(1000 * statistics.median(v), 1) for k, v in times.items()}
+
+
 def snapshot(agents: list[Proc], services: dict[str, list[Proc]], log: str) -> dict[str, Any]:
     return {
         "t": time.time(),
@@ -180,6 +212,8 @@ def main() -> None:
                     row = one_run(api, stack, pool, a.clients, a.runtime, a.rate)
                     rows.append({"pair": pair, **row})
                     print(json.dumps(row), flush=True)
+            beats = beat_latency(api, stack)
+            print(json.dumps(beats), flush=True)
     finally:
         localstack.down(Path(stack.dir))
         subprocess.run(["umount", "-l", str(target)], check=False)
@@ -214,6 +248,7 @@ def main() -> None:
         "median": {pool: {k: median(pool, k) for k in keys} for pool in POOLS},
         "extra_agent_cpu_pct_points_per_pair": [round(x, 3) for x in extra],
         "extra_agent_cpu_pct_points_median": round(statistics.median(extra), 3),
+        "heartbeat_round_trip": beats,
         "runs": rows,
     }
     a.out.parent.mkdir(parents=True, exist_ok=True)

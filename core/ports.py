@@ -59,8 +59,7 @@ class LiveRepo(Protocol):
     logical partition per run."""
 
     def get(self, run_id: str, item_id: str) -> LiveDoc: ...
-    def create(self, doc: LiveDoc) -> LiveDoc: ...
-    def replace(self, doc: LiveDoc) -> LiveDoc: ...  # if-match doc.etag
+    def put(self, doc: LiveDoc) -> LiveDoc: ...  # an upsert: its holder is its one writer
     def of_run(self, run_id: str) -> list[LiveDoc]: ...
 
 

@@ -61,8 +61,8 @@ class HeartbeatBody(ItemRef):
     live: list[LiveSample] = Field(
         default_factory=list,
         max_length=MAX_SAMPLES_PER_BEAT,
-        description="live: fio's status intervals since the last heartbeat, for the live "
-        "view (GET /api/runs/{run_id}/live); never the run's figures",
+        description="live: the agent's last minute of fio's status intervals, sent when "
+        "one is new, for the live view (GET /api/runs/{run_id}/live); never the run's figures",
     )
 
 

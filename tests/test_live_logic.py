@@ -8,7 +8,9 @@ brute-force sum millisecond by millisecond."""
 
 from __future__ import annotations
 
+import itertools
 import json
+from collections import deque
 from pathlib import Path
 
 import pytest
@@ -91,7 +93,8 @@ def test_outputs_before_the_measured_start_and_in_the_ramp_are_not_samples() -> 
 def test_the_relay_reads_a_file_written_in_any_pieces_as_a_whole(
     tmp_path_factory: pytest.TempPathFactory, cuts: list[int]
 ) -> None:
-    """fio appends its outputs while the relay reads: half-written objects wait."""
+    """fio appends its outputs while the relay reads: half-written objects wait. Each
+    heartbeat with something new carries the ring; one with nothing new carries none."""
     data = (DATA / "status.json").read_bytes()
     start = measured_from(outputs())
     whole = tmp_path_factory.mktemp("whole") / "fio.json"
@@ -99,15 +102,20 @@ def test_the_relay_reads_a_file_written_in_any_pieces_as_a_whole(
     expected = LiveRelay(whole, measured_from_ms=start).pending()
     growing = tmp_path_factory.mktemp("growing") / "fio.json"
     relay = LiveRelay(growing, measured_from_ms=start)
-    seen: list[LiveSample] = []
+    rings: list[list[LiveSample]] = []
     with growing.open("wb") as f:
         for cut in [*sorted(set(cuts)), len(data)]:
             f.write(data[f.tell() : cut])
             f.flush()
             got = relay.pending()
             relay.sent(got)
-            seen += got
-    assert seen == expected and len(seen) == 4
+            if got:
+                rings.append(got)
+                assert relay.pending() == []  # nothing new since: nothing to send
+    assert rings[-1] == expected and len(expected) == 4
+    # Each ring sent is the one before and what came since, in order.
+    for before, after in itertools.pairwise(rings):
+        assert after[: len(before)] == before and len(after) > len(before)
 
 
 def sample(end: int, dur: int = 1000, ios: int = 1000, lat: float | None = 100.0) -> LiveSample:
@@ -127,27 +135,39 @@ def test_the_ring_keeps_the_newest_once_each_in_order(beats: list[list[int]]) ->
 
 
 def test_a_long_run_never_grows_its_document_past_the_ring() -> None:
+    """Ten minutes of heartbeats, each with the agent's ring (the last minute, agent.live)
+    and sometimes a ring a second stale (two beats overlapping): one document, the ring."""
     store = MemoryStore(lambda: 0.0)
-    for k in range(600):  # ten minutes of heartbeats, some sent twice
-        beat = [sample(1000 * (k + 1)), sample(1000 * k)] if k else [sample(1000)]
+    ring: deque[LiveSample] = deque(maxlen=LIVE_RING)
+
+    def beat(agent: str, samples: list[LiveSample]) -> None:
         record(
-            store.live, run_id="r", item_id="r.s0.c0", step=0, client=0, agent_id="a", samples=beat
+            store.live,
+            run_id="r",
+            item_id="r.s0.c0",
+            step=0,
+            client=0,
+            agent_id=agent,
+            samples=samples,
         )
+
+    for k in range(1, 601):
+        stale = list(ring)
+        ring.append(sample(1000 * k))
+        beat("a", list(ring))
+        if k % 7 == 0:
+            beat("a", stale)  # the older beat's write lands last
+            beat("a", list(ring))  # and the next beat makes it good
     doc = store.live.get("r", "r.s0.c0")
     assert [s.end_ms for s in doc.samples] == [1000 * k for k in range(541, 601)]
     size = len(json.dumps(store.table["live"].docs[("r", "r.s0.c0")]))
     assert size < 10_000  # both directions would be ~12 kB: far under Cosmos DB's 2 MB
-    # The item redelivered to another agent: its samples start afresh.
-    record(
-        store.live,
-        run_id="r",
-        item_id="r.s0.c0",
-        step=0,
-        client=0,
-        agent_id="b",
-        samples=[sample(700_000)],
-    )
-    assert [s.end_ms for s in store.live.get("r", "r.s0.c0").samples] == [700_000]
+    beat("a", [sample(1000 * k) for k in range(1, 200)])  # more than a ring: the newest kept
+    assert len(store.live.get("r", "r.s0.c0").samples) == LIVE_RING
+    # The item redelivered to another agent: its ring replaces the last holder's.
+    beat("b", [sample(700_000)])
+    got = store.live.get("r", "r.s0.c0")
+    assert (got.agent_id, [s.end_ms for s in got.samples]) == ("b", [700_000])
 
 
 def brute_total(rings: list[list[LiveSample]], b0: int, b1: int) -> float:
@@ -233,7 +253,7 @@ class LiveFaults:
         self.effect: Effect = "ok"
 
     def __call__(self, op: str, table: str, key: str) -> Effect:
-        return self.effect if table == "live" and op in ("create", "replace") else "ok"
+        return self.effect if table == "live" and op == "upsert" else "ok"
 
 
 def test_a_live_write_that_fails_fails_no_heartbeat() -> None:
@@ -250,12 +270,22 @@ def test_a_live_write_that_fails_fails_no_heartbeat() -> None:
     assert svc.claim(item.work_item, agent=agent, dequeue_count=1, message_id="m").action == "run"
     assert svc.ready(run["id"], item.id, agent).status == "go"
     clock.advance(1)
+    t0 = int(clock() * 1000)
+    ring: list[LiveSample] = []
+
+    def ends() -> list[int]:
+        return [s.end_ms - t0 for s in store.live.get(run["id"], item.id).samples]
+
     effects: tuple[Effect, ...] = ("fail", "defer", "lost", "ok")
     for k, effect in enumerate(effects, start=1):
         faults.effect = effect
-        beat = [sample(int(clock() * 1000) + 1000 * k)]
-        assert svc.heartbeat(run["id"], item.id, agent, beat) == {"cancel": False}
-    store.tables.apply_deferred()  # the held creation lands late: refused, it existed
-    kept = store.live.get(run["id"], item.id).samples
-    # The lost answer's write was applied; the failed and the held ones never were.
-    assert [s.end_ms for s in kept] == [int(clock() * 1000) + 3000, int(clock() * 1000) + 4000]
+        ring.append(sample(t0 + 1000 * k))
+        assert svc.heartbeat(run["id"], item.id, agent, list(ring)) == {"cancel": False}
+    assert ends() == [1000, 2000, 3000, 4000]  # the lost answer's write was applied too
+    # The held write lands late: a ring a second stale, until the next beat.
+    store.tables.apply_deferred()
+    assert ends() == [1000, 2000]
+    faults.effect = "ok"
+    ring.append(sample(t0 + 5000))
+    assert svc.heartbeat(run["id"], item.id, agent, list(ring)) == {"cancel": False}
+    assert ends() == [1000, 2000, 3000, 4000, 5000]

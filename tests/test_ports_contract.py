@@ -282,28 +282,23 @@ def test_results_aggregates_agents_ticks_schedules_once(ports: Ports) -> None:
     assert s.activities.create(seen) is True and s.activities.create(seen) is False
 
 
-def test_live_documents_are_read_by_run_and_swapped_by_etag(ports: Ports) -> None:
+def test_live_documents_are_put_whole_and_read_by_run(ports: Ports) -> None:
     live, run_id = ports.store.live, new_id()
     one = LiveSample(end_ms=2000, dur_ms=1000, read=LiveDirection(ios=5, bytes=20480))
-    made = [
-        live.create(
-            LiveDoc(
-                id=f"{run_id}.s0.c{c}", run_id=run_id, step=0, client=c, agent_id="a", samples=[one]
-            )
+    two = LiveSample(end_ms=3000, dur_ms=1000, read=LiveDirection(ios=6, bytes=24576))
+    for c in (1, 0):
+        doc = LiveDoc(
+            id=f"{run_id}.s0.c{c}", run_id=run_id, step=0, client=c, agent_id="a", samples=[one]
         )
-        for c in (1, 0)
-    ]
-    with pytest.raises(Conflict):
-        live.create(made[0])
+        assert live.put(doc).samples == [one]
     with pytest.raises(NotFound):
         live.get(run_id, f"{run_id}.s0.c9")
     got = live.get(run_id, f"{run_id}.s0.c0")
-    assert got.samples == [one] and got.etag
-    later = live.replace(got.model_copy(update={"samples": [one, one.model_copy()]}))
-    with pytest.raises(Conflict):
-        live.replace(got)  # its ETag is stale now
+    assert got.samples == [one] and got.agent_id == "a"
+    live.put(got.model_copy(update={"samples": [one, two], "agent_id": "b"}))  # a new ring
     assert [d.id for d in live.of_run(run_id)] == [f"{run_id}.s0.c0", f"{run_id}.s0.c1"]
-    assert live.of_run(run_id)[0].samples == later.samples
+    assert live.of_run(run_id)[0].samples == [one, two]
+    assert live.of_run(run_id)[0].agent_id == "b"
     assert live.of_run(new_id()) == []
 
 

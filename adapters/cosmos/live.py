@@ -14,11 +14,8 @@ class CosmosLive:
     def get(self, run_id: str, item_id: str) -> LiveDoc:
         return LiveDoc.model_validate(self._c.read(item_id, run_id))
 
-    def create(self, doc: LiveDoc) -> LiveDoc:
-        return LiveDoc.model_validate(self._c.create(doc.doc()))
-
-    def replace(self, doc: LiveDoc) -> LiveDoc:
-        return LiveDoc.model_validate(self._c.replace(doc.doc(), doc.etag))
+    def put(self, doc: LiveDoc) -> LiveDoc:
+        return LiveDoc.model_validate(self._c.upsert(doc.doc()))
 
     def of_run(self, run_id: str) -> list[LiveDoc]:
         # No ORDER BY: only run_id is indexed in this container (bicep/modules/cosmos.bicep).

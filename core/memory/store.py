@@ -292,11 +292,8 @@ class MemoryLive:
     def get(self, run_id: str, item_id: str) -> LiveDoc:
         return LiveDoc.model_validate(self._t.read(item_id, run_id))
 
-    def create(self, doc: LiveDoc) -> LiveDoc:
-        return LiveDoc.model_validate(self._t.create(doc.doc()))
-
-    def replace(self, doc: LiveDoc) -> LiveDoc:
-        return LiveDoc.model_validate(self._t.replace(doc.doc(), doc.etag))
+    def put(self, doc: LiveDoc) -> LiveDoc:
+        return LiveDoc.model_validate(self._t.upsert(doc.doc()))
 
     def of_run(self, run_id: str) -> list[LiveDoc]:
         docs = sorted(self._t.query(lambda d: d.get("run_id") == run_id, pk=run_id), key=_id)

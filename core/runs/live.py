@@ -4,15 +4,19 @@ LIVE_RING samples its agent relayed (pure logic over the store's ``live`` reposi
 Why a document of its own per item, in a container of its own (``live``, partition
 /run_id): the samples change every second, and the item document is the protocol's
 compare-and-swap point, read by every view and timer tick. Kept on it, each second's write
-would race the protocol's own writes and every read of a run would carry them. Apart, one
-heartbeat costs one point read and one replace of a document of at most ~60 samples
+would race the protocol's own writes and every read of a run would carry them. Apart, a
+heartbeat with a new sample costs one upsert of a document of at most LIVE_RING samples
 (~7 kB for one direction, ~12 kB for two: far below Cosmos DB's 2 MB), its bulk excluded
 from indexing (bicep/modules/cosmos.bicep), and a view of a run's live figures is one
 single-partition query. In Azure the container's TTL drops them a day after the last
 write: they are never the run's figures (those come from fio's final output and logs).
 
-Only the agent holding the item writes it, one heartbeat at a time; a retried or
-overlapping heartbeat merges by instant, so a sample is never kept twice.
+Why the agent sends its whole ring (agent.live) rather than only its new samples: the API
+then writes without reading first. Measured at 16 clients (bench/live_cost.py), a read
+and a compare-and-swap replace per heartbeat doubled the API's CPU per heartbeat; the
+ring's few kB of JSON cost far less to parse than a database round trip. Only the agent
+holding the item writes it; of two heartbeats that overlap (or a write a paused database
+applies late), the later write wins, and a ring a second old is made good by the next beat.
 """
 
 from __future__ import annotations
@@ -22,17 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.errors import Conflict, NotFound
 from core.models.live import LiveSample
 
 if TYPE_CHECKING:
     from core.ports import LiveRepo
 
 LIVE_RING = 60  # the last minute at fio's 1 s status interval
-# A heartbeat carries what fio wrote since the last one (one sample a second); a few more
-# are kept while the API does not answer, the oldest dropped: a live view, not a record.
-MAX_SAMPLES_PER_BEAT = 5
-WRITE_ATTEMPTS = 3
+# A heartbeat carries the agent's ring: at most the last minute of samples.
+MAX_SAMPLES_PER_BEAT = LIVE_RING
 
 
 class LiveDoc(BaseModel):
@@ -72,33 +73,17 @@ def record(
     agent_id: str,
     samples: list[LiveSample],
 ) -> LiveDoc | None:
-    """Add an item's new samples to its document. A new holder (the item redelivered)
-    starts the ring afresh. None when the document kept changing under us: live figures
-    are best effort, and the heartbeat they came with must not fail for them."""
+    """Keep an item's ring as its agent sent it (one write, no read): one sample per end
+    instant, in time order, the newest LIVE_RING. A new holder (the item redelivered) sends
+    a ring of its own, which replaces the last one's."""
     if not samples:
         return None
-    for _ in range(WRITE_ATTEMPTS):
-        try:
-            current = repo.get(run_id, item_id)
-        except NotFound:
-            fresh = LiveDoc(
-                id=item_id,
-                run_id=run_id,
-                step=step,
-                client=client,
-                agent_id=agent_id,
-                samples=merged([], samples),
-            )
-            try:
-                return repo.create(fresh)
-            except Conflict:
-                continue
-        ring = current.samples if current.agent_id == agent_id else []
-        draft = current.model_copy(
-            update={"agent_id": agent_id, "step": step, "samples": merged(ring, samples)}
-        )
-        try:
-            return repo.replace(draft)
-        except Conflict:
-            continue
-    return None
+    doc = LiveDoc(
+        id=item_id,
+        run_id=run_id,
+        step=step,
+        client=client,
+        agent_id=agent_id,
+        samples=merged([], samples),
+    )
+    return repo.put(doc)
