@@ -56,6 +56,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         dest="heartbeat_s",
         help="seconds between registry heartbeats (default 30)",
     )
+    p.add_argument(
+        "--no-live",
+        dest="live",
+        action="store_false",
+        default=None,
+        help="do not relay fio's status output with the heartbeats (no live view)",
+    )
     p.add_argument("--once", action="store_true", help="poll once and exit")
     p.add_argument("--max-items", type=int)
     p.add_argument("--log-level", default="INFO")
@@ -129,6 +136,7 @@ def prepare(argv: list[str] | None = None, *, log_to_stderr: bool = True) -> Age
         "diskspd_binary": a.diskspd_binary,
         "fio_binary": a.fio_binary,
         "heartbeat_s": a.heartbeat_s,
+        "live": a.live,
         "mounts": mounts or None,
     }
     try:

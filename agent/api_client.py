@@ -21,7 +21,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -32,6 +32,7 @@ from tenacity import RetryCallState
 from apiclient import Refused, Transport, Unavailable, retrying
 from core.errors import BenchError, StoreUnavailable
 from core.models import MAX_RTT_MS, WorkItem
+from core.models.live import LiveSample
 from core.runs.protocol import BarrierDecision, ClaimDecision
 
 if TYPE_CHECKING:
@@ -180,10 +181,12 @@ class ApiClient:
         reply = self._call("POST", "/api/agent/barrier", self._ref(item, agent_id))
         return BARRIER_REPLY.validate_python(reply)
 
-    def heartbeat(self, item: WorkItem, agent_id: str) -> bool:
+    def heartbeat(self, item: WorkItem, agent_id: str, live: Sequence[LiveSample] = ()) -> bool:
         """True when the run was cancelled. ApiError 404/409: the run or item is gone or
-        no longer this agent's."""
-        body = self._ref(item, agent_id)
+        no longer this agent's. ``live``: fio's status intervals since the last beat."""
+        body: dict[str, Any] = self._ref(item, agent_id)
+        if live:
+            body["live"] = [s.model_dump(mode="json", exclude_none=True) for s in live]
         r = self._send("POST", "/api/agent/heartbeat", body, timeout=HEARTBEAT_TIMEOUT_S)
         return bool(r.get("cancel"))
 

@@ -103,6 +103,9 @@ class AgentConfig:
     diskspd_binary: str = "diskspd.exe"  # Windows agents run engine "diskspd" items
     fio_binary: str = "fio"
     heartbeat_s: float = 30.0  # registry heartbeat (core.fleet.registry): one call a period
+    # Relay fio's status output with each item heartbeat (agent.live): the live view. Off
+    # only to measure what it costs (bench/live_cost.py).
+    live: bool = True
 
     def __post_init__(self) -> None:
         if not re.match(POOL_PATTERN, self.pool):

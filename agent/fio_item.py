@@ -19,6 +19,7 @@ from agent.dataset import read_only_files
 from agent.fio_runner import FioProcess, safe_name
 from agent.layout import ItemFailed, lay_out
 from agent.lease import Lease, sleep_until
+from agent.live import LiveRelay
 from agent.mounts import mount_changes
 from core.artifacts import pack_json, pack_timeline
 from core.engines.fio_check import (
@@ -92,6 +93,10 @@ def run_fio(worker: Worker, item: WorkItem, lease: Lease, t_claimed: float) -> s
             return scheduled
         sleep_until(scheduled / 1000)
         released = fio.release()
+        if worker.config.live:
+            # fio's counters start when the ramp ends (core.engines.fio_live).
+            measured_from = int(released) + 1000 * item.workload.ramp_time
+            lease.live = LiveRelay(fio.output, measured_from_ms=measured_from)
         stop = worker._wait_for(fio, lease, item)
         if stop:
             return stop

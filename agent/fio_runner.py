@@ -275,6 +275,11 @@ class FioProcess:
             )
 
     @property
+    def output(self) -> Path:
+        """fio's --output: its status outputs while it runs, then its final output."""
+        return self._out
+
+    @property
     def jobs(self) -> int:
         return self._workload.numjobs * (len(self.data_dirs) + len(self.read_files))
 

@@ -1,6 +1,6 @@
 """The message lease: keeps a received message invisible while its item runs (renewing
 its visibility at half the timeout, always with the newest pop receipt), sends the item's
-heartbeats and relays cancellation."""
+heartbeats (with fio's live samples, agent.live) and relays cancellation."""
 
 from __future__ import annotations
 
@@ -8,10 +8,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from adapters.queue import LeaseLost, Message, WorkQueues
 from agent.api_client import ApiError
 from core.errors import BenchError, StoreUnavailable
+from core.models.live import LiveSample
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +34,13 @@ def sleep_until(instant_s: float) -> None:
 HEARTBEAT_S = 1.0
 
 
+class LiveSource(Protocol):
+    """What the heartbeat relays while fio runs (agent.live.LiveRelay)."""
+
+    def pending(self) -> list[LiveSample]: ...
+    def sent(self, samples: list[LiveSample]) -> None: ...
+
+
 class Lease:
     """Keeps a received message invisible while the item runs, and relays cancellation."""
 
@@ -41,7 +50,7 @@ class Lease:
         pool: str,
         message: Message,
         timeout_s: int,
-        heartbeat: Callable[[], bool],
+        heartbeat: Callable[[list[LiveSample]], bool],
         heartbeat_every_s: float = HEARTBEAT_S,
     ) -> None:
         self._queues, self._pool, self._timeout = queues, pool, timeout_s
@@ -56,6 +65,9 @@ class Lease:
         self._renewed_at = time.monotonic()
         self._thread = threading.Thread(target=self._run, name="lease", daemon=True)
         self.heartbeats = False
+        # Set once fio measures (agent.fio_item): its samples ride on the heartbeat, so the
+        # live view costs no request of its own.
+        self.live: LiveSource | None = None
 
     @property
     def message(self) -> Message:
@@ -87,10 +99,14 @@ class Lease:
             if now - self._renewed_at >= self._timeout / 2:
                 self._renew(now)
             if self.heartbeats and not self.lost.is_set():
+                live = self.live
                 try:
-                    if self._heartbeat():
+                    samples = live.pending() if live is not None else []
+                    if self._heartbeat(samples):
                         self.cancelled.set()
                         self._news.set()
+                    if live is not None:
+                        live.sent(samples)
                 except ApiError as e:
                     if e.status not in (404, 409):
                         log.warning("heartbeat refused: %s", e)

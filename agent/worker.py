@@ -149,7 +149,7 @@ class Worker:
             pool,
             msg,
             self.config.visibility_timeout,
-            heartbeat=lambda: self.api.heartbeat(item, self.config.agent_id),
+            heartbeat=lambda live: self.api.heartbeat(item, self.config.agent_id, live),
         )
         lease.start()
         if self.beacon is not None:

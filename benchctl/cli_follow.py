@@ -1,6 +1,7 @@
 """Following a run until it ends (``benchctl follow RUN``, ``run --wait``): a progress bar
-per step and client, the run's outcome at the end (benchctl.outcome). Ctrl-C stops the
-following, never the run: it says so and how to re-attach."""
+per step and client and, while a step measures, the live table (benchctl.cli_live), the
+run's outcome at the end (benchctl.outcome). Ctrl-C stops the following, never the run: it
+says so and how to re-attach."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import sys
 import time
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, Group
+from rich.live import Live
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
@@ -29,6 +31,7 @@ from benchctl.cli_common import (
     TERMINAL,
     _api,
 )
+from benchctl.cli_live import LiveBoard
 from benchctl.client import Api, ApiUnavailable, CliError
 from benchctl.outcome import add_outcome_flags, finish
 
@@ -90,10 +93,11 @@ def _poll(
 
 
 def wait_for(api: Api, run_id: str, *, timeout_s: float, quiet: bool) -> dict[str, Any]:
-    """Follow a run with one progress bar per step and client (on stderr)."""
+    """Follow a run with one progress bar per step and client, and the live table while a
+    step measures (on stderr; neither is left on the screen at the end)."""
     deadline = time.monotonic() + timeout_s
     console = Console(stderr=True)
-    with Progress(
+    progress = Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
         BarColumn(),
@@ -101,11 +105,17 @@ def wait_for(api: Api, run_id: str, *, timeout_s: float, quiet: bool) -> dict[st
         TimeElapsedColumn(),
         console=console,
         disable=quiet,
-        transient=True,
-    ) as progress:
+    )
+    board = LiveBoard()
+    display = Live(Group(progress, board), console=console, transient=True)
+    if not quiet:
+        display.start()
+    try:
         tasks: dict[str, Any] = {}
         while True:
             run = _poll(api, run_id, deadline, timeout_s, console)
+            if not quiet:
+                board.update(api, run_id, run["state"])
             for key, desc, total, done in _progress_rows(run, int(time.time() * 1000)):
                 if key not in tasks:
                     tasks[key] = progress.add_task(desc, total=total)
@@ -121,6 +131,9 @@ def wait_for(api: Api, run_id: str, *, timeout_s: float, quiet: bool) -> dict[st
                     EXIT_TIMEOUT,
                 )
             time.sleep(1.0)
+    finally:
+        if not quiet:
+            display.stop()
 
 
 def follow(api: Api, run_id: str, a: argparse.Namespace) -> int:
@@ -149,7 +162,9 @@ def add_wait_flags(p: argparse.ArgumentParser) -> None:
 
 def add_parser(sub: Any) -> None:
     fo = sub.add_parser(
-        "follow", help="wait for a run already submitted (re-attach), then end as run --wait"
+        "follow",
+        help="wait for a run already submitted (re-attach): a live table per client while "
+        "it measures, then end as run --wait",
     )
     fo.add_argument("run_id", metavar="RUN", type=RUN_ID)
     add_wait_flags(fo)

@@ -187,6 +187,11 @@ class Api:
         data: dict[str, Any] = self._json("GET", f"/api/runs/{run_id}", **kw)
         return data
 
+    def live(self, run_id: str, *, seconds: int = 1, timeout: float | None = None) -> Any:
+        """The run's live figures (GET /api/runs/{id}/live): the last ``seconds`` seconds."""
+        kw: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+        return self._json("GET", f"/api/runs/{run_id}/live", params={"seconds": seconds}, **kw)
+
     def agents(self, pool: str | None = None) -> dict[str, Any]:
         params = {"pool": pool} if pool else {}
         data: dict[str, Any] = self._json("GET", "/api/agents", params=params)

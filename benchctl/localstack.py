@@ -245,8 +245,14 @@ def start_emulators(stack: Stack) -> None:
 
 
 def start_api(
-    stack: Stack, timer_seconds: float = 1.0, extra_env: dict[str, str] | None = None
+    stack: Stack,
+    timer_seconds: float = 1.0,
+    extra_env: dict[str, str] | None = None,
+    *,
+    access_log: bool = False,
 ) -> Proc:
+    """The API under uvicorn; ``access_log``: a line per request in its log (benches count
+    requests with it)."""
     env = {**stack.env(), "BENCH_LOCAL_TIMER_SECONDS": str(timer_seconds), **(extra_env or {})}
     env["BENCH_PUBLIC_URL"] = stack.api_url
     p = _spawn(
@@ -263,7 +269,7 @@ def start_api(
             "--port",
             str(stack.api_port),
             "--log-level",
-            "warning",
+            "info" if access_log else "warning",
         ],
         env,
         stack.api_port,

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from core.fleet.registry import AgentRecord
 from core.models import WorkItem
+from core.runs.live import LiveDoc
 from core.runs.locks import TargetLock
 from core.runs.state import Item, Run, Step
 
@@ -51,6 +52,15 @@ class ItemRepo(Protocol):
     def replace_item(self, item: Item) -> Item: ...
     def of_run(self, run_id: str) -> tuple[list[Step], list[Item]]: ...
     def overdue_barriers(self, now_ms: int) -> list[Step]: ...  # deadline passed, not started
+
+
+class LiveRepo(Protocol):
+    """Items' live samples while they run (core.runs.live), one document per item, one
+    logical partition per run."""
+
+    def get(self, run_id: str, item_id: str) -> LiveDoc: ...
+    def put(self, doc: LiveDoc) -> LiveDoc: ...  # an upsert: its holder is its one writer
+    def of_run(self, run_id: str) -> list[LiveDoc]: ...
 
 
 class TargetRepo(Protocol):
@@ -122,6 +132,7 @@ class Store:
     activities: ActivityRepo
     agents: AgentRepo
     ticks: TickRepo
+    live: LiveRepo
 
 
 class Artifacts(Protocol):

@@ -17,7 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from core.errors import FieldError, ValidationFailed
 from core.models import ITEM_ID_PATTERN, MAX_RTT_MS, RUN_ID_PATTERN, ArtifactName, WorkItem
 from core.models import Result as WorkResult
+from core.models.live import LiveSample
 from core.runs.holder import AgentRef
+from core.runs.live import MAX_SAMPLES_PER_BEAT
 from core.runs.protocol import BarrierDecision
 from core.validation import parse
 from functions import apidocs as d
@@ -52,6 +54,15 @@ class ReadyBody(ItemRef):
         le=MAX_RTT_MS,
         description="the agent's slowest recent round trip to the API, ms: the start "
         "barrier's lead is derived from the step's agents' round trips",
+    )
+
+
+class HeartbeatBody(ItemRef):
+    live: list[LiveSample] = Field(
+        default_factory=list,
+        max_length=MAX_SAMPLES_PER_BEAT,
+        description="live: the agent's last minute of fio's status intervals, sent when "
+        "one is new, for the live view (GET /api/runs/{run_id}/live); never the run's figures",
     )
 
 
@@ -101,11 +112,11 @@ async def barrier(request: Request) -> dict[str, Any]:
     return _barrier(await asyncio.to_thread(svc().barrier, b.run_id, b.item_id, agent))
 
 
-@router.post("/api/agent/heartbeat", **doc(d.HeartbeatReply, body=ItemRef, errors=AGENT))
+@router.post("/api/agent/heartbeat", **doc(d.HeartbeatReply, body=HeartbeatBody, errors=AGENT))
 async def heartbeat(request: Request) -> dict[str, bool]:
-    b: ItemRef = parse(ItemRef, await json_body(request))
+    b: HeartbeatBody = parse(HeartbeatBody, await json_body(request))
     agent = _agent(request, b.agent_id)
-    return await asyncio.to_thread(svc().heartbeat, b.run_id, b.item_id, agent)
+    return await asyncio.to_thread(svc().heartbeat, b.run_id, b.item_id, agent, b.live)
 
 
 @router.post("/api/agent/failure", **doc(d.FailureReply, body=FailureBody, errors=AGENT))

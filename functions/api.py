@@ -40,6 +40,7 @@ from functions import (
     context,
     errors,
     fleet_api,
+    live_api,
     messages,
     openapi,
     reports_api,
@@ -391,6 +392,7 @@ def create_app() -> FastAPI:
 
     reports_api.mount_docs(app)
     app.include_router(reports_api.router)
+    app.include_router(live_api.router)
     app.include_router(agent_api.router)
     app.include_router(fleet_api.router)
     app.include_router(clean_router)

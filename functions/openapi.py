@@ -197,6 +197,11 @@ TAGS: list[dict[str, str]] = [
         "description": "Submit, follow, list and cancel benchmark runs; each "
         "client's result, the curves and the comparison of two runs",
     },
+    {
+        "name": "live",
+        "description": "Live: a run's figures per second while it measures, relayed from "
+        "fio's status output; never its results",
+    },
     {"name": "reports", "description": "Runs, series and comparisons as self-contained HTML"},
     {
         "name": "series and regressions",
@@ -227,6 +232,8 @@ def _tag(path: str) -> str:
         return "agent protocol"
     if path.endswith("/report"):
         return "reports"
+    if path.endswith("/live"):
+        return "live"
     prefixes = (
         ("/api/runs", "runs"),
         ("/api/compare", "runs"),

@@ -55,12 +55,14 @@ def _when(t_ms: int) -> str:
     return datetime.fromtimestamp(t_ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def render(template: str, *, figures: list[Figure], nav: bool, **values: Any) -> str:
-    """A page; with figures, plotly.js is inlined once at the top."""
+def render(
+    template: str, *, figures: list[Figure], nav: bool, plotly: bool = False, **values: Any
+) -> str:
+    """A page; with figures (or ``plotly``: a page drawing its own), plotly.js is inlined
+    once at the top."""
+    inline = plotly_js() if figures or plotly else ""
     return (
-        _env()
-        .get_template(template)
-        .render(figures=figures, nav=nav, plotly_js=plotly_js() if figures else "", **values)
+        _env().get_template(template).render(figures=figures, nav=nav, plotly_js=inline, **values)
     )
 
 

@@ -347,7 +347,12 @@ def test_cosmos_containers_match_the_code() -> None:
     found = {c["name"]: c["pk"] for c in tree["variables"]["containers"]["value"]}
     activities = body(tree["resources"]["activities"])["properties"]["resource"]
     found[activities["id"]] = activities["partitionKey"]["paths"][0]
+    live = body(tree["resources"]["live"])["properties"]["resource"]
+    found[live["id"]] = live["partitionKey"]["paths"][0]
     assert found == CONTAINERS
+    assert live["defaultTtl"] == "liveTtlSeconds"
+    # Only the partition key is indexed: a second's write costs what its size does.
+    assert live["indexingPolicy"]["excludedPaths"] == [{"path": "/*"}]
     assert activities["defaultTtl"] == "activityTtlSeconds"
     assert tree["parameters"]["activityTtlSeconds"]["default"] == 86400
 

@@ -258,6 +258,12 @@ def test_real_answers_of_every_operation_match_the_document(
     assert check(api.post("/api/agent/ready", json=ref), "/api/agent/ready")["status"] == "go"
     check(api.post("/api/agent/barrier", json=ref), "/api/agent/barrier")
     check(api.post("/api/agent/heartbeat", json=ref), "/api/agent/heartbeat")
+    second_ms = {"end_ms": 1_800_000_001_000, "dur_ms": 1000}
+    beat = {**ref, "live": [{**second_ms, "read": {"ios": 9, "bytes": 36864, "lat_mean_ns": 1.5}}]}
+    check(api.post("/api/agent/heartbeat", json=beat), "/api/agent/heartbeat")
+    live = check(api.get(f"/api/runs/{run_id}/live"), "/api/runs/{run_id}/live")
+    assert live["clients"][0]["seconds"][0]["live_iops"] == 9
+    check(api.get(f"/api/runs/{run_id}/live", params={"seconds": 0}), "/api/runs/{run_id}/live")
     artifact = "/api/agent/artifacts/{item_id}/{name}"
     packed = gzip.compress(json.dumps({"fio": "output"}).encode())
     put = f"/api/agent/artifacts/{item_id}/raw?agent_id=conformance"

@@ -18,7 +18,9 @@ from core.errors import BenchError, Conflict, LeaseLost, NotFound, TooLarge, Val
 from core.fleet.registry import AgentRecord
 from core.memory import Effect, MemoryArtifacts, MemoryQueues, MemoryStore, SimClock
 from core.models import WorkItem, Workload
+from core.models.live import LiveDirection, LiveSample
 from core.ports import Artifacts, Store
+from core.runs.live import LiveDoc
 from core.runs.locks import TargetLock, Waiter
 from core.runs.state import Item, Run, RunState, Step
 
@@ -279,6 +281,26 @@ def test_results_aggregates_agents_ticks_schedules_once(ports: Ports) -> None:
         s.schedules.get(schedule["id"])
     seen = {"id": f"teams:{uuid.uuid4().hex}"}
     assert s.activities.create(seen) is True and s.activities.create(seen) is False
+
+
+def test_live_documents_are_put_whole_and_read_by_run(ports: Ports) -> None:
+    live, run_id = ports.store.live, new_id()
+    one = LiveSample(end_ms=2000, dur_ms=1000, read=LiveDirection(ios=5, bytes=20480))
+    two = LiveSample(end_ms=3000, dur_ms=1000, read=LiveDirection(ios=6, bytes=24576))
+    for c in (1, 0):
+        doc = LiveDoc(
+            id=f"{run_id}.s0.c{c}", run_id=run_id, step=0, client=c, agent_id="a", samples=[one]
+        )
+        assert live.put(doc).samples == [one]
+    with pytest.raises(NotFound):
+        live.get(run_id, f"{run_id}.s0.c9")
+    got = live.get(run_id, f"{run_id}.s0.c0")
+    assert got.samples == [one] and got.agent_id == "a"
+    live.put(got.model_copy(update={"samples": [one, two], "agent_id": "b"}))  # a new ring
+    assert [d.id for d in live.of_run(run_id)] == [f"{run_id}.s0.c0", f"{run_id}.s0.c1"]
+    assert live.of_run(run_id)[0].samples == [one, two]
+    assert live.of_run(run_id)[0].agent_id == "b"
+    assert live.of_run(new_id()) == []
 
 
 # ---- the queue ---------------------------------------------------------------------------

@@ -18,6 +18,8 @@ Containers and partition keys (see README, "Storage"):
 - conversations /id    the Teams bot's stored conversations: a run's (its card, where its
                        result goes) and series subscriptions (adapters/cosmos/conversations.py).
 - ticks       /id      each timer's last complete tick (what /api/health reads).
+- live        /run_id  id = item id: the last minute of each running item's live samples
+                       (core.runs.live); a run's are one single-partition query.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from adapters.config import Settings, azure_credential
 from adapters.cosmos.agents import CosmosAgents
 from adapters.cosmos.base import Container, wrap
 from adapters.cosmos.items import CosmosItems
+from adapters.cosmos.live import CosmosLive
 from adapters.cosmos.monitoring import (
     CosmosActivities,
     CosmosSchedules,
@@ -64,6 +67,7 @@ CONTAINERS: dict[str, str] = {
     "agents": "/id",
     "conversations": "/id",
     "ticks": "/id",
+    "live": "/run_id",
 }
 
 
@@ -116,6 +120,7 @@ class CosmosStore(Store):
             activities=CosmosActivities(c["activities"]),
             agents=CosmosAgents(c["agents"]),
             ticks=CosmosTicks(c["ticks"]),
+            live=CosmosLive(c["live"]),
         )
 
     @classmethod

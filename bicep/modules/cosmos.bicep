@@ -14,6 +14,9 @@ param workspaceId string
 @description('Seconds a bot activity id is remembered (replay protection).')
 param activityTtlSeconds int = 86400
 
+@description('Seconds an item\'s live samples are kept after their last write (a live view only).')
+param liveTtlSeconds int = 86400
+
 // Bulky, never-queried parts of result and aggregate documents stay out of the index
 // (fio's raw JSON, per-second series, latency histograms): cheaper writes, same queries
 // (results and aggregates are read by run_id only; see adapters/cosmos.py).
@@ -133,6 +136,40 @@ resource activities 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containe
         kind: 'Hash'
       }
       defaultTtl: activityTtlSeconds
+    }
+  }
+}
+
+// Each running item's last minute of live samples, rewritten every second (core/runs/live.py):
+// only run_id is indexed (a run's are read by partition; the samples never are), so each
+// write costs what its size does; the TTL drops them once the run is over.
+resource live 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers@2024-11-15' = {
+  parent: database
+  name: 'live'
+  properties: {
+    resource: {
+      id: 'live'
+      partitionKey: {
+        paths: [
+          '/run_id'
+        ]
+        kind: 'Hash'
+      }
+      indexingPolicy: {
+        indexingMode: 'consistent'
+        automatic: true
+        includedPaths: [
+          {
+            path: '/run_id/?'
+          }
+        ]
+        excludedPaths: [
+          {
+            path: '/*'
+          }
+        ]
+      }
+      defaultTtl: liveTtlSeconds
     }
   }
 }

@@ -12,6 +12,7 @@ from core.errors import FieldError, NotFound, StoreUnavailable, ValidationFailed
 from core.fleet.registry import AgentRecord
 from core.memory.documents import Doc, Faults, Table, Tables
 from core.ports import CONTINUATION_PATTERN, Store
+from core.runs.live import LiveDoc
 from core.runs.locks import TargetLock
 from core.runs.plan import step_id
 from core.runs.state import Item, Run, Step
@@ -284,6 +285,21 @@ class MemoryTicks:
         self._t.upsert({"id": name, "at_ms": at_ms})
 
 
+class MemoryLive:
+    def __init__(self, t: Table) -> None:
+        self._t = t
+
+    def get(self, run_id: str, item_id: str) -> LiveDoc:
+        return LiveDoc.model_validate(self._t.read(item_id, run_id))
+
+    def put(self, doc: LiveDoc) -> LiveDoc:
+        return LiveDoc.model_validate(self._t.upsert(doc.doc()))
+
+    def of_run(self, run_id: str) -> list[LiveDoc]:
+        docs = sorted(self._t.query(lambda d: d.get("run_id") == run_id, pk=run_id), key=_id)
+        return [LiveDoc.model_validate(d) for d in docs]
+
+
 # Containers and partition keys as adapters/cosmos CONTAINERS.
 CONTAINERS: dict[str, str] = {
     "runs": "id",
@@ -297,6 +313,7 @@ CONTAINERS: dict[str, str] = {
     "activities": "id",
     "agents": "id",
     "ticks": "id",
+    "live": "run_id",
 }
 
 
@@ -321,6 +338,7 @@ class MemoryStore(Store):
             activities=MemoryActivities(t["activities"]),
             agents=MemoryAgents(t["agents"]),
             ticks=MemoryTicks(t["ticks"]),
+            live=MemoryLive(t["live"]),
         )
 
     def ping(self) -> None:

@@ -8,16 +8,21 @@ compare-and-swap; it changes only its item (and step); an item that ends advance
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 from typing import Any
 
-from core.errors import FieldError, NotFound, ValidationFailed
+from core.errors import FieldError, NotFound, StoreUnavailable, TooLarge, ValidationFailed
 from core.models import ARTIFACT_NAMES, Result
+from core.models.live import LiveSample
+from core.runs import live
 from core.runs.holder import AgentRef, holds, refuse
 from core.runs.lifecycle import Lifecycle
 from core.runs.state import Item, ItemError, ItemState, Step
 from core.timestamps import iso_ms
 from core.validation import validate
+
+log = logging.getLogger(__name__)
 
 # An agent heartbeats its item every 2 s (for cancellation and the start of its step);
 # the item records that sign of life at most this often, so heartbeats write little.
@@ -29,10 +34,17 @@ class AgentReports:
         self.life = lifecycle
         self.store = lifecycle.store
 
-    def heartbeat(self, run_id: str, item_id: str, agent: AgentRef) -> dict[str, bool]:
+    def heartbeat(
+        self,
+        run_id: str,
+        item_id: str,
+        agent: AgentRef,
+        samples: list[LiveSample] | None = None,
+    ) -> dict[str, bool]:
         """Tells the agent to stop when the run was cancelled; marks a ready item running
         once its start instant has passed. An item its agent no longer holds (taken over,
-        failed, gone) is refused: the agent stops and writes nothing."""
+        failed, gone) is refused: the agent stops and writes nothing. The live ``samples``
+        it relays (fio's status since the last beat) are kept for the live view."""
         run = self.store.runs.get(run_id)
         doc = self.store.items.get_item(run_id, item_id)
         if not holds(doc, agent) or not doc.held:
@@ -61,7 +73,25 @@ class AgentReports:
         doc = self.life.update_item(run_id, item_id, beat, read=doc)
         if not held[0]:
             raise refuse(doc, agent, "heartbeat")
+        if samples and doc.state in (ItemState.READY, ItemState.RUNNING):
+            self._keep_live(doc, agent, samples)
         return {"cancel": run.cancel_requested}
+
+    def _keep_live(self, doc: Item, agent: AgentRef, samples: list[LiveSample]) -> None:
+        """Best effort: a live view that misses a second must not fail the heartbeat that
+        carries cancellation and the lease's sign of life."""
+        try:
+            live.record(
+                self.store.live,
+                run_id=doc.run_id,
+                item_id=doc.id,
+                step=doc.step,
+                client=doc.client,
+                agent_id=agent.id,
+                samples=samples,
+            )
+        except (StoreUnavailable, TooLarge) as e:
+            log.warning("live samples of %s not kept: %s", doc.id, e)
 
     def report_failure(
         self,

@@ -1,0 +1,123 @@
+"""fio's status outputs, read while it runs, into live samples (pure).
+
+With ``--status-interval`` fio writes its whole JSON output every interval, each cumulative
+since the measured start (core.engines.fio_status). The difference of two consecutive
+outputs is what fio counted in between: per direction, ``total_ios`` and ``io_bytes`` (the
+counters its final iops and bandwidth come from) and, from ``lat_ns``' count and mean,
+the mean total latency of the interval's completions ((mean2*N2 - mean1*N1) / (N2 - N1):
+fio keeps the mean of all samples, so mean*N is their sum).
+
+Outputs before the measured start (fio waits at its gate, then the ramp) are not counted:
+fio resets its counters when the ramp ends, and records no latency during it, so an output
+with I/Os but no latency sample is still in the ramp whatever the clocks say.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from core.models import Direction
+from core.models.live import MAX_INTERVAL_MS, LiveDirection, LiveSample
+
+DIRECTIONS: tuple[Direction, ...] = ("read", "write")
+# A status output this soon after the previous one (fio's final output, a few ms after the
+# last status output) is not a sample of its own: a 20 ms interval's rate is noise. It is
+# folded into the next interval instead, if any.
+MIN_INTERVAL_MS = 500
+
+
+@dataclass(frozen=True)
+class Count:
+    """One direction's cumulative counters in one status output."""
+
+    ios: int = 0
+    bytes: int = 0
+    lat_n: int = 0
+    lat_sum_ns: float = 0.0
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    t_ms: int
+    counts: Mapping[Direction, Count]
+
+    @property
+    def in_ramp(self) -> bool:
+        return any(c.ios > 0 and c.lat_n == 0 for c in self.counts.values())
+
+
+def _num(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
+def snapshot(doc: Mapping[str, Any]) -> Snapshot | None:
+    """A status output's counters, summed over its jobs (one with group_reporting); None
+    for an object that is no fio output (no ``timestamp_ms``)."""
+    t = doc.get("timestamp_ms")
+    jobs = doc.get("jobs")
+    if not isinstance(t, int) or not isinstance(jobs, list):
+        return None
+    counts: dict[Direction, Count] = {}
+    for d in DIRECTIONS:
+        ios = total = n = 0
+        lat_sum = 0.0
+        for job in jobs:
+            part = job.get(d) if isinstance(job, Mapping) else None
+            if not isinstance(part, Mapping):
+                continue
+            found = part.get("lat_ns")
+            lat: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+            ios += int(_num(part.get("total_ios")))
+            total += int(_num(part.get("io_bytes")))
+            # Older fio has no N: its completions are then its I/Os.
+            job_n = int(_num(lat.get("N", part.get("total_ios"))))
+            n += job_n
+            lat_sum += _num(lat.get("mean")) * job_n
+        counts[d] = Count(ios, total, n, lat_sum)
+    return Snapshot(t, counts)
+
+
+def _direction(now: Count, then: Count) -> LiveDirection:
+    n = now.lat_n - then.lat_n
+    mean = (now.lat_sum_ns - then.lat_sum_ns) / n if n > 0 else None
+    return LiveDirection(
+        ios=now.ios - then.ios,
+        bytes=now.bytes - then.bytes,
+        lat_mean_ns=None if mean is None else max(0.0, round(mean, 1)),
+    )
+
+
+class LiveSampler:
+    """One client's status outputs, in order, into samples of the measured period that
+    begins at ``measured_from_ms`` (Unix ms: the gate's release plus the ramp)."""
+
+    def __init__(self, measured_from_ms: int, min_interval_ms: int = MIN_INTERVAL_MS) -> None:
+        self._since_ms = measured_from_ms
+        self._then: Mapping[Direction, Count] = {}
+        self._min_ms = min_interval_ms
+        self._seen: set[Direction] = set()
+
+    def add(self, doc: Mapping[str, Any]) -> LiveSample | None:
+        snap = snapshot(doc)
+        if snap is None or snap.t_ms <= self._since_ms:
+            return None
+        if snap.in_ramp:
+            self._since_ms, self._then = snap.t_ms, {}  # the ramp ends after this output
+            return None
+        zero = Count()
+        if any(c.ios < self._then.get(d, zero).ios for d, c in snap.counts.items()):
+            self._then = {}  # fio reset its counters after all: count from zero again
+        dur = snap.t_ms - self._since_ms
+        if dur < self._min_ms:
+            return None
+        parts = {d: _direction(c, self._then.get(d, zero)) for d, c in snap.counts.items()}
+        self._seen |= {d for d, c in snap.counts.items() if c.ios > 0}
+        self._since_ms, self._then = snap.t_ms, snap.counts
+        return LiveSample(
+            end_ms=snap.t_ms,
+            dur_ms=min(dur, MAX_INTERVAL_MS),
+            read=parts["read"] if "read" in self._seen else None,
+            write=parts["write"] if "write" in self._seen else None,
+        )
