@@ -20,8 +20,7 @@ from collections import deque
 from pathlib import Path
 
 from core.engines.fio_live import LiveSampler
-from core.models.live import LiveSample
-from core.runs.live import LIVE_RING
+from core.models.live import LIVE_RING, LiveSample
 
 log = logging.getLogger(__name__)
 READ_CHUNK = 1 << 20  # a status output with json+ histograms is ~30 kB per direction

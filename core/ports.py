@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from core.fleet.registry import AgentRecord
 from core.models import WorkItem
-from core.runs.live import LiveDoc
+from core.models.live import LiveDoc
 from core.runs.locks import TargetLock
 from core.runs.state import Item, Run, Step
 

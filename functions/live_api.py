@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse
 
-from core.runs.live import LIVE_RING
+from core.models.live import LIVE_RING
 from core.runs.live_view import LiveView, read_view
 from functions.openapi import doc
 from functions.params import STORE, RunId, svc

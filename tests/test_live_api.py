@@ -12,7 +12,8 @@ from typing import Any
 import httpx
 
 from adapters.cosmos import CosmosStore
-from core.runs.live import LIVE_RING, MAX_SAMPLES_PER_BEAT
+from core.models.live import LIVE_RING
+from core.runs.live import MAX_SAMPLES_PER_BEAT
 from functions.api import create_app
 from tests.conftest import run_body, wait_until
 

@@ -18,9 +18,8 @@ from core.errors import BenchError, Conflict, LeaseLost, NotFound, TooLarge, Val
 from core.fleet.registry import AgentRecord
 from core.memory import Effect, MemoryArtifacts, MemoryQueues, MemoryStore, SimClock
 from core.models import WorkItem, Workload
-from core.models.live import LiveDirection, LiveSample
+from core.models.live import LiveDirection, LiveDoc, LiveSample
 from core.ports import Artifacts, Store
-from core.runs.live import LiveDoc
 from core.runs.locks import TargetLock, Waiter
 from core.runs.state import Item, Run, RunState, Step
 

@@ -4,7 +4,7 @@ id, partition /run_id, so a run's are read with one single-partition query."""
 from __future__ import annotations
 
 from adapters.cosmos.base import Container
-from core.runs.live import LiveDoc
+from core.models.live import LiveDoc
 
 
 class CosmosLive:

@@ -11,8 +11,8 @@ from typing import Any
 from core.errors import FieldError, NotFound, StoreUnavailable, ValidationFailed
 from core.fleet.registry import AgentRecord
 from core.memory.documents import Doc, Faults, Table, Tables
+from core.models.live import LiveDoc
 from core.ports import CONTINUATION_PATTERN, Store
-from core.runs.live import LiveDoc
 from core.runs.locks import TargetLock
 from core.runs.plan import step_id
 from core.runs.state import Item, Run, Step

@@ -9,6 +9,8 @@ never from these.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 # JSON numbers stay exact integers up to 2**53; a second's I/Os or bytes are far below.
@@ -48,3 +50,23 @@ class LiveSample(BaseModel):
 
     def directions(self) -> list[LiveDirection]:
         return [d for d in (self.read, self.write) if d is not None]
+
+
+LIVE_RING = 60  # the last minute at fio's 1 s status interval
+
+
+class LiveDoc(BaseModel):
+    """An item's live samples, newest last."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    etag: str | None = Field(None, alias="_etag", exclude=True)
+    id: str  # the item id
+    run_id: str
+    kind: str = "live"
+    step: int
+    client: int
+    agent_id: str
+    samples: list[LiveSample] = Field(default_factory=list, max_length=LIVE_RING)
+
+    def doc(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)

@@ -22,35 +22,15 @@ applies late), the later write wins, and a ring a second old is made good by the
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from core.models.live import LiveSample
+from core.models.live import LIVE_RING, LiveDoc, LiveSample
 
 if TYPE_CHECKING:
     from core.ports import LiveRepo
 
-LIVE_RING = 60  # the last minute at fio's 1 s status interval
 # A heartbeat carries the agent's ring: at most the last minute of samples.
 MAX_SAMPLES_PER_BEAT = LIVE_RING
-
-
-class LiveDoc(BaseModel):
-    """An item's live samples, newest last."""
-
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
-    etag: str | None = Field(None, alias="_etag", exclude=True)
-    id: str  # the item id
-    run_id: str
-    kind: str = "live"
-    step: int
-    client: int
-    agent_id: str
-    samples: list[LiveSample] = Field(default_factory=list, max_length=LIVE_RING)
-
-    def doc(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude_none=True)
 
 
 def merged(

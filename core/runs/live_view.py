@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, Field
 
 from core.errors import NotFound
-from core.models.live import LiveDirection, LiveSample
-from core.runs.live import LIVE_RING, LiveDoc
+from core.models.live import LIVE_RING, LiveDirection, LiveDoc, LiveSample
 
 if TYPE_CHECKING:
     from core.ports import Store
