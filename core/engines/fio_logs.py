@@ -182,10 +182,8 @@ def timeline_from_logs(
         nbytes = _rate_intervals(bw_jobs, index, interval_ms, scale=1024.0)  # KiB/s
         rows = _hist_rows(hists, index, interval_ms) if hists else None
         totals = final.dirs.get(d) if final is not None else None
+        tail = (min(logged_end, end - 1), end)
         if totals is not None:
-            tail = (min(logged_end, end - 1), end)
-            ios.append((*tail, max(0.0, totals.ios - sum(a for _, _, a in ios))))
-            nbytes.append((*tail, max(0.0, totals.bytes - sum(a for _, _, a in nbytes))))
             if rows is not None:
                 lasts = [
                     max(r.t_ms for r in mine)
@@ -194,11 +192,11 @@ def timeline_from_logs(
                 ]
                 begin = min(min(lasts, default=logged_end), end - 1)
                 rows = [*rows, *_tail_rows(rows, totals.clat_bins, (begin, end))]
-        if not ios and not nbytes:
+        if totals is None and not ios and not nbytes:
             continue
         dirs[d] = DirectionTimeline(
-            ios=rebin(ios, start, end),
-            bytes=rebin(nbytes, start, end),
+            ios=_binned(ios, start, end, totals.ios if totals else None, tail),
+            bytes=_binned(nbytes, start, end, totals.bytes if totals else None, tail),
             hist_rows=rows,
         )
     return ClientTimeline(start_ms=start, end_ms=end, bin_ms=BIN_MS, **dirs)
@@ -229,6 +227,28 @@ class FinalOutput:
 
     runtime_ms: int  # fio's measured time of the job (the longest direction's ``runtime``)
     dirs: Mapping[Direction, FinalCounts]
+
+
+def _binned(
+    lines: list[tuple[int, int, float]],
+    start: int,
+    end: int,
+    total: float | None,
+    tail: tuple[int, int],
+) -> list[float]:
+    """The lines' amounts on the grid of [start, end) and, with fio's final count
+    (``total``), the tail: what fio counted beyond what the lines put in the window. A
+    line's amount is its rate times the span between its stamps, and fio measured that rate
+    over its own clock's span: on a busy machine they differ by a few ms, and the lines can
+    hold more than fio counted (60 I/Os of 179,044 at 60K IOPS). fio's count is the truth:
+    then the bins are scaled to it, and the tail is empty."""
+    bins = rebin(lines, start, end)
+    if total is None:
+        return bins
+    inside = sum(bins)
+    if inside > total > 0:
+        return [v * total / inside for v in bins]
+    return rebin([*lines, (*tail, total - inside)], start, end)
 
 
 def _tail_rows(
