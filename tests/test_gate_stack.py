@@ -42,6 +42,9 @@ def _run(
     return code, json.loads(out.out), out.err
 
 
+# Its baseline runs are uncapped fio: their spread is the machine's spare CPU, so it runs
+# with nothing else of the suite (the timing phase).
+@pytest.mark.timing
 def test_every_slowed_run_fails_the_gate(
     api: httpx.Client,
     agents: AgentFactory,

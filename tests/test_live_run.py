@@ -42,7 +42,8 @@ TOTAL_ROW = re.compile(r"│ total\s*│\s*│\s*([\d,]+)\s*│\s*([\d.]+)\s*│
 
 # Its module fixture starts agents that run fio, and a browser (tests/lanes.py cannot see
 # the agents: they are started by a helper, not a fixture it knows).
-pytestmark = [pytest.mark.fio, pytest.mark.browser]
+# Per-second live figures held to a rate cap: with nothing else of the suite (timing phase).
+pytestmark = [pytest.mark.fio, pytest.mark.browser, pytest.mark.timing]
 
 
 @dataclass

@@ -108,6 +108,9 @@ def test_schedules_api_validates_and_manages(api: httpx.Client, pool: str) -> No
     assert api.get(f"/api/schedules/{created['id']}").status_code == 404
 
 
+# Its reference runs are uncapped fio: their spread is the machine's spare CPU, so it runs
+# with nothing else of the suite (the timing phase).
+@pytest.mark.timing
 def test_throttled_run_is_a_regression_announced_once(
     api: httpx.Client, agents: AgentFactory, pool: str, receiver: Receiver
 ) -> None:

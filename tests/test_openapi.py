@@ -344,7 +344,8 @@ def test_real_answers_of_every_operation_match_the_document(
     first = api.post("/api/runs", json=busy)
     check(first, "/api/runs")
     check(api.post("/api/runs", json=busy), "/api/runs")  # 409 while the first holds it
-    api.delete(f"/api/runs/{first.json()['id']}")
+    if first.status_code == 202:  # else a run of Schemathesis' held the target already: a 409
+        api.delete(f"/api/runs/{first.json()['id']}")
 
     # The chat doors, signed.
     now = datetime.now(UTC).isoformat()
