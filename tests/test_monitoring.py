@@ -10,6 +10,7 @@ import threading
 from datetime import UTC, datetime
 
 import httpx
+import pytest
 
 from adapters.blob import BlobArtifacts
 from adapters.cosmos import CosmosStore
