@@ -243,6 +243,17 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="start empty: remove the runs, results, schedules, series and queued messages kept",
     )
+    lu.add_argument(
+        "--otlp-endpoint",
+        metavar="URL",
+        help="send the API's and agents' traces and metrics to the OTLP/HTTP collector you "
+        "run there (e.g. http://127.0.0.1:4318) instead of files",
+    )
+    lu.add_argument(
+        "--no-telemetry",
+        action="store_true",
+        help="record no traces or metrics (default: JSON lines under <stack dir>/telemetry/)",
+    )
     losub.add_parser("down")
     losub.add_parser("status")
     lo.set_defaults(func=cmd_local)

@@ -98,6 +98,8 @@ class Stack:
     visibility_timeout: int = 30
     max_deliveries: int = 5
     heartbeat_s: float = 30.0  # agents' registry heartbeat
+    # Where the API and the agents send traces and metrics (adapters/telemetry.py)
+    telemetry: dict[str, str] = field(default_factory=dict)
 
     @property
     def queue_uri(self) -> str:
@@ -251,7 +253,12 @@ def start_emulators(stack: Stack) -> None:
 def start_api(
     stack: Stack, timer_seconds: float = 1.0, extra_env: dict[str, str] | None = None
 ) -> Proc:
-    env = {**stack.env(), "BENCH_LOCAL_TIMER_SECONDS": str(timer_seconds), **(extra_env or {})}
+    env = {
+        **stack.env(),
+        **stack.telemetry,
+        "BENCH_LOCAL_TIMER_SECONDS": str(timer_seconds),
+        **(extra_env or {}),
+    }
     env["BENCH_PUBLIC_URL"] = stack.api_url
     p = _spawn(
         stack,
@@ -290,7 +297,7 @@ def start_agent(
     argv += ["--retry-delay", "1", "--heartbeat", str(stack.heartbeat_s)]
     for alias, path in (stack.targets if targets is None else targets).items():
         argv += ["--mount", f"{alias}={path}"]
-    return _spawn(stack, f"agent-{index}", argv + (extra or []), pool=pool)
+    return _spawn(stack, f"agent-{index}", argv + (extra or []), stack.telemetry, pool=pool)
 
 
 def up(
@@ -307,6 +314,7 @@ def up(
     idle_s: float = DEFAULT_IDLE_S,
     heartbeat_s: float = 30.0,
     price: float | None = None,
+    telemetry: dict[str, str] | None = None,
 ) -> Stack:
     """Start the stack in ``directory``, on the data kept there (none with ``fresh``)."""
     directory = directory or state_dir()
@@ -331,6 +339,7 @@ def up(
         visibility_timeout=visibility_timeout,
         max_deliveries=max_deliveries,
         heartbeat_s=heartbeat_s,
+        telemetry=telemetry or {},
     )
     # The pool declares its size, so a run is judged on it even before every agent has
     # registered (core.fleet.admission).

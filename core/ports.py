@@ -97,6 +97,14 @@ class AgentRepo(Protocol):
     def all(self, pool: str | None = None) -> list[AgentRecord]: ...
 
 
+class TickRepo(Protocol):
+    """When each timer (``runs``, ``schedules``) last completed a tick, in ms since the epoch:
+    one document per timer, which every API instance's ``/api/health`` reads."""
+
+    def get(self, name: str) -> int | None: ...  # None: never recorded
+    def put(self, name: str, at_ms: int) -> None: ...  # last writer wins
+
+
 @dataclass
 class Store:
     """The repositories, one per container."""
@@ -109,6 +117,7 @@ class Store:
     schedules: ScheduleRepo
     activities: ActivityRepo
     agents: AgentRepo
+    ticks: TickRepo
 
 
 class Artifacts(Protocol):

@@ -28,7 +28,17 @@ from core.models import (
 from core.monitoring.monitor import TriageState
 from core.runs.guardrails import Forbidden
 from core.runs.state import RunState
-from functions import agent_api, bot, context, errors, fleet_api, openapi, reports_api, timers
+from functions import (
+    agent_api,
+    bot,
+    context,
+    errors,
+    fleet_api,
+    openapi,
+    reports_api,
+    telemetry,
+    timers,
+)
 from functions import apidocs as d
 from functions import apidocs_monitoring as m
 from functions.auth import Unauthorized, resolve_caller
@@ -310,4 +320,5 @@ def create_app() -> FastAPI:
     app.include_router(agent_api.router)
     app.include_router(fleet_api.router)
     app.include_router(bot.router)
+    telemetry.instrument(app)  # traces and operator metrics, when configured
     return app

@@ -105,6 +105,12 @@ class RunSummary(OpenDoc):
     provisioning: Provisioning | None = Field(
         None, description="state provisioning: its elastic pool is growing; who is missing"
     )
+    trace_id: str | None = Field(
+        None,
+        pattern=r"^[0-9a-f]{32}$",
+        description="the run's OpenTelemetry trace (Application Insights' operation id), "
+        "when the service records traces",
+    )
 
 
 class RunList(BaseModel):

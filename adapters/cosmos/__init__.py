@@ -15,6 +15,7 @@ Containers and partition keys (see README, "Storage"):
 - targets     /id      one lock document per pool and target, with its waiting runs.
 - activities  /id      bot activity ids seen (replay protection; TTL in Azure).
 - agents      /id      the agent registry: one document per agent id, its heartbeats.
+- ticks       /id      each timer's last complete tick (what /api/health reads).
 """
 
 from __future__ import annotations
@@ -36,7 +37,12 @@ from adapters.config import Settings, azure_credential
 from adapters.cosmos.agents import CosmosAgents
 from adapters.cosmos.base import Container, wrap
 from adapters.cosmos.items import CosmosItems
-from adapters.cosmos.monitoring import CosmosActivities, CosmosSchedules, CosmosSeries
+from adapters.cosmos.monitoring import (
+    CosmosActivities,
+    CosmosSchedules,
+    CosmosSeries,
+    CosmosTicks,
+)
 from adapters.cosmos.results import CosmosResults
 from adapters.cosmos.runs import CosmosRuns, CosmosTargets
 from adapters.cosmos.threadsafe import per_thread_headers
@@ -54,6 +60,7 @@ CONTAINERS: dict[str, str] = {
     "targets": "/id",
     "activities": "/id",
     "agents": "/id",
+    "ticks": "/id",
 }
 
 
@@ -104,6 +111,7 @@ class CosmosStore(Store):
             schedules=CosmosSchedules(c["schedules"]),
             activities=CosmosActivities(c["activities"]),
             agents=CosmosAgents(c["agents"]),
+            ticks=CosmosTicks(c["ticks"]),
         )
 
     @classmethod
@@ -136,6 +144,19 @@ class CosmosStore(Store):
     def container(self, name: str) -> Container:
         """A container as raw documents (local tooling and tests of the storage itself)."""
         return self._containers[name]
+
+    def count(self, container: str, where: str, value: object) -> int:
+        """How many documents of ``container`` match ``where`` (one fixed clause whose
+        parameter is ``@v``)."""
+        sql = f"SELECT VALUE COUNT(1) FROM c WHERE {where}"  # noqa: S608 (fixed clauses only)
+        try:
+            found = self._containers[container].proxy.query_items(
+                sql, parameters=[{"name": "@v", "value": value}], enable_cross_partition_query=True
+            )
+            counts: list[Any] = list(found)  # VALUE COUNT: plain numbers, one per partition
+            return sum(int(n) for n in counts)
+        except (cx.CosmosHttpResponseError, AzureError) as e:
+            raise wrap(e, f"count on {container}") from e
 
     def ensure_containers(self) -> None:
         """Create the database and containers (locally; in Azure the Bicep creates them)."""

@@ -82,6 +82,13 @@ class Container:
         except (cx.CosmosHttpResponseError, AzureError) as e:
             raise wrap(e, f"{self.name}/{doc.get('id')}") from e
 
+    def upsert(self, doc: Doc) -> Doc:
+        _check_size(self.name, doc)
+        try:
+            return _clean(self.proxy.upsert_item(doc))
+        except (cx.CosmosHttpResponseError, AzureError) as e:
+            raise wrap(e, f"{self.name}/{doc.get('id')}") from e
+
     def create_once(self, doc: Doc) -> bool:
         try:
             self.create(doc)

@@ -4,6 +4,7 @@ single-partition query), schedules (/id) and the bots' seen activities (/id)."""
 from __future__ import annotations
 
 from adapters.cosmos.base import Container, Doc
+from core.errors import NotFound
 
 
 class CosmosSeries:
@@ -73,3 +74,19 @@ class CosmosActivities:
 
     def create(self, doc: Doc) -> bool:
         return self._c.create_once(doc)
+
+
+class CosmosTicks:
+    """The timers' last complete ticks (/id: one document per timer)."""
+
+    def __init__(self, container: Container) -> None:
+        self._c = container
+
+    def get(self, name: str) -> int | None:
+        try:
+            return int(self._c.read(name, name)["at_ms"])
+        except NotFound:
+            return None
+
+    def put(self, name: str, at_ms: int) -> None:
+        self._c.upsert({"id": name, "at_ms": at_ms})

@@ -46,6 +46,7 @@ var containers = [
   { name: 'schedules', pk: '/id', excluded: defaultExcluded }
   { name: 'targets', pk: '/id', excluded: defaultExcluded }
   { name: 'agents', pk: '/id', excluded: defaultExcluded }
+  { name: 'ticks', pk: '/id', excluded: defaultExcluded }
 ]
 
 resource account 'Microsoft.DocumentDB/databaseAccounts@2024-11-15' = {

@@ -117,6 +117,9 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
         { name: 'AzureWebJobsStorage__clientId', value: appIdentityClientId }
         { name: 'APPLICATIONINSIGHTS_CONNECTION_STRING', value: appInsightsConnectionString }
         { name: 'APPLICATIONINSIGHTS_AUTHENTICATION_STRING', value: 'Authorization=AAD;ClientId=${appIdentityClientId}' }
+        // OpenTelemetry from the Python worker (host.json telemetryMode: OpenTelemetry): the
+        // app's own spans and metrics through the Azure Monitor distro (adapters/telemetry.py)
+        { name: 'PYTHON_ENABLE_OPENTELEMETRY', value: 'true' }
         // ---- platform: App Service sign-in (the web UI) with the app's identity as its
         // client credential, through the registration's federated identity credential:
         // no client secret (Microsoft Learn, "Use a managed identity instead of a secret").

@@ -73,7 +73,11 @@ class Intake:
         self.targets = targets or []  # empty: any target alias an agent mounts
 
     def submit(
-        self, body: Any, idempotency_key: str | None = None, caller: Caller = LOCAL_CALLER
+        self,
+        body: Any,
+        idempotency_key: str | None = None,
+        caller: Caller = LOCAL_CALLER,
+        traceparent: str | None = None,
     ) -> tuple[Run, bool]:
         """Validate, check the caller's limits, admit, record and send a run's first step.
         Returns (run, created).
@@ -161,6 +165,7 @@ class Intake:
             idempotency_key=idempotency_key,
             # Should the first delivery below not finish (a crash), the timer sends it.
             due_ms=created_ms + INLINE_DELIVERY_GRACE_MS if admitted else None,
+            traceparent=traceparent,  # the intake span's: the run's trace (core.telemetry)
         )
         try:
             run = self.store.runs.create(run)  # the commit point

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from core import telemetry
 from core.fleet.pools import PoolConfig
 from core.fleet.service import Fleet
 from core.monitoring.monitor import Monitor
@@ -83,7 +84,10 @@ class RunService:
     def submit(
         self, body: Any, idempotency_key: str | None = None, caller: Caller = LOCAL_CALLER
     ) -> tuple[Doc, bool]:
-        run, created = self.intake.submit(body, idempotency_key, caller)
+        with telemetry.span("intake") as span:  # the run's trace starts here
+            run, created = self.intake.submit(body, idempotency_key, caller, span.traceparent)
+            span.set("run_id", run.id)
+            span.set("pool", run.pool)
         return self.views.summary(run), created
 
     def cancel(self, run_id: str, caller: Caller = LOCAL_CALLER) -> Doc:

@@ -366,6 +366,9 @@ class Run(_Stored):
     # The prepared files of its read-only targets (core.runs.guardrails.datasets_for),
     # carried by every work item to the agents.
     datasets: dict[str, DataSet] = Field(default_factory=dict)
+    # The W3C trace context of its intake: every later span of the run joins that trace
+    # (core.telemetry).
+    traceparent: str | None = None
 
     def move(self, to: RunState) -> None:
         if to != self.state and to not in RUN_MOVES[self.state]:

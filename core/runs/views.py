@@ -84,6 +84,8 @@ def public_run(run: Run, items: list[Item] | None = None) -> Doc:
         run.delivery.state == DeliveryState.PENDING and run.provisioning is None
     ):
         out["delivery"] = run.delivery.model_dump(mode="json")
+    if run.traceparent:  # where an operator finds the run's trace (docs/operations.md)
+        out["trace_id"] = run.traceparent.split("-")[1]
     if items is not None:
         counts: dict[str, int] = {}
         for i in items:
