@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 
-from benchctl import cli_reports, localstack
+from benchctl import cli_admin, cli_reports, localstack
 from benchctl.cli_common import EXIT_FAILED, FORMATS, _api
 from benchctl.cli_runs import (
     cmd_agents,
@@ -206,6 +206,7 @@ def parser() -> argparse.ArgumentParser:
     de.set_defaults(func=cmd_detect)
 
     cli_reports.add_parsers(sub)
+    cli_admin.add_parsers(sub)
 
     lo = sub.add_parser("local", help="the local stack (emulators, API, agents)")
     losub = lo.add_subparsers(dest="local_cmd", required=True)

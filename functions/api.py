@@ -29,6 +29,7 @@ from core.monitoring.monitor import TriageState
 from core.runs.guardrails import Forbidden
 from core.runs.state import RunState
 from functions import (
+    admin_api,
     agent_api,
     bot,
     context,
@@ -320,5 +321,6 @@ def create_app() -> FastAPI:
     app.include_router(agent_api.router)
     app.include_router(fleet_api.router)
     app.include_router(bot.router)
+    app.include_router(admin_api.router)
     telemetry.instrument(app)  # traces and operator metrics, when configured
     return app

@@ -311,6 +311,9 @@ class FullResult(Result):
         description="per second over the measured period (from the timeline artifact)"
     )
     raw: dict[str, Any] | None = Field(description="the engine's own output, if uploaded")
+    raw_removed: bool | None = Field(
+        None, description="true: the engine's own output was deleted by retention (README)"
+    )
 
 
 class ArtifactStored(BaseModel):

@@ -133,16 +133,21 @@ def doc(
     headers: Mapping[str, Any] | None = None,
     binary: str | None = None,
     html: str | None = None,
+    download: str | None = None,
 ) -> dict[str, Any]:
     """Route arguments documenting an operation: its answer ``ok`` with ``status`` (no
     content when ``ok`` is None), other successful answers ``also``, the error statuses it
     can answer, and its JSON request ``body`` (or raw bytes of media type ``binary``).
-    ``html`` describes an answer that is an HTML page instead of JSON.
+    ``html`` describes an answer that is an HTML page instead of JSON, ``download`` one of
+    raw bytes (its description).
     Responses are described, never filtered."""
     responses: dict[int | str, Any] = {}
     if html is not None:
         page = {"schema": {"type": "string"}}
         responses[status] = {"description": html, "content": {"text/html": page}}
+    if download is not None:
+        raw = {"schema": {"type": "string", "format": "binary"}}
+        responses[status] = {"description": download, "content": {"application/octet-stream": raw}}
     for code, model in {**({status: ok} if ok else {}), **(also or {})}.items():
         responses[code] = _json(_mark(model, "serialization"))
         if headers:

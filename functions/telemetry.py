@@ -32,14 +32,22 @@ from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
 
 from adapters import telemetry
-from adapters.queue import poison_queue_name, work_queue_name
+from adapters.cosmos import CosmosStore
+from adapters.queue import WorkQueues, poison_queue_name, work_queue_name
 from core.errors import BenchError
+from core.fleet.registry import AgentRecord
 from core.runs.state import RunState
 from functions import context
 
 log = logging.getLogger(__name__)
 SERVICE = "benchsvc-api"
 TIMERS = ("runs", "schedules")
+# The gauges' names (bicep/modules/alerts.bicep queries the first two).
+QUEUE_MESSAGES = "bench.queue.messages"
+TICK_AGE = "bench.timer.last_tick_age"
+OLDEST_AGE = "bench.queue.oldest_age"
+RUNS = "bench.runs"
+AGENTS_LIVE = "bench.agents.live"
 # Polled many times a second per agent: their spans would drown each run's trace (the
 # agent's own "barrier wait" span covers the polls).
 UNTRACED_PATHS = ("api/agent/heartbeat", "api/agent/register", "api/agent/barrier", "api/health")
@@ -56,13 +64,30 @@ class Readings:
     tick_age_s: dict[str, float] = field(default_factory=dict)
 
 
-def read() -> Readings:
+@dataclass(frozen=True)
+class Sources:
+    """Where the gauges read from (the API's own connections; a test's)."""
+
+    pools: tuple[str, ...]
+    queues: WorkQueues
+    store: CosmosStore
+    agents: Callable[[], list[AgentRecord]]  # the registry
+
+
+def sources() -> Sources:
+    return Sources(
+        context.settings().pools,
+        context.queues(),
+        context.store(),
+        lambda: context.service().fleet.records(),
+    )
+
+
+def read(src: Sources) -> Readings:
     """Everything the gauges report, each part read on its own (crash-only)."""
     out = Readings()
     now = time.time()
-    pools = context.settings().pools
-    queues = context.queues()
-    store = context.store()
+    pools, queues, store = src.pools, src.queues, src.store
 
     def part(what: str, read_part: Callable[[], None]) -> None:
         try:
@@ -86,7 +111,7 @@ def read() -> Readings:
 
     def agents() -> None:
         now_ms = int(now * 1000)
-        records = context.service().fleet.records()
+        records = src.agents()
         for pool in pools:
             out.agents_live[pool] = sum(1 for r in records if r.pool == pool and r.live(now_ms))
 
@@ -105,7 +130,7 @@ def read() -> Readings:
 class OperatorMetrics:
     """The observable gauges, over one cached reading per collection."""
 
-    def __init__(self, read_all: Callable[[], Readings] = read) -> None:
+    def __init__(self, read_all: Callable[[], Readings]) -> None:
         self._read = read_all
         self._lock = threading.Lock()
         self._at = 0.0
@@ -131,7 +156,7 @@ class OperatorMetrics:
             meter.create_observable_gauge(name, [callback], unit=unit, description=description)
 
         gauge(
-            "bench.queue.messages",
+            QUEUE_MESSAGES,
             "{message}",
             "messages in each pool's work and poison queue (approximate)",
             lambda r: (
@@ -139,25 +164,25 @@ class OperatorMetrics:
             ),
         )
         gauge(
-            "bench.queue.oldest_age",
+            OLDEST_AGE,
             "s",
             "how long the oldest visible message of each pool's work queue has waited",
             lambda r: (Observation(a, {"pool": p}) for p, a in r.oldest_age_s.items()),
         )
         gauge(
-            "bench.runs",
+            RUNS,
             "{run}",
             "runs in each state",
             lambda r: (Observation(n, {"state": s}) for s, n in r.runs.items()),
         )
         gauge(
-            "bench.agents.live",
+            AGENTS_LIVE,
             "{agent}",
             "agents of each pool heard from within three heartbeat periods",
             lambda r: (Observation(n, {"pool": p}) for p, n in r.agents_live.items()),
         )
         gauge(
-            "bench.timer.last_tick_age",
+            TICK_AGE,
             "s",
             "seconds since each timer's last complete tick",
             lambda r: (Observation(a, {"timer": t}) for t, a in r.tick_age_s.items()),
@@ -178,5 +203,5 @@ def instrument(app: FastAPI) -> None:
     FastAPIInstrumentor.instrument_app(
         app, excluded_urls=",".join(UNTRACED_PATHS), exclude_spans=["receive", "send"]
     )
-    OperatorMetrics().register(metrics.get_meter(telemetry.SCOPE))
+    OperatorMetrics(lambda: read(sources())).register(metrics.get_meter(telemetry.SCOPE))
     log.info("telemetry: %s", chosen)

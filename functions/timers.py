@@ -6,6 +6,7 @@ import asyncio
 import logging
 import time
 
+from adapters import retention
 from core.errors import BenchError, StoreUnavailable
 from functions import context
 
@@ -58,12 +59,27 @@ def schedules_tick() -> list[str]:
     return started
 
 
+RETENTION_EVERY_S = 5.0  # the local sweep's period (it lists every raw artifact)
+_swept: list[float] = [0.0]
+
+
+def retention_tick() -> None:
+    """The local stack only: what Cosmos DB's TTL and Blob lifecycle management do in Azure
+    (the local servers have neither; adapters/retention.py)."""
+    now = time.time()
+    if now - _swept[0] < RETENTION_EVERY_S:
+        return
+    _swept[0] = now
+    retention.sweep(context.store(), context.artifacts(), context.settings().retention, now)
+
+
 async def local_timer_loop(interval_s: float) -> None:
     """The local stack has no Functions host: run the same timer work on a short period."""
     while True:
         try:
             await asyncio.to_thread(schedules_tick)
             await asyncio.to_thread(finalize_tick)
+            await asyncio.to_thread(retention_tick)
         except BenchError as e:
             log.warning("timer tick failed: %s", e)
         except Exception:

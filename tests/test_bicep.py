@@ -344,10 +344,14 @@ def test_cosmos_is_serverless_and_keyless() -> None:
 def test_cosmos_containers_match_the_code() -> None:
     tree = module("cosmos")
     found = {c["name"]: c["pk"] for c in tree["variables"]["containers"]["value"]}
-    activities = body(tree["resources"]["activities"])["properties"]["resource"]
-    found[activities["id"]] = activities["partitionKey"]["paths"][0]
+    # Those with a time to live are declared apart (core/retention.py).
+    ttl = {}
+    for name in ("activities", "agents"):
+        resource = body(tree["resources"][name])["properties"]["resource"]
+        found[resource["id"]] = resource["partitionKey"]["paths"][0]
+        ttl[name] = resource["defaultTtl"]
     assert found == CONTAINERS
-    assert activities["defaultTtl"] == "activityTtlSeconds"
+    assert ttl == {"activities": "activityTtlSeconds", "agents": "agentTtlSeconds"}
     assert tree["parameters"]["activityTtlSeconds"]["default"] == 86400
 
 

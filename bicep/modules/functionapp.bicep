@@ -33,6 +33,11 @@ param apiIdentifierUri string
 param virtualNetworkSubnetId string = ''
 @description('Client ids whose tokens Easy Auth admits: the API\'s own (the web UI\'s sign-in), the agents\' identities, people\'s tools, pipelines.')
 param allowedClientApplications array
+@description('Retention (core/retention.py): the values Cosmos DB\'s TTLs and the lifecycle policy use.')
+param activityTtlSeconds int
+param agentTtlSeconds int
+param rawCoolAfterDays int
+param rawDeleteAfterDays int
 param maximumInstanceCount int = 40
 param instanceMemoryMB int = 2048
 
@@ -153,6 +158,11 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
         { name: 'BENCH_LOCAL_SCALER_DIR', value: '' }
         { name: 'BENCH_AZURE_SUBSCRIPTION_ID', value: subscription().subscriptionId }
         { name: 'BENCH_AZURE_RESOURCE_GROUP', value: resourceGroup().name }
+        // ---- retention: enforced by Cosmos DB's TTL and Blob lifecycle management here
+        { name: 'BENCH_ACTIVITY_TTL_S', value: string(activityTtlSeconds) }
+        { name: 'BENCH_AGENT_TTL_S', value: string(agentTtlSeconds) }
+        { name: 'BENCH_RAW_COOL_DAYS', value: string(rawCoolAfterDays) }
+        { name: 'BENCH_RAW_DELETE_DAYS', value: string(rawDeleteAfterDays) }
       ]
     }
   }

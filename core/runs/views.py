@@ -15,6 +15,7 @@ from typing import Any
 from core.analysis.curves import latency_curve, repetition_spread, scaleout_curve
 from core.analysis.timeline import per_second
 from core.artifacts import unpack_json
+from core.errors import NotFound
 from core.fleet.usage import run_usage
 from core.ports import Doc, Store
 from core.runs.admission import Admission, lock_keys
@@ -263,7 +264,10 @@ class Views:
             if timeline
             else {}
         )
-        doc["raw"] = (
-            unpack_json(self.life.artifacts.get(run_id, item_id, "raw")) if "raw" in names else None
-        )
+        doc["raw"] = None
+        if "raw" in names:
+            try:
+                doc["raw"] = unpack_json(self.life.artifacts.get(run_id, item_id, "raw"))
+            except NotFound:  # raw output is kept for a while only (core.retention)
+                doc["raw_removed"] = True
         return doc

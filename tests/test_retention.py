@@ -1,0 +1,97 @@
+"""Retention (core.retention): the rules, and the local stack honouring them. Locally the
+Cosmos DB server has no TTL and Azurite no lifecycle management, so the API's timer deletes
+expired replay guards and agent records and cools, then deletes, raw artifacts; what a run
+or a series owns stays. In Azure the same rules are Cosmos DB TTLs and a Blob lifecycle
+policy (tests/test_bicep_operations.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from adapters.blob import BlobArtifacts
+from adapters.cosmos import CosmosStore
+from benchctl import localstack
+from benchctl.localstack import Stack
+from core.retention import DAY_S, RAW_ARTIFACTS, Retention, owned_regressions, runs_of_series
+from tests.conftest import wait_until
+
+
+def test_the_rules() -> None:
+    rules = Retention(activity_ttl_s=60, agent_ttl_s=3600, raw_cool_days=1, raw_delete_days=2)
+    assert rules.ttls() == {"activities": 60, "agents": 3600}
+    assert not rules.expired("activities", 1000, 1060) and rules.expired("activities", 1000, 1061)
+    assert not rules.expired("runs", 0, 10**12)  # no TTL: kept while its owner is
+    t0 = 1_000_000.0
+    assert rules.raw_action("raw", t0, t0 + DAY_S, None) is None
+    assert rules.raw_action("logs", t0, t0 + DAY_S + 1, "Hot") == "cool"
+    assert rules.raw_action("logs", t0, t0 + DAY_S + 1, "Cool") is None  # already cool
+    assert rules.raw_action("raw", t0, t0 + 2 * DAY_S + 1, "Cool") == "delete"
+    for kept in ("timeline", "counters", "series"):  # the figures' own artifacts
+        assert kept not in RAW_ARTIFACTS
+        assert rules.raw_action(kept, t0, t0 + 100 * DAY_S, None) is None
+    with pytest.raises(ValueError):
+        Retention(raw_cool_days=30, raw_delete_days=30)
+    points = [{"run_id": "r-b"}, {"run_id": "r-a"}, {"run_id": "r-b"}]
+    assert runs_of_series(points) == ["r-a", "r-b"]
+    regs = [{"id": "x", "first_run_id": "r-a"}, {"id": "y", "first_run_id": "r-b"}]
+    assert [r["id"] for r in owned_regressions(regs, "r-a")] == ["x"]
+
+
+def test_the_local_timer_expires_what_cosmos_db_and_blob_lifecycle_would(
+    stack: Stack, store: CosmosStore, artifacts: BlobArtifacts, tmp_path: Path
+) -> None:
+    """An API whose timer runs with short retention (2 s for replay guards, 3 s for agent
+    records, raw artifacts cool after 2 s and go after 5 s) on the session's servers."""
+    day = 1 / DAY_S
+    api = dataclasses.replace(stack, dir=str(tmp_path), api_port=localstack.free_port(), procs=[])
+    env = {
+        "BENCH_ACTIVITY_TTL_S": "2",
+        "BENCH_AGENT_TTL_S": "3",
+        "BENCH_RAW_COOL_DAYS": str(2 * day),
+        "BENCH_RAW_DELETE_DAYS": str(5 * day),
+    }
+    tag = uuid.uuid4().hex[:12]
+    run_id, owner = f"r-{tag}{'0' * 20}", f"r-{tag}{'0' * 20}.s0.c0"
+    activity = {"id": f"webhook:retention-{tag}"}
+    agent: dict[str, object] = {"id": f"retention-{tag}", "pool": "default", "session": tag}
+    agent.update(registered_ms=0, last_seen_ms=0)
+    point = {"id": f"k-{tag}.{run_id}.s0", "series_key": f"k-{tag}", "run_id": run_id}
+    store.container("activities").create(activity)
+    store.container("agents").create(agent)
+    store.container("series").create(point)  # a series point: kept while its series is
+    for name in ("raw", "logs", "timeline"):
+        artifacts.put(run_id, owner, name, name.encode())
+    written = time.time()
+
+    proc = localstack.start_api(api, timer_seconds=0.5, extra_env=env)
+    try:
+
+        def tiers() -> dict[str, str | None]:
+            return {b.name: b.tier for b in artifacts.of_run(run_id)}
+
+        cooled = wait_until(
+            lambda: (t := tiers()).get("raw") == "Cool" and t.get("logs") == "Cool" and t,
+            timeout=15,
+            what="raw artifacts in cool storage",
+        )
+        assert cooled["timeline"] in (None, "Hot")  # a figure's artifact is not raw
+        wait_until(lambda: set(tiers()) == {"timeline"}, timeout=15, what="raw artifacts gone")
+        gone_after = time.time() - written
+    finally:
+        localstack.stop_proc(proc)
+
+    def absent(container: str, doc_id: str) -> bool:
+        found = store.container(container).query(
+            "SELECT c.id FROM c WHERE c.id = @i", [{"name": "@i", "value": doc_id}]
+        )
+        return not found
+
+    assert absent("activities", activity["id"]) and absent("agents", str(agent["id"]))
+    assert not absent("series", point["id"])
+    assert artifacts.get(run_id, owner, "timeline") == b"timeline"
+    assert gone_after >= 5  # not before their time
