@@ -12,6 +12,7 @@ regressions and the runs it holds (core.retention.runs_of_series).
 from __future__ import annotations
 
 import logging
+import re
 from collections import Counter
 from typing import Any
 
@@ -19,15 +20,16 @@ from adapters.blob import BlobArtifacts
 from adapters.cosmos import CosmosStore
 from adapters.cosmos.base import Doc
 from core.errors import Conflict, FieldError, NotFound, ValidationFailed
+from core.models import RunRequest
+from core.monitoring.schedules import Schedule
 from core.retention import owned_regressions, runs_of_series
 from core.runs.state import FINISHED_RUN, Item, Run, Step
+from core.validation import validate
 
 log = logging.getLogger(__name__)
 RUN_PARTITIONED = ("items", "results", "aggregates")  # partition /run_id
-# What import-all may write, and in what order within one run (the run document last: the
-# commit point, as at intake).
-IMPORTED = ("schedules", "series", "regressions", "items", "results", "aggregates", "runs")
 MAX_IMPORT_DOCUMENTS = 500
+SCHEDULE_ID = r"^sch-[0-9a-f]{16}$"
 
 
 def _plain(doc: Doc) -> Doc:
@@ -128,37 +130,104 @@ class Archive:
 
     # ---- import -------------------------------------------------------------------------
 
-    def put(self, documents: list[Any]) -> dict[str, int]:
-        """Create each ``{"container", "doc"}`` that does not exist yet (an import asked
-        again creates nothing twice). Every document is checked before any is written."""
-        checked = [self._checked(i, entry) for i, entry in enumerate(documents)]
+    def import_run(
+        self, run_id: str, run: Any, documents: list[Any], *, commit: bool
+    ) -> dict[str, int]:
+        """Create what a run owns that does not exist yet, then, with ``commit``, the run's
+        own document (the commit point: benchctl sends a run in batches, the last one
+        commits). Everything is checked before anything is written: the run is a finished
+        run's document, and every document is one of the run's own."""
+        checked_run = self._checked_run(run_id, run)
+        checked = [self._owned(run_id, i, entry) for i, entry in enumerate(documents)]
         counts = {"created": 0, "existing": 0}
-        for container, doc in checked:
+        writes = [*checked, *([("runs", checked_run)] if commit else [])]
+        for container, doc in writes:
             created = self.store.container(container).create_once(doc)
             counts["created" if created else "existing"] += 1
         return counts
 
-    def _checked(self, i: int, entry: Any) -> tuple[str, Doc]:
+    def import_schedules(self, schedules: list[Any]) -> dict[str, int]:
+        """Schedules as exported (their ids, times and last runs kept), each checked as at
+        creation: its cron, owner and run request template."""
+        checked = [_checked_schedule(i, doc) for i, doc in enumerate(schedules)]
+        counts = {"created": 0, "existing": 0}
+        for doc in checked:
+            created = self.store.container("schedules").create_once(doc)
+            counts["created" if created else "existing"] += 1
+        return counts
+
+    def _checked_run(self, run_id: str, doc: Any) -> Doc:
+        if not isinstance(doc, dict):
+            raise ValidationFailed([FieldError("run", "must be an object")])
+        plain: Doc = _plain(doc)
+        try:
+            run = Run.model_validate(plain)
+        except ValueError as e:
+            raise ValidationFailed([FieldError("run", _first_line(e))]) from None
+        if run.id != run_id:
+            raise ValidationFailed([FieldError("run.id", f"is not {run_id}")])
+        if not settled(run):
+            raise ValidationFailed([FieldError("run.state", "only finished runs are imported")])
+        return plain
+
+    def _owned(self, run_id: str, i: int, entry: Any) -> tuple[str, Doc]:
         where = f"documents.{i}"
         if not isinstance(entry, dict) or set(entry) != {"container", "doc"}:
             raise ValidationFailed([FieldError(where, "expected {container, doc}")])
         container, doc = entry["container"], entry["doc"]
-        if container not in IMPORTED:
-            known = ", ".join(IMPORTED)
+        if container not in OWNED_BY_RUN:
+            known = ", ".join(OWNED_BY_RUN)
             raise ValidationFailed([FieldError(f"{where}.container", f"one of {known}")])
         if not isinstance(doc, dict):
             raise ValidationFailed([FieldError(f"{where}.doc", "must be an object")])
         doc = _plain(doc)
+        owner_field = OWNED_BY_RUN[container]
+        if doc.get(owner_field) != run_id:
+            message = f"not one of run {run_id}'s documents"
+            raise ValidationFailed([FieldError(f"{where}.doc.{owner_field}", message)])
         pk = self.store.container(container).pk_field
         for key in dict.fromkeys(("id", pk)):
             value = doc.get(key)
             if not isinstance(value, str) or not 0 < len(value) <= 255 or "/" in value:
                 raise ValidationFailed([FieldError(f"{where}.doc.{key}", "a document id")])
-        model = {"runs": Run, "items": Step if doc.get("kind") == "step" else Item}.get(container)
-        if model is not None:
+        if container == "items":
             try:
-                model.model_validate(doc)
+                (Step if doc.get("kind") == "step" else Item).model_validate(doc)
             except ValueError as e:
-                message = str(e).splitlines()[0][:300]
-                raise ValidationFailed([FieldError(f"{where}.doc", message)]) from None
+                raise ValidationFailed([FieldError(f"{where}.doc", _first_line(e))]) from None
         return container, doc
+
+
+# What a run's documents name it by, per container (import checks each belongs to its run).
+OWNED_BY_RUN = {
+    "items": "run_id",
+    "results": "run_id",
+    "aggregates": "run_id",
+    "series": "run_id",
+    "regressions": "first_run_id",
+}
+SCHEDULE_KEPT = ("id", "created_at", "last_fired", "last_run_id", "next_fire")
+
+
+def _first_line(e: Exception) -> str:
+    return str(e).splitlines()[0][:300]
+
+
+def _checked_schedule(i: int, doc: Any) -> Doc:
+    where = f"schedules.{i}"
+    if not isinstance(doc, dict):
+        raise ValidationFailed([FieldError(where, "must be an object")])
+    doc = _plain(doc)
+    if not isinstance(doc.get("id"), str) or not re.fullmatch(SCHEDULE_ID, doc["id"]):
+        raise ValidationFailed([FieldError(f"{where}.id", "a schedule id (sch-<16 hex>)")])
+    fields = {k: v for k, v in doc.items() if k not in SCHEDULE_KEPT}
+    try:
+        schedule = Schedule.model_validate(fields)
+        validate("run-request", schedule.request, RunRequest)
+    except ValidationFailed as e:
+        raise ValidationFailed(
+            [FieldError(f"{where}.request.{x.field}", x.message) for x in e.errors]
+        ) from None
+    except ValueError as e:
+        raise ValidationFailed([FieldError(where, _first_line(e))]) from None
+    return {**doc, **schedule.model_dump()}

@@ -95,32 +95,42 @@ def cmd_export_all(a: argparse.Namespace, api: Api) -> int:
     return EXIT_OK
 
 
-class _Batches:
-    """Documents to POST /api/admin/import, sent in batches of bounded count and size."""
-
-    def __init__(self, api: Api) -> None:
-        self.api = api
-        self.pending: list[dict[str, Any]] = []
-        self.size = 0
+class _Counts:
+    def __init__(self) -> None:
         self.created = self.existing = 0
 
-    def add(self, container: str, doc: dict[str, Any]) -> None:
-        entry = {"container": container, "doc": doc}
-        size = len(json.dumps(entry))
-        if self.pending and (
-            len(self.pending) >= BATCH_DOCUMENTS or self.size + size > BATCH_BYTES
-        ):
-            self.flush()
-        self.pending.append(entry)
-        self.size += size
-
-    def flush(self) -> None:
-        if not self.pending:
-            return
-        reply = _json(self.api, "POST", "/api/admin/import", json={"documents": self.pending})
+    def add(self, reply: dict[str, Any]) -> None:
         self.created += reply["created"]
         self.existing += reply["existing"]
-        self.pending, self.size = [], 0
+
+
+def _batches(entries: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    """Consecutive batches of bounded count and size (at least one, maybe empty)."""
+    batch: list[dict[str, Any]] = []
+    size = 0
+    for entry in entries:
+        n = len(json.dumps(entry))
+        if batch and (len(batch) >= BATCH_DOCUMENTS or size + n > BATCH_BYTES):
+            yield batch
+            batch, size = [], 0
+        batch.append(entry)
+        size += n
+    yield batch
+
+
+def _import_run(api: Api, bundle: dict[str, Any], counts: _Counts) -> None:
+    """A run's documents in batches, each naming the run; the last commits it (its own
+    document is written after everything it owns)."""
+    run = bundle["run"]
+    entries = [
+        {"container": container, "doc": doc}
+        for key, container in RUN_PARTS + LAST_PARTS
+        for doc in bundle[key]
+    ]
+    batches = list(_batches(entries))
+    for i, batch in enumerate(batches):
+        body = {"run": run, "documents": batch, "commit": i == len(batches) - 1}
+        counts.add(_json(api, "POST", f"/api/admin/import/runs/{run['id']}", json=body))
 
 
 def _member(tar: tarfile.TarFile, name: str) -> bytes:
@@ -142,10 +152,11 @@ def cmd_import_all(a: argparse.Namespace, api: Api) -> int:
         manifest = json.loads(_member(tar, "manifest.json"))
         if manifest.get("format") != FORMAT or manifest.get("version") != VERSION:
             raise CliError(f"{a.file}: not a {FORMAT} version {VERSION} file", EXIT_BAD_INPUT)
-        docs = _Batches(api)
-        for schedule in json.loads(_member(tar, "schedules.json")):
-            docs.add("schedules", schedule)
-        docs.flush()
+        docs = _Counts()
+        schedules = json.loads(_member(tar, "schedules.json"))
+        for start in range(0, max(len(schedules), 1), BATCH_DOCUMENTS):
+            batch = {"schedules": schedules[start : start + BATCH_DOCUMENTS]}
+            docs.add(_json(api, "POST", "/api/admin/import/schedules", json=batch))
         artifacts = runs = 0
         for member in tar.getmembers():
             parts = member.name.split("/")
@@ -156,12 +167,7 @@ def cmd_import_all(a: argparse.Namespace, api: Api) -> int:
                 api._call("PUT", path, content=data, headers={"Content-Type": "application/gzip"})
                 artifacts += 1
             elif len(parts) == 3 and parts[0] == "runs" and parts[2] == "bundle.json":
-                bundle = json.loads(_member(tar, member.name))
-                for key, container in RUN_PARTS + LAST_PARTS:
-                    for doc in bundle[key]:
-                        docs.add(container, doc)
-                docs.add("runs", bundle["run"])  # after everything it owns
-                docs.flush()
+                _import_run(api, json.loads(_member(tar, member.name)), docs)
                 runs += 1
     print(
         f"imported {runs} runs ({artifacts} artifacts) and {manifest['schedules']} schedules "

@@ -92,7 +92,7 @@ async def export_run(run_id: RunId, request: Request) -> dict[str, Any]:
 async def export_artifact(run_id: RunId, owner: Owner, name: Name, request: Request) -> Response:
     _admin(request)
     data = await asyncio.to_thread(context.artifacts().get, run_id, owner, name)
-    return Response(data, media_type="application/octet-stream")
+    return Response(data, media_type="application/gzip")
 
 
 @router.get("/api/admin/export/schedules", **doc(a.ExportedSchedules, errors=(403, *STORE)))
@@ -101,24 +101,49 @@ async def export_schedules(request: Request) -> dict[str, Any]:
     return {"schedules": await asyncio.to_thread(archive().schedules)}
 
 
-@router.post(
-    "/api/admin/import", **doc(a.Imported, body=a.ImportBody, errors=(400, 403, 413, *STORE))
-)
-async def import_documents(request: Request) -> dict[str, Any]:
-    """Create the documents that do not exist yet, after checking them all: each run's
-    document last (benchctl sends it after everything the run owns)."""
-    _admin(request)
+async def _import_body(request: Request, listed: str, allowed: set[str]) -> dict[str, Any]:
+    """The JSON object of an import: only ``allowed`` keys, ``listed`` a bounded list."""
     raw = await request.body()
     if len(raw) > MAX_IMPORT_BYTES:
         raise TooLarge(f"an import is at most {MAX_IMPORT_BYTES:,} bytes; send smaller batches")
     body = parse_json(raw)
-    documents = body.get("documents") if isinstance(body, dict) else None
-    if not isinstance(documents, list) or set(body) != {"documents"}:
-        raise ValidationFailed([FieldError("documents", "expected {documents: [...]}")])
-    if len(documents) > MAX_IMPORT_DOCUMENTS:
-        message = f"at most {MAX_IMPORT_DOCUMENTS} a request"
-        raise ValidationFailed([FieldError("documents", message)])
-    return await asyncio.to_thread(archive().put, documents)
+    if not isinstance(body, dict):
+        raise ValidationFailed([FieldError("(body)", "must be an object")])
+    stray = sorted(set(body) - allowed)
+    if stray:
+        raise ValidationFailed([FieldError(stray[0], "unknown field")])
+    items = body.setdefault(listed, [])
+    if not isinstance(items, list) or len(items) > MAX_IMPORT_DOCUMENTS:
+        raise ValidationFailed([FieldError(listed, f"a list of at most {MAX_IMPORT_DOCUMENTS}")])
+    return body
+
+
+@router.post(
+    "/api/admin/import/runs/{run_id}",
+    **doc(a.Imported, body=a.RunImport, errors=(400, 403, 413, *STORE)),
+)
+async def import_run(run_id: RunId, request: Request) -> dict[str, Any]:
+    """A finished run's documents, created when missing after all are checked; ``commit``
+    writes the run's own document last (benchctl's last batch of the run)."""
+    _admin(request)
+    body = await _import_body(request, "documents", {"run", "documents", "commit"})
+    commit = body.get("commit")
+    if not isinstance(commit, bool):
+        raise ValidationFailed([FieldError("commit", "required: true or false")])
+    return await asyncio.to_thread(
+        archive().import_run, run_id, body.get("run"), body["documents"], commit=commit
+    )
+
+
+@router.post(
+    "/api/admin/import/schedules",
+    **doc(a.Imported, body=a.ScheduleImport, errors=(400, 403, 413, *STORE)),
+)
+async def import_schedules(request: Request) -> dict[str, Any]:
+    """Schedules as exported (ids and times kept), each checked as at creation."""
+    _admin(request)
+    body = await _import_body(request, "schedules", {"schedules"})
+    return await asyncio.to_thread(archive().import_schedules, body["schedules"])
 
 
 @router.put(
@@ -126,7 +151,7 @@ async def import_documents(request: Request) -> dict[str, Any]:
     **doc(
         a.ArtifactImported,
         status=201,
-        binary="application/octet-stream",
+        binary="application/gzip",
         errors=(400, 403, 413, *STORE),
     ),
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 Document = dict[str, Any]
 
@@ -44,14 +44,20 @@ class ExportedSchedules(BaseModel):
 
 
 class ImportedDocument(BaseModel):
-    container: Literal[
-        "schedules", "series", "regressions", "items", "results", "aggregates", "runs"
-    ]
-    doc: Document = Field(description="as exported: an id, its partition key, its fields")
+    container: Literal["items", "results", "aggregates", "series", "regressions"]
+    doc: Document = Field(description="as exported: one of the run's own documents")
 
 
-class ImportBody(BaseModel):
-    documents: list[ImportedDocument] = Field(max_length=500)  # archive.MAX_IMPORT_DOCUMENTS
+class RunImport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    run: Document = Field(description="the run's document as exported (a finished run)")
+    documents: list[ImportedDocument] = Field(default_factory=list, max_length=500)
+    commit: bool = Field(description="write the run's own document after these: the last batch")
+
+
+class ScheduleImport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    schedules: list[Document] = Field(max_length=500)
 
 
 class Imported(BaseModel):

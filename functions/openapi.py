@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
@@ -147,7 +147,7 @@ def doc(
         responses[status] = {"description": html, "content": {"text/html": page}}
     if download is not None:
         raw = {"schema": {"type": "string", "format": "binary"}}
-        responses[status] = {"description": download, "content": {"application/octet-stream": raw}}
+        responses[status] = {"description": download, "content": {"application/gzip": raw}}
     for code, model in {**({status: ok} if ok else {}), **(also or {})}.items():
         responses[code] = _json(_mark(model, "serialization"))
         if headers:
@@ -160,10 +160,11 @@ def doc(
     if binary is not None:
         content = {binary: {"schema": {"type": "string", "format": "binary"}}}
         extra["requestBody"] = {"required": True, "content": content}
+    extra_args: dict[str, Any] = {}
     if html is not None:
-        extra_args: dict[str, Any] = {"response_class": HTMLResponse}
-    else:
-        extra_args = {}
+        extra_args["response_class"] = HTMLResponse
+    if download is not None:
+        extra_args["response_class"] = Response
     return {
         **extra_args,
         "status_code": status,

@@ -41,6 +41,8 @@ BODY_OPERATIONS = [
     ("PATCH", f"/api/regressions/{'0' * 16}/{'0' * 16}.read.iops.gate.{RUN}"),
     *(("POST", f"/api/agent/{verb}") for verb in AGENT_VERBS),
     ("PUT", f"/api/agent/results/{ITEM}"),
+    ("POST", f"/api/admin/import/runs/{RUN}"),
+    ("POST", "/api/admin/import/schedules"),
 ]
 
 
