@@ -159,7 +159,9 @@ def prepare(argv: list[str] | None = None, *, log_to_stderr: bool = True) -> Age
         client_id=config.managed_identity_client_id,
     )
     worker = Worker(config, queues, api)
-    tracing.setup(config.agent_id)  # where spans go: adapters/telemetry.py
+    tracing.setup(  # where spans go: adapters/telemetry.py
+        config.agent_id, config.appinsights_connection_string, config.managed_identity_client_id
+    )
     return Agent(config, worker, api, once=a.once, max_items=a.max_items)
 
 

@@ -10,6 +10,7 @@ Where spans go: adapters/telemetry.py (Azure Monitor, an OTLP collector, files, 
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from contextvars import Token
 
@@ -26,8 +27,17 @@ from core.telemetry import Attribute
 SERVICE = "benchsvc-agent"
 
 
-def setup(agent_id: str) -> str | None:
-    """This agent's exporters (none configured: every span is a no-op)."""
+def setup(
+    agent_id: str, connection_string: str | None = None, client_id: str | None = None
+) -> str | None:
+    """This agent's exporters (none configured: every span is a no-op). With an Application
+    Insights connection string (the agent's configuration, from the Bicep) the distro sends
+    with the agent's managed identity, as the Function App does."""
+    if connection_string:
+        os.environ.setdefault(telemetry.APPINSIGHTS, connection_string)
+        if client_id:
+            auth = f"Authorization=AAD;ClientId={client_id}"
+            os.environ.setdefault("APPLICATIONINSIGHTS_AUTHENTICATION_STRING", auth)
     return telemetry.setup(SERVICE, agent_id)
 
 

@@ -490,6 +490,7 @@ module linuxPools 'modules/agentpool-linux.bicep' = [
       apiUrl: functionApp.outputs.url
       queueUri: storage.outputs.queueEndpoint
       apiScope: apiScope
+      appInsightsConnectionString: monitoring.outputs.connectionString
       agentPackageUrl: agentPackageUrl
       agentKeyVaultUri: agentVault.outputs.uri
       mounts: pool.mounts
@@ -519,6 +520,7 @@ module elasticAgentPools 'modules/agentpool-linux.bicep' = [
       apiUrl: apiUrlByName
       queueUri: storage.outputs.queueEndpoint
       apiScope: apiScope
+      appInsightsConnectionString: monitoring.outputs.connectionString
       agentPackageUrl: agentPackageUrl
       agentKeyVaultUri: agentVault.outputs.uri
       mounts: pool.mounts

@@ -545,6 +545,8 @@ EXPECTED_ASSIGNMENTS = {
     # Each pool's own identity: its own queue, and only the secrets its own mounts name.
     ("agent", CUSTOM_QUEUE_ROLE, "queue: bench-<pool>"),
     ("agent", "Key Vault Secrets User", "key vault secret: the pool's SMB credentials"),
+    # Each pool's identity sends its agents' traces (issue 31).
+    ("agent", "Monitoring Metrics Publisher", "application insights"),
     # Elastic pools (issue 18): the app sets the capacity of each one's scale set, only.
     ("app", CUSTOM_SCALER_ROLE, "scale set: elastic pool"),
 }
@@ -895,6 +897,7 @@ def test_agent_json_has_exactly_the_agent_config_fields() -> None:
         "managed_identity_client_id",
         "imds",
         "work_dir",
+        "appinsights_connection_string",
     }
     assert config["imds"] is True
     assert config["api_scope"] == SAMPLE_PARAMS["apiScope"]
