@@ -7,13 +7,19 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import signal
+import subprocess
+import sys
+import threading
 from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import httpx
 from opentelemetry import trace
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
@@ -27,6 +33,7 @@ from benchctl.localstack import Stack
 from tests.conftest import run_body, wait_state, wait_until
 from tests.second_api import SecondApi
 
+ROOT = Path(__file__).resolve().parent.parent
 Span = dict[str, Any]
 AGENT_STAGES = ("claim", "layout", "barrier wait", "fio", "result upload")
 
@@ -48,7 +55,11 @@ def test_a_run_is_one_trace_across_api_queue_agents_and_aggregation(
     stack: Stack, queues: WorkQueues, pool: str, scratch: Path, tmp_path: Path
 ) -> None:
     spans_dir = tmp_path / "telemetry"
-    env = {"BENCH_TELEMETRY_DIR": str(spans_dir), "OTEL_BSP_SCHEDULE_DELAY": "200"}
+    env = {
+        "BENCH_TELEMETRY_DIR": str(spans_dir),
+        "OTEL_BSP_SCHEDULE_DELAY": "200",
+        "OTEL_METRIC_EXPORT_INTERVAL": "1000",
+    }
     api = SecondApi(stack, tmp_path / "api", env=env)
     api.stack.telemetry = env  # its agents export too
     api.start()
@@ -160,6 +171,20 @@ def test_a_run_is_one_trace_across_api_queue_agents_and_aggregation(
             assert s["attributes"]["bench.run_id"] == run_id
             assert "POST /api/runs" in ancestors(s)
 
+    # The API exported the operator's gauges as OpenTelemetry metrics too, the test pool's
+    # among them (functions/telemetry.py; checked figure by figure in test_operator_metrics).
+    exported: dict[str, set[str]] = {}
+    for path in spans_dir.glob("benchsvc-api-*.metrics.jsonl"):
+        for line in path.read_text().splitlines():
+            for rm in json.loads(line)["resource_metrics"]:
+                for sm in rm["scope_metrics"]:
+                    for m in sm["metrics"]:
+                        pools = {str(p["attributes"].get("pool")) for p in m["data"]["data_points"]}
+                        exported.setdefault(m["name"], set()).update(pools)
+    gauges = ("bench.queue.messages", "bench.queue.oldest_age", "bench.agents.live")
+    assert all(pool in exported[g] for g in gauges), exported
+    assert {"bench.runs", "bench.timer.last_tick_age"} <= set(exported)
+
 
 def test_a_span_named_with_a_runs_traceparent_joins_that_run_s_trace() -> None:
     """The parent rule (core.telemetry): the timer's spans go directly under the intake
@@ -218,3 +243,73 @@ def test_a_span_named_with_a_runs_traceparent_joins_that_run_s_trace() -> None:
         ("bench.poison.messages", (("pool", "p"),)): 1,
     }
     assert trace.get_current_span().get_span_context().is_valid is False  # nothing leaked
+
+
+COLLECTOR_CHILD = """
+import sys
+from adapters import telemetry as otel
+from core import telemetry
+
+assert otel.setup("benchsvc-check", "one") == "otlp"
+with telemetry.span("intake", None, run_id="r-otlp") as intake:
+    with telemetry.span("aggregate", intake.traceparent, run_id="r-otlp", step=0):
+        pass
+otel.flush()
+"""
+
+
+def test_spans_go_to_an_otlp_collector_when_one_is_named(tmp_path: Path) -> None:
+    """OTEL_EXPORTER_OTLP_ENDPOINT: the OTLP/HTTP exporter, to a collector the operator runs
+    (here a receiver of the OTLP/HTTP protocol, decoding with OpenTelemetry's own protobufs)."""
+    received: list[ExportTraceServiceRequest] = []
+
+    class Collector(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            if self.path == "/v1/traces":
+                received.append(ExportTraceServiceRequest.FromString(body))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Collector)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        env = {
+            **os.environ,
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{server.server_address[1]}",
+            "OTEL_METRIC_EXPORT_INTERVAL": "600000",
+        }
+        env.pop("BENCH_TELEMETRY_DIR", None)
+        env.pop("APPLICATIONINSIGHTS_CONNECTION_STRING", None)
+        done = subprocess.run(
+            [sys.executable, "-c", COLLECTOR_CHILD],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+    finally:
+        server.shutdown()
+    spans = [
+        span
+        for request in received
+        for rs in request.resource_spans
+        for ss in rs.scope_spans
+        for span in ss.spans
+    ]
+    by_name = {span.name: span for span in spans}
+    assert set(by_name) == {"intake", "aggregate"}
+    assert by_name["aggregate"].parent_span_id == by_name["intake"].span_id
+    assert by_name["aggregate"].trace_id == by_name["intake"].trace_id
+    attrs = {a.key: a.value for a in by_name["aggregate"].attributes}
+    assert attrs["bench.run_id"].string_value == "r-otlp" and attrs["bench.step"].int_value == 0
+    service = {
+        a.key: a.value.string_value for a in received[0].resource_spans[0].resource.attributes
+    }
+    assert service["service.name"] == "benchsvc-check"
