@@ -76,12 +76,11 @@ def retention_tick() -> None:
 async def local_timer_loop(interval_s: float) -> None:
     """The local stack has no Functions host: run the same timer work on a short period."""
     while True:
-        try:
-            await asyncio.to_thread(schedules_tick)
-            await asyncio.to_thread(finalize_tick)
-            await asyncio.to_thread(retention_tick)
-        except BenchError as e:
-            log.warning("timer tick failed: %s", e)
-        except Exception:
-            log.exception("timer tick crashed")
+        for tick in (schedules_tick, finalize_tick, retention_tick):  # each goes on alone
+            try:
+                await asyncio.to_thread(tick)
+            except BenchError as e:
+                log.warning("timer tick %s failed: %s", tick.__name__, e)
+            except Exception:
+                log.exception("timer tick %s crashed", tick.__name__)
         await asyncio.sleep(interval_s)

@@ -46,14 +46,16 @@ def test_the_local_timer_expires_what_cosmos_db_and_blob_lifecycle_would(
     stack: Stack, store: CosmosStore, artifacts: BlobArtifacts, tmp_path: Path
 ) -> None:
     """An API whose timer runs with short retention (2 s for replay guards, 3 s for agent
-    records, raw artifacts cool after 2 s and go after 5 s) on the session's servers."""
+    records, raw artifacts cool after 2 s and go after 10 s) on the session's servers. The
+    documents and artifacts are written once it runs: its timer sweeps every 5 s, so one
+    sweep falls between the artifacts' cooling and their deletion."""
     day = 1 / DAY_S
     api = dataclasses.replace(stack, dir=str(tmp_path), api_port=localstack.free_port(), procs=[])
     env = {
         "BENCH_ACTIVITY_TTL_S": "2",
         "BENCH_AGENT_TTL_S": "3",
         "BENCH_RAW_COOL_DAYS": str(2 * day),
-        "BENCH_RAW_DELETE_DAYS": str(5 * day),
+        "BENCH_RAW_DELETE_DAYS": str(10 * day),
     }
     tag = uuid.uuid4().hex[:12]
     run_id, owner = f"r-{tag}{'0' * 20}", f"r-{tag}{'0' * 20}.s0.c0"
@@ -61,26 +63,25 @@ def test_the_local_timer_expires_what_cosmos_db_and_blob_lifecycle_would(
     agent: dict[str, object] = {"id": f"retention-{tag}", "pool": "default", "session": tag}
     agent.update(registered_ms=0, last_seen_ms=0)
     point = {"id": f"k-{tag}.{run_id}.s0", "series_key": f"k-{tag}", "run_id": run_id}
-    store.container("activities").create(activity)
-    store.container("agents").create(agent)
-    store.container("series").create(point)  # a series point: kept while its series is
-    for name in ("raw", "logs", "timeline"):
-        artifacts.put(run_id, owner, name, name.encode())
-    written = time.time()
+
+    def tiers() -> dict[str, str | None]:
+        return {b.name: b.tier for b in artifacts.of_run(run_id)}
 
     proc = localstack.start_api(api, timer_seconds=0.5, extra_env=env)
     try:
-
-        def tiers() -> dict[str, str | None]:
-            return {b.name: b.tier for b in artifacts.of_run(run_id)}
-
+        store.container("activities").create(activity)
+        store.container("agents").create(agent)
+        store.container("series").create(point)  # a series point: kept while its series is
+        for name in ("raw", "logs", "timeline"):
+            artifacts.put(run_id, owner, name, name.encode())
+        written = time.time()
         cooled = wait_until(
             lambda: (t := tiers()).get("raw") == "Cool" and t.get("logs") == "Cool" and t,
-            timeout=15,
+            timeout=20,
             what="raw artifacts in cool storage",
         )
         assert cooled["timeline"] in (None, "Hot")  # a figure's artifact is not raw
-        wait_until(lambda: set(tiers()) == {"timeline"}, timeout=15, what="raw artifacts gone")
+        wait_until(lambda: set(tiers()) == {"timeline"}, timeout=20, what="raw artifacts gone")
         gone_after = time.time() - written
     finally:
         localstack.stop_proc(proc)
@@ -94,4 +95,4 @@ def test_the_local_timer_expires_what_cosmos_db_and_blob_lifecycle_would(
     assert absent("activities", activity["id"]) and absent("agents", str(agent["id"]))
     assert not absent("series", point["id"])
     assert artifacts.get(run_id, owner, "timeline") == b"timeline"
-    assert gone_after >= 5  # not before their time
+    assert gone_after >= 10  # not before their time

@@ -106,7 +106,12 @@ def test_a_run_is_one_trace_across_api_queue_agents_and_aggregation(
     by_id = {span_id(s): s for s in spans}
     names = Counter(s["name"] for s in spans)
     queue = work_queue_name(pool)
-    assert names[f"send {queue}"] == 3 and names[f"process {queue}"] == 3  # 1 + 2 messages
+    assert names[f"send {queue}"] == 3  # 1 + 2 messages
+    items = [s for s in spans if s["name"] == f"process {queue}"]
+    # One delivery per message, unless a lease was lost under load (a redelivery is a
+    # span of its own, in the same trace, under the same send span).
+    completed = [s for s in items if s["attributes"]["bench.outcome"] == "completed"]
+    assert len(completed) == 3
 
     # Parent links are intact: one root (the request that made the run), every other
     # span's parent is a span of this same trace.
@@ -129,7 +134,7 @@ def test_a_run_is_one_trace_across_api_queue_agents_and_aggregation(
     # message, which is a child of its step's "enqueue step" span.
     sends = {span_id(s): s for s in spans if s["name"] == f"send {queue}"}
     assert f"0x{msg_parent}" in sends  # the first message's context is its send span
-    for process in (s for s in spans if s["name"] == f"process {queue}"):
+    for process in items:
         send = parent(process)
         assert send["name"] == f"send {queue}" and process["kind"] == "SpanKind.CONSUMER"
         assert parent(send)["name"] == "enqueue step"
@@ -154,16 +159,15 @@ def test_a_run_is_one_trace_across_api_queue_agents_and_aggregation(
         assert attrs["bench.item_id"] == item["attributes"]["bench.item_id"]
         assert attrs["bench.step"] == int(attrs["bench.item_id"].split(".s")[1].split(".")[0])
         assert attrs["bench.agent_id"].startswith(f"agent-{pool}-trace-")
-    for item in (s for s in spans if s["name"] == f"process {queue}"):
+    for item in completed:
         mine = sorted(
             (s for s in spans if s.get("parent_id") == span_id(item)),
             key=lambda s: s["start_time"],
         )
         assert [s["name"] for s in mine] == list(AGENT_STAGES)
-        assert item["attributes"]["bench.outcome"] == "completed"
     # The API's spans of each agent call nest under the stage that made it.
     claims = [s for s in spans if s["name"] == "POST /api/agent/claim"]
-    assert len(claims) == 3 and all(parent(s)["name"] == "claim" for s in claims)
+    assert len(claims) == len(items) and all(parent(s)["name"] == "claim" for s in claims)
 
     # Aggregation and detection, in the same trace, carrying the run id.
     for name in ("aggregate", "detect"):
