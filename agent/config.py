@@ -103,6 +103,9 @@ class AgentConfig:
     diskspd_binary: str = "diskspd.exe"  # Windows agents run engine "diskspd" items
     fio_binary: str = "fio"
     heartbeat_s: float = 30.0  # registry heartbeat (core.fleet.registry): one call a period
+    # Traces to Application Insights (Entra ID ingestion with this agent's managed identity);
+    # else the OTEL_* / BENCH_TELEMETRY_DIR environment decides (adapters/telemetry.py).
+    appinsights_connection_string: str | None = None
 
     def __post_init__(self) -> None:
         if not re.match(POOL_PATTERN, self.pool):

@@ -91,6 +91,7 @@ def run_fio(worker: Worker, item: WorkItem, lease: Lease, t_claimed: float) -> s
         if isinstance(scheduled, str):
             return scheduled
         sleep_until(scheduled / 1000)
+        worker.trace.stage("fio")
         released = fio.release()
         stop = worker._wait_for(fio, lease, item)
         if stop:

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
@@ -143,16 +143,21 @@ def doc(
     headers: Mapping[str, Any] | None = None,
     binary: str | None = None,
     html: str | None = None,
+    download: str | None = None,
 ) -> dict[str, Any]:
     """Route arguments documenting an operation: its answer ``ok`` with ``status`` (no
     content when ``ok`` is None), other successful answers ``also``, the error statuses it
     can answer, and its JSON request ``body`` (or raw bytes of media type ``binary``).
-    ``html`` describes an answer that is an HTML page instead of JSON.
+    ``html`` describes an answer that is an HTML page instead of JSON, ``download`` one of
+    raw bytes (its description).
     Responses are described, never filtered."""
     responses: dict[int | str, Any] = {}
     if html is not None:
         page = {"schema": {"type": "string"}}
         responses[status] = {"description": html, "content": {"text/html": page}}
+    if download is not None:
+        raw = {"schema": {"type": "string", "format": "binary"}}
+        responses[status] = {"description": download, "content": {"application/gzip": raw}}
     for code, model in {**({status: ok} if ok else {}), **(also or {})}.items():
         responses[code] = _json(_mark(model, "serialization"))
         if headers:
@@ -166,10 +171,11 @@ def doc(
     if binary is not None:
         content = {binary: {"schema": {"type": "string", "format": "binary"}}}
         extra["requestBody"] = {"required": True, "content": content}
+    extra_args: dict[str, Any] = {}
     if html is not None:
-        extra_args: dict[str, Any] = {"response_class": HTMLResponse}
-    else:
-        extra_args = {}
+        extra_args["response_class"] = HTMLResponse
+    if download is not None:
+        extra_args["response_class"] = Response
     return {
         **extra_args,
         "status_code": status,

@@ -45,6 +45,8 @@ BODY_OPERATIONS = [
     *(("POST", f"/api/agent/{verb}") for verb in AGENT_VERBS),
     ("PUT", f"/api/agent/results/{ITEM}"),
     ("POST", "/api/targets/scratch/clean"),
+    ("POST", f"/api/admin/import/runs/{RUN}"),
+    ("POST", "/api/admin/import/schedules"),
 ]
 
 

@@ -40,7 +40,17 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 R = TypeVar("R")
 
-__all__ = ["INTERNAL_ERROR_ATTEMPTS", "TickMark", "Timer", "barrier_reason", "tick_check"]
+__all__ = [
+    "INTERNAL_ERROR_ATTEMPTS",
+    "TIMERS",
+    "TickMark",
+    "Timer",
+    "barrier_reason",
+    "tick_check",
+]
+# The timers whose complete ticks are recorded (this one, and core.monitoring.scheduler's):
+# what /api/health judges and the operator's bench.timer.last_tick_age reports.
+TIMERS = ("runs", "schedules")
 # A timer records its complete ticks at most this often (locally it ticks twice a second;
 # in Azure once a minute): the age /api/health reports is this much coarser at worst.
 TICK_RECORD_MS = 5_000
@@ -206,10 +216,7 @@ class Timer:
                 return None
 
             return self.life.update_step(step.run_id, step.step, clear)
-        reason = barrier_reason(self.store, step)
-        step = self.life.update_step(
-            step.run_id, step.step, lambda s: None if s.fail(reason) else False
-        )
+        step = self.life.fail_barrier(step, barrier_reason(self.store, step))
         if step.start_at_ms is None:
             self.life.advance(step.run_id)
         return step
