@@ -33,7 +33,9 @@ class Ports:
     pool: str
 
 
-@pytest.fixture(params=["memory", "azure"])
+# The real servers' side needs the session's stack (tests/lanes.py cannot see the fixtures
+# it asks for by name).
+@pytest.fixture(params=["memory", pytest.param("azure", marks=pytest.mark.stack)])
 def ports(request: pytest.FixtureRequest, pool: str) -> Iterator[Ports]:
     if request.param == "memory":
         clock = SimClock(time.time())
