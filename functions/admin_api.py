@@ -14,19 +14,21 @@ from fastapi.responses import JSONResponse, Response
 
 from adapters.archive import MAX_IMPORT_DOCUMENTS, Archive, settled
 from adapters.blob import MAX_ARTIFACT_BYTES
-from core.errors import FieldError, TooLarge, ValidationFailed
+from core.errors import FieldError, ValidationFailed
 from core.runs.guardrails import Forbidden
 from functions import apidocs_admin as a
 from functions import context
 from functions.inputs import parse_json
 from functions.openapi import doc
-from functions.params import STORE, RunId, SeriesKey, caller_of
+from functions.params import STORE, RunId, SeriesKey, caller_of, read_body
 
 router = APIRouter()
 ADMIN_ERRORS = (400, 403, 404, *STORE)
 Owner = Annotated[str, Path(pattern=r"^r-[0-9a-f]{32}\.s[0-9]{1,4}(\.c[0-9]{1,4})?$")]
 Name = Annotated[str, Path(pattern=r"^[a-z]{1,16}$")]
-MAX_IMPORT_BYTES = 64 << 20  # one import request; benchctl sends smaller batches
+# One import request, refused (413) before it is read beyond this: benchctl sends batches of
+# at most 8 MiB of documents (benchctl/cli_admin.py), each document at most 2 MB.
+MAX_IMPORT_BYTES = 16 << 20
 
 
 @cache
@@ -103,10 +105,7 @@ async def export_schedules(request: Request) -> dict[str, Any]:
 
 async def _import_body(request: Request, listed: str, allowed: set[str]) -> dict[str, Any]:
     """The JSON object of an import: only ``allowed`` keys, ``listed`` a bounded list."""
-    raw = await request.body()
-    if len(raw) > MAX_IMPORT_BYTES:
-        raise TooLarge(f"an import is at most {MAX_IMPORT_BYTES:,} bytes; send smaller batches")
-    body = parse_json(raw)
+    body = parse_json(await read_body(request, MAX_IMPORT_BYTES))
     if not isinstance(body, dict):
         raise ValidationFailed([FieldError("(body)", "must be an object")])
     stray = sorted(set(body) - allowed)
@@ -162,8 +161,6 @@ async def import_artifact(
     _admin(request)
     if not owner.startswith(run_id + "."):
         raise ValidationFailed([FieldError("owner", f"not an item or step of {run_id}")])
-    data = await request.body()
-    if len(data) > MAX_ARTIFACT_BYTES:
-        raise TooLarge(f"artifact {name} is {len(data):,} bytes; at most {MAX_ARTIFACT_BYTES:,}")
+    data = await read_body(request, MAX_ARTIFACT_BYTES)
     await asyncio.to_thread(context.artifacts().put, run_id, owner, name, data)
     return JSONResponse({"stored": True, "bytes": len(data)}, status_code=201)

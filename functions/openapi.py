@@ -37,7 +37,8 @@ ERRORS: dict[int, str] = {
     409: "Conflicts with the current state (busy target with on_busy refuse, Idempotency-Key "
     "reused with another body, an agent reporting for an item it does not hold, a concurrent "
     "change, a replayed chat request)",
-    413: "A request body over 1 MiB (a result: 2 MiB), refused before it is read; or over a "
+    413: "A request body over 1 MiB (a result: 2 MiB; an admin's import: 16 MiB, an "
+    "imported artifact: 256 MiB), refused before it is read; or over a "
     "limit a backing service holds (a 2 MB Cosmos DB document, an artifact's size): nothing "
     "written",
     503: "A backing service (Cosmos DB, the queue) failed or did not answer in time: retry "

@@ -29,6 +29,8 @@ QUERIES = {
     field: f"SELECT c.id FROM c WHERE c.{field} = @r"  # noqa: S608 (fixed field names)
     for field in ("id", "run_id", "first_run_id")
 }
+# The deployments' agents run fio (the runs exported are measured).
+pytestmark = pytest.mark.fio
 ADMIN_KEY, ENGINEER_KEY = "admin-key-" + "a" * 16, "engineer-key-" + "e" * 16
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from opentelemetry import trace
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.metrics import MeterProvider
@@ -51,6 +52,7 @@ def span_id(span: Span) -> str:
     return str(span["context"]["span_id"])
 
 
+@pytest.mark.fio  # its agents run fio
 def test_a_run_is_one_trace_across_api_queue_agents_and_aggregation(
     stack: Stack, queues: WorkQueues, pool: str, scratch: Path, tmp_path: Path
 ) -> None:
