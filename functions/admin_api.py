@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse, Response
 from adapters.archive import MAX_IMPORT_DOCUMENTS, Archive, settled
 from adapters.blob import MAX_ARTIFACT_BYTES
 from core.errors import FieldError, ValidationFailed
+from core.ports import CONTINUATION_PATTERN
 from core.runs.guardrails import Forbidden
 from functions import apidocs_admin as a
 from functions import context
@@ -57,11 +58,18 @@ async def delete_series(series_key: SeriesKey, request: Request) -> dict[str, An
     return {"removed": await asyncio.to_thread(archive().purge_series, series_key)}
 
 
-@router.get("/api/admin/export/runs", **doc(a.ExportedRuns, errors=(400, 403, *STORE)))
+@router.get("/api/admin/export/runs", **doc(a.ExportedRuns, errors=(400, 403, 404, *STORE)))
 async def export_runs(
     request: Request,
     limit: Annotated[int, Query(ge=1, le=200)] = 100,
-    continuation: Annotated[str | None, Query(max_length=4096)] = None,
+    continuation: Annotated[
+        str | None,
+        Query(
+            max_length=16384,
+            pattern=CONTINUATION_PATTERN,
+            description="the token the previous page gave (404 for one it did not)",
+        ),
+    ] = None,
 ) -> dict[str, Any]:
     """A page of the deployment's runs, newest first: the finished ones to move."""
     _admin(request)

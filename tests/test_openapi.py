@@ -144,7 +144,14 @@ def test_the_document_refuses_what_the_server_refuses(document: dict[str, Any]) 
     ]
     token = Draft202012Validator(continuation["schema"])
     assert not token.is_valid("not a token") and token.is_valid("bWVtb3J5LXBhZ2U6Mg==")
-    assert "404" in document["paths"]["/api/runs"]["get"]["responses"]
+    for listing in ("/api/runs", "/api/admin/export/runs"):
+        (given,) = [
+            p
+            for p in document["paths"][listing]["get"]["parameters"]
+            if p["name"] == "continuation"
+        ]
+        assert given["schema"] == continuation["schema"], listing
+        assert "404" in document["paths"][listing]["get"]["responses"], listing
 
 
 def test_every_body_and_answer_is_described(document: dict[str, Any]) -> None:
