@@ -9,7 +9,7 @@ The operator's metrics (docs/operations.md lists them with the alerts worth sett
 - ``bench.runs`` {state}: runs in each state;
 - ``bench.agents.live`` {pool}: agents heard from within three heartbeat periods;
 - ``bench.timer.last_tick_age`` {timer} s: since each timer's last complete tick;
-- ``bench.barrier.failures`` (counter, core.runs.lifecycle) and ``bench.poison.messages``
+- ``bench.barrier.failures`` (counter, core.runs.timer.fail_barrier) and ``bench.poison.messages``
   {pool} (counter, adapters/queue.py).
 
 The gauges are read when the meter collects (every 60 s by default), each from one read of

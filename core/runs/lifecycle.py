@@ -119,20 +119,6 @@ class Lifecycle:
             step_id(run_id, step),
         )
 
-    def fail_barrier(self, step: Step, reason: str) -> Step:
-        """Fail a step at its barrier's deadline (the timer, or an agent's poll past it);
-        counted once, by the call that wrote it (the operator's ``bench.barrier.failures``)."""
-        wrote = [False]
-
-        def fail(s: Step) -> bool | None:
-            wrote[0] = s.fail(reason)
-            return None if wrote[0] else False
-
-        step = self.update_step(step.run_id, step.step, fail)
-        if wrote[0]:
-            telemetry.count("bench.barrier.failures")
-        return step
-
     # ---- sending steps ------------------------------------------------------------------
 
     def deliver(self, run: Run, *, creator: bool = False) -> Run:
