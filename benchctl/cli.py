@@ -13,6 +13,7 @@ import sys
 
 from benchctl import cli_admin, cli_follow, cli_monitoring, cli_reports
 from benchctl.cli_common import (
+    EXIT_BAD_INPUT,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     FORMATS,
@@ -274,8 +275,24 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _undecodable(args: argparse.Namespace) -> str | None:
+    """The option whose value is not text: bytes the terminal's encoding could not decode
+    arrive as lone surrogates (PEP 383), which no URL, header or JSON body can carry."""
+    for name, value in vars(args).items():
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, str):
+                try:
+                    v.encode("utf-8")
+                except UnicodeEncodeError:
+                    return name
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if (name := _undecodable(args)) is not None:
+        print(f"benchctl: {name}: not valid UTF-8 text", file=sys.stderr)
+        return EXIT_BAD_INPUT
     try:
         if hasattr(args, "api_func"):
             code: int = args.api_func(args, _api(args))

@@ -205,6 +205,8 @@ def test_no_argument_list_gets_a_traceback_from_the_api(
         ),
         (["clean", "../runs"], "target: '../runs' is not a target alias"),
         (["detect", "MISSING"], "MISSING"),
+        # Bytes a terminal could not decode reach argv as lone surrogates (PEP 383).
+        (["list", "--target", "\udcff"], "target: not valid UTF-8 text"),
         (["aggregate", "DIR"], "DIR"),
     ],
 )

@@ -33,8 +33,7 @@ class Ports:
     pool: str
 
 
-# The real servers' side needs the session's stack (tests/lanes.py cannot see the fixtures
-# it asks for by name).
+# The servers' side is fetched by name below, which tests/lanes.py cannot see: marked here.
 @pytest.fixture(params=["memory", pytest.param("azure", marks=pytest.mark.stack)])
 def ports(request: pytest.FixtureRequest, pool: str) -> Iterator[Ports]:
     if request.param == "memory":

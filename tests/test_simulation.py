@@ -19,6 +19,7 @@ STEPS = 5_000
 SEEDS = [FIXED_SEED] + ([int(os.environ["SIM_SEED"])] if os.environ.get("SIM_SEED") else [])
 
 
+@pytest.mark.slow  # 5,000 steps: 3-5 s
 @pytest.mark.parametrize("seed", SEEDS)
 def test_the_simulation_keeps_every_invariant(seed: int) -> None:
     steps = STEPS if seed == FIXED_SEED else int(os.environ.get("SIM_STEPS", STEPS))

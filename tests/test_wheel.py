@@ -150,6 +150,7 @@ def steps_of(pipeline: Any) -> list[tuple[str, int | None]]:
     return [(o.name, o.code) for o in pipeline.outcomes]
 
 
+@pytest.mark.fio  # the wheel's agent runs fio
 def test_the_wheel_runs_the_pipeline_examples_against_the_local_stack(
     stack: Stack,
     api: httpx.Client,

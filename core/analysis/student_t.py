@@ -13,6 +13,8 @@ FloatArray = npt.NDArray[np.float64]
 # Relative size under which a spread or a difference of means is rounding, not signal
 # (a constant series' mean and variance carry error of this order).
 ROUNDING = 1e-12
+# Relative rounding of a difference of running sums of squares (a few dozen float64 ulps).
+ROUNDING_OF_SUMS = 32 * float(np.finfo(np.float64).eps)
 
 
 def ttest_pvalue(left: FloatArray, right: FloatArray) -> float:
@@ -103,7 +105,12 @@ class SplitT:
         sum_2 = self._sums[end] - self._sums[taus]
         total = self._squares[end] - self._squares[start]
         within = total - sum_1 * sum_1 / n_1 - sum_2 * sum_2 / n_2
-        pooled = np.maximum(within / (n_1 + n_2 - 2.0), self._least_variance)
+        # ``within`` is a difference of prefix sums: its rounding grows with the squares
+        # summed up to ``end``. A variance below that is no spread at all; flooring it there
+        # ranks noise-free splits by their difference of means, not by the rounding left.
+        noise = ROUNDING_OF_SUMS * self._squares[end]
+        least = max(self._least_variance, noise / (end - start - 2.0))
+        pooled = np.maximum(within / (n_1 + n_2 - 2.0), least)
         diff = sum_2 / n_2 - sum_1 / n_1
         squared: FloatArray = diff * diff / (pooled * (1.0 / n_1 + 1.0 / n_2))
         return squared
