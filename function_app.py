@@ -16,11 +16,13 @@ app = func.AsgiFunctionApp(app=create_app(), http_auth_level=func.AuthLevel.ANON
 
 
 @app.timer_trigger(
-    schedule=timers.FINALIZE_SCHEDULE, arg_name="timer", run_on_startup=False, use_monitor=True
+    schedule=timers.RUNS_SCHEDULE, arg_name="timer", run_on_startup=False, use_monitor=True
 )
-def finalize_runs(timer: func.TimerRequest) -> None:
-    """Aggregate finished runs and mark them completed (idempotent: deterministic ids)."""
-    timers.finalize_tick()
+def advance_runs(timer: func.TimerRequest) -> None:
+    """Move every run on that is due (functions.timers.runs_tick): scale elastic pools, admit
+    waiting runs, send and resend steps, expire start barriers, aggregate and complete
+    finished runs (idempotent: deterministic ids), update the Teams run cards."""
+    timers.runs_tick()
 
 
 @app.timer_trigger(

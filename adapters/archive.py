@@ -126,7 +126,7 @@ class Archive:
     def _delete(self, container: str, doc: Doc, removed: Counter[str]) -> None:
         c = self.store.container(container)
         try:
-            c.delete(str(doc["id"]), str(doc[c.pk_field]))
+            c.delete(str(doc["id"]), str(doc[self.store.partition_field(container)]))
             removed[container] += 1
         except NotFound:
             pass  # gone already: what was asked
@@ -188,7 +188,7 @@ class Archive:
         if doc.get(owner_field) != run_id:
             message = f"not one of run {run_id}'s documents"
             raise ValidationFailed([FieldError(f"{where}.doc.{owner_field}", message)])
-        pk = self.store.container(container).pk_field
+        pk = self.store.partition_field(container)
         for key in dict.fromkeys(("id", pk)):
             value = doc.get(key)
             if not isinstance(value, str) or not 0 < len(value) <= 255 or "/" in value:

@@ -64,7 +64,7 @@ def sweep(
             if not rules.expired(name, float(doc["_ts"]), now_s, own_ttl):
                 continue
             try:
-                container.delete(str(doc["id"]), str(doc[container.pk_field]))
+                container.delete(str(doc["id"]), str(doc[store.partition_field(name)]))
             except NotFound:
                 continue  # expired by someone else meanwhile
             out.expired[name] = out.expired.get(name, 0) + 1

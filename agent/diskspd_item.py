@@ -1,5 +1,6 @@
-"""The DiskSpd side of the agent's loop (agent.worker): DiskSpd has no start gate, so its
-files are laid out before ready and the process starts at the step's instant."""
+"""The DiskSpd side of the agent's loop (agent.worker): DiskSpd is not parked on a start
+FIFO as fio is, so its files are laid out before ready and the process starts at the step's
+instant."""
 
 from __future__ import annotations
 

@@ -69,7 +69,7 @@ class DiskSpdProcess:
         return done.returncode, done.stderr.strip() or done.stdout.strip()
 
     def start(self) -> float:
-        """Launch the measured run at the common instant. DiskSpd's own gate (``-yr``, a
+        """Launch the measured run at the common instant. DiskSpd's own start signal (``-yr``, a
         Windows named event) is not used, so its start-up (threads, opening the files) counts
         in the skew it reports. Returns the launch instant, Unix ms."""
         self.work_dir.mkdir(parents=True, exist_ok=True)

@@ -142,8 +142,8 @@ class FioProcess:
         self._proc: subprocess.Popen[bytes] | None = None
         # A dot keeps it from ever matching a job (alias) name: fio takes a non-regular
         # file in its cwd named like the job as the job's file (fio's init.c, add_job).
-        self._gate = work_dir / "gate.fifo"
-        self._gate_fd: int | None = None
+        self._start_fifo = work_dir / "start.fifo"
+        self._start_fd: int | None = None
 
     def fill(self) -> FillInfo:
         """Write the working set once per mount and size (the precondition phase), unless
@@ -223,15 +223,15 @@ class FioProcess:
         return done.returncode, _notes(self.work_dir / "prepare.json") + done.stderr
 
     def start(self) -> None:
-        """Launch the measured run, held at its start gate until ``release``.
+        """Launch the measured run, each job parked on the start FIFO until ``release``.
 
         The agent keeps the FIFO open read-write, so fio's jobs open it at once and block in
         their read; lines written later wait in the pipe for jobs that come late.
         """
         self.work_dir.mkdir(parents=True, exist_ok=True)  # no layout ran on read-only mounts
-        self._gate.unlink(missing_ok=True)
-        os.mkfifo(self._gate, 0o600)
-        self._gate_fd = os.open(self._gate, os.O_RDWR | os.O_NONBLOCK)
+        self._start_fifo.unlink(missing_ok=True)
+        os.mkfifo(self._start_fifo, 0o600)
+        self._start_fd = os.open(self._start_fifo, os.O_RDWR | os.O_NONBLOCK)
         job = self.work_dir / "run.fio"
         if self._workload.metadata is not None:
             # A metadata phase: data_dirs are the mounts' tree roots (agent.metadata).
@@ -239,14 +239,14 @@ class FioProcess:
                 self._workload,
                 roots={a: str(d) for a, d in self.data_dirs.items()},
                 log_prefix=str(self._prefix),
-                gate=str(self._gate),
+                start_fifo=str(self._start_fifo),
             )
         else:
             text = job_file(
                 self._workload,
                 directories={a: str(d) for a, d in self.data_dirs.items()},
                 log_prefix=str(self._prefix),
-                gate=str(self._gate),
+                start_fifo=str(self._start_fifo),
                 read_files=self.read_files,
             )
         job.write_text(text)
@@ -279,14 +279,14 @@ class FioProcess:
         return self._workload.numjobs * (len(self.data_dirs) + len(self.read_files))
 
     def parked_jobs(self, proc: Path = PROC) -> int | None:
-        """How many of fio's jobs wait at the gate: each runs the gate's ``read`` in a shell
+        """How many of fio's jobs wait on the start FIFO: each runs its ``read`` in a shell
         of its own (exec_prerun, system()), a child of one of fio's threads. None when fio
         has exited or the kernel does not list children (/proc/PID/task/TID/children)."""
         assert self._proc is not None
         return parked_children(proc / str(self._proc.pid))
 
     def wait_parked(self, timeout_s: float) -> bool:
-        """Wait until every job waits at the gate (fio has started up and opened its
+        """Wait until every job waits on the start FIFO (fio has started up and opened its
         files), so the start instant need not leave time for that. False on timeout, when
         fio exited, or when the kernel cannot tell."""
         deadline = time.monotonic() + timeout_s
@@ -300,28 +300,29 @@ class FioProcess:
         return False
 
     def release(self) -> float:
-        """Open the gate: one line per fio job. Returns the instant, Unix ms."""
-        assert self._gate_fd is not None
-        os.write(self._gate_fd, b"\n" * self.jobs)
+        """Release the jobs: one line per fio job into the start FIFO. Returns the instant,
+        Unix ms."""
+        assert self._start_fd is not None
+        os.write(self._start_fd, b"\n" * self.jobs)
         return time.time() * 1000
 
-    def _close_gate(self) -> None:
-        if self._gate_fd is not None:
-            os.close(self._gate_fd)  # jobs still waiting read EOF and go on (then stop)
-            self._gate_fd = None
+    def _close_start_fifo(self) -> None:
+        if self._start_fd is not None:
+            os.close(self._start_fd)  # jobs still waiting read EOF and go on (then stop)
+            self._start_fd = None
 
     def poll(self) -> int | None:
         assert self._proc is not None
         return self._proc.poll()
 
     def stop(self, grace_s: float = 5.0) -> None:
-        self._close_gate()
+        self._close_start_fifo()
         stop_process(self._proc, grace_s)
 
     def collect(self) -> FioOutcome:
         assert self._proc is not None
         rc = self._proc.wait()
-        self._close_gate()
+        self._close_start_fifo()
         doc, notes, status = None, "", []
         if self._out.exists():
             # fio may print notes before its JSON; its status outputs come before the final.

@@ -1,4 +1,4 @@
-"""The agent's local work directory (job files, fio's output and logs, the start gate):
+"""The agent's local work directory (job files, fio's output and logs, the start FIFO):
 one per process, held with an exclusive flock for the process's life.
 
 Two agents started with the same id on one host would otherwise share

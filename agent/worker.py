@@ -112,7 +112,7 @@ class Worker:
             if msg is None:
                 if once:
                     break
-                # Capped exponential backoff while idle keeps an idle pool cheap.
+                # Idle: wait idle_min_s, doubling up to idle_max_s (by default both 0.25 s).
                 self.stop_after_current.wait(idle)
                 idle = min(idle * 2, self.config.idle_max_s)
                 continue

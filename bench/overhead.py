@@ -6,7 +6,7 @@ repetition runs the same workload twice, in alternating order (raw first on even
 repetitions, the service first on odd ones), so the machine's drift hits both alike:
 
 - raw: N ``fio`` processes at once, each with the job file the agent writes
-  (core.engines.fio_job.job_file, without the start gate), on the same mount, with the
+  (core.engines.fio_job.job_file, without the start FIFO), on the same mount, with the
   stack's agents stopped (SIGSTOP) meanwhile, as on a VM without the agent;
 - service: ``POST /api/runs`` with ``clients`` N, then ``GET`` once, none until fio
   should be done, and every 50 ms after, until completed.

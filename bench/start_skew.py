@@ -2,8 +2,8 @@
 
 For N in 4, 8, 16 it runs the same short job (4 KiB random read, QD1, 3 s) two ways:
 - ours: the local stack with N agents and a run of N clients through the API and queue;
-  each agent has fio started and waiting at its gate before it reports ready, and opens
-  the gate at the step's common start instant.
+  each agent has fio started and its jobs parked on the start FIFO before it reports
+  ready, and releases them at the step's common start instant.
 - fio's own client/server mode: N ``fio --server`` processes on loopback ports and one
   ``fio --client=… job …`` per server, which starts them as soon as each has the job.
 

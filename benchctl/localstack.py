@@ -218,7 +218,7 @@ def start_api(
             "-m",
             "uvicorn",
             "--factory",
-            "functions.api:create_app",
+            "benchctl.local_api:create_app",  # functions.api's, with the pool scaler
             "--host",
             "127.0.0.1",
             "--port",

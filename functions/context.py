@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from functools import cache
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from azure.identity import ManagedIdentityCredential
@@ -32,6 +32,8 @@ from core.runs.service import RunService
 if TYPE_CHECKING:
     from adapters.bot_connector import BotConnector
     from functions.teams_bot import TeamsHost
+
+log = logging.getLogger(__name__)
 
 
 @cache
@@ -89,6 +91,18 @@ def service() -> RunService:
     return svc
 
 
+# The local stack's scaler (its agent processes), handed over by the app the stack serves
+# (benchctl.local_api): the server never imports the CLI.
+_local_scaler: PoolScaler | None = None
+
+
+def use_local_scaler(scaler: PoolScaler) -> None:
+    """Scale elastic pools with the local stack's ``scaler`` (BENCH_LOCAL_SCALER_DIR)."""
+    global _local_scaler
+    _local_scaler = scaler
+    autoscaler.cache_clear()
+
+
 @cache
 def autoscaler() -> Autoscaler | None:
     """Elastic pools' scaling, when there are elastic pools and a scaler for them."""
@@ -97,9 +111,10 @@ def autoscaler() -> Autoscaler | None:
         return None
     scaler: PoolScaler
     if s.local_scaler_dir:
-        from benchctl.local_scaler import LocalScaler  # the local stack only
-
-        scaler = LocalScaler(Path(s.local_scaler_dir))
+        if _local_scaler is None:  # served by functions.api, not benchctl.local_api
+            log.warning("BENCH_LOCAL_SCALER_DIR is set but no local scaler was given")
+            return None
+        scaler = _local_scaler
     elif s.azure_subscription_id and s.azure_resource_group:
         from adapters.azure_scaler import AzureScaler, scale_sets
 

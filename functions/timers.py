@@ -12,11 +12,15 @@ from functions import context
 
 log = logging.getLogger(__name__)
 
-FINALIZE_SCHEDULE = "0 */1 * * * *"  # NCRONTAB, every minute in Azure
+RUNS_SCHEDULE = "0 */1 * * * *"  # NCRONTAB, every minute in Azure
 SCHEDULES_SCHEDULE = "5 */1 * * * *"  # every minute, a few seconds after the minute
 
 
-def finalize_tick() -> list[str]:
+def runs_tick() -> list[str]:
+    """The runs timer (``runs`` in /api/health): set elastic pools' capacity, then advance
+    every run that is due (core.runs.timer: admission, deliveries and their retries, start
+    barriers that expired, aggregation and completion), then update the Teams run cards.
+    Returns the runs it finalized."""
     scaling = context.autoscaler()
     if scaling is not None:
         try:
@@ -64,7 +68,7 @@ async def local_timer_loop(interval_s: float) -> None:
     """The local stack has no Functions host: run the same timer work on a short period."""
     while True:
         # each goes on whatever the others do
-        for tick in (schedules_tick, finalize_tick, retention_tick):
+        for tick in (schedules_tick, runs_tick, retention_tick):
             try:
                 await asyncio.to_thread(tick)
             except BenchError as e:

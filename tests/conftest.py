@@ -1,6 +1,7 @@
-"""Fixtures: the real local servers (Azurite, Cosmos DB server, the API under uvicorn) and
-real agent processes running real fio. Started once per session on random free ports;
-their logs are attached to any failing test that used them."""
+"""Fixtures: the local servers (Azurite; the Cosmos DB stand-in, @vercel/cosmosdb-server,
+which has no GROUP BY, OFFSET/LIMIT, DISTINCT, TTL, auth or throttling: README, "The local
+stack"; the API under uvicorn) and real agent processes running real fio. Started once per
+session on random free ports; their logs are attached to any failing test that used them."""
 
 from __future__ import annotations
 

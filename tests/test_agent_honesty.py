@@ -1,5 +1,5 @@
 """The agent refuses to store what is not a measurement of what was asked, end to end:
-real agents, real fio, real tmpfs mounts, the real Azurite and Cosmos DB server."""
+real agents, real fio, real tmpfs mounts, the real Azurite, the Cosmos DB stand-in."""
 
 from __future__ import annotations
 

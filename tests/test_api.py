@@ -1,4 +1,4 @@
-"""The HTTP API against the real Azurite queue and the real Cosmos DB server."""
+"""The HTTP API against the real Azurite queue and the Cosmos DB stand-in."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The start barrier's lead from the agents' measured round trips (issue 17.4): every agent
-hears "go" before the instant, with time to wake and open fio's gate (fio is started and
-waiting at it before the agent reports ready); no fixed 1.5 s."""
+hears "go" before the instant, with time to wake and write fio's start FIFO (fio is started
+and its jobs parked on it before the agent reports ready); no fixed 1.5 s."""
 
 from __future__ import annotations
 

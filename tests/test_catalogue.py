@@ -39,7 +39,10 @@ def test_every_profile_is_a_valid_fio_job(profile: object, tmp_path: Path) -> No
             job = tmp_path / f"{op}.fio"
             job.write_text(
                 metadata_job_file(
-                    phase, roots=dirs, log_prefix=str(tmp_path / "log"), gate=str(tmp_path / "g")
+                    phase,
+                    roots=dirs,
+                    log_prefix=str(tmp_path / "log"),
+                    start_fifo=str(tmp_path / "g"),
                 )
             )
             r = subprocess.run(["fio", "--parse-only", str(job)], capture_output=True, text=True)
@@ -52,7 +55,7 @@ def test_every_profile_is_a_valid_fio_job(profile: object, tmp_path: Path) -> No
                 p.workload,
                 directories=dirs,
                 log_prefix=str(tmp_path / "log"),
-                gate=str(tmp_path / "gate"),
+                start_fifo=str(tmp_path / "start.fifo"),
             ),
         ),
         ("fill.fio", fill_job_file(p.workload, directories=dirs)),

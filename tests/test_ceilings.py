@@ -133,7 +133,7 @@ def aggregate_of(registry: str, results: list[dict[str, Any]], **step: Any) -> d
         {"id": r["item_id"], "kind": "item", "step": 0, "client": r["client"], "state": "completed"}
         for r in results
     ]
-    (agg,) = build_aggregates(*typed(run, docs), results)
+    (agg,) = build_aggregates(*typed(run, docs), results, now_ms=T0)
     return agg
 
 
@@ -283,7 +283,7 @@ def test_a_rate_curve_says_where_latency_rose_before_any_limit() -> None:
         "workload": results[0]["workload"],
         "target_facts": run_target_facts("default", ["vol1"], parse_targets(ULTRA_LARGE_101)),
     }
-    aggs = build_aggregates(*typed(run, docs), results)
+    aggs = build_aggregates(*typed(run, docs), results, now_ms=T0)
     knees = [(a["step"], a["knee"]) for a in aggs if "knee" in a]
     assert knees == [(3, pytest.approx(knees[0][1]))]
     assert knees[0][1]["ratio"] == pytest.approx(2.5) and knees[0][1]["previous_step"] == 2

@@ -1,5 +1,5 @@
 """A 503 means nothing will run (issue 24.4): a run's creation counts only if the database
-stored it in time (core.runs.commit). Against the real Cosmos DB server, paused with
+stored it in time (core.runs.commit). Against the Cosmos DB stand-in, paused with
 SIGSTOP so that a write waits in its socket and is applied when the server resumes, after
 the API has answered."""
 

@@ -1,5 +1,5 @@
 """End to end through the API, the real Azurite queue, real agent processes, real fio and
-the real Cosmos DB server."""
+the Cosmos DB stand-in."""
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ submitted, the case where a completion-only figure misleads most."""
 from __future__ import annotations
 
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -26,8 +27,8 @@ SHM = Path("/dev/shm")
 @pytest.fixture(scope="module")
 def fio_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, StatusOutput]:
     logs = tmp_path_factory.mktemp("latency")
-    data = SHM / f"benchsvc-test-{logs.name}"
-    data.mkdir()
+    # A name of its own: runs of the suite in other checkouts use /dev/shm at the same time.
+    data = Path(tempfile.mkdtemp(prefix="benchsvc-test-latency-", dir=SHM))
     w = Workload.model_validate(
         {
             "rw": "randread",

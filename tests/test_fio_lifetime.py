@@ -59,7 +59,9 @@ def test_every_job_file_runs_jobs_as_threads(tmp_path: Path) -> None:
     dirs = {"scratch": str(tmp_path)}
     for job in (
         job_file(w, directories=dirs, log_prefix=str(tmp_path / "b")),  # layout, measured
-        job_file(w, directories=dirs, log_prefix=str(tmp_path / "b"), gate=str(tmp_path / "g")),
+        job_file(
+            w, directories=dirs, log_prefix=str(tmp_path / "b"), start_fifo=str(tmp_path / "g")
+        ),
         fill_job_file(w, directories=dirs),
     ):
         assert "thread=1" in job.splitlines()

@@ -94,8 +94,8 @@ def call_http(
 
 def test_registered_functions(app_functions: dict[str, Any], pool: str) -> None:
     fns = app_functions
-    assert set(fns) == {"http_app_func", "finalize_runs", "start_scheduled_runs"}
-    trigger = fns["finalize_runs"].get_trigger()
+    assert set(fns) == {"http_app_func", "advance_runs", "start_scheduled_runs"}
+    trigger = fns["advance_runs"].get_trigger()
     assert trigger.get_dict_repr()["type"] == "timerTrigger"
 
     bad = call_http(fns, "POST", "/api/runs", {"target": "/mnt/x", "pool": pool})
@@ -124,8 +124,8 @@ def test_registered_functions(app_functions: dict[str, Any], pool: str) -> None:
     again = call_http(fns, "PUT", f"/api/agent/results/{item.item_id}", result)
     assert again.status_code == 200 and json.loads(again.get_body())["duplicate"] is True
 
-    # The timer function aggregates the finished run and marks it completed.
-    fns["finalize_runs"].get_user_function()(TimerRequest(past_due=False))
+    # The runs timer aggregates the finished run and marks it completed.
+    fns["advance_runs"].get_user_function()(TimerRequest(past_due=False))
     # The schedules timer runs too (whatever schedules other tests left are idempotent).
     fns["start_scheduled_runs"].get_user_function()(TimerRequest(past_due=False))
     run = json.loads(call_http(fns, "GET", f"/api/runs/{run_id}").get_body())

@@ -140,7 +140,7 @@ def test_metadata_job_is_valid_fio(op: str, tmp_path: Path) -> None:
         _w(op, ops=["create", "stat", "open", "delete"]),
         roots={"vdb1": str(tmp_path / "a"), "vdb2": str(tmp_path / "b")},
         log_prefix=str(tmp_path / "log"),
-        gate=str(tmp_path / "gate"),
+        start_fifo=str(tmp_path / "start.fifo"),
     )
     (tmp_path / "j.fio").write_text(text)
     r = subprocess.run(["fio", "--parse-only", str(tmp_path / "j.fio")], capture_output=True)

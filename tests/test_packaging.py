@@ -41,6 +41,14 @@ def test_requirements_txt_pins_exactly_the_apps_dependencies() -> None:
             assert pins.setdefault(_name(r), r) == r, f"{r} pinned differently in [{extra}]"
 
 
+def test_every_dev_tool_is_pinned_exactly() -> None:
+    # `make test` on a fresh machine installs [dev]: an unpinned tool (a type stub, a
+    # pytest plugin) changes what lint and the tests do from one day to the next.
+    dev = PROJECT["optional-dependencies"]["dev"]
+    loose = [r for r in dev if not r.startswith("benchsvc[") and "==" not in r]
+    assert not loose, f"unpinned in [dev]: {loose}"
+
+
 def test_the_cli_and_the_agent_pull_none_of_the_apis_packages() -> None:
     extras = PROJECT["optional-dependencies"]
     for extra in ("cli", "agent"):

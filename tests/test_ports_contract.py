@@ -1,5 +1,5 @@
 """One contract for the ports (core.ports), run against both the in-memory implementations
-the simulation drives (core.memory) and the adapters on the real Cosmos DB server and
+the simulation drives (core.memory) and the adapters on the Cosmos DB stand-in and
 Azurite: what the simulation assumes of the store, the queue and the artifacts is what the
 real services do, so the two cannot drift apart (issue 24.6)."""
 

@@ -1,5 +1,5 @@
 """Read-only targets are never written (issue 12, point 5), end to end: real agents, real
-fio, real tmpfs mounts remounted read-only, the real API, Azurite and Cosmos DB server.
+fio, real tmpfs mounts remounted read-only, the real API and Azurite, the Cosmos DB stand-in.
 
 The registry's "archive" target (tests/conftest.py) is read-only and names the data set
 ARCHIVE_DATASET: 4 files bench-data/data.{0..3} of 8 MiB, prepared by each test."""

@@ -1,6 +1,6 @@
 """What reading a run costs (issue 17.6): a running run's view reads no results or
 aggregates before there are any, and a finished run's view is kept and served for one
-point read until its document changes. Over the real Cosmos DB server; the repositories'
+point read until its document changes. Over the Cosmos DB stand-in; the repositories'
 calls are counted by wrapping them, not replaced."""
 
 from __future__ import annotations

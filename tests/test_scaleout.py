@@ -1,5 +1,5 @@
 """Scale-out runs end to end: N distinct agents, one start barrier, one aggregate over the
-common window; the real queue, Cosmos DB server, agents and fio."""
+common window; the real queue, agents and fio; the Cosmos DB stand-in."""
 
 from __future__ import annotations
 

@@ -11,8 +11,10 @@ from collections import Counter
 
 import pytest
 
+from core.timestamps import iso_ms
 from tests.sim.driver import Sim, actions
 from tests.sim.invariants import Violation
+from tests.sim.world import START
 
 FIXED_SEED = 24_006
 STEPS = 5_000
@@ -60,3 +62,22 @@ def test_a_seed_replays_exactly() -> None:
         runs = sorted((d["id"], d["state"], d.get("error")) for d in docs)
         worlds.append((sim.drawn, sim.trace, runs, sim.world.clock()))
     assert worlds[0] == worlds[1]
+
+
+def test_every_stored_stamp_comes_from_the_simulated_clock() -> None:
+    """The services stamp documents from the clock they are given (core.timestamps), never
+    the wall clock: in a world whose clock starts in 2030, every ``*_at`` of every stored
+    document lies between its start and its end."""
+    sim = Sim()
+    sim.run(actions(7, 600, sim))
+    first, last = iso_ms(int(START * 1000)), iso_ms(sim.world.clock.ms())
+    stamps = [
+        (name, doc["id"], key, value)
+        for name, table in sim.world.store.table.items()
+        for doc in table.docs.values()
+        for key, value in doc.items()
+        if key.endswith("_at") and isinstance(value, str)
+    ]
+    kinds = {key for _, _, key, _ in stamps}
+    assert {"created_at", "updated_at", "claimed_at", "ready_at", "ended_at"} <= kinds, kinds
+    assert [s for s in stamps if not first <= s[3] <= last] == []

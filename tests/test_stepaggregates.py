@@ -138,12 +138,14 @@ def sweep_run(
 def test_an_iodepth_sweep_on_one_client_has_no_scaling_efficiency() -> None:
     """The reported case: every step is 1 client, so none has a 1-client reference of
     another step to be compared with (it printed "vs 1 client: 15%")."""
-    aggs = build_aggregates(*sweep_run([(1, 1, 1200), (64, 1, 8000)]))
+    aggs = build_aggregates(*sweep_run([(1, 1, 1200), (64, 1, 8000)]), now_ms=T0)
     assert [a["scaling_efficiency"] for a in aggs] == [None, None]
 
 
 def test_efficiency_against_the_same_workloads_single_client() -> None:
-    aggs = build_aggregates(*sweep_run([(1, 1, 1000), (64, 1, 8000), (1, 2, 950), (64, 2, 6000)]))
+    aggs = build_aggregates(
+        *sweep_run([(1, 1, 1000), (64, 1, 8000), (1, 2, 950), (64, 2, 6000)]), now_ms=T0
+    )
     by_step = {a["step"]: a for a in aggs}
     assert by_step[2]["scaling_efficiency"] == pytest.approx(1900 / 2000)
     assert by_step[3]["scaling_efficiency"] == pytest.approx(12000 / 16000)
@@ -151,7 +153,7 @@ def test_efficiency_against_the_same_workloads_single_client() -> None:
 
 
 def test_no_like_step_no_efficiency() -> None:
-    aggs = build_aggregates(*sweep_run([(1, 1, 1000), (64, 2, 6000)]))
+    aggs = build_aggregates(*sweep_run([(1, 1, 1000), (64, 2, 6000)]), now_ms=T0)
     assert aggs[1]["scaling_efficiency"] is None
 
 
@@ -166,7 +168,7 @@ def test_a_client_far_from_the_steps_instant_makes_the_step_partial() -> None:
         "released_ms": late["started_at_ms"],
         "skew_ms": 0.0,
     }
-    (agg,) = build_aggregates(run, steps, items, results, timelines)
+    (agg,) = build_aggregates(run, steps, items, results, timelines, now_ms=T0)
     assert agg["partial"] is True and agg["clients"] == 1
     (failed,) = agg["failed_clients"]
     assert failed["client"] == 1 and "58,808 ms from the step's common instant" in failed["error"]
@@ -183,10 +185,12 @@ def test_a_healthy_diskspd_run_over_ten_files_is_not_flagged_by_littles_law() ->
     # 640,000 IOPS at 1 ms each: 640 I/Os in flight, exactly what was kept outstanding.
     doc["read"]["lat_ns"] = doc["read"]["clat_ns"] = {"min": 1, "max": 1, "mean": 1e6, "stddev": 0}
     healthy = run.model_copy(update={"engine": "diskspd", "files_per_target": 10})
-    (agg,) = build_aggregates(healthy, steps, items, results, timelines)
+    (agg,) = build_aggregates(healthy, steps, items, results, timelines, now_ms=T0)
     law = agg["littles_law"]
     assert law["outstanding_ios"] == 640 and not law["flagged"]
     assert law["implied_ios"] == pytest.approx(640, rel=0.01)
     # Counting one file per target, as before, would have flagged it 10x off.
-    (old,) = build_aggregates(run.model_copy(update={"engine": "diskspd"}), steps, items, results)
+    (old,) = build_aggregates(
+        run.model_copy(update={"engine": "diskspd"}), steps, items, results, now_ms=T0
+    )
     assert old["littles_law"]["outstanding_ios"] == 64 and old["littles_law"]["flagged"]

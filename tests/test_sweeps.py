@@ -1,5 +1,5 @@
-"""Catalogue runs, sweeps and fill end to end: the real queue, Cosmos DB server, agents
-and fio."""
+"""Catalogue runs, sweeps and fill end to end: the real queue, agents
+and fio; the Cosmos DB stand-in."""
 
 from __future__ import annotations
 

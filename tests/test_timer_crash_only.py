@@ -1,5 +1,5 @@
 """The timer is crash-only (issue 24.1): one run, step or delivery that fails does not stop
-the others. Through the real Cosmos DB server, Azurite and the core services, with a clock
+the others. Through the Cosmos DB stand-in, Azurite and the core services, with a clock
 the test moves (the session API's own timer, on the real clock, never gets that far)."""
 
 from __future__ import annotations

@@ -102,8 +102,8 @@ class CosmosStore(Store):
         self._db = client.get_database_client(database)
         c = {
             # The runs' _ts judges their creation (core.runs.commit).
-            name: Container(self._db.get_container_client(name), pk, timestamps=name == "runs")
-            for name, pk in CONTAINERS.items()
+            name: Container(self._db.get_container_client(name), timestamps=name == "runs")
+            for name in CONTAINERS
         }
         self._containers = c
         super().__init__(
@@ -148,6 +148,11 @@ class CosmosStore(Store):
     def container(self, name: str) -> Container:
         """A container as raw documents (local tooling and tests of the storage itself)."""
         return self._containers[name]
+
+    @staticmethod
+    def partition_field(container: str) -> str:
+        """The field a document of ``container`` is partitioned by (``run_id``, ``id``...)."""
+        return CONTAINERS[container].lstrip("/")
 
     def count(self, container: str, where: str, value: object) -> int:
         """How many documents of ``container`` match ``where`` (one fixed clause whose

@@ -85,12 +85,12 @@ def _decode_continuation(continuation: str) -> str:
 
 
 class Container:
-    """A container and its partition key path."""
+    """A container (its partition key path is in CONTAINERS, for creating it; each call
+    names the partition key value)."""
 
-    def __init__(self, proxy: ContainerProxy, pk: str, *, timestamps: bool = False) -> None:
+    def __init__(self, proxy: ContainerProxy, *, timestamps: bool = False) -> None:
         self.proxy = proxy
         self.name = proxy.id
-        self.pk_field = pk.lstrip("/")
         self._keep = frozenset({"_etag", "_ts"} if timestamps else {"_etag"})
 
     def _clean(self, doc: Any) -> Doc:

@@ -43,7 +43,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 Verdict = Literal["pass", "regression", "improvement", "not-enough-history"]
-VERDICTS: tuple[Verdict, ...] = ("pass", "regression", "improvement", "not-enough-history")
 DIRECTIONS = ("read", "write")
 # metric name within a direction -> higher is better; the order verdicts are listed in
 GATED: dict[str, bool] = {"iops": True, "bw_bytes": True, "lat.p99": False}

@@ -10,7 +10,6 @@ step exists there is no efficiency.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from core.analysis.aggregate import ClientSample, FailedClient, aggregate
@@ -21,13 +20,10 @@ from core.models import Direction, DirectionResult, Result
 from core.ports import Doc
 from core.runs.plan import body_hash, comparison_key, step_id, total_iops
 from core.runs.state import Item, Run, Step
+from core.timestamps import iso_ms
 
 # Steps resolved per client count: their workload differs with the count by design.
 DYNAMIC_MODES = ("rate", "sized")
-
-
-def _now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def like_key(step: Step, run_workload: Mapping[str, Any]) -> str:
@@ -98,8 +94,11 @@ def build_aggregates(
     items: Sequence[Item],
     results: Sequence[Doc],
     timelines: Mapping[str, ClientTimeline] | None = None,
+    *,
+    now_ms: int,
 ) -> list[Doc]:
-    """One aggregate per step that produced results. ``timelines`` by item id."""
+    """One aggregate per step that produced results. ``timelines`` by item id; ``now_ms``
+    (the service's clock) stamps them."""
     timelines = timelines or {}
     by_item = {r["item_id"]: r for r in results}
     per_step: list[tuple[Step, list[ClientSample], list[FailedClient]]] = []
@@ -153,7 +152,7 @@ def build_aggregates(
                 "run_id": run.id,
                 "step": s.step,
                 "target": run.target,
-                "created_at": _now_iso(),
+                "created_at": iso_ms(now_ms),
                 "mode": s.mode,
                 "point": s.point,
                 "repetition": s.repetition,

@@ -114,15 +114,6 @@ class Threads:
         self.repo.upsert(thread.doc())
         return thread
 
-    def card_moved(self, run_id: str, card_activity_id: str) -> None:
-        """The run's card is now this message (an action replaced the card it was on)."""
-        try:
-            thread = RunThread.model_validate(self.repo.get(f"run.{run_id}"))
-        except NotFound:
-            return
-        thread.card_activity_id = card_activity_id
-        self.repo.upsert(thread.doc())
-
     def refresh_open(self) -> list[str]:
         """Update in place every card whose run has moved since it was drawn."""
         moved = []

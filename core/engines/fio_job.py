@@ -32,17 +32,17 @@ def check_path(path: str) -> str:
 # the target.
 JOBS_AS_THREADS: tuple[str, int] = ("thread", 1)
 
-GATE_PATH = re.compile(r"^/[A-Za-z0-9._/-]+$")
+FIFO_PATH = re.compile(r"^/[A-Za-z0-9._/-]+$")
 
 
-def gate_command(fifo: str) -> str:
+def start_fifo_command(fifo: str) -> str:
     """fio's exec_prerun runs just before a job stamps its epoch and starts I/O (fio's
     backend.c, thread_main), after all its start-up. Blocking there on a FIFO that the agent
     writes at the start instant makes the I/O start at that instant, not ~20 ms of process
     start-up later. fio runs it with system(), hence /bin/sh: the text is fixed and the
     path is the agent's own, checked here, never user input."""
-    if not GATE_PATH.match(fifo):
-        raise ValueError(f"gate path has characters a shell could misread: {fifo!r}")
+    if not FIFO_PATH.match(fifo):
+        raise ValueError(f"start FIFO path has characters a shell could misread: {fifo!r}")
     return f"read go < {fifo}"
 
 
@@ -51,7 +51,7 @@ def job_file(
     *,
     directories: Mapping[str, str],
     log_prefix: str,
-    gate: str | None = None,
+    start_fifo: str | None = None,
     read_files: Mapping[str, Sequence[str]] | None = None,
 ) -> str:
     """A fio job: time-based, one job section per mount (named by its alias, ``numjobs``
@@ -104,8 +104,8 @@ def job_file(
             ("steadystate_duration", ss.duration_s),
             ("steadystate_ramp_time", ss.ramp_s),
         ]
-    if gate is not None:
-        opts.append(("exec_prerun", gate_command(gate)))
+    if start_fifo is not None:
+        opts.append(("exec_prerun", start_fifo_command(start_fifo)))
     sections = _read_only_sections(w, read_files or {})
     return _job_text(opts, directories, sections)
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import PurePosixPath
 
-from core.engines.fio_job import JOBS_AS_THREADS, _job_text, check_path, gate_command
+from core.engines.fio_job import JOBS_AS_THREADS, _job_text, check_path, start_fifo_command
 from core.models import Direction, Metadata, MetadataOp, Workload
 
 ENGINE: dict[MetadataOp, str] = {
@@ -81,7 +81,7 @@ def metadata_job_file(
     *,
     roots: Mapping[str, str],
     log_prefix: str,
-    gate: str | None = None,
+    start_fifo: str | None = None,
 ) -> str:
     """One section per mount (its alias), ``numjobs`` jobs each, every job on the files of
     its own leaf directory under that mount's tree root; logs as for data jobs."""
@@ -117,7 +117,7 @@ def metadata_job_file(
         opts.append(("time_based", 1))
     if w.rate_iops is not None:
         opts.append(("rate_iops", max(1, round(w.rate_iops / (w.numjobs * len(roots))))))
-    if gate is not None:
-        opts.append(("exec_prerun", gate_command(gate)))
+    if start_fifo is not None:
+        opts.append(("exec_prerun", start_fifo_command(start_fifo)))
     dirs = {alias: parent_dir(check_path(root), md) for alias, root in roots.items()}
     return _job_text(opts, dirs)

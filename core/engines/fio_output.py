@@ -75,15 +75,6 @@ def percentiles_from_bins(bins: Mapping[str, int]) -> dict[str, float]:
     return {percentile_key(p): percentile_from_bins(bins, p) for p in PERCENTILES}
 
 
-def _stats(d: Mapping[str, Any]) -> LatencyStats:
-    return LatencyStats(
-        min=float(d.get("min", 0)),
-        max=float(d.get("max", 0)),
-        mean=float(d.get("mean", 0.0)),
-        stddev=float(d.get("stddev", 0.0)),
-    )
-
-
 def _merge_stats(parts: list[tuple[Mapping[str, Any], int]]) -> LatencyStats:
     """Pool (stats, sample count) pairs: weighted mean and pooled variance."""
     live = [(s, n) for s, n in parts if n > 0]

@@ -80,8 +80,8 @@ class Fleet:
         raise Conflict(f"agent {reg.agent_id} changed concurrently")
 
     def waiting(self, run: Run, clients: int) -> Waiting | None:
-        """The gate of an elastic pool: a step of ``clients`` waits until that many of
-        its agents are live (fixed pools never wait here: their barrier does)."""
+        """What an elastic pool lacks for a step of ``clients``: the step waits until that
+        many of its agents are live (fixed pools never wait here: their barrier does)."""
         config = self.pools.get(run.pool)
         if config is None or not config.elastic:
             return None

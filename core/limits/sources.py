@@ -34,19 +34,9 @@ ANF_LARGE_VOLUMES = Source(
     "Requirements and considerations for Azure NetApp Files large volumes",
     READ_ON,
 )
-ANF_LARGE_VOLUME_BENCHMARKS = Source(
-    f"{LEARN}/azure-netapp-files/performance-large-volumes-linux",
-    "Azure NetApp Files large volume performance benchmarks for Linux",
-    READ_ON,
-)
 AZURE_FILES_BILLING = Source(
     f"{LEARN}/storage/files/understanding-billing",
     "Understand Azure Files billing models (provisioned v1)",
-    READ_ON,
-)
-AZURE_FILES_SMB_PERFORMANCE = Source(
-    f"{LEARN}/storage/files/smb-performance",
-    "Improve SMB Azure file share performance",
     READ_ON,
 )
 DISK_TYPES = Source(

@@ -9,7 +9,7 @@ gives "throughput (ingress + egress)"; a disk's throughput is one figure for bot
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from core.limits.sources import (
@@ -96,11 +96,6 @@ class Limit:
             "rule": self.rule,
             "source": self.source.as_doc() if self.source else None,
         }
-
-
-@dataclass(frozen=True)
-class TargetLimits:
-    limits: list[Limit] = field(default_factory=list)
 
 
 def anf_limits(level: ServiceLevel, quota_tib: float, large_volume: bool) -> list[Limit]:

@@ -3,8 +3,8 @@ and the database's ``_ts``, the work queues with their visibility timeout, deque
 pop receipts and poison queues, and Artifacts, all on a clock the caller moves.
 
 They exist for the deterministic simulation of the control plane (tests/sim) and are kept
-true to the adapters by one suite of contract tests run against both them and the real
-Cosmos DB server and Azurite (tests/test_ports_contract.py). Pure: no Azure SDK.
+true to the adapters by one suite of contract tests run against both them and the
+Cosmos DB stand-in and Azurite (tests/test_ports_contract.py). Pure: no Azure SDK.
 
 Faults: every operation asks ``Faults`` what happens to it (core.memory.documents): it
 goes through, fails before doing anything, is applied and then reported failed (its answer

@@ -92,7 +92,9 @@ class StartInfo(Strict):
     """When this client was told to start and when it did: the start skew it saw."""
 
     scheduled_ms: int = Field(description="the step's common start instant, Unix ms")
-    released_ms: float = Field(description="when this agent opened fio's start gate, Unix ms")
+    released_ms: float = Field(
+        description="when this agent released fio's jobs (its start FIFO), Unix ms"
+    )
     skew_ms: float = Field(
         description="fio's measured start (its first 1 s log line minus 1 s) minus scheduled"
     )

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 from core.analysis.changepoint import DEFAULT_MIN_MAGNITUDE_PCT
@@ -48,14 +47,11 @@ from core.ports import Doc, NoNotifier, Notifier, Store
 from core.runs.guardrails import LOCAL_CALLER, Caller
 from core.runs.ownership import check_owner
 from core.runs.state import Run
+from core.timestamps import iso_ms
 
 log = logging.getLogger(__name__)
 TRIAGE_STATES = ("new", "acknowledged", "expected", "fixed")
 TriageState = Literal["new", "acknowledged", "expected", "fixed"]
-
-
-def _now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @dataclass(frozen=True)
@@ -74,11 +70,16 @@ class Monitor:
         *,
         gate_pct: float = 10.0,
         min_magnitude_pct: float = DEFAULT_MIN_MAGNITUDE_PCT,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
+        self.clock = clock
         self.notifier = notifier or NoNotifier()
         self.rule = GateRule(pct=gate_pct)
         self.min_magnitude_pct = min_magnitude_pct  # change points smaller than this are noise
+
+    def now_ms(self) -> int:
+        return int(self.clock() * 1000)
 
     def record(self, run: Run, aggregates: Sequence[Doc], results: Sequence[Doc]) -> Recorded:
         """Add the run's steps to their series, judge each by the gate (core.analysis.gate),
@@ -100,7 +101,7 @@ class Monitor:
                 "step": agg["step"],
                 "target": run.target,
                 "time_ms": min(r["started_at_ms"] for r in step_results),
-                "judged_at_ms": int(time.time() * 1000),
+                "judged_at_ms": self.now_ms(),
                 "infra": infra_fingerprint(facts),
                 "infra_facts": facts,
                 "metrics": metrics_of(agg),
@@ -148,7 +149,7 @@ class Monitor:
                 "series_key": key,
                 "target": target,
                 "state": "new",
-                "detected_at": _now_iso(),
+                "detected_at": iso_ms(self.now_ms()),
                 "notified": None,
                 **change,
             }
@@ -170,7 +171,7 @@ class Monitor:
                 notified = (
                     {"with": told["id"]}
                     if told
-                    else {"at": _now_iso(), "deliveries": self.notifier.notify(reg)}
+                    else {"at": iso_ms(self.now_ms()), "deliveries": self.notifier.notify(reg)}
                 )
                 reg = self._update(key, reg["id"], lambda r, n=notified: r.update(notified=n))
             existing.append(reg)
@@ -286,7 +287,8 @@ class Monitor:
         check_owner(caller, owner, "first_run_id", f"regression {reg_id}")
 
         def triaged(r: Doc) -> None:
-            r.update(state=state, triaged_at=_now_iso(), triaged_at_ms=int(time.time() * 1000))
+            now = self.now_ms()
+            r.update(state=state, triaged_at=iso_ms(now), triaged_at_ms=now)
 
         return _public(self._update(key, reg_id, triaged))
 

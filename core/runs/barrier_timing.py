@@ -7,8 +7,8 @@ from __future__ import annotations
 # Without the agents' round trips (an agent that reports none): the lead between "all ready"
 # and the start instant, for every agent to hear it, plus 50 ms per client.
 BARRIER_LEAD_MS = 1500
-# After an agent hears "go": waking to write fio's gate at the instant. fio itself is
-# started and waiting at its gate before the agent reports ready (agent.worker).
+# After an agent hears "go": waking to write fio's start FIFO at the instant. fio itself is
+# started and its jobs parked on that FIFO before the agent reports ready (agent.fio_item).
 WAKE_MS = 25
 # A client that hears "go" up to this late still starts on the common instant (at once, so
 # still within the aggregation's 1 s start-skew bound); a later one gets an instant of its own.

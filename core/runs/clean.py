@@ -12,7 +12,6 @@ what it writes.
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Literal
 
@@ -80,9 +79,17 @@ def busy(store: Store, pool: str, alias: str) -> str | None:
 
 
 def order_clean(
-    store: Store, queue: Queue, targets: list[TargetInfo], alias: str, pool: str | None, by: str
+    store: Store,
+    queue: Queue,
+    targets: list[TargetInfo],
+    alias: str,
+    pool: str | None,
+    by: str,
+    *,
+    now_ms: int,
 ) -> CleanOrder:
-    """Send the order, or refuse: 404 unknown target, 400 read-only, 409 in use."""
+    """Send the order, or refuse: 404 unknown target, 400 read-only, 409 in use. ``now_ms``:
+    the service's clock."""
     target = pick_target(targets, alias, pool)
     reason = busy(store, target.pool, alias)
     if reason:
@@ -92,7 +99,7 @@ def order_clean(
         pool=target.pool,
         target=alias,
         requested_by=by,
-        requested_at_ms=int(time.time() * 1000),
+        requested_at_ms=now_ms,
     )
     queue.send_clean(order.pool, order.model_dump_json())
     return order

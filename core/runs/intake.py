@@ -19,7 +19,6 @@ replay of a void run (its first request was answered 503) makes it anew.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,7 +59,8 @@ from core.runs.plan import (
     run_id_for_key,
     step_id,
 )
-from core.runs.state import Delivery, DeliveryState, Requester, Run, RunState, Step, now_iso
+from core.runs.state import Delivery, DeliveryState, Requester, Run, RunState, Step
+from core.timestamps import iso_ms
 from core.validation import validate
 
 log = logging.getLogger(__name__)
@@ -86,7 +86,6 @@ class Intake:
         *,
         pools: tuple[str, ...] = ("default",),
         targets: list[TargetInfo] | None = None,
-        clock: Callable[[], float] | None = None,
         fleet: Fleet | None = None,
     ) -> None:
         self.store = store
@@ -170,7 +169,7 @@ class Intake:
         resolved = base.model_dump(mode="json")
         run = Run(
             id=run_id,
-            created_at=now_iso(),
+            created_at=iso_ms(created_ms),
             created_ms=created_ms,
             request=request,
             engine=request.engine,

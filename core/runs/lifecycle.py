@@ -26,7 +26,6 @@ from core.analysis.timeline import ClientTimeline
 from core.artifacts import pack_json, sha256_hex, unpack_timeline
 from core.errors import Conflict, NotFound, StoreUnavailable
 from core.fleet.scaling import Waiting
-from core.monitoring.monitor import Monitor
 from core.ports import Artifacts, Doc, Queue, Store
 from core.runs.admission import Admission, run_keys
 from core.runs.cas import update
@@ -34,8 +33,10 @@ from core.runs.delivery import DELIVERY_BACKOFF_MS, deliver
 from core.runs.metadata import ends_later_phases
 from core.runs.plan import plan_items, resolve_dynamic, step_id
 from core.runs.provisioning import AwaitingAgents, hold
+from core.runs.recorder import RunRecorder
 from core.runs.state import (
     FINISHED_RUN,
+    TERMINAL,
     DeliveryState,
     Item,
     ItemState,
@@ -43,18 +44,12 @@ from core.runs.state import (
     RunState,
     Step,
     derive_run_state,
-    now_iso,
 )
+from core.timestamps import iso_ms
 
 log = logging.getLogger(__name__)
 STEP_SLACK_MS = 60_000  # a step's expected length plus this, then the timer looks
 RECHECK_MS = 30_000  # a run found still running is looked at again this much later
-
-
-def _stamp(run: Run) -> None:
-    run.updated_at = now_iso()
-    if run.landed_s is None and run.accept_by_s is not None:
-        run.landed_s = run.ts  # its first change keeps when its creation was stored
 
 
 class Lifecycle:
@@ -66,12 +61,12 @@ class Lifecycle:
         admission: Admission,
         *,
         clock: Callable[[], float] = time.time,
-        monitor: Monitor | None = None,
+        monitor: RunRecorder | None = None,
         on_finished: Callable[[str], object] | None = None,
     ) -> None:
-        # An elastic pool's gate (core.fleet.service.Fleet.waiting): whether a step of N
-        # clients must wait for the pool to grow before it is sent.
-        self.gate: Callable[[Run, int], Waiting | None] | None = None
+        # How many agents an elastic pool lacks for a step of N clients, or None when it
+        # has them (core.fleet.service.Fleet.waiting): the step waits for the pool to grow.
+        self.pool_shortfall: Callable[[Run, int], Waiting | None] | None = None
         self.store = store
         self.queue = queue
         self.artifacts = artifacts
@@ -82,6 +77,15 @@ class Lifecycle:
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
+
+    def _stamp_run(self, run: Run) -> None:
+        run.updated_at = iso_ms(self.now_ms())
+        if run.landed_s is None and run.accept_by_s is not None:
+            run.landed_s = run.ts  # its first change keeps when its creation was stored
+
+    def _stamp_item(self, item: Item) -> None:
+        if item.state in TERMINAL and item.ended_at is None:
+            item.ended_at = iso_ms(self.now_ms())
 
     # ---- compare-and-swap on each kind of document --------------------------------------
 
@@ -94,7 +98,7 @@ class Lifecycle:
             self.store.runs.replace,
             change,
             f"run {run_id}",
-            stamp=_stamp,
+            stamp=self._stamp_run,
             first=read,
         )
 
@@ -106,10 +110,8 @@ class Lifecycle:
         read: Item | None = None,
     ) -> Item:
         """``read``: the item as just read, tried first (core.runs.cas.update's ``first``)."""
-        get = self.store.items.get_item
-        return update(
-            lambda: get(run_id, item), self.store.items.replace_item, change, item, first=read
-        )
+        get, put, stamp = self.store.items.get_item, self.store.items.replace_item, self._stamp_item
+        return update(lambda: get(run_id, item), put, change, item, stamp=stamp, first=read)
 
     def update_step(self, run_id: str, step: int, change: Callable[[Step], bool | None]) -> Step:
         return update(
@@ -132,7 +134,8 @@ class Lifecycle:
         step = self.store.items.get_step(run.id, number)
         if step.enqueued:
             return
-        waiting = self.gate(run, step.clients) if self.gate is not None else None
+        short = self.pool_shortfall
+        waiting = short(run, step.clients) if short is not None else None
         if waiting is not None:
             raise AwaitingAgents(waiting)
         if step.workload is None:  # a rate-curve or target_iops step
@@ -301,7 +304,9 @@ class Lifecycle:
         with telemetry.span("aggregate", run.traceparent, run_id=run.id, pool=run.pool):
             results = self.store.results.of_run(run.id)
             timelines = self.timelines(run.id, results)
-            aggregates = build_aggregates(run, steps, items, results, timelines)
+            aggregates = build_aggregates(
+                run, steps, items, results, timelines, now_ms=self.now_ms()
+            )
             for agg in aggregates:
                 self._store_aggregate(agg)
         gate = None
@@ -390,6 +395,7 @@ class Lifecycle:
             [i for i in items if i.step == number],
             results,
             self.timelines(run.id, results),
+            now_ms=self.now_ms(),
         )
         return aggs[0] if aggs else None
 

@@ -1,5 +1,5 @@
 """The agents' protocol up to the start: claim, ready and the start barrier (pure logic
-over the repositories; the reports while an item runs and its result: core.runs.reports).
+over the repositories; the reports while an item runs and its result: core.runs.agent_reports).
 
 Every report is accepted only from the agent holding the item (core.runs.holder), in a
 state where it makes sense, and each decision is taken inside the compare-and-swap on the
@@ -31,9 +31,9 @@ from core.runs.state import (
     Rebarrier,
     RunState,
     Step,
-    now_iso,
 )
 from core.runs.timer import barrier_reason, fail_barrier
+from core.timestamps import iso_ms
 
 log = logging.getLogger(__name__)
 
@@ -176,8 +176,8 @@ class AgentProtocol:
                 principal=agent.principal,
                 message_id=message_id,
                 attempts=dequeue_count,
-                claimed_at=now_iso(),
-                heartbeat_at=now_iso(),
+                claimed_at=iso_ms(now),
+                heartbeat_at=iso_ms(now),
                 start_at_ms=None,  # an instant of its own is given again if needed
             )
             verdict[:] = [ClaimDecision("run")]
@@ -215,7 +215,7 @@ class AgentProtocol:
             refused[:] = [not holds(d, agent) or not waiting]
             if refused[0] or d.state == ItemState.READY:
                 return False  # refused, or a retry of a ready already recorded
-            d.move(ItemState.READY, ready_at=now_iso())
+            d.move(ItemState.READY, ready_at=iso_ms(self.life.now_ms()))
             return None
 
         doc = self.life.update_item(run_id, item_id, mark)

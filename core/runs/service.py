@@ -12,9 +12,9 @@ from core import telemetry
 from core.errors import StoreUnavailable
 from core.fleet.pools import PoolConfig
 from core.fleet.service import Fleet
-from core.monitoring.monitor import Monitor
 from core.ports import Artifacts, Doc, Queue, Store
 from core.runs.admission import Admission
+from core.runs.agent_reports import AgentReports
 from core.runs.barrier_timing import BARRIER_LEAD_MS, REJOIN_LATE_MS
 from core.runs.clean import order_clean
 from core.runs.commit import Answer
@@ -23,7 +23,7 @@ from core.runs.intake import Intake
 from core.runs.lifecycle import Lifecycle
 from core.runs.ownership import check_owner
 from core.runs.protocol import AgentProtocol
-from core.runs.reports import Reports
+from core.runs.recorder import RunRecorder
 from core.runs.state import FINISHED_RUN, ItemState, Run
 from core.runs.timer import Timer
 from core.runs.views import Views, public_run
@@ -41,7 +41,7 @@ class RunService:
         barrier_lead_ms: int = BARRIER_LEAD_MS,
         rejoin_late_ms: int = REJOIN_LATE_MS,
         clock: Callable[[], float] = time.time,
-        monitor: Monitor | None = None,
+        monitor: RunRecorder | None = None,
         targets: list[TargetInfo] | None = None,
         on_finished: Callable[[str], object] | None = None,
         pool_configs: tuple[PoolConfig, ...] = (),
@@ -60,7 +60,7 @@ class RunService:
             monitor=monitor,
             on_finished=on_finished,
         )
-        self.lifecycle.gate = self.fleet.waiting
+        self.lifecycle.pool_shortfall = self.fleet.waiting
         self.timer = Timer(self.lifecycle)  # elastic pools grow before a step is sent
         self.intake = Intake(
             store, self.admission, self.lifecycle, pools=pools, targets=targets, fleet=self.fleet
@@ -76,12 +76,12 @@ class RunService:
         self.claim = self.protocol.claim
         self.ready = self.protocol.ready
         self.barrier = self.protocol.barrier
-        self.reports = Reports(self.lifecycle)
-        self.heartbeat = self.reports.heartbeat
-        self.report_failure = self.reports.report_failure
-        self.report_cancelled = self.reports.report_cancelled
-        self.put_artifact = self.reports.put_artifact
-        self.store_result = self.reports.store_result
+        self.agent_reports = AgentReports(self.lifecycle)
+        self.heartbeat = self.agent_reports.heartbeat
+        self.report_failure = self.agent_reports.report_failure
+        self.report_cancelled = self.agent_reports.report_cancelled
+        self.put_artifact = self.agent_reports.put_artifact
+        self.store_result = self.agent_reports.store_result
         # Reads.
         self.get_run = self.views.get_run
         self.list_runs = self.views.list_runs
@@ -150,7 +150,15 @@ class RunService:
 
     def clean(self, alias: str, pool: str | None, caller: Caller = LOCAL_CALLER) -> Doc:
         """Have an agent of the target's pool remove its benchmark files (core.runs.clean)."""
-        order = order_clean(self.store, self.queue, self.targets, alias, pool, caller.name)
+        order = order_clean(
+            self.store,
+            self.queue,
+            self.targets,
+            alias,
+            pool,
+            caller.name,
+            now_ms=self.lifecycle.now_ms(),
+        )
         return {**order.model_dump(mode="json"), "state": "queued"}
 
     def tick(self) -> list[str]:

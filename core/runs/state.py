@@ -6,6 +6,8 @@ A run is a list of steps run one after another; a step of N clients has N items,
 taken by a distinct agent. An item's life::
 
     queued -> claimed -> ready -> running -> completed
+       |         |         |         |         ^
+       |         |         +---------|---------+   (its result stored before its start report)
        |         |         |         |
        +---------+---------+---------+--> failed | cancelled   (terminal)
                  |         |         |
@@ -20,7 +22,6 @@ the step's methods, along ``STEP_MOVES``.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -29,10 +30,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from core.analysis.gate import RunGate
 from core.errors import BenchError
 from core.models import DataSet, RunRequest, WorkItem, Workload
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class RunState(StrEnum):
@@ -203,8 +200,8 @@ class Item(_Stored):
         self.state = to
         for key, value in changes.items():
             setattr(self, key, value)
-        if to in TERMINAL:
-            self.ended_at = now_iso()
+        # ``ended_at``: stamped by the write that stores the move, from the service's clock
+        # (core.runs.lifecycle.Lifecycle.update_item).
 
     def end(self, to: ItemState, reason: str) -> bool:
         """Fail or cancel the item unless it has ended already; True when it moved."""

@@ -13,7 +13,6 @@ import itertools
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from core.fleet.pools import PoolConfig
@@ -123,10 +122,6 @@ class World:
         self.minted.append(run_id)
         return run_id
 
-    def now_iso(self) -> str:
-        at = datetime.fromtimestamp(self.clock(), UTC)
-        return at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
     def api_call(self, api: int, call: Callable[[RunService], T], crash_in: int | None) -> T:
         """One call to API instance ``api``; ``crash_in``: it dies at that storage call, and
         the instance is restarted (whatever it kept in memory is gone)."""
@@ -150,15 +145,14 @@ def _deterministic(world: World) -> Iterator[tuple[Any, str, object]]:
     for name, module in list(sys.modules.items()):
         if not (name.startswith("core.") and module is not None):
             continue
-        if getattr(module, "now_iso", None) is not None:
-            yield module, "now_iso", world.now_iso
         if getattr(module, "new_run_id", None) is not None:
             yield module, "new_run_id", world.new_run_id
 
 
 @contextlib.contextmanager
 def simulated(world: World) -> Iterator[World]:
-    """Run ids and timestamps from the world for the duration (restored after)."""
+    """Run ids from the world for the duration (restored after); timestamps come from the
+    world's clock, which the services are given (core.timestamps)."""
     saved = [(m, a, getattr(m, a)) for m, a, _ in _deterministic(world)]
     for module, attr, value in _deterministic(world):
         setattr(module, attr, value)

@@ -1,5 +1,5 @@
-"""fio is started and parked at its gate before the agent reports ready (issue 17.4): the
-agent can tell when every job waits there, none does I/O before the gate opens, and a
+"""fio is started and parked on its start FIFO before the agent reports ready (issue 17.4): the
+agent can tell when every job waits there, none does I/O before it is released, and a
 layout pass that would find nothing to do is not run."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from core.models import Workload
 pytestmark = pytest.mark.fio
 
 
-def test_every_job_parks_at_the_gate_and_does_no_io_before_it_opens(tmp_path: Path) -> None:
+def test_every_job_parks_on_the_start_fifo_and_does_no_io_before_release(tmp_path: Path) -> None:
     # 2 s: every job logs at least one whole second (a 1 s job may end before its line).
     w = Workload(rw="randread", bs="4k", size="4m", numjobs=3, runtime=2, direct=False)
     data = {"a": tmp_path / "a", "b": tmp_path / "b"}
@@ -25,7 +25,7 @@ def test_every_job_parks_at_the_gate_and_does_no_io_before_it_opens(tmp_path: Pa
     lay_out(fio, w, fill=False)
     fio.start()
     try:
-        assert fio.wait_parked(10), "every job reaches the gate"
+        assert fio.wait_parked(10), "every job reaches the start FIFO"
         assert fio.jobs == 6 and fio.parked_jobs() == 6
         time.sleep(0.3)  # parked: still waiting, nothing measured yet
         assert fio.poll() is None

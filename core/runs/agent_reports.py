@@ -15,7 +15,8 @@ from core.errors import FieldError, NotFound, ValidationFailed
 from core.models import ARTIFACT_NAMES, Result
 from core.runs.holder import AgentRef, holds, refuse
 from core.runs.lifecycle import Lifecycle
-from core.runs.state import Item, ItemError, ItemState, Step, now_iso
+from core.runs.state import Item, ItemError, ItemState, Step
+from core.timestamps import iso_ms
 from core.validation import validate
 
 # An agent heartbeats its item every 2 s (for cancellation and the start of its step);
@@ -23,7 +24,7 @@ from core.validation import validate
 HEARTBEAT_RECORD_S = 30
 
 
-class Reports:
+class AgentReports:
     def __init__(self, lifecycle: Lifecycle) -> None:
         self.life = lifecycle
         self.store = lifecycle.store
@@ -52,9 +53,9 @@ class Reports:
             promote = started and d.state == ItemState.READY
             if not promote and not _stale(d.heartbeat_at, now):
                 return False  # nothing to record: no write (they come every 2 s per agent)
-            d.heartbeat_at = now_iso()
+            d.heartbeat_at = iso_ms(self.life.now_ms())
             if promote:
-                d.move(ItemState.RUNNING, started_at=now_iso())
+                d.move(ItemState.RUNNING, started_at=iso_ms(self.life.now_ms()))
             return None
 
         doc = self.life.update_item(run_id, item_id, beat, read=doc)
@@ -101,7 +102,8 @@ class Reports:
                 outcome[:] = [None]
                 return False
             outcome[:] = [final]
-            error = ItemError(at=now_iso(), agent_id=agent.id, message=message[:2000])
+            at = iso_ms(self.life.now_ms())
+            error = ItemError(at=at, agent_id=agent.id, message=message[:2000])
             if report_id:
                 error.report_id, error.final = report_id, final
             d.errors = [*d.errors[-9:], error]

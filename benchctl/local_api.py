@@ -1,0 +1,22 @@
+"""The API as the local stack serves it (``uvicorn --factory benchctl.local_api:create_app``,
+benchctl.localstack.start_api): functions.api's app, given the stack's pool scaler
+(benchctl.local_scaler: an elastic pool's capacity is its number of agent processes) when
+BENCH_LOCAL_SCALER_DIR names the stack. The scaler is handed to the server from here, the
+local stack's side, so the server never imports the CLI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import FastAPI
+
+from benchctl.local_scaler import LocalScaler
+from functions import context
+from functions.api import create_app as create_api
+
+
+def create_app() -> FastAPI:
+    directory = context.settings().local_scaler_dir
+    if directory:
+        context.use_local_scaler(LocalScaler(Path(directory)))
+    return create_api()
