@@ -1,7 +1,9 @@
 """Blob Storage adapter: the artifacts container (timelines, engine outputs, logs).
 
 Blob names are ``runs/<run id>/<owner>/<name>``, owner being an item id or a step id, so a
-retried upload overwrites the same blob and a run's artifacts list under one prefix. In
+retried upload overwrites the same blob and a run's artifacts list under one prefix; raw
+output (core.retention.RAW_ARTIFACTS) is under ``raw/<run id>/<owner>/<name>``, the prefix
+Blob lifecycle management cools and deletes (bicep/modules/storage.bicep). In
 Azure the app reaches the account by identity (Storage Blob Data Contributor on this
 container only); locally Azurite's blob service with its published development key.
 """
@@ -9,20 +11,35 @@ container only); locally Azurite's blob service with its published development k
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from azure.core.exceptions import AzureError, ResourceExistsError, ResourceNotFoundError
-from azure.storage.blob import BlobServiceClient, ContainerClient
+from azure.storage.blob import BlobClient, BlobServiceClient, ContainerClient
 
 from adapters.storage import bounded_client_options, storage_credential
 from core.errors import NotFound, StoreUnavailable, TooLarge
+from core.retention import RAW_ARTIFACTS
 
 log = logging.getLogger(__name__)
 CONTAINER = "artifacts"
 MAX_ARTIFACT_BYTES = 256 << 20  # far above a 24 h run's compressed timeline
+KEPT, RAW = "runs/", "raw/"
 
 
 def blob_name(run_id: str, owner: str, name: str) -> str:
-    return f"runs/{run_id}/{owner}/{name}"
+    return f"{RAW if name in RAW_ARTIFACTS else KEPT}{run_id}/{owner}/{name}"
+
+
+@dataclass(frozen=True)
+class StoredBlob:
+    path: str  # the blob's name in the container
+    run_id: str
+    owner: str
+    name: str
+    size: int
+    modified_s: float  # last written, Unix seconds
+    tier: str | None
 
 
 class BlobArtifacts:
@@ -66,6 +83,15 @@ class BlobArtifacts:
         try:
             return self._container.download_blob(blob_name(run_id, owner, name)).readall()
         except ResourceNotFoundError:
+            if name not in RAW_ARTIFACTS:
+                raise NotFound(f"artifact {name} of {owner}") from None
+        except AzureError as e:
+            raise StoreUnavailable(
+                f"cannot read artifact {name} of {owner}: {e}", "Blob Storage"
+            ) from e
+        try:  # stored before raw output had a prefix of its own
+            return self._container.download_blob(f"{KEPT}{run_id}/{owner}/{name}").readall()
+        except ResourceNotFoundError:
             raise NotFound(f"artifact {name} of {owner}") from None
         except AzureError as e:
             raise StoreUnavailable(
@@ -82,3 +108,42 @@ class BlobArtifacts:
             raise StoreUnavailable(
                 f"cannot read artifact {name} of {owner}: {e}", "Blob Storage"
             ) from e
+
+    # ---- whole runs, and retention ------------------------------------------------------
+
+    def listed(self, prefix: str) -> list[StoredBlob]:
+        """Every artifact under ``prefix`` (``runs/``, ``raw/``, or one run's: ``raw/<id>/``)."""
+        try:
+            found = list(self._container.list_blobs(name_starts_with=prefix))
+        except AzureError as e:
+            raise StoreUnavailable(f"cannot list artifacts: {e}", "Blob Storage") from e
+        out = []
+        for b in found:
+            parts = str(b.name).split("/")
+            if len(parts) != 4:
+                continue  # not an artifact's name
+            modified = b.last_modified.timestamp() if b.last_modified else 0.0
+            tier = str(b.blob_tier) if b.blob_tier else None
+            out.append(
+                StoredBlob(
+                    str(b.name), parts[1], parts[2], parts[3], int(b.size or 0), modified, tier
+                )
+            )
+        return out
+
+    def of_run(self, run_id: str) -> list[StoredBlob]:
+        return self.listed(f"{KEPT}{run_id}/") + self.listed(f"{RAW}{run_id}/")
+
+    def delete(self, blob: StoredBlob) -> None:
+        self._each(blob.path, lambda b: b.delete_blob())
+
+    def cool(self, blob: StoredBlob) -> None:
+        self._each(blob.path, lambda b: b.set_standard_blob_tier("Cool"))
+
+    def _each(self, blob: str, act: Callable[[BlobClient], object]) -> None:
+        try:
+            act(self._container.get_blob_client(blob))
+        except ResourceNotFoundError:
+            pass  # gone already: what was asked
+        except AzureError as e:
+            raise StoreUnavailable(f"cannot change artifact {blob}: {e}", "Blob Storage") from e

@@ -25,6 +25,7 @@ from pydantic_settings.sources.utils import parse_env_vars
 from core.analysis.changepoint import DEFAULT_MIN_MAGNITUDE_PCT
 from core.errors import BenchError
 from core.fleet.pools import PoolConfig, parse_pools
+from core.retention import DAY_S, Retention
 from core.runs.guardrails import AGENT_ROLE, ROLES, TargetInfo, parse_targets
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -109,6 +110,13 @@ class Settings(BaseSettings):
     local_scaler_dir: str | None = None
     azure_subscription_id: str | None = None
     azure_resource_group: str | None = None
+    # Retention (core.retention; the same values Bicep gives Cosmos DB's TTL and Blob
+    # lifecycle management; the local stack's timer enforces them itself).
+    activity_ttl_s: float = Field(DAY_S, gt=0.0, allow_inf_nan=False)
+    agent_ttl_s: float = Field(30 * DAY_S, gt=0.0, allow_inf_nan=False)
+    delivery_ttl_s: float = Field(7 * DAY_S, ge=1.0, allow_inf_nan=False)
+    raw_cool_days: float = Field(30.0, gt=0.0, allow_inf_nan=False)
+    raw_delete_days: float = Field(365.0, gt=0.0, allow_inf_nan=False)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -131,6 +139,16 @@ class Settings(BaseSettings):
     @classmethod
     def _no_trailing_slash(cls, value: str) -> str:
         return value.rstrip("/")
+
+    @property
+    def retention(self) -> Retention:
+        return Retention(
+            activity_ttl_s=self.activity_ttl_s,
+            agent_ttl_s=self.agent_ttl_s,
+            delivery_ttl_s=self.delivery_ttl_s,
+            raw_cool_days=self.raw_cool_days,
+            raw_delete_days=self.raw_delete_days,
+        )
 
     @property
     def pools(self) -> tuple[str, ...]:
@@ -213,6 +231,14 @@ class Settings(BaseSettings):
     @classmethod
     def _targets(cls, value: Any) -> Any:
         return tuple(parse_targets(value)) if isinstance(value, str) else value
+
+    @field_validator("raw_delete_days")
+    @classmethod
+    def _cool_before_delete(cls, value: float, info: ValidationInfo) -> float:
+        cool = info.data.get("raw_cool_days")
+        if cool is not None and cool >= value:
+            raise ValueError(f"{value:g} days: raw artifacts go cool first ({cool:g} days)")
+        return value
 
     @model_validator(mode="after")
     def _loopback_only_when_local(self) -> Settings:

@@ -18,6 +18,8 @@ from azure.storage.queue import (
 
 from adapters.config import Settings
 from adapters.storage import bounded_client_options, storage_credential
+from adapters.telemetry import producer
+from core import telemetry
 from core.errors import BenchError, LeaseLost, StoreUnavailable
 from core.models import WorkItem
 from core.ports import Message
@@ -90,13 +92,20 @@ class WorkQueues:
                 ) from e
 
     def send(self, item: WorkItem) -> None:
-        body = item.model_dump_json()
-        if len(body.encode()) * 4 // 3 + 4 > MAX_MESSAGE_BYTES:
-            raise BenchError(f"work item {item.item_id} exceeds the 64 KiB queue message limit")
-        self._send(work_queue_name(item.pool), body)
+        """The message carries its send span's W3C trace context (``traceparent``): the
+        agent that takes it continues the run's trace (adapters/telemetry.py)."""
+        name = work_queue_name(item.pool)
+        with producer(
+            name, pool=item.pool, run_id=item.run_id, step=item.step, item_id=item.item_id
+        ) as traceparent:
+            body = item.model_copy(update={"traceparent": traceparent}).model_dump_json()
+            if len(body.encode()) * 4 // 3 + 4 > MAX_MESSAGE_BYTES:
+                raise BenchError(f"work item {item.item_id} exceeds the 64 KiB queue message limit")
+            self._send(name, body)
 
     def send_poison(self, pool: str, body: str) -> None:
         self._send(poison_queue_name(pool), body)
+        telemetry.count("bench.poison.messages", pool=pool)
 
     def send_clean(self, pool: str, body: str) -> None:
         """An order for the pool's agents other than a work item (core.runs.clean)."""
@@ -161,5 +170,17 @@ class WorkQueues:
         return [str(m.content) for m in raw.peek_messages(max_messages=max_messages)]
 
     def approximate_count(self, name: str) -> int:
-        props = self.client(name).get_queue_properties()
+        try:
+            props = self.client(name).get_queue_properties()
+        except AzureError as e:
+            raise StoreUnavailable(f"cannot read queue {name}: {e}", "the queue service") from e
         return int(props.approximate_message_count or 0)
+
+    def oldest(self, name: str) -> float | None:
+        """When the oldest visible message of ``name`` was sent (Unix seconds), or None."""
+        try:
+            peeked = self._service.get_queue_client(name).peek_messages(max_messages=1)
+        except AzureError as e:
+            raise StoreUnavailable(f"cannot peek queue {name}: {e}", "the queue service") from e
+        sent = peeked[0].inserted_on if peeked else None
+        return sent.timestamp() if sent is not None else None

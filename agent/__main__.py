@@ -12,6 +12,7 @@ from types import FrameType
 
 from adapters.config import azure_credential
 from adapters.queue import WorkQueues
+from agent import tracing
 from agent.api_client import ApiClient
 from agent.beacon import Beacon
 from agent.config import AgentConfig, MountSpec
@@ -166,6 +167,9 @@ def prepare(argv: list[str] | None = None, *, log_to_stderr: bool = True) -> Age
         client_id=config.managed_identity_client_id,
     )
     worker = Worker(config, queues, api)
+    tracing.setup(  # where spans go: adapters/telemetry.py
+        config.agent_id, config.appinsights_connection_string, config.managed_identity_client_id
+    )
     return Agent(config, worker, api, once=a.once, max_items=a.max_items)
 
 

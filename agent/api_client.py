@@ -29,6 +29,7 @@ import httpx
 from pydantic import TypeAdapter
 from tenacity import RetryCallState
 
+from adapters import telemetry
 from apiclient import Refused, Transport, Unavailable, retrying
 from core.errors import BenchError, StoreUnavailable
 from core.models import MAX_RTT_MS, WorkItem
@@ -112,13 +113,17 @@ class ApiClient:
     ) -> dict[str, Any]:
         """One attempt. StoreUnavailable for what may pass, ApiError for a refusal."""
         sent = time.perf_counter()
+        # The current stage's trace context: the API's spans of this call nest under it.
+        headers = telemetry.headers()
+        if content_type:
+            headers["Content-Type"] = content_type
         try:
             r = self._transport.request(
                 method,
                 path,
                 json=body,
                 content=content,
-                headers={"Content-Type": content_type} if content_type else None,
+                headers=headers or None,
                 timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout,
             )
         except Unavailable as e:

@@ -106,6 +106,9 @@ class AgentConfig:
     # Relay fio's status output with each item heartbeat (agent.live): the live view. Off
     # only to measure what it costs (bench/live_cost.py).
     live: bool = True
+    # Traces to Application Insights (Entra ID ingestion with this agent's managed identity);
+    # else the OTEL_* / BENCH_TELEMETRY_DIR environment decides (adapters/telemetry.py).
+    appinsights_connection_string: str | None = None
 
     def __post_init__(self) -> None:
         if not re.match(POOL_PATTERN, self.pool):

@@ -44,13 +44,14 @@ def run_diskspd(worker: Worker, item: WorkItem, lease: Lease) -> str:
     )
     # Lay the files out before reporting ready, as fio's create_only pass does: the
     # measured run then opens them as they are, and creates nothing after the start.
-    rc, err = proc.layout()
+    rc, err = proc.layout()  # the "layout" stage the worker began at the claim
     if rc != 0:
         return worker._failed(item, lease, f"DiskSpd file layout exited {rc}: {err[-1500:]}")
     scheduled = worker._await_start(item, lease)
     if isinstance(scheduled, str):
         return scheduled
     sleep_until(scheduled / 1000)
+    worker.trace.stage("diskspd")
     proc.start()
     stop = worker._wait_for(proc, lease, item)
     if stop:

@@ -92,6 +92,7 @@ def run_fio(worker: Worker, item: WorkItem, lease: Lease, t_claimed: float) -> s
         if isinstance(scheduled, str):
             return scheduled
         sleep_until(scheduled / 1000)
+        worker.trace.stage("fio")
         released = fio.release()
         if worker.config.live:
             # fio's counters start when the ramp ends (core.engines.fio_live).

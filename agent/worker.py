@@ -20,6 +20,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from adapters.queue import LeaseLost, Message, WorkQueues
+from agent import tracing
 from agent.api_client import ApiClient, ApiError
 from agent.beacon import Beacon
 from agent.cleanup import after_item, clean_target, parse_order, remove_stale_trees
@@ -64,6 +65,7 @@ class Worker:
         self.stop_now = threading.Event()
         self._host = host_facts(use_imds=config.imds)
         self.beacon: Beacon | None = None  # the registry heartbeat (agent.beacon), if any
+        self.trace = tracing.NO_TRACE  # the current item's spans (agent.tracing)
         # Per process and locked (agent.workdir): opened by ``work``, so a Worker that
         # never works makes no directory.
         self._work = WorkRoot(
@@ -156,8 +158,12 @@ class Worker:
             self.beacon.item_id = item.item_id
         try:
             # Transient API failures are retried while the lease is held (agent.api_client).
-            with self.api.retry_until(lease.lost):
-                return self._run_item(item, lease)
+            with (
+                self.api.retry_until(lease.lost),
+                tracing.item(item, self.config.agent_id, msg) as self.trace,
+            ):
+                self.trace.outcome = self._run_item(item, lease)
+                return self.trace.outcome
         except ApiError as e:
             # The API refused a call (a 4xx): say so on the item, so the run shows the cause.
             log.error("item %s: %s", item.item_id, e)
@@ -187,6 +193,7 @@ class Worker:
         agent = self.config.agent_id
         msg = lease.message
         t0 = time.perf_counter()
+        self.trace.stage("claim")
         decision = self.api.claim(item, agent, msg.dequeue_count, msg.id)
         t_claimed = time.perf_counter()
         if decision.action == "drop":
@@ -197,6 +204,7 @@ class Worker:
             log.info("handing back %s: %s", item.item_id, decision.reason)
             self._release(lease, self.config.retry_delay_s)
             return "released"
+        self.trace.stage("layout")  # the checks, the files, the engine started at its gate
         refused = refusal(item, self.config.agent_id, self.config.mounts, self.fio_binary)
         if refused:
             return self._failed(item, lease, refused, permanent=True)
@@ -241,6 +249,7 @@ class Worker:
         self, item: WorkItem, packed: dict[ArtifactName, bytes]
     ) -> dict[ArtifactName, ArtifactRef]:
         """Large outputs go to Blob Storage through the API before the result names them."""
+        self.trace.stage("result upload")  # ends with the result stored (_store)
         for name, data in packed.items():
             self.api.put_artifact(item, self.config.agent_id, name, data)
         return {name: ref(name, data) for name, data in packed.items()}
@@ -248,6 +257,7 @@ class Worker:
     def _await_start(self, item: WorkItem, lease: Lease) -> int | str:
         """The start barrier: report ready, wait until every client of the step is, and
         return the common start instant (Unix ms), or why this item stops."""
+        self.trace.stage("barrier wait")
         agent = self.config.agent_id
         barrier = self.api.ready(item, agent)
         while barrier.status == "wait":

@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 
-from benchctl import cli_follow, cli_monitoring, cli_reports
+from benchctl import cli_admin, cli_follow, cli_monitoring, cli_reports
 from benchctl.cli_common import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -217,6 +217,7 @@ def parser() -> argparse.ArgumentParser:
     de.set_defaults(func=cmd_detect)
 
     cli_reports.add_parsers(sub)
+    cli_admin.add_parsers(sub)
 
     lo = sub.add_parser("local", help="the local stack (emulators, API, agents)")
     losub = lo.add_subparsers(dest="local_cmd", required=True)
@@ -256,6 +257,17 @@ def parser() -> argparse.ArgumentParser:
         "--fresh",
         action="store_true",
         help="start empty: remove the runs, results, schedules, series and queued messages kept",
+    )
+    lu.add_argument(
+        "--otlp-endpoint",
+        metavar="URL",
+        help="send the API's and agents' traces and metrics to the OTLP/HTTP collector you "
+        "run there (e.g. http://127.0.0.1:4318) instead of files",
+    )
+    lu.add_argument(
+        "--no-telemetry",
+        action="store_true",
+        help="record no traces or metrics (default: JSON lines under <stack dir>/telemetry/)",
     )
     losub.add_parser("down")
     losub.add_parser("status")

@@ -182,6 +182,7 @@ def cmd_local(a: argparse.Namespace) -> int:
             max_agents=a.max_agents,
             idle_s=a.idle,
             price=a.price,
+            telemetry=_telemetry(a.otlp_endpoint, a.no_telemetry),
         )
         print(
             f"local stack up: API {stack.api_url}, {a.agents} agent(s), "
@@ -205,7 +206,22 @@ def cmd_local(a: argparse.Namespace) -> int:
         port = f" port {p.port}" if p.port else ""
         print(f"  {p.name:<12} pid {p.pid:<7} {'running' if p.alive() else 'stopped'}{port}")
     print(_data_line(current.dir, "kept across `down`/`up`; `up --fresh` starts empty"))
+    where = current.telemetry.get("BENCH_TELEMETRY_DIR") or current.telemetry.get(
+        "OTEL_EXPORTER_OTLP_ENDPOINT"
+    )
+    print(f"telemetry: {where or 'off'} (docs/operations.md)")
     return EXIT_OK
+
+
+def _telemetry(otlp_endpoint: str | None, off: bool) -> dict[str, str]:
+    """The API's and agents' telemetry settings (adapters/telemetry.py): a collector, or
+    files in the stack's directory; spans written within a second, metrics every 10 s."""
+    if off:
+        return {}
+    quick = {"OTEL_BSP_SCHEDULE_DELAY": "1000", "OTEL_METRIC_EXPORT_INTERVAL": "10000"}
+    if otlp_endpoint:
+        return {"OTEL_EXPORTER_OTLP_ENDPOINT": otlp_endpoint, **quick}
+    return {"BENCH_TELEMETRY_DIR": str(state_dir() / "telemetry"), **quick}
 
 
 def _data_line(directory: str, note: str) -> str:

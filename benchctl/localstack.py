@@ -11,11 +11,8 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,6 +24,11 @@ from adapters.config import Settings
 from adapters.cosmos import CosmosStore
 from adapters.local import azurite_blob_uri, azurite_queue_uri
 from adapters.queue import WorkQueues
+from benchctl.local_procs import Proc as Proc
+from benchctl.local_procs import port_open as _port_open
+from benchctl.local_procs import stop_proc as stop_proc
+from benchctl.local_procs import tail as tail
+from benchctl.local_procs import wait_ready as _wait
 from benchctl.local_state import (
     ROOT,
     StackError,
@@ -59,27 +61,6 @@ def ensure_installed() -> None:
 
 
 @dataclass
-class Proc:
-    name: str
-    pid: int
-    log: str
-    port: int | None = None
-    pool: str | None = None  # an agent's pool
-
-    def alive(self) -> bool:
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        # A zombie still answers kill(0): look at its state.
-        try:
-            stat = Path(f"/proc/{self.pid}/stat").read_text()
-            return stat.rsplit(")", 1)[1].split()[0] != "Z"
-        except OSError:
-            return False
-
-
-@dataclass
 class Stack:
     dir: str
     queue_port: int
@@ -94,6 +75,8 @@ class Stack:
     max_deliveries: int = 5
     heartbeat_s: float = 30.0  # agents' registry heartbeat
     port_note: str | None = None  # why the API is not on the port it had
+    # Where the API and the agents send traces and metrics (adapters/telemetry.py)
+    telemetry: dict[str, str] = field(default_factory=dict)
 
     @property
     def queue_uri(self) -> str:
@@ -178,33 +161,6 @@ def _spawn(
     return p
 
 
-def _wait(what: str, check: Callable[[], bool], proc: Proc, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not proc.alive():
-            raise StackError(f"{what} exited; see {proc.log}:\n{tail(proc.log)}")
-        try:
-            if check():
-                return
-        except (OSError, httpx.HTTPError):
-            pass
-        time.sleep(0.2)
-    raise StackError(f"{what} not ready after {timeout:.0f} s; see {proc.log}:\n{tail(proc.log)}")
-
-
-def tail(path: str, lines: int = 30) -> str:
-    try:
-        return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
-
-
-def _port_open(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
 def start_azurite(stack: Stack) -> tuple[Proc, Proc]:
     """Azurite's queue and blob services, their data in the stack's ``azurite/``."""
     script = ["node", str(SCRIPTS / "azurite.js")]
@@ -253,7 +209,12 @@ def start_api(
 ) -> Proc:
     """The API under uvicorn; ``access_log``: a line per request in its log (benches count
     requests with it)."""
-    env = {**stack.env(), "BENCH_LOCAL_TIMER_SECONDS": str(timer_seconds), **(extra_env or {})}
+    env = {
+        **stack.env(),
+        **stack.telemetry,
+        "BENCH_LOCAL_TIMER_SECONDS": str(timer_seconds),
+        **(extra_env or {}),
+    }
     env["BENCH_PUBLIC_URL"] = stack.api_url
     p = _spawn(
         stack,
@@ -292,7 +253,7 @@ def start_agent(
     argv += ["--retry-delay", "1", "--heartbeat", str(stack.heartbeat_s)]
     for alias, path in (stack.targets if targets is None else targets).items():
         argv += ["--mount", f"{alias}={path}"]
-    return _spawn(stack, f"agent-{index}", argv + (extra or []), pool=pool)
+    return _spawn(stack, f"agent-{index}", argv + (extra or []), stack.telemetry, pool=pool)
 
 
 def up(
@@ -309,6 +270,7 @@ def up(
     idle_s: float = DEFAULT_IDLE_S,
     heartbeat_s: float = 30.0,
     price: float | None = None,
+    telemetry: dict[str, str] | None = None,
 ) -> Stack:
     """Start the stack in ``directory``, on the data kept there (none with ``fresh``)."""
     directory = directory or state_dir()
@@ -335,6 +297,7 @@ def up(
         visibility_timeout=visibility_timeout,
         max_deliveries=max_deliveries,
         heartbeat_s=heartbeat_s,
+        telemetry=telemetry or {},
     )
     # The pool declares its size, so a run is judged on it even before every agent has
     # registered (core.fleet.admission).
@@ -387,20 +350,6 @@ def remove_data(directory: Path) -> None:
     """Forget every run, result, schedule, series and queued message kept in ``directory``."""
     for name in DATA_DIRS:
         shutil.rmtree(directory / name, ignore_errors=True)
-
-
-def stop_proc(p: Proc, sig: int = signal.SIGTERM, timeout: float = 10.0) -> None:
-    if not p.alive():
-        return
-    try:
-        os.killpg(p.pid, sig)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + timeout
-    while p.alive() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if p.alive():
-        os.killpg(p.pid, signal.SIGKILL)
 
 
 def down(directory: Path | None = None) -> list[str]:

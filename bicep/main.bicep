@@ -170,6 +170,42 @@ param windowsPoolJson string = ''
 @description('Windows agents\' local administrator password (azd: BENCH_WINDOWS_ADMIN_PASSWORD); needed only with a Windows pool.')
 param windowsAdminPassword string = ''
 
+// ---- operations: retention, backup, alerts (docs/operations.md; core/retention.py)
+
+@allowed([
+  'Continuous7Days'
+  'Continuous30Days'
+])
+@description('Cosmos DB continuous backup tier: point-in-time restore within the last 7 days (no charge for the backup storage) or 30 days (azd: BENCH_COSMOS_BACKUP_TIER).')
+param cosmosBackupTier string = 'Continuous7Days'
+
+@minValue(1)
+@description('Days after it was written that a raw artifact (fio or DiskSpd output, fio logs) moves to cool storage (azd: BENCH_RAW_COOL_DAYS).')
+param rawCoolAfterDays int = 30
+
+@minValue(2)
+@description('Days after it was written that a raw artifact is deleted; more than rawCoolAfterDays (azd: BENCH_RAW_DELETE_DAYS).')
+param rawDeleteAfterDays int = 365
+
+@minValue(60)
+@description('Seconds a bot activity id or webhook signature is remembered (replay protection).')
+param activityTtlSeconds int = 86400
+
+@minValue(1)
+@description('Days after its last heartbeat that an agent\'s registry record is deleted.')
+param agentRecordTtlDays int = 30
+
+@minValue(1)
+@description('Days after a finished delivery (a Teams run thread whose result was posted) that its document is deleted.')
+param finishedDeliveryTtlDays int = 7
+
+@description('Email addresses the alerts go to (azd: BENCH_ALERT_EMAILS, comma-separated); empty: they fire in the portal only.')
+param alertEmails string = ''
+
+@minValue(120)
+@description('Seconds without a complete tick after which a timer is stale (alert).')
+param timerStaleSeconds int = 300
+
 var token = toLower(uniqueString(subscription().id, resourceGroup().id, environmentName))
 var tags = union(extraTags, { 'azd-env-name': environmentName, application: 'benchsvc' })
 var pools = json(poolsJson)
@@ -256,6 +292,20 @@ module storage 'modules/storage.bicep' = {
     pools: allPools
     vnetEnabled: vnetEnabled
     workspaceId: monitoring.outputs.workspaceId
+    rawCoolAfterDays: rawCoolAfterDays
+    rawDeleteAfterDays: rawDeleteAfterDays
+  }
+}
+
+module alerts 'modules/alerts.bicep' = {
+  name: 'alerts'
+  params: {
+    location: location
+    tags: tags
+    token: token
+    appInsightsId: monitoring.outputs.appInsightsId
+    alertEmails: filter(map(split(alertEmails, ','), e => trim(e)), e => !empty(e))
+    timerStaleSeconds: timerStaleSeconds
   }
 }
 
@@ -268,6 +318,9 @@ module cosmos 'modules/cosmos.bicep' = {
     databaseName: cosmosDatabaseName
     vnetEnabled: vnetEnabled
     workspaceId: monitoring.outputs.workspaceId
+    continuousBackupTier: cosmosBackupTier
+    activityTtlSeconds: activityTtlSeconds
+    agentTtlSeconds: agentRecordTtlDays * 86400
   }
 }
 
@@ -395,6 +448,12 @@ module functionApp 'modules/functionapp.bicep' = {
     defaultRole: defaultRole
     botRole: botRole
     teamsBot: deployTeamsBot
+    activityTtlSeconds: activityTtlSeconds
+    agentTtlSeconds: agentRecordTtlDays * 86400
+    deliveryTtlSeconds: finishedDeliveryTtlDays * 86400
+    timerStaleSeconds: timerStaleSeconds
+    rawCoolAfterDays: rawCoolAfterDays
+    rawDeleteAfterDays: rawDeleteAfterDays
     apiClientId: apiAppClientId
     apiIdentifierUri: apiIdentifierUri
     // The API's own client (its sign-in), the agents' identities, then people's tools.
@@ -453,6 +512,7 @@ module linuxPools 'modules/agentpool-linux.bicep' = [
       apiUrl: functionApp.outputs.url
       queueUri: storage.outputs.queueEndpoint
       apiScope: apiScope
+      appInsightsConnectionString: monitoring.outputs.connectionString
       agentPackageUrl: agentPackageUrl
       agentKeyVaultUri: agentVault.outputs.uri
       mounts: pool.mounts
@@ -482,6 +542,7 @@ module elasticAgentPools 'modules/agentpool-linux.bicep' = [
       apiUrl: apiUrlByName
       queueUri: storage.outputs.queueEndpoint
       apiScope: apiScope
+      appInsightsConnectionString: monitoring.outputs.connectionString
       agentPackageUrl: agentPackageUrl
       agentKeyVaultUri: agentVault.outputs.uri
       mounts: pool.mounts

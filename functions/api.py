@@ -32,9 +32,10 @@ from core.ports import CONTINUATION_PATTERN
 from core.runs.commit import ANSWER_MS, Answer
 from core.runs.guardrails import Forbidden
 from core.runs.state import RunState
-from core.runs.timer import tick_check
+from core.runs.timer import TIMERS, tick_check
 from core.runs.views import public_run
 from functions import (
+    admin_api,
     agent_api,
     bot,
     context,
@@ -44,6 +45,7 @@ from functions import (
     messages,
     openapi,
     reports_api,
+    telemetry,
     timers,
 )
 from functions import apidocs as d
@@ -67,7 +69,6 @@ from functions.params import (
 
 log = logging.getLogger(__name__)
 HEALTH_WAIT_S = 4.0  # the database's share of /api/health's 5 s
-TIMERS = ("runs", "schedules")
 STARTED_MS = int(time.time() * 1000)  # a timer not recorded yet is stale only after a while
 
 
@@ -398,4 +399,6 @@ def create_app() -> FastAPI:
     app.include_router(clean_router)
     app.include_router(bot.router)
     app.include_router(messages.router)
+    app.include_router(admin_api.router)
+    telemetry.instrument(app)  # traces and operator metrics, when configured
     return app

@@ -122,6 +122,12 @@ class RunSummary(OpenDoc):
         description="the regression gate's verdict, per step and metric, with the figures "
         "behind it (README, Pipelines); set when the run is finalized",
     )
+    trace_id: str | None = Field(
+        None,
+        pattern=r"^[0-9a-f]{32}$",
+        description="the run's OpenTelemetry trace (Application Insights' operation id), "
+        "when the service records traces",
+    )
 
 
 class RunList(BaseModel):
@@ -363,6 +369,9 @@ class FullResult(Result):
         description="own: the client's measured period; common: its step's common window"
     )
     raw: dict[str, Any] | None = Field(description="the engine's own output, if uploaded")
+    raw_removed: bool | None = Field(
+        None, description="true: the engine's own output was deleted by retention (README)"
+    )
 
 
 class ArtifactStored(BaseModel):

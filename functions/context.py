@@ -182,7 +182,13 @@ def threads() -> Threads | None:
     if sender is None:
         return None
     conversations = CosmosConversations(store().container("conversations"))
-    return Threads(conversations, sender, service().get_run, public_url=settings().public_url)
+    return Threads(
+        conversations,
+        sender,
+        service().get_run,
+        public_url=settings().public_url,
+        finished_ttl_s=settings().retention.finished_delivery_ttl(),
+    )
 
 
 _teams_lock = threading.Lock()

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
@@ -37,7 +37,8 @@ ERRORS: dict[int, str] = {
     409: "Conflicts with the current state (busy target with on_busy refuse, Idempotency-Key "
     "reused with another body, an agent reporting for an item it does not hold, a concurrent "
     "change, a replayed chat request)",
-    413: "A request body over 1 MiB (a result: 2 MiB), refused before it is read; or over a "
+    413: "A request body over 1 MiB (a result: 2 MiB; an admin's import: 16 MiB, an "
+    "imported artifact: 256 MiB), refused before it is read; or over a "
     "limit a backing service holds (a 2 MB Cosmos DB document, an artifact's size): nothing "
     "written",
     503: "A backing service (Cosmos DB, the queue) failed or did not answer in time: retry "
@@ -143,16 +144,21 @@ def doc(
     headers: Mapping[str, Any] | None = None,
     binary: str | None = None,
     html: str | None = None,
+    download: str | None = None,
 ) -> dict[str, Any]:
     """Route arguments documenting an operation: its answer ``ok`` with ``status`` (no
     content when ``ok`` is None), other successful answers ``also``, the error statuses it
     can answer, and its JSON request ``body`` (or raw bytes of media type ``binary``).
-    ``html`` describes an answer that is an HTML page instead of JSON.
+    ``html`` describes an answer that is an HTML page instead of JSON, ``download`` one of
+    raw bytes (its description).
     Responses are described, never filtered."""
     responses: dict[int | str, Any] = {}
     if html is not None:
         page = {"schema": {"type": "string"}}
         responses[status] = {"description": html, "content": {"text/html": page}}
+    if download is not None:
+        raw = {"schema": {"type": "string", "format": "binary"}}
+        responses[status] = {"description": download, "content": {"application/gzip": raw}}
     for code, model in {**({status: ok} if ok else {}), **(also or {})}.items():
         responses[code] = _json(_mark(model, "serialization"))
         if headers:
@@ -166,10 +172,11 @@ def doc(
     if binary is not None:
         content = {binary: {"schema": {"type": "string", "format": "binary"}}}
         extra["requestBody"] = {"required": True, "content": content}
+    extra_args: dict[str, Any] = {}
     if html is not None:
-        extra_args: dict[str, Any] = {"response_class": HTMLResponse}
-    else:
-        extra_args = {}
+        extra_args["response_class"] = HTMLResponse
+    if download is not None:
+        extra_args["response_class"] = Response
     return {
         **extra_args,
         "status_code": status,

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
+from adapters import retention
 from core.errors import BenchError
 from functions import context
 
@@ -48,10 +50,25 @@ def schedules_tick() -> list[str]:
     return started
 
 
+RETENTION_EVERY_S = 5.0  # the local sweep's period (it lists every raw artifact)
+_swept: list[float] = [0.0]
+
+
+def retention_tick() -> None:
+    """The local stack only: what Cosmos DB's TTL and Blob lifecycle management do in Azure
+    (the local servers have neither; adapters/retention.py)."""
+    now = time.time()
+    if now - _swept[0] < RETENTION_EVERY_S:
+        return
+    _swept[0] = now
+    retention.sweep(context.store(), context.artifacts(), context.settings().retention, now)
+
+
 async def local_timer_loop(interval_s: float) -> None:
     """The local stack has no Functions host: run the same timer work on a short period."""
     while True:
-        for tick in (schedules_tick, runs_tick):  # each goes on whatever the other does
+        # each goes on whatever the others do
+        for tick in (schedules_tick, runs_tick, retention_tick):
             try:
                 await asyncio.to_thread(tick)
             except BenchError as e:

@@ -345,15 +345,23 @@ def test_cosmos_is_serverless_and_keyless() -> None:
 def test_cosmos_containers_match_the_code() -> None:
     tree = module("cosmos")
     found = {c["name"]: c["pk"] for c in tree["variables"]["containers"]["value"]}
-    activities = body(tree["resources"]["activities"])["properties"]["resource"]
-    found[activities["id"]] = activities["partitionKey"]["paths"][0]
-    live = body(tree["resources"]["live"])["properties"]["resource"]
-    found[live["id"]] = live["partitionKey"]["paths"][0]
+    # Those with a time to live are declared apart (core/retention.py).
+    ttl = {}
+    for name in ("activities", "agents", "conversations", "live"):
+        resource = body(tree["resources"][name])["properties"]["resource"]
+        found[resource["id"]] = resource["partitionKey"]["paths"][0]
+        ttl[name] = resource["defaultTtl"]
     assert found == CONTAINERS
-    assert live["defaultTtl"] == "liveTtlSeconds"
-    # Only the partition key is indexed: a second's write costs what its size does.
+    assert ttl == {
+        "activities": "activityTtlSeconds",
+        "agents": "agentTtlSeconds",
+        # on (-1, as pycep reads it); only a finished delivery's document carries a ttl
+        "conversations": {"operator": {"type": "minus", "operands": {"integer_value": 1}}},
+        "live": "liveTtlSeconds",
+    }
+    # Only the live samples' partition key is indexed: a second's write costs its size.
+    live = body(tree["resources"]["live"])["properties"]["resource"]
     assert live["indexingPolicy"]["excludedPaths"] == [{"path": "/*"}]
-    assert activities["defaultTtl"] == "activityTtlSeconds"
     assert tree["parameters"]["activityTtlSeconds"]["default"] == 86400
 
 
@@ -552,6 +560,8 @@ EXPECTED_ASSIGNMENTS = {
     # Each pool's own identity: its own queue, and only the secrets its own mounts name.
     ("agent", CUSTOM_QUEUE_ROLE, "queue: bench-<pool>"),
     ("agent", "Key Vault Secrets User", "key vault secret: the pool's SMB credentials"),
+    # Each pool's identity sends its agents' traces (issue 31).
+    ("agent", "Monitoring Metrics Publisher", "application insights"),
     # Elastic pools (issue 18): the app sets the capacity of each one's scale set, only.
     ("app", CUSTOM_SCALER_ROLE, "scale set: elastic pool"),
 }
@@ -958,6 +968,7 @@ def test_agent_json_has_exactly_the_agent_config_fields() -> None:
         "managed_identity_client_id",
         "imds",
         "work_dir",
+        "appinsights_connection_string",
     }
     assert config["imds"] is True
     assert config["api_scope"] == SAMPLE_PARAMS["apiScope"]

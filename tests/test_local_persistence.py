@@ -332,6 +332,7 @@ def test_benchctl_local_up_keeps_data_and_fresh_starts_empty(tmp_path: Path) -> 
         assert artifacts.get("r-a", "r-a.s0.c0", "fio.log") == b"log"
         benchctl(local_dir, "down")
 
+        fresh_ms = int(time.time() * 1000)
         out = benchctl(local_dir, *up, "--fresh")
         assert "started empty" in out
         st = Stack.load(local_dir)
@@ -339,7 +340,9 @@ def test_benchctl_local_up_keeps_data_and_fresh_starts_empty(tmp_path: Path) -> 
         store, queues, _ = clients(st)
         # The stack's own timers record their ticks from the first second (/api/health).
         kept = every_document(store)
-        assert {t["id"] for t in kept.pop("ticks")} <= {"runs", "schedules"}
+        ticks = kept.pop("ticks")
+        assert {t["id"] for t in ticks} <= {"runs", "schedules"}
+        assert all(t["at_ms"] >= fresh_ms for t in ticks)  # recorded since, by the new stack
         assert kept == {name: [] for name in CONTAINERS if name != "ticks"}
         assert queued(queues) == (0, [])
         blobs = BlobServiceClient(st.blob_uri, credential=AZURITE_CREDENTIAL)

@@ -51,6 +51,7 @@ SEED = os.environ.get("SCHEMATHESIS_SEED", "20261123")
 MIN_CASES = 1000
 BINARY = {"type": "string", "format": "binary"}
 HTML_PAGES = ("/api/runs/{run_id}/report", "/api/series/{key}/report", "/api/compare/report")
+DOWNLOADS = ("/api/admin/export/artifacts/{run_id}/{owner}/{name}",)  # gzip bytes
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +144,14 @@ def test_the_document_refuses_what_the_server_refuses(document: dict[str, Any]) 
     ]
     token = Draft202012Validator(continuation["schema"])
     assert not token.is_valid("not a token") and token.is_valid("bWVtb3J5LXBhZ2U6Mg==")
-    assert "404" in document["paths"]["/api/runs"]["get"]["responses"]
+    for listing in ("/api/runs", "/api/admin/export/runs"):
+        (given,) = [
+            p
+            for p in document["paths"][listing]["get"]["parameters"]
+            if p["name"] == "continuation"
+        ]
+        assert given["schema"] == continuation["schema"], listing
+        assert "404" in document["paths"][listing]["get"]["responses"], listing
 
 
 def test_every_body_and_answer_is_described(document: dict[str, Any]) -> None:
@@ -158,6 +166,9 @@ def test_every_body_and_answer_is_described(document: dict[str, Any]) -> None:
                 continue
             if path in HTML_PAGES and code == "200":  # a report: one HTML page
                 assert answer["content"] == {"text/html": {"schema": {"type": "string"}}}
+                continue
+            if path in DOWNLOADS and code == "200":
+                assert answer["content"] == {"application/gzip": {"schema": BINARY}}
                 continue
             schema = answer["content"]["application/json"]["schema"]
             assert set(schema) == {"$ref"}, (method, path, code)
@@ -184,6 +195,7 @@ def test_every_body_and_answer_is_described(document: dict[str, Any]) -> None:
 
 
 def _template(url: str) -> str:
+    url = re.sub(r"/import/runs/r-[^/]+$", "/import/runs/{run_id}", url)
     url = re.sub(r"/results/r-[^/]+$", "/results/{item_id}", url)
     url = re.sub(r"/schedules/sch-[^/]+$", "/schedules/{schedule_id}", url)
     url = re.sub(r"/targets/[^/]+/clean$", "/targets/{alias}/clean", url)
@@ -225,6 +237,9 @@ class Checker:
         if r.status_code == 204:
             assert not r.content
             return None
+        if "application/gzip" in answers[str(r.status_code)].get("content", {}):
+            assert r.headers["content-type"] == "application/gzip"
+            return r.content
         if "text/html" in answers[str(r.status_code)].get("content", {}):
             assert r.headers["content-type"] == "text/html; charset=utf-8"
             assert r.text.startswith("<!DOCTYPE html>")
@@ -385,6 +400,40 @@ def test_real_answers_of_every_operation_match_the_document(
             check(api.get(f"/api/series/{one['series_key']}/report"), "/api/series/{key}/report")
     check(api.get("/api/series/0000000000000000/report"), "/api/series/{key}/report")  # 404
     check(api.get("/api/runs/r-0/report"), "/api/runs/{run_id}/report")  # 400
+
+    # The admin's moves and deletes (the local stack is open: its caller is an admin).
+    runs = check(api.get("/api/admin/export/runs", params={"limit": 5}), "/api/admin/export/runs")
+    assert run_id in runs["runs"] or runs["continuation"]
+    bundle = check(api.get(f"/api/admin/export/runs/{run_id}"), "/api/admin/export/runs/{run_id}")
+    art = "/api/admin/export/artifacts/{run_id}/{owner}/{name}"
+    got = check(api.get(f"/api/admin/export/artifacts/{run_id}/{item_id}/raw"), art)
+    assert got == packed
+    check(api.get(f"/api/admin/export/artifacts/{run_id}/{item_id}/logs"), art)  # 404
+    check(api.get("/api/admin/export/schedules"), "/api/admin/export/schedules")
+    imported = "/api/admin/import/runs/{run_id}"
+    again = {"run": bundle["run"], "documents": [], "commit": True}
+    assert (
+        check(api.post(f"/api/admin/import/runs/{run_id}", json=again), imported)["existing"] == 1
+    )
+    check(api.post(f"/api/admin/import/runs/{run_id}", json={"run": {}, "commit": True}), imported)
+    check(
+        api.post("/api/admin/import/schedules", json={"schedules": []}),
+        "/api/admin/import/schedules",
+    )
+    check(
+        api.post("/api/admin/import/schedules", json={"schedules": [1]}),
+        "/api/admin/import/schedules",
+    )
+    put_art = "/api/admin/import/artifacts/{run_id}/{owner}/{name}"
+    check(api.put(f"/api/admin/import/artifacts/{run_id}/{item_id}/raw", content=packed), put_art)
+    check(
+        api.put(f"/api/admin/import/artifacts/{run_id}/r-{'1' * 32}.s0/raw", content=packed),
+        put_art,
+    )
+    check(api.delete(f"/api/admin/runs/{second}"), "/api/admin/runs/{run_id}")  # 200 or 409
+    check(api.delete(f"/api/admin/runs/{run_id}"), "/api/admin/runs/{run_id}")
+    check(api.delete(f"/api/admin/runs/{run_id}"), "/api/admin/runs/{run_id}")  # 404
+    check(api.delete("/api/admin/series/0000000000000000"), "/api/admin/series/{series_key}")
 
     methods_seen = {(m, t) for m, t, _ in check.seen}
     every = {(m, p) for m, p, _ in operations(document)}

@@ -12,6 +12,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 API_ONLY = ("fastapi", "uvicorn", "plotly", "azure-cosmos", "azure-mgmt-")
+# What exports traces and metrics (adapters/telemetry.py): the API's and the agents', never
+# the CLI's.
+TELEMETRY = ("opentelemetry", "azure-monitor-opentelemetry")
+EXPORTERS = {
+    "azure-monitor-opentelemetry",
+    "opentelemetry-api",
+    "opentelemetry-sdk",
+    "opentelemetry-exporter-otlp-proto-http",
+}
 
 
 def _name(requirement: str) -> str:
@@ -45,6 +54,33 @@ def test_the_cli_and_the_agent_pull_none_of_the_apis_packages() -> None:
     for extra in ("cli", "agent"):
         names = [_name(r) for r in PROJECT["dependencies"] + extras[extra]]
         assert not [n for n in names if n.startswith(API_ONLY)], (extra, names)
+
+
+def test_the_api_and_the_agents_export_telemetry_and_the_cli_pulls_none_of_it() -> None:
+    extras = PROJECT["optional-dependencies"]
+    cli = [_name(r) for r in PROJECT["dependencies"] + extras["cli"]]
+    assert not [n for n in cli if n.startswith(TELEMETRY)], cli
+    for extra in ("api", "agent"):
+        assert {_name(r) for r in extras[extra]} >= EXPORTERS, extra
+    assert "opentelemetry-instrumentation-fastapi" in {_name(r) for r in extras["api"]}
+
+
+def test_pure_core_imports_no_azure_sdk_and_no_opentelemetry() -> None:
+    """core/ is pure logic: every module of it imports, and none of them brings in an Azure
+    SDK or OpenTelemetry (core.telemetry is a seam; adapters/telemetry.py fills it)."""
+    modules = sorted(
+        ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        for p in (ROOT / "core").rglob("*.py")
+    )
+    code = f"import importlib, sys\nfor m in {modules!r}:\n    importlib.import_module(m)\n"
+    code += "print(*sorted({n.split('.')[0] for n in sys.modules}))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    loaded = set(out.stdout.split())
+    assert "core" in loaded
+    assert not loaded & {"azure", "opentelemetry", "fastapi", "uvicorn"}, loaded
 
 
 def test_deployment_package_leaves_out_what_the_app_does_not_run() -> None:

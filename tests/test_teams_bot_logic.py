@@ -253,6 +253,36 @@ class _DownConnector:
 RUN = {"id": "r-1", "state": "completed", "target": "t"}
 
 
+class _Connector:
+    def send(self, conversation: dict[str, Any], attachments: list[Any]) -> str | None:
+        return "result-card"
+
+    def update(
+        self, conversation: dict[str, Any], activity_id: str, attachments: list[Any]
+    ) -> None:
+        pass
+
+
+def test_a_run_thread_expires_once_its_result_is_posted_and_not_before() -> None:
+    """A finished delivery (core.retention): the thread carries Cosmos DB's per-item ttl
+    once its result is posted; open threads and subscriptions carry none (they stay)."""
+    repo = _Repo()
+    threads = Threads(repo, _Connector(), lambda _: RUN, public_url="x", finished_ttl_s=604_800)
+    threads.remember_run({**RUN, "state": "queued"}, {"conversation_reference": {}}, "card-1")
+    assert "ttl" not in repo.docs["run.r-1"]  # open: Cosmos DB takes no null ttl either
+    assert threads.refresh_open() == ["r-1"] and "ttl" not in repo.docs["run.r-1"]
+    threads.subscribe("k", {"conversation_reference": {}}, "someone")
+    (record,) = threads.announce("r-1")
+    assert record["ok"] is True
+    assert repo.docs["run.r-1"]["ttl"] == 604_800 and repo.docs["run.r-1"]["announced"]
+    (sub,) = [d for d in repo.docs.values() if d["kind"] == "subscription"]
+    assert "ttl" not in sub
+    kept = Threads(_Repo(), _Connector(), lambda _: RUN, public_url="x")  # no TTL given
+    kept.remember_run({**RUN, "state": "queued"}, {"conversation_reference": {}}, "card-1")
+    kept.announce("r-1")
+    assert "ttl" not in cast(_Repo, kept.repo).docs["run.r-1"]
+
+
 def test_announcing_never_raises_and_posts_at_most_once() -> None:
     repo, down = _Repo(), _DownConnector()
     threads = Threads(repo, down, lambda _: RUN, public_url="http://x")

@@ -26,6 +26,7 @@ import yaml
 
 from benchctl.localstack import Stack
 from tests.ci_steps import AzurePipeline, GitHubWorkflow, Outcome, clean_env
+from tests.test_packaging import TELEMETRY
 from tests.test_windows_installer import python_commands
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -245,6 +246,10 @@ def test_the_wheel_runs_the_pipeline_examples_against_the_local_stack(
         assert "benchsvc" in found
         assert not [n for n in found if n.startswith(API_ONLY)], found
     assert "rich" in installed(cli_venv) and "azure-storage-queue" in installed(agent_venv)
+    # The agents export traces (agent/tracing.py); the CLI does not, and pulls none of it.
+    for venv in (cli_venv, azdo_venv):
+        assert not [n for n in installed(venv) if n.startswith(TELEMETRY)], installed(venv)
+    assert {"opentelemetry-sdk", "azure-monitor-opentelemetry"} <= set(installed(agent_venv))
     where = subprocess.run(
         [cli_venv / "bin" / "python", "-c", "import core, benchctl; print(core.__file__)"],
         capture_output=True,

@@ -154,6 +154,24 @@ class CosmosStore(Store):
         """A container as raw documents (local tooling and tests of the storage itself)."""
         return self._containers[name]
 
+    @staticmethod
+    def partition_field(container: str) -> str:
+        """The field a document of ``container`` is partitioned by (``run_id``, ``id``...)."""
+        return CONTAINERS[container].lstrip("/")
+
+    def count(self, container: str, where: str, value: object) -> int:
+        """How many documents of ``container`` match ``where`` (one fixed clause whose
+        parameter is ``@v``)."""
+        sql = f"SELECT VALUE COUNT(1) FROM c WHERE {where}"  # noqa: S608 (fixed clauses only)
+        try:
+            found = self._containers[container].proxy.query_items(
+                sql, parameters=[{"name": "@v", "value": value}], enable_cross_partition_query=True
+            )
+            counts: list[Any] = list(found)  # VALUE COUNT: plain numbers, one per partition
+            return sum(int(n) for n in counts)
+        except (cx.CosmosHttpResponseError, AzureError) as e:
+            raise wrap(e, f"count on {container}") from e
+
     def ensure_containers(self) -> None:
         """Create the database and containers (locally; in Azure the Bicep creates them)."""
         db = self._client.create_database_if_not_exists(self._db.id)

@@ -20,6 +20,8 @@ param apiUrl string
 param queueUri string
 @description('Entra ID scope the agent asks a token for: api://<apiClientId>/.default.')
 param apiScope string
+@description('Where the agents send their traces (Entra ID ingestion with the pool\'s identity); empty: nowhere.')
+param appInsightsConnectionString string = ''
 @description('URL of the benchsvc wheel or sdist that pip installs into /opt/benchsvc.')
 param agentPackageUrl string
 @description('Vault holding SMB share credentials, read at every boot with the agent identity.')
@@ -166,6 +168,7 @@ var agentConfig = {
   managed_identity_client_id: agentIdentityClientId
   imds: true
   work_dir: '/var/lib/benchsvc/work'
+  appinsights_connection_string: appInsightsConnectionString
 }
 var smbConfig = {
   vault_uri: agentKeyVaultUri

@@ -13,6 +13,14 @@ param workspaceId string
 
 @description('Seconds a bot activity id is remembered (replay protection).')
 param activityTtlSeconds int = 86400
+@description('Seconds after an agent\'s last heartbeat that its registry record expires.')
+param agentTtlSeconds int = 2592000
+@allowed([
+  'Continuous7Days'
+  'Continuous30Days'
+])
+@description('Continuous backup: point-in-time restore within the last 7 or 30 days (docs/operations.md).')
+param continuousBackupTier string = 'Continuous7Days'
 
 @description('Seconds an item\'s live samples are kept after their last write (a live view only).')
 param liveTtlSeconds int = 86400
@@ -48,8 +56,6 @@ var containers = [
   { name: 'regressions', pk: '/series_key', excluded: defaultExcluded }
   { name: 'schedules', pk: '/id', excluded: defaultExcluded }
   { name: 'targets', pk: '/id', excluded: defaultExcluded }
-  { name: 'agents', pk: '/id', excluded: defaultExcluded }
-  { name: 'conversations', pk: '/id', excluded: defaultExcluded }
   { name: 'ticks', pk: '/id', excluded: defaultExcluded }
 ]
 
@@ -81,6 +87,13 @@ resource account 'Microsoft.DocumentDB/databaseAccounts@2024-11-15' = {
     disableKeyBasedMetadataWriteAccess: true
     minimalTlsVersion: 'Tls12'
     publicNetworkAccess: vnetEnabled ? 'Disabled' : 'Enabled'
+    // Point-in-time restore of the account into a new one (docs/operations.md, "Restore").
+    backupPolicy: {
+      type: 'Continuous'
+      continuousModeProperties: {
+        tier: continuousBackupTier
+      }
+    }
   }
 }
 
@@ -170,6 +183,65 @@ resource live 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers@202
         ]
       }
       defaultTtl: liveTtlSeconds
+    }
+  }
+}
+
+// The agent registry: each agent rewrites its record at every heartbeat, so a record
+// expires only once its agent has been silent that long (core/retention.py).
+resource agents 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers@2024-11-15' = {
+  parent: database
+  name: 'agents'
+  properties: {
+    resource: {
+      id: 'agents'
+      partitionKey: {
+        paths: [
+          '/id'
+        ]
+        kind: 'Hash'
+      }
+      indexingPolicy: {
+        indexingMode: 'consistent'
+        automatic: true
+        includedPaths: [
+          {
+            path: '/*'
+          }
+        ]
+        excludedPaths: defaultExcluded
+      }
+      defaultTtl: agentTtlSeconds
+    }
+  }
+}
+
+// The Teams bot's conversations: series subscriptions stay; a run's thread carries a ttl of
+// its own once its result is posted (a finished delivery, core/retention.py). defaultTtl -1:
+// TTL on, and only documents with a ttl expire.
+resource conversations 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers@2024-11-15' = {
+  parent: database
+  name: 'conversations'
+  properties: {
+    resource: {
+      id: 'conversations'
+      partitionKey: {
+        paths: [
+          '/id'
+        ]
+        kind: 'Hash'
+      }
+      indexingPolicy: {
+        indexingMode: 'consistent'
+        automatic: true
+        includedPaths: [
+          {
+            path: '/*'
+          }
+        ]
+        excludedPaths: defaultExcluded
+      }
+      defaultTtl: -1
     }
   }
 }

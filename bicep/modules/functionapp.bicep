@@ -35,6 +35,14 @@ param apiIdentifierUri string
 param virtualNetworkSubnetId string = ''
 @description('Client ids whose tokens Easy Auth admits: the API\'s own (the web UI\'s sign-in), the agents\' identities, people\'s tools, pipelines.')
 param allowedClientApplications array
+@description('Retention (core/retention.py): the values Cosmos DB\'s TTLs and the lifecycle policy use.')
+param activityTtlSeconds int
+param agentTtlSeconds int
+param deliveryTtlSeconds int
+@description('Seconds without a complete tick after which /api/health calls a timer stale (the alert rule\'s too).')
+param timerStaleSeconds int = 300
+param rawCoolAfterDays int
+param rawDeleteAfterDays int
 param maximumInstanceCount int = 40
 param instanceMemoryMB int = 2048
 
@@ -119,6 +127,9 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
         { name: 'AzureWebJobsStorage__clientId', value: appIdentityClientId }
         { name: 'APPLICATIONINSIGHTS_CONNECTION_STRING', value: appInsightsConnectionString }
         { name: 'APPLICATIONINSIGHTS_AUTHENTICATION_STRING', value: 'Authorization=AAD;ClientId=${appIdentityClientId}' }
+        // OpenTelemetry from the Python worker (host.json telemetryMode: OpenTelemetry): the
+        // app's own spans and metrics through the Azure Monitor distro (adapters/telemetry.py)
+        { name: 'PYTHON_ENABLE_OPENTELEMETRY', value: 'true' }
         // ---- platform: App Service sign-in (the web UI) with the app's identity as its
         // client credential, through the registration's federated identity credential:
         // no client secret (Microsoft Learn, "Use a managed identity instead of a secret").
@@ -133,7 +144,7 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
         { name: 'BENCH_POOLS', value: join(pools, ',') }
         { name: 'BENCH_LOCAL_EMULATORS', value: '0' }
         { name: 'BENCH_LOCAL_TIMER_SECONDS', value: '0' }
-        { name: 'BENCH_TIMER_STALE_S', value: '300' } // the timers tick every minute: 5 missed
+        { name: 'BENCH_TIMER_STALE_S', value: string(timerStaleSeconds) } // what the alert says too
         { name: 'AZURE_CLIENT_ID', value: appIdentityClientId }
         { name: 'BENCH_PUBLIC_URL', value: 'https://${appName}.azurewebsites.net' } // the default host name (no unique-hostname opt-in)
         { name: 'BENCH_GATE_PCT', value: gatePct }
@@ -159,6 +170,12 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
         { name: 'BENCH_LOCAL_SCALER_DIR', value: '' }
         { name: 'BENCH_AZURE_SUBSCRIPTION_ID', value: subscription().subscriptionId }
         { name: 'BENCH_AZURE_RESOURCE_GROUP', value: resourceGroup().name }
+        // ---- retention: enforced by Cosmos DB's TTL and Blob lifecycle management here
+        { name: 'BENCH_ACTIVITY_TTL_S', value: string(activityTtlSeconds) }
+        { name: 'BENCH_AGENT_TTL_S', value: string(agentTtlSeconds) }
+        { name: 'BENCH_DELIVERY_TTL_S', value: string(deliveryTtlSeconds) }
+        { name: 'BENCH_RAW_COOL_DAYS', value: string(rawCoolAfterDays) }
+        { name: 'BENCH_RAW_DELETE_DAYS', value: string(rawDeleteAfterDays) }
       ]
     }
   }

@@ -168,6 +168,19 @@ resource agentWork 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
   }
 ]
 
+// Agents send their traces to Application Insights (local auth is off there).
+resource agentTelemetry 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
+  for (pool, i) in pools: {
+    name: guid(appInsights.id, agentPrincipalIds[i], roles.metricsPublisher)
+    scope: appInsights
+    properties: {
+      roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.metricsPublisher)
+      principalId: agentPrincipalIds[i]
+      principalType: 'ServicePrincipal'
+    }
+  }
+]
+
 // Agents read SMB share credentials at boot from their own vault, which holds nothing of
 // the app's; each pool's identity reads only the secrets its own mounts name (an
 // assignment per secret: Key Vault RBAC takes a secret as scope).

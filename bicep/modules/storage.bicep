@@ -12,6 +12,10 @@ param deploymentContainerName string = 'app-package'
 param vnetEnabled bool = false
 @description('Log Analytics workspace for the diagnostic settings.')
 param workspaceId string
+@description('Days after it was written that a raw artifact moves to cool storage.')
+param rawCoolAfterDays int = 30
+@description('Days after it was written that a raw artifact is deleted.')
+param rawDeleteAfterDays int = 365
 
 resource account 'Microsoft.Storage/storageAccounts@2023-05-01' = {
   // checkov:skip=CKV_AZURE_35: without vnetEnabled the Flex Consumption app and the agents reach the account over its public endpoint (with vnetEnabled: Deny, private endpoints only); every request needs an Entra ID token (shared keys are off)
@@ -82,6 +86,45 @@ resource artifactsContainer 'Microsoft.Storage/storageAccounts/blobServices/cont
   name: 'artifacts'
   properties: {
     publicAccess: 'None'
+  }
+}
+
+// Raw artifacts (fio's and DiskSpd's own output, fio's per-second and histogram logs: the
+// blobs under artifacts/raw/, adapters/blob.py) go cool, then are deleted (core/retention.py).
+// A run's figures (timelines, counters, aggregate series under artifacts/runs/) stay.
+resource lifecycle 'Microsoft.Storage/storageAccounts/managementPolicies@2023-05-01' = {
+  parent: account
+  name: 'default'
+  properties: {
+    policy: {
+      rules: [
+        {
+          enabled: true
+          name: 'raw-artifacts'
+          type: 'Lifecycle'
+          definition: {
+            filters: {
+              blobTypes: [
+                'blockBlob'
+              ]
+              prefixMatch: [
+                'artifacts/raw/'
+              ]
+            }
+            actions: {
+              baseBlob: {
+                tierToCool: {
+                  daysAfterModificationGreaterThan: rawCoolAfterDays
+                }
+                delete: {
+                  daysAfterModificationGreaterThan: rawDeleteAfterDays
+                }
+              }
+            }
+          }
+        }
+      ]
+    }
   }
 }
 

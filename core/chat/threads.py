@@ -4,7 +4,8 @@
   reference and the claims it continues under) and the id of the message that shows its
   card. As the run moves, that card is updated in place (``refresh_open``, each timer tick);
   when it finishes, its result card is posted to the same conversation (``announce``, called
-  once by the run service when it finalizes the run).
+  once by the run service when it finalizes the run). The thread is then a finished
+  delivery: it carries a ``ttl`` and expires (core.retention).
 - A conversation may subscribe to a series: the series' regressions are posted to it.
 
 Each conversation is handled alone: one that fails (the bot was removed from a chat, the
@@ -39,6 +40,12 @@ class RunThread(BaseModel):
     card_activity_id: str | None = None
     shown_state: str
     announced: bool = False
+    # Seconds after its last write that Cosmos DB deletes it: set once its result is posted.
+    ttl: int | None = None
+
+    def doc(self) -> Doc:
+        """As stored: no ``ttl`` field while it has none (Cosmos DB takes only a number)."""
+        return self.model_dump(exclude={"ttl"} if self.ttl is None else None)
 
 
 class Subscription(BaseModel):
@@ -84,11 +91,13 @@ class Threads:
         get_run: Callable[[str], Doc],
         *,
         public_url: str,
+        finished_ttl_s: int | None = None,
     ) -> None:
         self.repo = repo
         self.sender = sender
         self.get_run = get_run
         self.public_url = public_url
+        self.finished_ttl_s = finished_ttl_s  # None: announced threads are kept
 
     # ---- runs ---------------------------------------------------------------------------
 
@@ -102,7 +111,7 @@ class Threads:
             card_activity_id=card_activity_id,
             shown_state=str(run["state"]),
         )
-        self.repo.upsert(thread.model_dump())
+        self.repo.upsert(thread.doc())
         return thread
 
     def refresh_open(self) -> list[str]:
@@ -117,7 +126,7 @@ class Threads:
                 card = attachment(run_card(run, self.public_url))
                 self.sender.update(thread.conversation, thread.card_activity_id, [card])
                 thread.shown_state = str(run["state"])
-                self.repo.upsert(thread.model_dump())
+                self.repo.upsert(thread.doc())
                 moved.append(thread.run_id)
             except Exception as e:  # one conversation's failure is its own
                 log.warning("refreshing the card of %s failed: %s", doc.get("run_id"), e)
@@ -141,7 +150,8 @@ class Threads:
                 # At most once: a post that failed is logged, not retried (a retry racing
                 # a slow success would post the result twice).
                 thread.announced = True
-                self.repo.upsert(thread.model_dump())
+                thread.ttl = self.finished_ttl_s  # a finished delivery (core.retention)
+                self.repo.upsert(thread.doc())
         except NotFound:
             record.update(ok=False, error="no stored conversation")
         except Exception as e:  # recorded, never raised into the run's finalization

@@ -23,6 +23,8 @@ RUN_ID_PATTERN = r"^r-[0-9a-f]{32}$"
 ITEM_ID_PATTERN = r"^r-[0-9a-f]{32}\.s[0-9]{1,4}\.c[0-9]{1,4}$"
 POOL_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,28}[a-z0-9])?$"
 TAG_KEY_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
+# W3C Trace Context, version 00: 00-<trace id>-<parent span id>-<flags>
+TRACEPARENT_PATTERN = r"^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$"
 
 # Bounds: wide enough for the published methods (64 KiB x 40 threads, 256 KiB sequential,
 # 600 s measured), narrow enough that a typo cannot fill a volume or pin an agent for a day.

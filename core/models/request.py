@@ -21,6 +21,7 @@ from core.models.common import (
     POOL_PATTERN,
     RUN_ID_PATTERN,
     TAG_KEY_PATTERN,
+    TRACEPARENT_PATTERN,
     Alias,
     Clients,
     Engine,
@@ -174,6 +175,12 @@ class WorkItem(Strict):
         description="read-only targets: the prepared files to read there; the agent lays "
         "out, creates and writes nothing on these mounts",
         json_schema_extra={"propertyNames": {"pattern": ALIAS_PATTERN}},
+    )
+    traceparent: str | None = Field(
+        None,
+        pattern=TRACEPARENT_PATTERN,
+        description="W3C trace context of the span that sent the message: the agent's spans "
+        "join the run's trace under it",
     )
 
     @model_validator(mode="after")

@@ -101,6 +101,7 @@ class Intake:
         idempotency_key: str | None = None,
         caller: Caller = LOCAL_CALLER,
         answer: Answer | None = None,
+        traceparent: str | None = None,
     ) -> tuple[Run, bool]:
         """Validate, check the caller's limits, admit, record and send a run's first step.
         Returns (run, created). ``answer``: the request's (the HTTP handler answers 503 at
@@ -196,6 +197,7 @@ class Intake:
             accept_by_s=accept_by_s(answer.deadline_ms),
             # Should this call not finish (a crash), the timer decides and sends it.
             due_ms=created_ms + DECIDE_GRACE_MS,
+            traceparent=traceparent,  # the intake span's: the run's trace (core.telemetry)
         )
         try:
             if revive is None:

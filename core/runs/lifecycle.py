@@ -20,6 +20,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from core import telemetry
 from core.analysis.step_aggregates import build_aggregates
 from core.analysis.timeline import ClientTimeline
 from core.artifacts import pack_json, sha256_hex, unpack_timeline
@@ -166,8 +167,10 @@ class Lifecycle:
                 )
             except Conflict:
                 pass  # a replay finishing an interrupted send
-        for w in work:
-            self.queue.send(w)
+        # Each message carries this span's trace context to its agent (adapters/queue.py).
+        with telemetry.span("enqueue step", run.traceparent, run_id=run.id, step=number):
+            for w in work:
+                self.queue.send(w)
 
         self.update_step(run.id, number, lambda s: s.mark_sent())
         w0 = step.workload
@@ -298,16 +301,20 @@ class Lifecycle:
         """Aggregate every step that ran; tell the monitor; mark the run finalized. True
         when this call, not a racing one, marked it. Aggregate ids are ``<run>.s<step>``,
         so two callers racing store each once."""
-        results = self.store.results.of_run(run.id)
-        timelines = self.timelines(run.id, results)
-        aggregates = build_aggregates(run, steps, items, results, timelines, now_ms=self.now_ms())
-        for agg in aggregates:
-            self._store_aggregate(agg)
+        with telemetry.span("aggregate", run.traceparent, run_id=run.id, pool=run.pool):
+            results = self.store.results.of_run(run.id)
+            timelines = self.timelines(run.id, results)
+            aggregates = build_aggregates(
+                run, steps, items, results, timelines, now_ms=self.now_ms()
+            )
+            for agg in aggregates:
+                self._store_aggregate(agg)
         gate = None
         if self.monitor is not None:
             # Before the run is marked finalized: a crash here is retried by the timer,
             # and every write below is idempotent.
-            gate = self.monitor.record(run, aggregates, results).gate
+            with telemetry.span("detect", run.traceparent, run_id=run.id, pool=run.pool):
+                gate = self.monitor.record(run, aggregates, results).gate
         flipped: list[bool] = []
 
         def mark(r: Run) -> bool | None:

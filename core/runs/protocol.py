@@ -32,7 +32,7 @@ from core.runs.state import (
     RunState,
     Step,
 )
-from core.runs.timer import barrier_reason
+from core.runs.timer import barrier_reason, fail_barrier
 from core.timestamps import iso_ms
 
 log = logging.getLogger(__name__)
@@ -274,7 +274,7 @@ class AgentProtocol:
         # Past the deadline: this call fails the step and ends its own item; the run's
         # advance fails the step's other items (core.runs.lifecycle).
         reason = barrier_reason(self.store, step)
-        step = self.life.update_step(run_id, doc.step, lambda s: None if s.fail(reason) else False)
+        step = fail_barrier(self.life, step, reason)
         if step.start_at_ms is not None:  # completed just before the deadline
             return BarrierDecision("go", start_at_ms=step.start_at_ms)
         failed = step.failed_reason or reason

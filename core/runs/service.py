@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from core import telemetry
 from core.errors import StoreUnavailable
 from core.fleet.pools import PoolConfig
 from core.fleet.service import Fleet
@@ -94,7 +95,12 @@ class RunService:
         caller: Caller = LOCAL_CALLER,
         answer: Answer | None = None,
     ) -> tuple[Doc, bool]:
-        run, created = self.intake.submit(body, idempotency_key, caller, answer)
+        with telemetry.span("intake") as span:  # the run's trace starts here
+            run, created = self.intake.submit(
+                body, idempotency_key, caller, answer, span.traceparent
+            )
+            span.set("run_id", run.id)
+            span.set("pool", run.pool)
         try:
             return self.views.summary(run), created
         except StoreUnavailable:  # stored and committed: 202 without its place in line

@@ -382,6 +382,9 @@ class Run(_Stored):
     datasets: dict[str, DataSet] = Field(default_factory=dict)
     # The regression gate's verdict (core.analysis.gate), set when the run is finalized.
     gate: RunGate | None = None
+    # The W3C trace context of its intake: every later span of the run joins that trace
+    # (core.telemetry).
+    traceparent: str | None = None
 
     def move(self, to: RunState) -> None:
         if to != self.state and to not in RUN_MOVES[self.state]:

@@ -22,6 +22,7 @@ import logging
 from collections.abc import Callable
 from typing import TypeVar
 
+from core import telemetry
 from core.errors import StoreUnavailable
 from core.ports import Store, TickRepo
 from core.runs.commit import accept, verdict, void
@@ -40,7 +41,18 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 R = TypeVar("R")
 
-__all__ = ["INTERNAL_ERROR_ATTEMPTS", "TickMark", "Timer", "barrier_reason", "tick_check"]
+__all__ = [
+    "INTERNAL_ERROR_ATTEMPTS",
+    "TIMERS",
+    "TickMark",
+    "Timer",
+    "barrier_reason",
+    "fail_barrier",
+    "tick_check",
+]
+# The timers whose complete ticks are recorded (this one, and core.monitoring.scheduler's):
+# what /api/health judges and the operator's bench.timer.last_tick_age reports.
+TIMERS = ("runs", "schedules")
 # A timer records its complete ticks at most this often (locally it ticks twice a second;
 # in Azure once a minute): the age /api/health reports is this much coarser at worst.
 TICK_RECORD_MS = 5_000
@@ -75,6 +87,21 @@ def tick_check(last_ms: int | None, now_ms: int, stale_after_s: float, up_since_
     if age_s * 1000 <= limit_ms:
         return "ok"
     return f"stale: last complete tick {age_s:.0f} s ago (stale after {stale_after_s:g} s)"
+
+
+def fail_barrier(life: Lifecycle, step: Step, reason: str) -> Step:
+    """Fail a step at its barrier's deadline (the timer, or an agent's poll past it);
+    counted once, by the call that wrote it (the operator's ``bench.barrier.failures``)."""
+    wrote = [False]
+
+    def fail(s: Step) -> bool | None:
+        wrote[0] = s.fail(reason)
+        return None if wrote[0] else False
+
+    step = life.update_step(step.run_id, step.step, fail)
+    if wrote[0]:
+        telemetry.count("bench.barrier.failures")
+    return step
 
 
 def barrier_reason(store: Store, step: Step) -> str:
@@ -206,10 +233,7 @@ class Timer:
                 return None
 
             return self.life.update_step(step.run_id, step.step, clear)
-        reason = barrier_reason(self.store, step)
-        step = self.life.update_step(
-            step.run_id, step.step, lambda s: None if s.fail(reason) else False
-        )
+        step = fail_barrier(self.life, step, barrier_reason(self.store, step))
         if step.start_at_ms is None:
             self.life.advance(step.run_id)
         return step

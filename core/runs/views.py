@@ -15,6 +15,7 @@ from typing import Any
 from core.analysis.curves import latency_curve, repetition_spread, scaleout_curve
 from core.analysis.timeline import per_second
 from core.artifacts import unpack_json
+from core.errors import NotFound
 from core.fleet.usage import run_usage
 from core.ports import Doc, Store
 from core.runs.admission import Admission, lock_keys
@@ -85,6 +86,8 @@ def public_run(run: Run, items: list[Item] | None = None) -> Doc:
         run.delivery.state == DeliveryState.PENDING and run.provisioning is None
     ):
         out["delivery"] = run.delivery.model_dump(mode="json")
+    if run.traceparent:  # where an operator finds the run's trace (docs/operations.md)
+        out["trace_id"] = run.traceparent.split("-")[1]
     if items is not None:
         counts: dict[str, int] = {}
         for i in items:
@@ -277,7 +280,10 @@ class Views:
             if timeline and window
             else {}
         )
-        doc["raw"] = (
-            unpack_json(self.life.artifacts.get(run_id, item_id, "raw")) if "raw" in names else None
-        )
+        doc["raw"] = None
+        if "raw" in names:
+            try:
+                doc["raw"] = unpack_json(self.life.artifacts.get(run_id, item_id, "raw"))
+            except NotFound:  # raw output is kept for a while only (core.retention)
+                doc["raw_removed"] = True
         return doc

@@ -1,0 +1,78 @@
+"""The local stack's processes: what was started (its pid, log and port), whether it is
+still alive, waiting for it to answer, and stopping it with its process group."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from benchctl.local_state import StackError
+
+
+@dataclass
+class Proc:
+    name: str
+    pid: int
+    log: str
+    port: int | None = None
+    pool: str | None = None  # an agent's pool
+
+    def alive(self) -> bool:
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        # A zombie still answers kill(0): look at its state.
+        try:
+            stat = Path(f"/proc/{self.pid}/stat").read_text()
+            return stat.rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return False
+
+
+def wait_ready(what: str, check: Callable[[], bool], proc: Proc, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not proc.alive():
+            raise StackError(f"{what} exited; see {proc.log}:\n{tail(proc.log)}")
+        try:
+            if check():
+                return
+        except (OSError, httpx.HTTPError):
+            pass
+        time.sleep(0.2)
+    raise StackError(f"{what} not ready after {timeout:.0f} s; see {proc.log}:\n{tail(proc.log)}")
+
+
+def tail(path: str, lines: int = 30) -> str:
+    try:
+        return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def stop_proc(p: Proc, sig: int = signal.SIGTERM, timeout: float = 10.0) -> None:
+    if not p.alive():
+        return
+    try:
+        os.killpg(p.pid, sig)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while p.alive() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if p.alive():
+        os.killpg(p.pid, signal.SIGKILL)

@@ -1,0 +1,174 @@
+"""The admin's routes (role admin only, 403 otherwise): delete a run or a series with
+everything it owns, and move a deployment's runs, series and schedules to another one
+(``benchctl export-all`` reads them here, ``benchctl import-all`` writes them to the other
+deployment here). adapters/archive.py says what a run and a series own."""
+
+from __future__ import annotations
+
+import asyncio
+from functools import cache
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.responses import JSONResponse, Response
+
+from adapters.archive import MAX_IMPORT_DOCUMENTS, Archive, settled
+from adapters.blob import MAX_ARTIFACT_BYTES
+from core.errors import FieldError, ValidationFailed
+from core.ports import CONTINUATION_PATTERN
+from core.runs.guardrails import Forbidden
+from functions import apidocs_admin as a
+from functions import context
+from functions.inputs import parse_json
+from functions.openapi import doc
+from functions.params import STORE, RunId, SeriesKey, caller_of, read_body
+
+router = APIRouter()
+ADMIN_ERRORS = (400, 403, 404, *STORE)
+Owner = Annotated[str, Path(pattern=r"^r-[0-9a-f]{32}\.s[0-9]{1,4}(\.c[0-9]{1,4})?$")]
+Name = Annotated[str, Path(pattern=r"^[a-z]{1,16}$")]
+# One import request, refused (413) before it is read beyond this: benchctl sends batches of
+# at most 8 MiB of documents (benchctl/cli_admin.py), each document at most 2 MB.
+MAX_IMPORT_BYTES = 16 << 20
+
+
+@cache
+def archive() -> Archive:
+    return Archive(context.store(), context.artifacts())
+
+
+def _admin(request: Request) -> None:
+    caller = caller_of(request)
+    if caller.role != "admin":
+        raise Forbidden([FieldError("(caller)", f"role {caller.role} is not admin")])
+
+
+@router.delete("/api/admin/runs/{run_id}", **doc(a.Removed, errors=(*ADMIN_ERRORS, 409)))
+async def delete_run(run_id: RunId, request: Request) -> dict[str, Any]:
+    """Delete a finished run and all it owns: items, results, aggregates, its series points,
+    the regressions first seen on it, its artifacts (409 while it is not finished)."""
+    _admin(request)
+    return {"removed": await asyncio.to_thread(archive().purge_run, run_id)}
+
+
+@router.delete("/api/admin/series/{series_key}", **doc(a.Removed, errors=(*ADMIN_ERRORS, 409)))
+async def delete_series(series_key: SeriesKey, request: Request) -> dict[str, Any]:
+    """Delete a series: its points and regressions, and every run it holds, whole."""
+    _admin(request)
+    return {"removed": await asyncio.to_thread(archive().purge_series, series_key)}
+
+
+@router.get("/api/admin/export/runs", **doc(a.ExportedRuns, errors=(400, 403, 404, *STORE)))
+async def export_runs(
+    request: Request,
+    limit: Annotated[int, Query(ge=1, le=200)] = 100,
+    continuation: Annotated[
+        str | None,
+        Query(
+            max_length=16384,
+            pattern=CONTINUATION_PATTERN,
+            description="the token the previous page gave (404 for one it did not)",
+        ),
+    ] = None,
+) -> dict[str, Any]:
+    """A page of the deployment's runs, newest first: the finished ones to move."""
+    _admin(request)
+    runs, token = await asyncio.to_thread(
+        context.store().runs.page,
+        target=None,
+        state=None,
+        tag=None,
+        limit=limit,
+        continuation=continuation,
+    )
+    return {
+        "runs": [r.id for r in runs if settled(r)],
+        "unfinished": [r.id for r in runs if not settled(r)],
+        "continuation": token,
+    }
+
+
+@router.get("/api/admin/export/runs/{run_id}", **doc(a.RunBundle, errors=(*ADMIN_ERRORS, 409)))
+async def export_run(run_id: RunId, request: Request) -> dict[str, Any]:
+    """A finished run with everything it owns, documents as stored."""
+    _admin(request)
+    return await asyncio.to_thread(archive().bundle, run_id)
+
+
+@router.get(
+    "/api/admin/export/artifacts/{run_id}/{owner}/{name}",
+    **doc(None, download="the artifact's bytes, as stored (gzip)", errors=ADMIN_ERRORS),
+)
+async def export_artifact(run_id: RunId, owner: Owner, name: Name, request: Request) -> Response:
+    _admin(request)
+    data = await asyncio.to_thread(context.artifacts().get, run_id, owner, name)
+    return Response(data, media_type="application/gzip")
+
+
+@router.get("/api/admin/export/schedules", **doc(a.ExportedSchedules, errors=(403, *STORE)))
+async def export_schedules(request: Request) -> dict[str, Any]:
+    _admin(request)
+    return {"schedules": await asyncio.to_thread(archive().schedules)}
+
+
+async def _import_body(request: Request, listed: str, allowed: set[str]) -> dict[str, Any]:
+    """The JSON object of an import: only ``allowed`` keys, ``listed`` a bounded list."""
+    body = parse_json(await read_body(request, MAX_IMPORT_BYTES))
+    if not isinstance(body, dict):
+        raise ValidationFailed([FieldError("(body)", "must be an object")])
+    stray = sorted(set(body) - allowed)
+    if stray:
+        raise ValidationFailed([FieldError(stray[0], "unknown field")])
+    items = body.setdefault(listed, [])
+    if not isinstance(items, list) or len(items) > MAX_IMPORT_DOCUMENTS:
+        raise ValidationFailed([FieldError(listed, f"a list of at most {MAX_IMPORT_DOCUMENTS}")])
+    return body
+
+
+@router.post(
+    "/api/admin/import/runs/{run_id}",
+    **doc(a.Imported, body=a.RunImport, errors=(400, 403, 413, *STORE)),
+)
+async def import_run(run_id: RunId, request: Request) -> dict[str, Any]:
+    """A finished run's documents, created when missing after all are checked; ``commit``
+    writes the run's own document last (benchctl's last batch of the run)."""
+    _admin(request)
+    body = await _import_body(request, "documents", {"run", "documents", "commit"})
+    commit = body.get("commit")
+    if not isinstance(commit, bool):
+        raise ValidationFailed([FieldError("commit", "required: true or false")])
+    return await asyncio.to_thread(
+        archive().import_run, run_id, body.get("run"), body["documents"], commit=commit
+    )
+
+
+@router.post(
+    "/api/admin/import/schedules",
+    **doc(a.Imported, body=a.ScheduleImport, errors=(400, 403, 413, *STORE)),
+)
+async def import_schedules(request: Request) -> dict[str, Any]:
+    """Schedules as exported (ids and times kept), each checked as at creation."""
+    _admin(request)
+    body = await _import_body(request, "schedules", {"schedules"})
+    return await asyncio.to_thread(archive().import_schedules, body["schedules"])
+
+
+@router.put(
+    "/api/admin/import/artifacts/{run_id}/{owner}/{name}",
+    **doc(
+        a.ArtifactImported,
+        status=201,
+        binary="application/gzip",
+        errors=(400, 403, 413, *STORE),
+    ),
+)
+async def import_artifact(
+    run_id: RunId, owner: Owner, name: Name, request: Request
+) -> JSONResponse:
+    """An artifact as exported (stored as given, overwriting the same name)."""
+    _admin(request)
+    if not owner.startswith(run_id + "."):
+        raise ValidationFailed([FieldError("owner", f"not an item or step of {run_id}")])
+    data = await read_body(request, MAX_ARTIFACT_BYTES)
+    await asyncio.to_thread(context.artifacts().put, run_id, owner, name, data)
+    return JSONResponse({"stored": True, "bytes": len(data)}, status_code=201)
