@@ -114,6 +114,7 @@ class Settings(BaseSettings):
     # lifecycle management; the local stack's timer enforces them itself).
     activity_ttl_s: float = Field(DAY_S, gt=0.0, allow_inf_nan=False)
     agent_ttl_s: float = Field(30 * DAY_S, gt=0.0, allow_inf_nan=False)
+    live_ttl_s: float = Field(DAY_S, gt=0.0, allow_inf_nan=False)
     delivery_ttl_s: float = Field(7 * DAY_S, ge=1.0, allow_inf_nan=False)
     raw_cool_days: float = Field(30.0, gt=0.0, allow_inf_nan=False)
     raw_delete_days: float = Field(365.0, gt=0.0, allow_inf_nan=False)
@@ -145,6 +146,7 @@ class Settings(BaseSettings):
         return Retention(
             activity_ttl_s=self.activity_ttl_s,
             agent_ttl_s=self.agent_ttl_s,
+            live_ttl_s=self.live_ttl_s,
             delivery_ttl_s=self.delivery_ttl_s,
             raw_cool_days=self.raw_cool_days,
             raw_delete_days=self.raw_delete_days,

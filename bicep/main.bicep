@@ -191,6 +191,10 @@ param rawDeleteAfterDays int = 365
 @description('Seconds a bot activity id or webhook signature is remembered (replay protection).')
 param activityTtlSeconds int = 86400
 
+@minValue(60)
+@description('Seconds after its last write that a running item\'s live samples are deleted (the live view).')
+param liveTtlSeconds int = 86400
+
 @minValue(1)
 @description('Days after its last heartbeat that an agent\'s registry record is deleted.')
 param agentRecordTtlDays int = 30
@@ -321,6 +325,7 @@ module cosmos 'modules/cosmos.bicep' = {
     continuousBackupTier: cosmosBackupTier
     activityTtlSeconds: activityTtlSeconds
     agentTtlSeconds: agentRecordTtlDays * 86400
+    liveTtlSeconds: liveTtlSeconds
   }
 }
 
@@ -450,6 +455,7 @@ module functionApp 'modules/functionapp.bicep' = {
     teamsBot: deployTeamsBot
     activityTtlSeconds: activityTtlSeconds
     agentTtlSeconds: agentRecordTtlDays * 86400
+    liveTtlSeconds: liveTtlSeconds
     deliveryTtlSeconds: finishedDeliveryTtlDays * 86400
     timerStaleSeconds: timerStaleSeconds
     rawCoolAfterDays: rawCoolAfterDays

@@ -37,6 +37,7 @@ PER_ITEM_TTL = frozenset({"conversations"})
 class Retention:
     activity_ttl_s: float = DAY_S  # bot activity ids and webhook signatures seen
     agent_ttl_s: float = 30 * DAY_S  # after an agent's last heartbeat
+    live_ttl_s: float = DAY_S  # a running item's live samples, after their last write
     delivery_ttl_s: float = 7 * DAY_S  # a finished delivery (a run's result posted to Teams)
     raw_cool_days: float = 30.0
     raw_delete_days: float = 365.0
@@ -44,12 +45,16 @@ class Retention:
     def __post_init__(self) -> None:
         if not 0 < self.raw_cool_days < self.raw_delete_days:
             raise ValueError("raw artifacts go to cool storage before they are deleted")
-        if min(self.activity_ttl_s, self.agent_ttl_s, self.delivery_ttl_s) <= 0:
+        if min(self.activity_ttl_s, self.agent_ttl_s, self.live_ttl_s, self.delivery_ttl_s) <= 0:
             raise ValueError("a time to live is positive")
 
     def ttls(self) -> dict[str, float]:
         """Seconds after its last write that a document of each container expires."""
-        return {"activities": self.activity_ttl_s, "agents": self.agent_ttl_s}
+        return {
+            "activities": self.activity_ttl_s,
+            "agents": self.agent_ttl_s,
+            "live": self.live_ttl_s,
+        }
 
     def expired(
         self, container: str, written_s: float, now_s: float, own_ttl: float | None = None

@@ -59,6 +59,7 @@ def test_ephemeral_documents_expire_with_the_ttl_the_app_is_told() -> None:
         }
     }
     assert cosmos["agentTtlSeconds"] == app["agentTtlSeconds"] == agent_ttl
+    assert cosmos["liveTtlSeconds"] == app["liveTtlSeconds"] == "liveTtlSeconds"
     settings = app_settings()
     assert (
         settings["BENCH_ACTIVITY_TTL_S"]["function"]["parameters"]["value_to_convert"]
@@ -85,6 +86,11 @@ def test_ephemeral_documents_expire_with_the_ttl_the_app_is_told() -> None:
     rules = Retention()
     assert d["activityTtlSeconds"] == rules.activity_ttl_s
     assert d["agentRecordTtlDays"] * 86400 == rules.agent_ttl_s
+    assert d["liveTtlSeconds"] == rules.live_ttl_s
+    assert (
+        settings["BENCH_LIVE_TTL_S"]["function"]["parameters"]["value_to_convert"]
+        == "liveTtlSeconds"
+    )
     assert d["finishedDeliveryTtlDays"] * DAY_S == rules.delivery_ttl_s
     # Nothing else expires: runs, results, series, schedules stay while their owner does.
     tree = module("cosmos")

@@ -24,8 +24,12 @@ from tests.conftest import wait_until
 
 
 def test_the_rules() -> None:
-    rules = Retention(activity_ttl_s=60, agent_ttl_s=3600, raw_cool_days=1, raw_delete_days=2)
-    assert rules.ttls() == {"activities": 60, "agents": 3600}
+    rules = Retention(
+        activity_ttl_s=60, agent_ttl_s=3600, live_ttl_s=120, raw_cool_days=1, raw_delete_days=2
+    )
+    assert rules.ttls() == {"activities": 60, "agents": 3600, "live": 120}
+    assert rules.expired("live", written_s=0, now_s=121)
+    assert not rules.expired("live", written_s=0, now_s=119)
     assert not rules.expired("activities", 1000, 1060) and rules.expired("activities", 1000, 1061)
     assert not rules.expired("runs", 0, 10**12)  # no TTL: kept while its owner is
     # Finished deliveries carry a ttl of their own; the rest of their container stays, and

@@ -38,6 +38,7 @@ param allowedClientApplications array
 @description('Retention (core/retention.py): the values Cosmos DB\'s TTLs and the lifecycle policy use.')
 param activityTtlSeconds int
 param agentTtlSeconds int
+param liveTtlSeconds int
 param deliveryTtlSeconds int
 @description('Seconds without a complete tick after which /api/health calls a timer stale (the alert rule\'s too).')
 param timerStaleSeconds int = 300
@@ -173,6 +174,7 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
         // ---- retention: enforced by Cosmos DB's TTL and Blob lifecycle management here
         { name: 'BENCH_ACTIVITY_TTL_S', value: string(activityTtlSeconds) }
         { name: 'BENCH_AGENT_TTL_S', value: string(agentTtlSeconds) }
+        { name: 'BENCH_LIVE_TTL_S', value: string(liveTtlSeconds) }
         { name: 'BENCH_DELIVERY_TTL_S', value: string(deliveryTtlSeconds) }
         { name: 'BENCH_RAW_COOL_DAYS', value: string(rawCoolAfterDays) }
         { name: 'BENCH_RAW_DELETE_DAYS', value: string(rawDeleteAfterDays) }
