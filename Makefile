@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install test lint unit demo schemas clean bench checkov fio chromium
+.PHONY: install test lint unit demo schemas clean bench checkov fio chromium docs docs-serve
 
 install: $(VENV)/.installed node_modules/.installed fio chromium
 
@@ -36,6 +36,13 @@ lint: install
 	$(VENV)/bin/mypy .
 
 # Bicep templates: Checkov in a virtualenv of its own (its pins clash with the test stack).
+# The documentation site (mkdocs.yml): --strict fails on a broken link or a page left out.
+docs: $(VENV)/.installed
+	$(VENV)/bin/mkdocs build --strict --quiet
+
+docs-serve: $(VENV)/.installed
+	$(VENV)/bin/mkdocs serve
+
 checkov:
 	scripts/checkov.sh
 
@@ -51,7 +58,7 @@ OTHER_TESTS := -m "not fio and not timing"
 TIMING_TESTS := -m "timing"
 # Where the time goes: the slowest test phases, then a line per lane.
 DURATIONS := --durations=30 --durations-min=2
-test: install lint checkov
+test: install lint checkov docs
 	@rc=0; tmp=$$(mktemp -d); mkdir -p $$tmp/fio $$tmp/other; \
 	echo '== phase 1: pytest $(FIO_TESTS), beside pytest $(OTHER_TESTS)'; \
 	TMPDIR=$$tmp/other $(PYTEST) -q -ra $(OTHER_TESTS) $(DURATIONS) > $$tmp/other.log 2>&1 & \

@@ -28,7 +28,7 @@ def sleep_until(instant_s: float) -> None:
         time.sleep(remaining - 0.002 if remaining > 0.004 else remaining / 2)
 
 
-# The item's heartbeat, which also tells the agent its run was cancelled: README promises
+# The item's heartbeat, which also tells the agent its run was cancelled: the docs promise
 # fio stopped within 2 s of the DELETE, so the heartbeat that hears it comes at most 1 s
 # after it, and fio gets the rest to stop (tests/test_agent_cancel.py: the worst moment).
 HEARTBEAT_S = 1.0

@@ -1,5 +1,5 @@
 """benchctl's commands for continuous monitoring: schedules, and the regressions found with
-their triage (README, "Continuous monitoring")."""
+their triage (the docs, "Continuous monitoring")."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ EXIT_OK, EXIT_BAD_INPUT = 0, 2
 MAX_COMPARED = 6  # as the API takes (reports.compare)
 SECOND_COLUMNS = ["run_id", "step", "client", "agent_id", "direction", "t_ms", "iops", "bw_bytes"]
 STEP_COLUMNS = ["run_id", "step", "point", "clients", "direction", "iops", "bw_bytes"]
-# Latency columns name their kind (README, "Which latency"): total, then completion.
+# Latency columns name their kind (the docs, "Which latency"): total, then completion.
 LATENCY_COLUMNS = [f"{k}_{p}_ns" for k in ("lat", "clat") for p in ("p50", "p99", "p99.9")]
 STEP_COLUMNS += [*LATENCY_COLUMNS, "lat_mean_ns", "slat_mean_ns", "clat_mean_ns"]
 STEP_COLUMNS += ["basis", "window_s", "partial"]

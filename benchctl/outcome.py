@@ -1,6 +1,6 @@
 """A run as a command ends with it: printed in the asked format, its gate verdict on stderr
 and in a JUnit file, and the exit code, which is the run's state and the service's gate
-verdict and nothing else (README, "Pipelines")."""
+verdict and nothing else (the docs, "Pipelines")."""
 
 from __future__ import annotations
 

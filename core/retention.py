@@ -1,4 +1,4 @@
-"""What the service keeps, and for how long (pure rules; README "Retention" states them).
+"""What the service keeps, and for how long (pure rules; the docs "Retention" states them).
 
 - Ephemeral documents expire a fixed time after their last write: the bots' replay guards
   (``activities``) and the agent registry's records, rewritten at every heartbeat

@@ -120,7 +120,7 @@ class RunSummary(OpenDoc):
     gate: RunGate | None = Field(
         None,
         description="the regression gate's verdict, per step and metric, with the figures "
-        "behind it (README, Pipelines); set when the run is finalized",
+        "behind it (the docs, Pipelines); set when the run is finalized",
     )
     trace_id: str | None = Field(
         None,
@@ -142,7 +142,7 @@ class Percentiles(OpenDoc):
 
 
 class DirectionSummary(OpenDoc):
-    """A client's whole-run figures, fio's own. Latency in its three kinds (README, "Which
+    """A client's whole-run figures, fio's own. Latency in its three kinds (the docs, "Which
     latency"): total (``lat``, what the application waits), completion (``clat``),
     submission (``slat``)."""
 
@@ -203,7 +203,7 @@ class ItemView(OpenDoc):
 
 
 class AggregateDirection(OpenDoc):
-    """All clients' figures of one direction (README, "Scale-out and aggregation"); latency
+    """All clients' figures of one direction (the docs, "Scale-out and aggregation"); latency
     in its kinds: total (``lat``, shown by default), completion (``clat``), submission."""
 
     iops: float
@@ -231,7 +231,7 @@ class AggregateDirection(OpenDoc):
 
 
 class Aggregate(OpenDoc):
-    """One step's aggregate over its clients (see README, "Scale-out and aggregation")."""
+    """One step's aggregate over its clients (see the docs, "Scale-out and aggregation")."""
 
     clients: int
     clients_expected: int
@@ -246,7 +246,7 @@ class Aggregate(OpenDoc):
     ceilings: list[dict[str, Any]] | None = Field(
         None,
         description="every limit that applies: kind, name, metric, direction, limit, measured, "
-        'utilisation, applies, reached_at, rule, source (README, "What bound the run")',
+        'utilisation, applies, reached_at, rule, source (the docs, "What bound the run")',
     )
     bound_by: dict[str, Any] | None = Field(
         None,
@@ -370,7 +370,7 @@ class FullResult(Result):
     )
     raw: dict[str, Any] | None = Field(description="the engine's own output, if uploaded")
     raw_removed: bool | None = Field(
-        None, description="true: the engine's own output was deleted by retention (README)"
+        None, description="true: the engine's own output was deleted by retention (the docs)"
     )
 
 

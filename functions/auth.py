@@ -111,7 +111,7 @@ def agent_ref(caller: Caller, agent_id: str) -> AgentRef:
     - A per-agent API key names the agent: the ``agent_id`` it gives must be that name.
     - A managed identity may be shared by every agent of a pool, so it proves the pool's
       agent, not which one: its object id is recorded with the item and must match, and the
-      ``agent_id`` given keeps the agents of the pool apart (see README, security).
+      ``agent_id`` given keeps the agents of the pool apart (see the docs, security).
     - Open local mode has no credential: the ``agent_id`` given is all there is.
     """
     if caller.role != AGENT_ROLE:

@@ -32,7 +32,7 @@ _MAX_INT_DIGITS = len(str(int(_MAX_DOUBLE)))
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-MAX_BODY_BYTES = 1 << 20  # a run request is a few KiB; README, "Limits"
+MAX_BODY_BYTES = 1 << 20  # a run request is a few KiB; the docs, "Limits"
 
 
 class _Duplicate:

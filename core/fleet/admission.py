@@ -1,5 +1,5 @@
 """Whether a pool can serve a run at all (pure), decided at intake before anything is
-written: the rule of README "Agents and pools".
+written: the rule of the docs "Agents and pools".
 
 - The agents judged are the pool's live ones; when none is live (an elastic pool at zero,
   agents restarting) those it has known (a scale set brings back the same image). A pool

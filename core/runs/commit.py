@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from core.runs.lifecycle import Lifecycle
 
 log = logging.getLogger(__name__)
-ANSWER_MS = 3_500  # a POST is answered within this, plus the HTTP round (README: 5 s)
+ANSWER_MS = 3_500  # a POST is answered within this, plus the HTTP round (the docs: 5 s)
 SKEW_MS = 500  # the API's and the database's clocks may differ by this much
 DECIDE_GRACE_MS = 10_000  # after this, a run nobody decided is judged by its timestamp
 VOID_REASON = (
