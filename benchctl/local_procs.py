@@ -29,10 +29,14 @@ class Proc:
             os.kill(self.pid, 0)
         except ProcessLookupError:
             return False
-        # A zombie still answers kill(0): look at its state.
+        # A zombie still answers kill(0): look at its state. The main thread of a process
+        # killed while other threads ran can be a zombie before they are gone, and its open
+        # files (an agent's work-directory lock) go with the last thread: alive until then.
         try:
             stat = Path(f"/proc/{self.pid}/stat").read_text()
-            return stat.rsplit(")", 1)[1].split()[0] != "Z"
+            if stat.rsplit(")", 1)[1].split()[0] != "Z":
+                return True
+            return len(os.listdir(f"/proc/{self.pid}/task")) > 1
         except OSError:
             return False
 
