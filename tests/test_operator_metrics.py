@@ -87,8 +87,8 @@ def test_the_operators_metrics_read_what_the_queues_and_the_database_hold(
     )
     # Two 2-client runs: four work messages on the pool's queue, waiting for agents.
     body = {**run_body(pool), "clients": 2, "barrier_timeout_s": 30}
+    sent_at = time.time()  # before the first message is sent: the oldest's age is below this
     first, _ = service.submit(body)
-    sent_at = time.time()
     second, _ = service.submit({**body, "target": "other"})
 
     # A delivery past the limit goes to the poison queue (a claim with its dequeue count).
