@@ -15,11 +15,10 @@ from fastapi.responses import JSONResponse, Response
 from adapters.archive import MAX_IMPORT_DOCUMENTS, Archive, settled
 from adapters.blob import MAX_ARTIFACT_BYTES
 from core.errors import FieldError, ValidationFailed
-from core.ports import CONTINUATION_PATTERN
 from core.runs.guardrails import Forbidden
 from functions import apidocs_admin as a
 from functions import context
-from functions.inputs import parse_json
+from functions.inputs import Continuation, parse_json
 from functions.openapi import doc
 from functions.params import STORE, RunId, SeriesKey, caller_of, read_body
 
@@ -62,14 +61,7 @@ async def delete_series(series_key: SeriesKey, request: Request) -> dict[str, An
 async def export_runs(
     request: Request,
     limit: Annotated[int, Query(ge=1, le=200)] = 100,
-    continuation: Annotated[
-        str | None,
-        Query(
-            max_length=16384,
-            pattern=CONTINUATION_PATTERN,
-            description="the token the previous page gave (404 for one it did not)",
-        ),
-    ] = None,
+    continuation: Continuation = None,
 ) -> dict[str, Any]:
     """A page of the deployment's runs, newest first: the finished ones to move."""
     _admin(request)

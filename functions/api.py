@@ -28,7 +28,6 @@ from core.models import (
     RunRequest,
 )
 from core.monitoring.monitor import TriageState
-from core.ports import CONTINUATION_PATTERN
 from core.runs.commit import ANSWER_MS, Answer
 from core.runs.guardrails import Forbidden
 from core.runs.state import RunState
@@ -52,6 +51,7 @@ from functions import apidocs as d
 from functions import apidocs_monitoring as m
 from functions.auth import Unauthorized, resolve_caller
 from functions.clean_api import router as clean_router
+from functions.inputs import Continuation
 from functions.openapi import BOT_MESSAGES, LOCATION, PUBLIC_PATHS, doc
 from functions.params import (
     STORE,
@@ -239,14 +239,7 @@ def create_app() -> FastAPI:
             Query(description="key=value", pattern=rf"{TAG_KEY_PATTERN[:-1]}=.{{0,256}}$"),
         ] = None,
         limit: Annotated[int, Query(ge=1, le=200)] = 50,
-        continuation: Annotated[
-            str | None,
-            Query(
-                max_length=16384,
-                pattern=CONTINUATION_PATTERN,
-                description="the token the previous page gave (404 for one it did not)",
-            ),
-        ] = None,
+        continuation: Continuation = None,
     ) -> dict[str, Any]:
         key, _, value = tag.partition("=") if tag is not None else ("", "", "")
         runs, token = await asyncio.to_thread(

@@ -19,9 +19,12 @@ import math
 import re
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import Annotated, Any
+
+from fastapi import Query
 
 from core.errors import FieldError, ValidationFailed
+from core.ports import CONTINUATION_PATTERN
 
 MAX_DEPTH = 64  # the deepest contract (a result with fio's own JSON) nests about 8 levels
 MAX_ERRORS = 20
@@ -147,3 +150,14 @@ def parse_json(raw: bytes) -> Any:
     if errors:
         raise ValidationFailed(sorted(errors, key=lambda e: e.field))
     return doc
+
+
+# A listing's page token, as every paged listing takes it (GET /api/runs, the admin export).
+Continuation = Annotated[
+    str | None,
+    Query(
+        max_length=16384,
+        pattern=CONTINUATION_PATTERN,
+        description="the token the previous page gave (404 for one it did not)",
+    ),
+]
