@@ -22,7 +22,6 @@ from collections.abc import Callable
 
 from core import telemetry
 from core.analysis.step_aggregates import build_aggregates
-from core.analysis.timeline import ClientTimeline
 from core.artifacts import pack_json, sha256_hex, unpack_timeline
 from core.errors import Conflict, NotFound, StoreUnavailable
 from core.fleet.scaling import Waiting
@@ -45,6 +44,7 @@ from core.runs.state import (
     Step,
     derive_run_state,
 )
+from core.timeline import ClientTimeline
 from core.timestamps import iso_ms
 
 log = logging.getLogger(__name__)
