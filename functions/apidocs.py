@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.analysis.gate import RunGate
 from core.models import RUN_ID_PATTERN, Direction, Engine, Result, RunRequest, Workload
+from core.models.gate import RunGate
 from core.runs.guardrails import DOORS
 from core.runs.state import RunState
 

@@ -14,8 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.analysis.compare import compare_aggregates
-from core.analysis.gate import MAD_TO_SD, GateRule, judge_value, run_verdict
+from core.analysis.gate import MAD_TO_SD, judge_value, run_verdict
 from core.latency import format_ns
+from core.models.gate import GateRule
 from core.monitoring.monitor import Monitor
 from core.ports import Doc, Store
 from core.runs.state import Run

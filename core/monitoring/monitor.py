@@ -22,7 +22,7 @@ from core.analysis.compare import (
     noise_pct,
     summary,
 )
-from core.analysis.gate import GateRule, MetricVerdict, RunGate, attribute, judge_point, run_verdict
+from core.analysis.gate import attribute, judge_point, run_verdict
 from core.analysis.series import (
     METRICS,
     find_changes,
@@ -35,6 +35,7 @@ from core.analysis.series import (
     series_key,
 )
 from core.errors import FieldError, NotFound, ValidationFailed
+from core.models.gate import GateRule, MetricVerdict, RunGate
 from core.monitoring.gating import (
     accepted,
     gate_changes,

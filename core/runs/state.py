@@ -27,9 +27,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.analysis.gate import RunGate
 from core.errors import BenchError
 from core.models import DataSet, RunRequest, WorkItem, Workload
+from core.models.gate import RunGate
 
 
 class RunState(StrEnum):
