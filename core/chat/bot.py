@@ -22,12 +22,12 @@ from typing import Any
 
 from core.catalogue import PROFILES
 from core.chat.cards import Reply, fmt, run_page, status_reply
-from core.errors import Conflict, FieldError, NotFound, ValidationFailed
+from core.errors import Conflict, FieldError, Forbidden, NotFound, ValidationFailed
 from core.models import MAX_CLIENTS
 from core.monitoring.monitor import Monitor
 from core.monitoring.scheduler import Scheduler
 from core.ports import Doc
-from core.runs.guardrails import Caller, Forbidden, TargetInfo
+from core.runs.guardrails import Caller, TargetInfo
 from core.runs.service import RunService
 from core.runs.state import FINISHED_RUN
 

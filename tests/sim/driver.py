@@ -21,9 +21,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.errors import BenchError, Conflict, StoreUnavailable, ValidationFailed
+from core.errors import BenchError, Conflict, Forbidden, StoreUnavailable, ValidationFailed
 from core.runs.commit import ANSWER_MS, Answer
-from core.runs.guardrails import Forbidden
 from tests.sim import invariants
 from tests.sim.agents import SimAgent
 from tests.sim.world import AGENTS, POOL, PostRecord, SimCrash, World, simulated
