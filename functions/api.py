@@ -27,9 +27,9 @@ from core.models import (
     Alias,
     RunRequest,
 )
+from core.models.state import RunState
 from core.monitoring.monitor import TriageState
 from core.runs.commit import ANSWER_MS, Answer
-from core.runs.state import RunState
 from core.runs.timer import TIMERS, tick_check
 from core.runs.views import public_run
 from functions import (

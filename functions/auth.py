@@ -17,8 +17,8 @@ from typing import Any
 
 from adapters.config import Settings
 from core.errors import BenchError, FieldError, Forbidden
+from core.models.holder import AgentRef
 from core.runs.guardrails import AGENT_ROLE, DOORS, LOCAL_CALLER, Caller, best_role
-from core.runs.holder import AgentRef
 
 # Doors a REST caller may name itself; "schedule" and the bots are set by the service.
 SELF_DECLARED_DOORS = ("api", "pipeline", "cli")

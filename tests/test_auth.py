@@ -367,7 +367,7 @@ def test_limits_count_every_step_and_repetition() -> None:
 
 def test_an_agents_identity_comes_from_its_credential() -> None:
     from core.errors import Forbidden
-    from core.runs.holder import AgentRef
+    from core.models.holder import AgentRef
     from functions.auth import agent_ref
 
     s = settings(

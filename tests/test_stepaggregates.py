@@ -17,7 +17,8 @@ from core.models import (
     WorkItem,
     Workload,
 )
-from core.runs.state import Item, ItemState, Run, Step
+from core.models.state import ItemState
+from core.models.stored import Item, Run, Step
 from core.timeline import ClientTimeline, DirectionTimeline
 
 RUN = "r-" + "a" * 32

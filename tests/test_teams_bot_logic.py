@@ -25,10 +25,10 @@ from core.chat.identity import (
 from core.chat.threads import Threads
 from core.errors import FieldError, NotFound, StoreUnavailable
 from core.models.gate import RunGate
+from core.models.stored import Run
 from core.monitoring.baseline import against_baseline
 from core.monitoring.monitor import Monitor, step_series_key
 from core.ports import Store
-from core.runs.state import Run
 from tests.test_gate import Series
 
 ALICE = ChatUser("a11ce", "Alice Example")

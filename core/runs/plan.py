@@ -30,8 +30,8 @@ from core.models import (
     WorkItem,
     Workload,
 )
+from core.models.stored import Run, Step
 from core.runs.metadata import request_errors
-from core.runs.state import Run, Step
 
 MAX_TOTAL_STEPS = 64
 
