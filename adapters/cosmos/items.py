@@ -4,8 +4,8 @@ single-partition query). Step documents hold the start barrier's state."""
 from __future__ import annotations
 
 from adapters.cosmos.base import Container
+from core.models.ids import step_id
 from core.models.stored import Item, Step
-from core.runs.plan import step_id
 
 
 class CosmosItems:

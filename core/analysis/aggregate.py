@@ -43,6 +43,19 @@ RATE_CAP_TOLERANCE = 0.10  # a capped client below 90 % of its cap did not get i
 MAX_START_SKEW_MS = 1000
 
 
+# Figures of a stored step aggregate (its "read" and "write" documents).
+def total_iops(agg: Mapping[str, Any]) -> float:
+    return float(sum(float(agg[d]["iops"]) for d in ("read", "write") if agg.get(d)))
+
+
+def mean_latency_s(agg: Mapping[str, Any]) -> float:
+    ios = sum(agg[d]["total_ios"] for d in ("read", "write") if agg.get(d))
+    if not ios:
+        return 0.0
+    ns = sum(agg[d]["lat_mean_ns"] * agg[d]["total_ios"] for d in ("read", "write") if agg.get(d))
+    return float(ns / ios / 1e9)
+
+
 @dataclass(frozen=True)
 class FailedClient:
     client: int

@@ -139,7 +139,7 @@ class Sim:
         except SimCrash:
             record.outcome = "no answer"
         if record.run_id is None:
-            from core.runs.plan import run_id_for_key
+            from core.models.ids import run_id_for_key
 
             record.run_id = w.minted[-1] if w.minted else (run_id_for_key(idem) if idem else None)
         return f"POST body {index} key {idem}: {record.outcome} {record.run_id}"
