@@ -17,8 +17,8 @@ from adapters.queue import WorkQueues
 from benchctl.localstack import Stack
 from core.memory import MemoryArtifacts, MemoryQueues, MemoryStore, SimClock
 from core.models import WorkItem, Workload
+from core.models.stored import Run
 from core.ports import Artifacts, Store
-from core.runs.state import Run
 
 
 @dataclass

@@ -13,8 +13,8 @@ from core.analysis.ceilings import Ceiling
 from core.analysis.step_aggregates import build_aggregates
 from core.limits.facts import run_target_facts
 from core.models import DirectionResult, HostFacts, LatencyStats, Result, WorkItem, Workload
+from core.models.stored import Item, Run, Step
 from core.runs.guardrails import parse_targets
-from core.runs.state import Item, Run, Step
 
 RUN = "r-" + "c" * 32
 MIB = 1 << 20

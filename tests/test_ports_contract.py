@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 
 from core.errors import Conflict, NotFound, TooLarge, ValidationFailed
-from core.fleet.registry import AgentRecord
+from core.models.agents import AgentRecord
 from core.models.live import LiveDirection, LiveDoc, LiveSample
-from core.runs.locks import TargetLock, Waiter
-from core.runs.state import Item, RunState, Step
+from core.models.locks import TargetLock, Waiter
+from core.models.state import RunState
+from core.models.stored import Item, Step
 from tests.ports_world import Ports, a_run, new_id, open_ports, work
 
 
