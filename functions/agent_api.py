@@ -18,14 +18,13 @@ from core.errors import FieldError, ValidationFailed
 from core.models import ITEM_ID_PATTERN, MAX_RTT_MS, RUN_ID_PATTERN, ArtifactName, WorkItem
 from core.models import Result as WorkResult
 from core.models.live import LiveSample
-from core.runs.holder import AgentRef
 from core.runs.live import MAX_SAMPLES_PER_BEAT
 from core.runs.protocol import BarrierDecision
 from core.validation import parse
 from functions import apidocs as d
 from functions.auth import agent_ref
 from functions.openapi import doc
-from functions.params import MAX_DOCUMENT_BYTES, ItemId, caller_of, json_body, svc
+from functions.params import MAX_DOCUMENT_BYTES, CallerOf, ItemId, Svc, json_body
 
 router = APIRouter()
 AGENT = (400, 404, 409, 503)  # 409: a report from an agent not holding the item
@@ -75,18 +74,13 @@ class FailureBody(ItemRef):
     )
 
 
-def _agent(request: Request, agent_id: str) -> AgentRef:
-    """The reporting agent, as its credential proves it (403 naming agent_id otherwise)."""
-    return agent_ref(caller_of(request), agent_id)
-
-
 @router.post("/api/agent/claim", **doc(d.ClaimReply, body=ClaimBody, errors=AGENT))
-async def claim(request: Request) -> dict[str, str]:
+async def claim(request: Request, svc: Svc, caller: CallerOf) -> dict[str, str]:
     b: ClaimBody = parse(ClaimBody, await json_body(request))
     decision = await asyncio.to_thread(
-        svc().claim,
+        svc.claim,
         b.work_item,
-        agent=_agent(request, b.agent_id),
+        agent=agent_ref(caller, b.agent_id),
         dequeue_count=b.dequeue_count,
         message_id=b.message_id,
     )
@@ -98,33 +92,33 @@ def _barrier(x: BarrierDecision) -> dict[str, Any]:
 
 
 @router.post("/api/agent/ready", **doc(d.BarrierReply, body=ReadyBody, errors=AGENT))
-async def ready(request: Request) -> dict[str, Any]:
+async def ready(request: Request, svc: Svc, caller: CallerOf) -> dict[str, Any]:
     b: ReadyBody = parse(ReadyBody, await json_body(request))
-    agent = _agent(request, b.agent_id)
-    decision = await asyncio.to_thread(svc().ready, b.run_id, b.item_id, agent, b.rtt_ms)
+    agent = agent_ref(caller, b.agent_id)
+    decision = await asyncio.to_thread(svc.ready, b.run_id, b.item_id, agent, b.rtt_ms)
     return _barrier(decision)
 
 
 @router.post("/api/agent/barrier", **doc(d.BarrierReply, body=ItemRef, errors=AGENT))
-async def barrier(request: Request) -> dict[str, Any]:
+async def barrier(request: Request, svc: Svc, caller: CallerOf) -> dict[str, Any]:
     b: ItemRef = parse(ItemRef, await json_body(request))
-    agent = _agent(request, b.agent_id)
-    return _barrier(await asyncio.to_thread(svc().barrier, b.run_id, b.item_id, agent))
+    agent = agent_ref(caller, b.agent_id)
+    return _barrier(await asyncio.to_thread(svc.barrier, b.run_id, b.item_id, agent))
 
 
 @router.post("/api/agent/heartbeat", **doc(d.HeartbeatReply, body=HeartbeatBody, errors=AGENT))
-async def heartbeat(request: Request) -> dict[str, bool]:
+async def heartbeat(request: Request, svc: Svc, caller: CallerOf) -> dict[str, bool]:
     b: HeartbeatBody = parse(HeartbeatBody, await json_body(request))
-    agent = _agent(request, b.agent_id)
-    return await asyncio.to_thread(svc().heartbeat, b.run_id, b.item_id, agent, b.live)
+    agent = agent_ref(caller, b.agent_id)
+    return await asyncio.to_thread(svc.heartbeat, b.run_id, b.item_id, agent, b.live)
 
 
 @router.post("/api/agent/failure", **doc(d.FailureReply, body=FailureBody, errors=AGENT))
-async def failure(request: Request) -> dict[str, Any]:
+async def failure(request: Request, svc: Svc, caller: CallerOf) -> dict[str, Any]:
     b: FailureBody = parse(FailureBody, await json_body(request))
-    agent = _agent(request, b.agent_id)
+    agent = agent_ref(caller, b.agent_id)
     final = await asyncio.to_thread(
-        svc().report_failure,
+        svc.report_failure,
         b.run_id,
         b.item_id,
         agent,
@@ -136,10 +130,10 @@ async def failure(request: Request) -> dict[str, Any]:
 
 
 @router.post("/api/agent/cancelled", **doc(d.CancelledReply, body=ItemRef, errors=AGENT))
-async def cancelled(request: Request) -> dict[str, str]:
+async def cancelled(request: Request, svc: Svc, caller: CallerOf) -> dict[str, str]:
     b: ItemRef = parse(ItemRef, await json_body(request))
-    agent = _agent(request, b.agent_id)
-    await asyncio.to_thread(svc().report_cancelled, b.run_id, b.item_id, agent)
+    agent = agent_ref(caller, b.agent_id)
+    await asyncio.to_thread(svc.report_cancelled, b.run_id, b.item_id, agent)
     return {"status": "recorded"}
 
 
@@ -151,14 +145,16 @@ async def put_artifact(
     item_id: ItemId,
     name: ArtifactName,
     request: Request,
+    svc: Svc,
+    caller: CallerOf,
     agent_id: Annotated[str, Query(min_length=1, max_length=128)],
 ) -> JSONResponse:
     """A large output of an item (gzip): its timeline, the engine's output, its logs;
     from the agent holding the item (``agent_id``), 409 otherwise."""
     run_id = item_id.rsplit(".", 2)[0]
     data = await request.body()
-    agent = _agent(request, agent_id)
-    size = await asyncio.to_thread(svc().put_artifact, run_id, item_id, name, data, agent)
+    agent = agent_ref(caller, agent_id)
+    size = await asyncio.to_thread(svc.put_artifact, run_id, item_id, name, data, agent)
     return JSONResponse({"stored": True, "bytes": size}, status_code=201)
 
 
@@ -172,7 +168,7 @@ async def put_artifact(
         errors=(*AGENT, 413),
     ),
 )
-async def put_result(item_id: ItemId, request: Request) -> JSONResponse:
+async def put_result(item_id: ItemId, request: Request, svc: Svc, caller: CallerOf) -> JSONResponse:
     """201 when stored, 200 when this item's result was stored before."""
     body = await json_body(request, MAX_DOCUMENT_BYTES)  # stored as one Cosmos document
     if not isinstance(body, dict) or body.get("item_id") != item_id:
@@ -180,8 +176,8 @@ async def put_result(item_id: ItemId, request: Request) -> JSONResponse:
     claimed = body.get("agent_id")
     if not isinstance(claimed, str) or not claimed:
         raise ValidationFailed([FieldError("agent_id", "required")])
-    agent = _agent(request, claimed)
-    created = await asyncio.to_thread(svc().store_result, body, agent)
+    agent = agent_ref(caller, claimed)
+    created = await asyncio.to_thread(svc.store_result, body, agent)
     return JSONResponse(
         {"stored": True, "duplicate": not created}, status_code=201 if created else 200
     )

@@ -15,7 +15,7 @@ from core.runs.clean import CleanOrder
 from core.runs.guardrails import Forbidden
 from core.validation import parse
 from functions.openapi import doc
-from functions.params import STORE, caller_of, json_body, svc
+from functions.params import STORE, CallerOf, Svc, json_body
 
 router = APIRouter()
 
@@ -40,13 +40,12 @@ class CleanBody(BaseModel):
     **doc(CleanOrdered, status=202, body=CleanBody, errors=(400, 403, 404, 409, *STORE)),
 )
 async def clean_target(
-    request: Request, alias: Annotated[str, Path(pattern=ALIAS_PATTERN)]
+    request: Request, alias: Annotated[str, Path(pattern=ALIAS_PATTERN)], svc: Svc, caller: CallerOf
 ) -> dict[str, Any]:
     """Remove the benchmark files under ``<mount>/.benchsvc/`` on the target: the agents'
     kept working sets and what runs left. Engineers and admins; **409** naming the run
     while one holds or waits for the target, **400** for a read-only target."""
-    caller = caller_of(request)
     if not caller.limits.manage:
         raise Forbidden([FieldError("(caller)", f"role {caller.role} may not clean targets")])
     body: CleanBody = parse(CleanBody, await json_body(request))
-    return await asyncio.to_thread(svc().clean, alias, body.pool, caller)
+    return await asyncio.to_thread(svc.clean, alias, body.pool, caller)

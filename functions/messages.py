@@ -19,9 +19,9 @@ from urllib.parse import urlsplit
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from functions import context
 from functions.apidocs import BotAccepted, BotActivity, BotInvokeReply
 from functions.openapi import BOT_MESSAGES, doc
+from functions.params import Parts
 
 router = APIRouter()
 
@@ -49,9 +49,9 @@ def _same_host(a: str, b: str) -> bool:
         errors=(400, 401, 409, 503),
     ),
 )
-async def messages(request: Request) -> Response:
+async def messages(request: Request, parts: Parts) -> Response:
     """Bot Framework activities from Teams (Azure Bot Service), with the channel's token."""
-    host = await asyncio.to_thread(context.teams_host)  # the first call imports the SDK
+    host = await asyncio.to_thread(parts.teams_host)  # the first call imports the SDK
     if host is None:
         return _refuse(503, "(service)", "the Teams bot is not configured")
     from microsoft_agents.activity import Activity
@@ -76,7 +76,7 @@ async def messages(request: Request) -> Response:
         return _refuse(401, "serviceUrl", "the activity's service URL is not the token's")
     seen = hashlib.sha256(f"{activity.conversation.id}\n{activity.id}".encode()).hexdigest()[:32]
     doc_ = {"id": f"m365:{seen}", "seen_at_ms": int(time.time() * 1000)}
-    if not await asyncio.to_thread(context.store().activities.create, doc_):
+    if not await asyncio.to_thread(parts.store.activities.create, doc_):
         return _refuse(409, "id", "activity already handled (replay)")
     request.state.claims_identity = identity
     response = await host.connector.adapter.process(request, host.app)

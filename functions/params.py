@@ -1,18 +1,22 @@
-"""Parameter types and request helpers shared by the API's routers (functions/api.py,
-functions/agent_api.py). Path and query parameters are typed and bounded here, so a
-malformed one is a 400 naming it (functions/errors.py), never a lookup."""
+"""Parameter types, dependencies and request helpers shared by the API's routers. Path and
+query parameters are typed and bounded here, so a malformed one is a 400 naming it
+(functions/errors.py), never a lookup. The service's parts come as dependencies, from the
+:class:`~functions.context.Services` the app was created with."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import Header, Path, Request
+from fastapi import Depends, Header, Path, Request
 
 from core.errors import TooLarge
 from core.models import ITEM_ID_PATTERN, RUN_ID_PATTERN
+from core.monitoring.monitor import Monitor
+from core.monitoring.scheduler import Scheduler
 from core.runs.guardrails import LOCAL_CALLER, Caller
 from core.runs.service import RunService
 from functions import context
+from functions.context import Services
 from functions.inputs import MAX_BODY_BYTES, parse_json
 
 RunId = Annotated[str, Path(pattern=RUN_ID_PATTERN)]
@@ -32,13 +36,37 @@ STORE = (503,)  # answers that read or write Cosmos DB can fail with
 MAX_DOCUMENT_BYTES = 2 * 1024 * 1024  # a body stored as one Cosmos DB document
 
 
-def svc() -> RunService:
-    return context.service()
+def services(request: Request) -> Services:
+    """The app's parts (``create_app(services)``), or the process's default."""
+    given: Services | None = request.app.state.services
+    return given if given is not None else context.current()
+
+
+Parts = Annotated[Services, Depends(services)]
+
+
+def _service(parts: Parts) -> RunService:
+    return parts.service
+
+
+def _monitor(parts: Parts) -> Monitor:
+    return parts.monitor
+
+
+def _scheduler(parts: Parts) -> Scheduler:
+    return parts.scheduler
 
 
 def caller_of(request: Request) -> Caller:
+    """Who is calling, as the sign-in middleware found it (functions/signin.py)."""
     caller: Caller = getattr(request.state, "caller", LOCAL_CALLER)
     return caller
+
+
+Svc = Annotated[RunService, Depends(_service)]
+Monitoring = Annotated[Monitor, Depends(_monitor)]
+Schedules = Annotated[Scheduler, Depends(_scheduler)]
+CallerOf = Annotated[Caller, Depends(caller_of)]
 
 
 async def read_body(request: Request, cap: int = MAX_BODY_BYTES) -> bytes:
