@@ -8,7 +8,7 @@ it: anything else is 409 and changes nothing (core.runs.holder).
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
@@ -21,7 +21,6 @@ from core.models.live import LiveSample
 from core.runs.live import MAX_SAMPLES_PER_BEAT
 from core.runs.protocol import BarrierDecision
 from core.validation import parse
-from functions import apidocs as d
 from functions.auth import agent_ref
 from functions.openapi import doc
 from functions.params import MAX_DOCUMENT_BYTES, CallerOf, ItemId, Svc, json_body
@@ -74,7 +73,46 @@ class FailureBody(ItemRef):
     )
 
 
-@router.post("/api/agent/claim", **doc(d.ClaimReply, body=ClaimBody, errors=AGENT))
+# ---- the replies ----------------------------------------------------------------------------
+
+
+class ClaimReply(BaseModel):
+    action: Literal["run", "drop", "release"] = Field(
+        description="run it; drop (delete the message); release (hand it back to the queue)"
+    )
+    reason: str
+
+
+class BarrierReply(BaseModel):
+    status: Literal["wait", "go", "abort"]
+    start_at_ms: int | None = Field(description="with go: the common start instant, Unix ms")
+    reason: str
+
+
+class HeartbeatReply(BaseModel):
+    cancel: bool = Field(description="stop now: the run was cancelled or the item taken over")
+
+
+class FailureReply(BaseModel):
+    status: Literal["recorded"]
+    final: bool = Field(description="true: no retry (delete the message)")
+
+
+class CancelledReply(BaseModel):
+    status: Literal["recorded"]
+
+
+class ArtifactStored(BaseModel):
+    stored: Literal[True]
+    bytes: int = Field(description="size stored")
+
+
+class StoredReply(BaseModel):
+    stored: Literal[True]
+    duplicate: bool = Field(description="true: this item's result was already stored")
+
+
+@router.post("/api/agent/claim", **doc(ClaimReply, body=ClaimBody, errors=AGENT))
 async def claim(request: Request, svc: Svc, caller: CallerOf) -> dict[str, str]:
     b: ClaimBody = parse(ClaimBody, await json_body(request))
     decision = await asyncio.to_thread(
@@ -91,7 +129,7 @@ def _barrier(x: BarrierDecision) -> dict[str, Any]:
     return {"status": x.status, "start_at_ms": x.start_at_ms, "reason": x.reason}
 
 
-@router.post("/api/agent/ready", **doc(d.BarrierReply, body=ReadyBody, errors=AGENT))
+@router.post("/api/agent/ready", **doc(BarrierReply, body=ReadyBody, errors=AGENT))
 async def ready(request: Request, svc: Svc, caller: CallerOf) -> dict[str, Any]:
     b: ReadyBody = parse(ReadyBody, await json_body(request))
     agent = agent_ref(caller, b.agent_id)
@@ -99,21 +137,21 @@ async def ready(request: Request, svc: Svc, caller: CallerOf) -> dict[str, Any]:
     return _barrier(decision)
 
 
-@router.post("/api/agent/barrier", **doc(d.BarrierReply, body=ItemRef, errors=AGENT))
+@router.post("/api/agent/barrier", **doc(BarrierReply, body=ItemRef, errors=AGENT))
 async def barrier(request: Request, svc: Svc, caller: CallerOf) -> dict[str, Any]:
     b: ItemRef = parse(ItemRef, await json_body(request))
     agent = agent_ref(caller, b.agent_id)
     return _barrier(await asyncio.to_thread(svc.barrier, b.run_id, b.item_id, agent))
 
 
-@router.post("/api/agent/heartbeat", **doc(d.HeartbeatReply, body=HeartbeatBody, errors=AGENT))
+@router.post("/api/agent/heartbeat", **doc(HeartbeatReply, body=HeartbeatBody, errors=AGENT))
 async def heartbeat(request: Request, svc: Svc, caller: CallerOf) -> dict[str, bool]:
     b: HeartbeatBody = parse(HeartbeatBody, await json_body(request))
     agent = agent_ref(caller, b.agent_id)
     return await asyncio.to_thread(svc.heartbeat, b.run_id, b.item_id, agent, b.live)
 
 
-@router.post("/api/agent/failure", **doc(d.FailureReply, body=FailureBody, errors=AGENT))
+@router.post("/api/agent/failure", **doc(FailureReply, body=FailureBody, errors=AGENT))
 async def failure(request: Request, svc: Svc, caller: CallerOf) -> dict[str, Any]:
     b: FailureBody = parse(FailureBody, await json_body(request))
     agent = agent_ref(caller, b.agent_id)
@@ -129,7 +167,7 @@ async def failure(request: Request, svc: Svc, caller: CallerOf) -> dict[str, Any
     return {"status": "recorded", "final": final}
 
 
-@router.post("/api/agent/cancelled", **doc(d.CancelledReply, body=ItemRef, errors=AGENT))
+@router.post("/api/agent/cancelled", **doc(CancelledReply, body=ItemRef, errors=AGENT))
 async def cancelled(request: Request, svc: Svc, caller: CallerOf) -> dict[str, str]:
     b: ItemRef = parse(ItemRef, await json_body(request))
     agent = agent_ref(caller, b.agent_id)
@@ -139,7 +177,7 @@ async def cancelled(request: Request, svc: Svc, caller: CallerOf) -> dict[str, s
 
 @router.put(
     "/api/agent/artifacts/{item_id}/{name}",
-    **doc(d.ArtifactStored, status=201, binary="application/gzip", errors=(*AGENT, 413)),
+    **doc(ArtifactStored, status=201, binary="application/gzip", errors=(*AGENT, 413)),
 )
 async def put_artifact(
     item_id: ItemId,
@@ -161,9 +199,9 @@ async def put_artifact(
 @router.put(
     "/api/agent/results/{item_id}",
     **doc(
-        d.StoredReply,
+        StoredReply,
         status=201,
-        also={200: d.StoredReply},
+        also={200: StoredReply},
         body=WorkResult,
         errors=(*AGENT, 413),
     ),

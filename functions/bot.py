@@ -21,7 +21,7 @@ from core.chat.cards import adaptive_card, json_reply
 from core.errors import ValidationFailed
 from core.monitoring.notify import SIGNATURE_HEADER, verify, verify_teams
 from core.runs.guardrails import Caller
-from functions.apidocs import TeamsActivity, TeamsMessage, WebhookCommand, WebhookReply
+from functions.apidocs_chat import TeamsActivity, TeamsMessage, WebhookCommand, WebhookReply
 from functions.inputs import parse_json
 from functions.openapi import doc
 from functions.params import Parts, read_body

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from functions.apidocs import BotAccepted, BotActivity, BotInvokeReply
+from functions.apidocs_chat import BotAccepted, BotActivity, BotInvokeReply
 from functions.openapi import BOT_MESSAGES, doc
 from functions.params import Parts
 
