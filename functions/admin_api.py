@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Body, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from adapters.archive import MAX_IMPORT_DOCUMENTS, settled
@@ -16,17 +16,29 @@ from adapters.blob import MAX_ARTIFACT_BYTES
 from core.errors import FieldError, ValidationFailed
 from core.runs.guardrails import Caller, Forbidden
 from functions import apidocs_admin as a
-from functions.inputs import Continuation, parse_json
+from functions.inputs import Continuation
 from functions.openapi import doc
-from functions.params import STORE, CallerOf, Parts, RunId, SeriesKey, read_body
+from functions.params import (
+    STORE,
+    CallerOf,
+    Parts,
+    RunId,
+    SeriesKey,
+    capped,
+    documented_as,
+    read_body,
+)
 
-router = APIRouter()
 ADMIN_ERRORS = (400, 403, 404, *STORE)
 Owner = Annotated[str, Path(pattern=r"^r-[0-9a-f]{32}\.s[0-9]{1,4}(\.c[0-9]{1,4})?$")]
 Name = Annotated[str, Path(pattern=r"^[a-z]{1,16}$")]
 # One import request, refused (413) before it is read beyond this: benchctl sends batches of
 # at most 8 MiB of documents (benchctl/cli_admin.py), each document at most 2 MB.
 MAX_IMPORT_BYTES = 16 << 20
+router = APIRouter(route_class=capped(MAX_IMPORT_BYTES))
+# Checked by adapters/archive.py, document by document, before anything is written.
+RunImportAsSent = Annotated[Any, documented_as(a.RunImport), Body()]
+SchedulesAsSent = Annotated[Any, documented_as(a.ScheduleImport), Body()]
 
 
 def _admin(caller: Caller) -> None:
@@ -98,9 +110,8 @@ async def export_schedules(parts: Parts, caller: CallerOf) -> dict[str, Any]:
     return {"schedules": await asyncio.to_thread(parts.archive.schedules)}
 
 
-async def _import_body(request: Request, listed: str, allowed: set[str]) -> dict[str, Any]:
+def _import_body(body: Any, listed: str, allowed: set[str]) -> dict[str, Any]:
     """The JSON object of an import: only ``allowed`` keys, ``listed`` a bounded list."""
-    body = parse_json(await read_body(request, MAX_IMPORT_BYTES))
     if not isinstance(body, dict):
         raise ValidationFailed([FieldError("(body)", "must be an object")])
     stray = sorted(set(body) - allowed)
@@ -114,15 +125,15 @@ async def _import_body(request: Request, listed: str, allowed: set[str]) -> dict
 
 @router.post(
     "/api/admin/import/runs/{run_id}",
-    **doc(a.Imported, body=a.RunImport, errors=(400, 403, 413, *STORE)),
+    **doc(a.Imported, body=True, errors=(400, 403, 413, *STORE)),
 )
 async def import_run(
-    run_id: RunId, request: Request, parts: Parts, caller: CallerOf
+    run_id: RunId, sent: RunImportAsSent, parts: Parts, caller: CallerOf
 ) -> dict[str, Any]:
     """A finished run's documents, created when missing after all are checked; ``commit``
     writes the run's own document last (benchctl's last batch of the run)."""
     _admin(caller)
-    body = await _import_body(request, "documents", {"run", "documents", "commit"})
+    body = _import_body(sent, "documents", {"run", "documents", "commit"})
     commit = body.get("commit")
     if not isinstance(commit, bool):
         raise ValidationFailed([FieldError("commit", "required: true or false")])
@@ -133,12 +144,12 @@ async def import_run(
 
 @router.post(
     "/api/admin/import/schedules",
-    **doc(a.Imported, body=a.ScheduleImport, errors=(400, 403, 413, *STORE)),
+    **doc(a.Imported, body=True, errors=(400, 403, 413, *STORE)),
 )
-async def import_schedules(request: Request, parts: Parts, caller: CallerOf) -> dict[str, Any]:
+async def import_schedules(sent: SchedulesAsSent, parts: Parts, caller: CallerOf) -> dict[str, Any]:
     """Schedules as exported (ids and times kept), each checked as at creation."""
     _admin(caller)
-    body = await _import_body(request, "schedules", {"schedules"})
+    body = _import_body(sent, "schedules", {"schedules"})
     return await asyncio.to_thread(parts.archive.import_schedules, body["schedules"])
 
 

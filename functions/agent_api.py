@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Body, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -20,13 +20,26 @@ from core.models import Result as WorkResult
 from core.models.live import LiveSample
 from core.runs.live import MAX_SAMPLES_PER_BEAT
 from core.runs.protocol import BarrierDecision
-from core.validation import parse
 from functions.auth import agent_ref
 from functions.openapi import doc
-from functions.params import MAX_DOCUMENT_BYTES, CallerOf, ItemId, Svc, json_body
+from functions.params import (
+    MAX_DOCUMENT_BYTES,
+    CallerOf,
+    ItemId,
+    JsonRoute,
+    Svc,
+    capped,
+    documented_as,
+)
 
-router = APIRouter()
+router = APIRouter(route_class=JsonRoute)
+# A result is stored as one Cosmos DB document: its body may be up to one's size.
+results = APIRouter(route_class=capped(MAX_DOCUMENT_BYTES))
 AGENT = (400, 404, 409, 503)  # 409: a report from an agent not holding the item
+
+
+# Validated by the core (core.runs.agent_reports), as a result's every other door.
+ResultAsSent = Annotated[Any, documented_as(WorkResult), Body()]
 
 
 class _AgentBody(BaseModel):
@@ -112,9 +125,8 @@ class StoredReply(BaseModel):
     duplicate: bool = Field(description="true: this item's result was already stored")
 
 
-@router.post("/api/agent/claim", **doc(ClaimReply, body=ClaimBody, errors=AGENT))
-async def claim(request: Request, svc: Svc, caller: CallerOf) -> dict[str, str]:
-    b: ClaimBody = parse(ClaimBody, await json_body(request))
+@router.post("/api/agent/claim", **doc(ClaimReply, body=True, errors=AGENT))
+async def claim(b: ClaimBody, svc: Svc, caller: CallerOf) -> dict[str, str]:
     decision = await asyncio.to_thread(
         svc.claim,
         b.work_item,
@@ -129,31 +141,27 @@ def _barrier(x: BarrierDecision) -> dict[str, Any]:
     return {"status": x.status, "start_at_ms": x.start_at_ms, "reason": x.reason}
 
 
-@router.post("/api/agent/ready", **doc(BarrierReply, body=ReadyBody, errors=AGENT))
-async def ready(request: Request, svc: Svc, caller: CallerOf) -> dict[str, Any]:
-    b: ReadyBody = parse(ReadyBody, await json_body(request))
+@router.post("/api/agent/ready", **doc(BarrierReply, body=True, errors=AGENT))
+async def ready(b: ReadyBody, svc: Svc, caller: CallerOf) -> dict[str, Any]:
     agent = agent_ref(caller, b.agent_id)
     decision = await asyncio.to_thread(svc.ready, b.run_id, b.item_id, agent, b.rtt_ms)
     return _barrier(decision)
 
 
-@router.post("/api/agent/barrier", **doc(BarrierReply, body=ItemRef, errors=AGENT))
-async def barrier(request: Request, svc: Svc, caller: CallerOf) -> dict[str, Any]:
-    b: ItemRef = parse(ItemRef, await json_body(request))
+@router.post("/api/agent/barrier", **doc(BarrierReply, body=True, errors=AGENT))
+async def barrier(b: ItemRef, svc: Svc, caller: CallerOf) -> dict[str, Any]:
     agent = agent_ref(caller, b.agent_id)
     return _barrier(await asyncio.to_thread(svc.barrier, b.run_id, b.item_id, agent))
 
 
-@router.post("/api/agent/heartbeat", **doc(HeartbeatReply, body=HeartbeatBody, errors=AGENT))
-async def heartbeat(request: Request, svc: Svc, caller: CallerOf) -> dict[str, bool]:
-    b: HeartbeatBody = parse(HeartbeatBody, await json_body(request))
+@router.post("/api/agent/heartbeat", **doc(HeartbeatReply, body=True, errors=AGENT))
+async def heartbeat(b: HeartbeatBody, svc: Svc, caller: CallerOf) -> dict[str, bool]:
     agent = agent_ref(caller, b.agent_id)
     return await asyncio.to_thread(svc.heartbeat, b.run_id, b.item_id, agent, b.live)
 
 
-@router.post("/api/agent/failure", **doc(FailureReply, body=FailureBody, errors=AGENT))
-async def failure(request: Request, svc: Svc, caller: CallerOf) -> dict[str, Any]:
-    b: FailureBody = parse(FailureBody, await json_body(request))
+@router.post("/api/agent/failure", **doc(FailureReply, body=True, errors=AGENT))
+async def failure(b: FailureBody, svc: Svc, caller: CallerOf) -> dict[str, Any]:
     agent = agent_ref(caller, b.agent_id)
     final = await asyncio.to_thread(
         svc.report_failure,
@@ -167,9 +175,8 @@ async def failure(request: Request, svc: Svc, caller: CallerOf) -> dict[str, Any
     return {"status": "recorded", "final": final}
 
 
-@router.post("/api/agent/cancelled", **doc(CancelledReply, body=ItemRef, errors=AGENT))
-async def cancelled(request: Request, svc: Svc, caller: CallerOf) -> dict[str, str]:
-    b: ItemRef = parse(ItemRef, await json_body(request))
+@router.post("/api/agent/cancelled", **doc(CancelledReply, body=True, errors=AGENT))
+async def cancelled(b: ItemRef, svc: Svc, caller: CallerOf) -> dict[str, str]:
     agent = agent_ref(caller, b.agent_id)
     await asyncio.to_thread(svc.report_cancelled, b.run_id, b.item_id, agent)
     return {"status": "recorded"}
@@ -196,19 +203,20 @@ async def put_artifact(
     return JSONResponse({"stored": True, "bytes": size}, status_code=201)
 
 
-@router.put(
+@results.put(
     "/api/agent/results/{item_id}",
     **doc(
         StoredReply,
         status=201,
         also={200: StoredReply},
-        body=WorkResult,
+        body=True,
         errors=(*AGENT, 413),
     ),
 )
-async def put_result(item_id: ItemId, request: Request, svc: Svc, caller: CallerOf) -> JSONResponse:
+async def put_result(
+    item_id: ItemId, body: ResultAsSent, svc: Svc, caller: CallerOf
+) -> JSONResponse:
     """201 when stored, 200 when this item's result was stored before."""
-    body = await json_body(request, MAX_DOCUMENT_BYTES)  # stored as one Cosmos document
     if not isinstance(body, dict) or body.get("item_id") != item_id:
         raise ValidationFailed([FieldError("item_id", "must match the URL")])
     claimed = body.get("agent_id")

@@ -47,6 +47,7 @@ ROUTERS = (
     reports_api.router,
     live_api.router,
     agent_api.router,
+    agent_api.results,
     fleet_api.router,
     clean_api.router,
     bot.router,

@@ -15,9 +15,9 @@ from core.runs.timer import TIMERS, tick_check
 from functions import apidocs as d
 from functions.context import Services
 from functions.openapi import doc
-from functions.params import Parts
+from functions.params import JsonRoute, Parts
 
-router = APIRouter()
+router = APIRouter(route_class=JsonRoute)
 HEALTH_WAIT_S = 4.0  # the database's share of /api/health's 5 s
 STARTED_MS = int(time.time() * 1000)  # a timer not recorded yet is stale only after a while
 

@@ -15,10 +15,10 @@ from fastapi.responses import HTMLResponse
 from core.models.live import LIVE_RING
 from core.runs.live_view import LiveView, read_view
 from functions.openapi import doc
-from functions.params import STORE, RunId, Svc
+from functions.params import STORE, JsonRoute, RunId, Svc
 from reports.live_page import live_page
 
-router = APIRouter()
+router = APIRouter(route_class=JsonRoute)
 
 
 @router.get("/api/runs/{run_id}/live", **doc(LiveView, errors=(400, 404, *STORE)))

@@ -4,9 +4,9 @@ registry."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Body, Response
 
 from core.catalogue import PROFILES, get_profile
 from core.errors import FieldError, NotFound
@@ -17,6 +17,7 @@ from functions.openapi import doc
 from functions.params import (
     STORE,
     CallerOf,
+    JsonRoute,
     Monitoring,
     Parts,
     ProfileName,
@@ -24,10 +25,14 @@ from functions.params import (
     ScheduleId,
     Schedules,
     SeriesKey,
-    json_body,
+    documented_as,
 )
 
-router = APIRouter()
+router = APIRouter(route_class=JsonRoute)
+# Validated by the core (core.monitoring), as from every other door.
+ScheduleAsSent = Annotated[Any, documented_as(m.ScheduleBody), Body()]
+PatchAsSent = Annotated[Any, documented_as(m.SchedulePatchBody), Body()]
+TriageAsSent = Annotated[Any, documented_as(m.TriageBody), Body()]
 
 
 @router.get("/api/targets", **doc(m.TargetList, errors=STORE))
@@ -39,15 +44,15 @@ async def targets(parts: Parts) -> dict[str, Any]:
 
 @router.post(
     "/api/schedules",
-    **doc(m.ScheduleView, status=201, body=m.ScheduleBody, errors=(400, 403, *STORE)),
+    **doc(m.ScheduleView, status=201, body=True, errors=(400, 403, *STORE)),
 )
 async def create_schedule(
-    request: Request, schedules: Schedules, caller: CallerOf
+    body: ScheduleAsSent, schedules: Schedules, caller: CallerOf
 ) -> dict[str, Any]:
     """A cron expression (UTC), a run request template, enabled, owner."""
     if not caller.limits.manage:
         raise Forbidden([FieldError("(caller)", f"role {caller.role} may not change this")])
-    return await asyncio.to_thread(schedules.create, await json_body(request))
+    return await asyncio.to_thread(schedules.create, body)
 
 
 @router.get("/api/schedules", **doc(m.ScheduleList, errors=STORE))
@@ -62,14 +67,13 @@ async def get_schedule(schedule_id: ScheduleId, schedules: Schedules) -> dict[st
 
 @router.patch(
     "/api/schedules/{schedule_id}",
-    **doc(m.ScheduleView, body=m.SchedulePatchBody, errors=(400, 403, 404, 409, *STORE)),
+    **doc(m.ScheduleView, body=True, errors=(400, 403, 404, 409, *STORE)),
 )
 async def patch_schedule(
-    schedule_id: ScheduleId, request: Request, schedules: Schedules, caller: CallerOf
+    schedule_id: ScheduleId, body: PatchAsSent, schedules: Schedules, caller: CallerOf
 ) -> dict[str, Any]:
     """Engineers and admins change any schedule; runners enable, disable or rename
     their own (``owner``): 403 naming the field otherwise."""
-    body = await json_body(request)
     return await asyncio.to_thread(schedules.patch, schedule_id, body, caller)
 
 
@@ -106,18 +110,17 @@ async def regressions(monitor: Monitoring, state: TriageState | None = None) -> 
 
 @router.patch(
     "/api/regressions/{key}/{regression_id}",
-    **doc(m.Regression, body=m.TriageBody, errors=(400, 403, 404, 409, *STORE)),
+    **doc(m.Regression, body=True, errors=(400, 403, 404, 409, *STORE)),
 )
 async def triage(
     key: SeriesKey,
     regression_id: RegressionId,
-    request: Request,
+    body: TriageAsSent,
     monitor: Monitoring,
     caller: CallerOf,
 ) -> Any:
     """Engineers and admins triage any regression; runners those first seen on their
     own runs (403 naming ``first_run_id`` otherwise)."""
-    body = await json_body(request)
     state = body.get("state") if isinstance(body, dict) else None
     return await asyncio.to_thread(monitor.triage, key, regression_id, str(state), caller)
 

@@ -26,13 +26,13 @@ from core.runs.service import RunService
 from core.runs.state import RunState
 from functions.auth import API_KEY_COOKIE
 from functions.openapi import doc
-from functions.params import STORE, Monitoring, RunId, SeriesKey, Svc
+from functions.params import STORE, JsonRoute, Monitoring, RunId, SeriesKey, Svc
 from reports import ui
 from reports.compare import MAX_COMPARED, compare_page, gather_compare
 from reports.data import gather_run, series_report
 from reports.page import run_page, series_page
 
-router = APIRouter()
+router = APIRouter(route_class=JsonRoute)
 
 DOCS_ASSETS = "/api/docs/assets"
 TagFilter = Annotated[

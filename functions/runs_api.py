@@ -8,7 +8,7 @@ import logging
 import time
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Body, Header, Query
 from fastapi.responses import JSONResponse
 
 from core.errors import FieldError, StoreUnavailable
@@ -26,14 +26,17 @@ from functions.params import (
     CallerOf,
     DoorHeader,
     ItemId,
+    JsonRoute,
     Monitoring,
     RunId,
     Svc,
-    json_body,
+    documented_as,
 )
 
 log = logging.getLogger(__name__)
-router = APIRouter()
+router = APIRouter(route_class=JsonRoute)
+# Validated by the core (core.runs.intake), as a run request from every other door.
+RunRequestAsSent = Annotated[Any, documented_as(RunRequest), Body()]
 
 
 def _retrieved(work: asyncio.Future[Any]) -> None:
@@ -48,12 +51,12 @@ def _retrieved(work: asyncio.Future[Any]) -> None:
         status=202,
         also={200: d.RunAccepted},
         headers=LOCATION,
-        body=RunRequest,
+        body=True,
         errors=(400, 403, 409, *STORE),
     ),
 )
 async def create_run(
-    request: Request,
+    body: RunRequestAsSent,
     svc: Svc,
     caller: CallerOf,
     idempotency_key: Annotated[
@@ -65,7 +68,6 @@ async def create_run(
     """202 for a new run, 200 for a replay of the same Idempotency-Key and body. 503
     within ANSWER_MS when the database does not answer in time: that run never runs
     (core.runs.commit)."""
-    body = await json_body(request)
     answer = Answer(int(time.time() * 1000) + ANSWER_MS, time.time)
     work = asyncio.ensure_future(
         asyncio.to_thread(svc.submit, body, idempotency_key, caller, answer)
