@@ -13,8 +13,8 @@ from fastapi.responses import JSONResponse, Response
 
 from adapters.archive import MAX_IMPORT_DOCUMENTS, settled
 from adapters.blob import MAX_ARTIFACT_BYTES
-from core.errors import FieldError, ValidationFailed
-from core.runs.guardrails import Caller, Forbidden
+from core.errors import FieldError, Forbidden, ValidationFailed
+from core.runs.guardrails import Caller
 from functions import apidocs_admin as a
 from functions.inputs import Continuation
 from functions.openapi import doc

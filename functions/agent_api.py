@@ -2,7 +2,7 @@
 results. Agents hold no database rights; the API writes for them.
 
 Each report is accepted only from the agent holding the item, in a state where it may send
-it: anything else is 409 and changes nothing (core.runs.holder).
+it: anything else is 409 and changes nothing (core.models.holder).
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from core.fleet.registry import Registration
 from core.models import POOL_PATTERN
+from core.models.agents import Registration
 from functions import apidocs_fleet as f
 from functions.auth import agent_ref
 from functions.openapi import doc

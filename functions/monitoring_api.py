@@ -9,9 +9,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Response
 
 from core.catalogue import PROFILES, get_profile
-from core.errors import FieldError, NotFound
+from core.errors import FieldError, Forbidden, NotFound
 from core.monitoring.monitor import TriageState
-from core.runs.guardrails import Forbidden
 from functions import apidocs_monitoring as m
 from functions.openapi import doc
 from functions.params import (

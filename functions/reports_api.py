@@ -21,9 +21,9 @@ from pydantic import StringConstraints
 
 from core.errors import NotFound
 from core.models import RUN_ID_PATTERN, TAG_KEY_PATTERN, Alias
+from core.models.state import RunState
 from core.monitoring.monitor import Monitor, TriageState
 from core.runs.service import RunService
-from core.runs.state import RunState
 from functions.auth import API_KEY_COOKIE
 from functions.openapi import doc
 from functions.params import STORE, JsonRoute, Monitoring, RunId, SeriesKey, Svc

@@ -11,11 +11,10 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Body, Header, Query
 from fastapi.responses import JSONResponse
 
-from core.errors import FieldError, StoreUnavailable
+from core.errors import FieldError, Forbidden, StoreUnavailable
 from core.models import RUN_ID_PATTERN, TAG_KEY_PATTERN, Alias, RunRequest
+from core.models.state import RunState
 from core.runs.commit import ANSWER_MS, Answer
-from core.runs.guardrails import Forbidden
-from core.runs.state import RunState
 from core.runs.views import public_run
 from functions import apidocs as d
 from functions import apidocs_monitoring as m
