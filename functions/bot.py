@@ -22,16 +22,17 @@ from core.errors import ValidationFailed
 from core.monitoring.notify import SIGNATURE_HEADER, verify, verify_teams
 from core.runs.guardrails import Caller
 from functions.apidocs_chat import TeamsActivity, TeamsMessage, WebhookCommand, WebhookReply
+from functions.inputs import parse_json
 from functions.openapi import doc
-from functions.params import JsonRoute, Parts, documented_as, read_body
+from functions.params import Parts, SignedRoute, documented_as, read_body
 
 FRESH_S = 300  # Teams activities and signed webhook requests older than this are refused
 # A door not configured is not a passing failure (a 503 is retried by pipelines and SDK
 # retry policies for ever): it is not there.
 NOT_ENABLED = "the {door} chat door is not enabled on this service ({setting} is not set)"
 TEAMS_SETTING, WEBHOOK_SETTING = "BENCH_TEAMS_BOT_SECRET", "BENCH_BOT_SECRET"
-router = APIRouter(route_class=JsonRoute)
-# Read after their signatures are checked, as sent (functions/params.JsonRoute: strict JSON).
+router = APIRouter(route_class=SignedRoute)
+# Documented by their models; parsed (strict JSON) once the signature is checked.
 TeamsAsSent = Annotated[Any, documented_as(TeamsActivity), Body()]
 CommandAsSent = Annotated[Any, documented_as(WebhookCommand), Body()]
 
@@ -56,7 +57,11 @@ async def _first_time(parts: Parts, activity_id: str) -> bool:
 
 
 @router.post("/api/bot/teams", **doc(TeamsMessage, body=True, errors=(400, 401, 404, 409, 503)))
-async def teams(request: Request, sent: TeamsAsSent, parts: Parts) -> JSONResponse:
+async def teams(
+    request: Request,
+    sent: TeamsAsSent,  # for the document: read below, after the signature
+    parts: Parts,
+) -> JSONResponse:
     """Teams outgoing webhook: ``Authorization: HMAC <base64>`` over the raw body. 404 when
     this door is not enabled (no secret configured): nothing to retry."""
     secret = parts.settings.teams_bot_secret
@@ -66,7 +71,7 @@ async def teams(request: Request, sent: TeamsAsSent, parts: Parts) -> JSONRespon
     if not verify_teams(raw, request.headers.get("authorization"), secret):
         return _refuse(401, "Authorization", "bad or missing HMAC signature")
     try:
-        activity = sent  # strict JSON: nothing the reply could not carry
+        activity = parse_json(raw)  # refuses what JSON or the reply could not carry
         activity_id = str(activity["id"])
         text = str(activity.get("text") or "")
         sender = activity.get("from")
@@ -91,7 +96,11 @@ async def teams(request: Request, sent: TeamsAsSent, parts: Parts) -> JSONRespon
     "/api/bot/webhook",
     **doc(WebhookReply, body=True, errors=(400, 401, 404, 409, 503)),
 )
-async def webhook(request: Request, sent: CommandAsSent, parts: Parts) -> JSONResponse:
+async def webhook(
+    request: Request,
+    sent: CommandAsSent,  # for the document: read below, after the signature
+    parts: Parts,
+) -> JSONResponse:
     """Generic chat/script door: body ``{"text": "...", "user": "..."}`` signed with
     X-Bench-Timestamp / X-Bench-Signature (HMAC-SHA256 over ``<timestamp>.<body>``)."""
     secret = parts.settings.bot_secret
@@ -102,7 +111,7 @@ async def webhook(request: Request, sent: CommandAsSent, parts: Parts) -> JSONRe
     if not verify(raw, headers, secret=secret.encode(), now=int(time.time()), tolerance_s=FRESH_S):
         return _refuse(401, SIGNATURE_HEADER, "bad, missing or stale signature")
     try:
-        body = sent
+        body = parse_json(raw)
         text = str(body["text"])
         user = str(body.get("user") or "unknown")[:100]
     except (ValidationFailed, KeyError, TypeError, AttributeError):
