@@ -81,7 +81,7 @@ class Archive:
         return out
 
     def schedules(self) -> list[Doc]:
-        return [_plain(d) for d in self.store.schedules.all()]
+        return [s.doc() for s in self.store.schedules.all()]
 
     # ---- an admin's deletes -------------------------------------------------------------
 

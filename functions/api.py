@@ -27,7 +27,9 @@ from core.models import (
     Alias,
     RunRequest,
 )
-from core.monitoring.monitor import TriageState
+from core.models.regression import TriageState
+from core.models.schedule import StoredSchedule
+from core.models.series import SeriesHistory
 from core.runs.commit import ANSWER_MS, Answer
 from core.runs.guardrails import Forbidden
 from core.runs.state import RunState
@@ -283,7 +285,7 @@ def create_app() -> FastAPI:
         "/api/schedules",
         **doc(m.ScheduleView, status=201, body=m.ScheduleBody, errors=(400, 403, *STORE)),
     )
-    async def create_schedule(request: Request) -> dict[str, Any]:
+    async def create_schedule(request: Request) -> StoredSchedule:
         """A cron expression (UTC), a run request template, enabled, owner."""
         _must_manage(request)
         return await asyncio.to_thread(context.scheduler().create, await json_body(request))
@@ -293,14 +295,14 @@ def create_app() -> FastAPI:
         return {"schedules": await asyncio.to_thread(context.scheduler().list_all)}
 
     @app.get("/api/schedules/{schedule_id}", **doc(m.ScheduleView, errors=(400, 404, *STORE)))
-    async def get_schedule(schedule_id: ScheduleId) -> dict[str, Any]:
+    async def get_schedule(schedule_id: ScheduleId) -> StoredSchedule:
         return await asyncio.to_thread(context.scheduler().get, schedule_id)
 
     @app.patch(
         "/api/schedules/{schedule_id}",
         **doc(m.ScheduleView, body=m.SchedulePatchBody, errors=(400, 403, 404, 409, *STORE)),
     )
-    async def patch_schedule(schedule_id: ScheduleId, request: Request) -> dict[str, Any]:
+    async def patch_schedule(schedule_id: ScheduleId, request: Request) -> StoredSchedule:
         """Engineers and admins change any schedule; runners enable, disable or rename
         their own (``owner``): 403 naming the field otherwise."""
         body = await json_body(request)
@@ -321,11 +323,11 @@ def create_app() -> FastAPI:
         return {"series": await asyncio.to_thread(context.monitor().list_series)}
 
     @app.get("/api/series/{key}", **doc(m.SeriesHistory, errors=(400, 404, *STORE)))
-    async def series(key: SeriesKey) -> dict[str, Any]:
+    async def series(key: SeriesKey) -> SeriesHistory:
         """History (time, run, IOPS, bandwidth, p50/p99/p99.9 per direction), infrastructure
         segments, regressions and improvements found."""
         found = await asyncio.to_thread(context.monitor().history, key)
-        if not found["history"]:
+        if not found.history:
             raise NotFound(f"series {key}")
         return found
 

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
+from core.models.activity import SeenActivity
 from functions import context
 from functions.apidocs import BotAccepted, BotActivity, BotInvokeReply
 from functions.openapi import BOT_MESSAGES, doc
@@ -75,8 +76,8 @@ async def messages(request: Request) -> Response:
     ):
         return _refuse(401, "serviceUrl", "the activity's service URL is not the token's")
     seen = hashlib.sha256(f"{activity.conversation.id}\n{activity.id}".encode()).hexdigest()[:32]
-    doc_ = {"id": f"m365:{seen}", "seen_at_ms": int(time.time() * 1000)}
-    if not await asyncio.to_thread(context.store().activities.create, doc_):
+    first = SeenActivity(id=f"m365:{seen}", seen_at_ms=int(time.time() * 1000))
+    if not await asyncio.to_thread(context.store().activities.create, first):
         return _refuse(409, "id", "activity already handled (replay)")
     request.state.claims_identity = identity
     response = await host.connector.adapter.process(request, host.app)

@@ -21,7 +21,7 @@ from pydantic import StringConstraints
 
 from core.errors import NotFound
 from core.models import RUN_ID_PATTERN, TAG_KEY_PATTERN, Alias
-from core.monitoring.monitor import TriageState
+from core.models.regression import TriageState
 from core.runs.state import RunState
 from functions import context
 from functions.auth import API_KEY_COOKIE
@@ -61,10 +61,10 @@ def mount_docs(app: object) -> None:
 
 
 async def _series(key: str) -> dict[str, object]:
-    found: dict[str, object] = await asyncio.to_thread(context.monitor().history, key)
-    if not found["history"]:
+    found = await asyncio.to_thread(context.monitor().history, key)
+    if not found.history:
         raise NotFound(f"series {key}")
-    return found
+    return found.model_dump(mode="json")
 
 
 CompareRuns = Annotated[
@@ -178,7 +178,7 @@ async def ui_compare(run: CompareRuns) -> HTMLResponse:
 @router.get("/ui/series", include_in_schema=False)
 async def ui_series() -> HTMLResponse:
     found = await asyncio.to_thread(context.monitor().list_series)
-    return HTMLResponse(ui.series_list_page(found))
+    return HTMLResponse(ui.series_list_page([s.model_dump(mode="json") for s in found]))
 
 
 @router.get("/ui/series/{key}", include_in_schema=False)
@@ -189,4 +189,4 @@ async def ui_one_series(key: SeriesKey) -> HTMLResponse:
 @router.get("/ui/regressions", include_in_schema=False)
 async def ui_regressions(state: TriageState | None = None) -> HTMLResponse:
     found = await asyncio.to_thread(context.monitor().regressions, state)
-    return HTMLResponse(ui.regressions_page(found))
+    return HTMLResponse(ui.regressions_page([r.model_dump(mode="json") for r in found]))

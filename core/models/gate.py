@@ -71,9 +71,7 @@ class MetricVerdict(BaseModel):
 
     def kept(self) -> KeptVerdict:
         """What the series point keeps (its step, series and metric are the point's own)."""
-        return KeptVerdict.model_validate(
-            self.model_dump(exclude={"step", "series_key", "metric"})
-        )
+        return KeptVerdict.model_validate(self.model_dump(exclude={"step", "series_key", "metric"}))
 
 
 class RunGate(BaseModel):

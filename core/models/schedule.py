@@ -4,11 +4,16 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterable, Mapping
 from datetime import datetime
+from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field, ValidationError
 
 from core.models.stored import JsonObject, StoredDoc
+
+log = logging.getLogger(__name__)
 
 
 class StoredSchedule(StoredDoc):
@@ -29,3 +34,14 @@ class StoredSchedule(StoredDoc):
     def created(self) -> datetime:
         return datetime.fromisoformat(self.created_at)
 
+
+def readable_schedules(docs: Iterable[Mapping[str, Any]]) -> list[StoredSchedule]:
+    """The schedules among stored documents. One the model refuses is logged and left out:
+    a damaged document must not stop the timer's tick for the others (crash-only)."""
+    out = []
+    for doc in docs:
+        try:
+            out.append(StoredSchedule.model_validate(doc))
+        except ValidationError as e:
+            log.error("schedule %s unreadable, left out: %s", doc.get("id"), e)
+    return out
