@@ -11,7 +11,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.models.stored import StoredDoc
+from core.models.document import StoredDoc
 
 TriageState = Literal["new", "acknowledged", "expected", "fixed"]
 TRIAGE_STATES: tuple[TriageState, ...] = get_args(TriageState)

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
-from core.models.stored import JsonObject, StoredDoc
+from core.models.document import JsonObject, StoredDoc
 
 log = logging.getLogger(__name__)
 

@@ -18,9 +18,9 @@ from pydantic import (
     model_serializer,
 )
 
+from core.models.document import JsonObject, StoredDoc
 from core.models.gate import KeptVerdict
 from core.models.regression import Regression
-from core.models.stored import JsonObject, StoredDoc
 
 # Points recorded before latency metrics named their kind held completion latency as
 # ``read.p99``: read as what they are (``read.clat.p99``).
