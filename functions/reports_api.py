@@ -22,7 +22,7 @@ from pydantic import StringConstraints
 from core.errors import NotFound
 from core.models import RUN_ID_PATTERN, TAG_KEY_PATTERN, Alias
 from core.models.regression import TriageState
-from core.runs.state import RunState
+from core.models.state import RunState
 from functions import context
 from functions.auth import API_KEY_COOKIE
 from functions.openapi import doc

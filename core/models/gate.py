@@ -1,5 +1,7 @@
-"""The regression gate's verdicts as a run and its series points keep them (the rule that
-reaches them is core.analysis.gate's)."""
+"""The regression gate's verdict on a run, as the run keeps it (``gate`` in GET
+/api/runs/{id}) and the monitor stores it with each series point. How it is reached is
+core.analysis.gate; these are the stored shapes, below every layer that reads them.
+"""
 
 from __future__ import annotations
 
