@@ -157,3 +157,21 @@ def test_magnitude_floor_setting() -> None:
     for bad in ("-1", "five", "inf"):
         with pytest.raises(ConfigError, match="BENCH_MIN_MAGNITUDE_PCT"):
             Settings.from_env({**env, "BENCH_MIN_MAGNITUDE_PCT": bad})
+
+
+def test_points_of_the_first_gate_read_and_serve_as_stored() -> None:
+    """Points stored by the first, single-run gate (``no-baseline``, a mean for a baseline)
+    and before latency named its kind read as points; their verdicts are served as kept."""
+    first = {"verdict": "no-baseline"}
+    later = {"verdict": "pass", "value": 5.0, "change_pct": 1.0, "baseline_mean": 4.95}
+    doc = {
+        **points([5.0], ["x"])[0].doc(),
+        "metrics": {"read.iops": 5.0, "read.p99": 1e6},
+        "gate": {"read.iops": first, "read.p99": later},
+    }
+    del doc["judged_at_ms"], doc["tags"]
+    point = StepPoint.model_validate(doc).named()
+    assert point.metrics == {"read.iops": 5.0, "read.clat.p99": 1e6}
+    served = point.model_dump(mode="json")["gate"]
+    assert served["read.iops"]["verdict"] == "no-baseline"
+    assert served["read.clat.p99"]["baseline_mean"] == 4.95

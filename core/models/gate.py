@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 Verdict = Literal["pass", "regression", "improvement", "not-enough-history"]
 
@@ -44,10 +44,13 @@ class ChangePointRef(BaseModel):
 class KeptVerdict(BaseModel):
     """One metric's verdict as a series point keeps it (``StepPoint.gate``): the history
     shows it and the gate's rule 1 reads it. Points judged before the gate kept its
-    reference have none."""
+    reference have none; points of the first, single-run gate hold ``no-baseline`` or
+    ``{verdict, value, change_pct, baseline_mean, baseline_points}``, served as stored
+    (hence the extra fields allowed)."""
 
-    verdict: Verdict
-    value: float
+    model_config = ConfigDict(extra="allow")
+    verdict: Verdict | Literal["no-baseline"]
+    value: float | None = None
     reference: Reference | None = None
     change_pct: float | None = Field(None, description="(value - reference median) / median, %")
     band_pct: float | None = Field(None, description="max(pct, sigmas x sd / median), percent")

@@ -68,7 +68,7 @@ def against_baseline(store: Store, run: Mapping[str, Any]) -> Baseline:
 
 def _row(metric: str, verdict: KeptVerdict | None) -> BaselineRow | None:
     ref = verdict.reference if verdict is not None else None
-    if verdict is None or ref is None:
+    if verdict is None or ref is None or verdict.value is None:
         return None  # not gated, or a verdict of the gate before it kept its reference
     return BaselineRow(
         metric=metric,
