@@ -12,9 +12,13 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from core.models import WorkItem
+from core.models.activity import SeenActivity
 from core.models.agents import AgentRecord
 from core.models.live import LiveDoc
 from core.models.locks import TargetLock
+from core.models.regression import DeliveryRecord, Regression
+from core.models.schedule import StoredSchedule
+from core.models.series import PointFacts, StepPoint
 from core.models.stored import Item, Run, Step
 
 Doc = dict[str, Any]
@@ -81,25 +85,27 @@ class ResultRepo(Protocol):
 
 
 class SeriesRepo(Protocol):
-    def create_point(self, doc: Doc) -> bool: ...
-    def points(self, series_key: str) -> list[Doc]: ...
-    def all_points(self) -> list[Doc]: ...  # the fields needed to list series
-    def create_regression(self, doc: Doc) -> bool: ...
-    def regressions(self, series_key: str | None = None) -> list[Doc]: ...
-    def get_regression(self, series_key: str, regression_id: str) -> Doc: ...
-    def replace_regression(self, doc: Doc) -> Doc: ...
+    """Series points and their regressions, one logical partition per series."""
+
+    def create_point(self, point: StepPoint) -> bool: ...  # False when it existed already
+    def points(self, series_key: str) -> list[StepPoint]: ...
+    def all_points(self) -> list[PointFacts]: ...  # the fields needed to list series
+    def create_regression(self, regression: Regression) -> bool: ...  # False: existed
+    def regressions(self, series_key: str | None = None) -> list[Regression]: ...
+    def get_regression(self, series_key: str, regression_id: str) -> Regression: ...
+    def replace_regression(self, regression: Regression) -> Regression: ...  # if-match etag
 
 
 class ScheduleRepo(Protocol):
-    def create(self, doc: Doc) -> Doc: ...
-    def get(self, schedule_id: str) -> Doc: ...
-    def replace(self, doc: Doc) -> Doc: ...
+    def create(self, schedule: StoredSchedule) -> StoredSchedule: ...
+    def get(self, schedule_id: str) -> StoredSchedule: ...
+    def replace(self, schedule: StoredSchedule) -> StoredSchedule: ...  # if-match etag
     def delete(self, schedule_id: str) -> None: ...
-    def all(self) -> list[Doc]: ...
+    def all(self) -> list[StoredSchedule]: ...
 
 
 class ActivityRepo(Protocol):
-    def create(self, doc: Doc) -> bool: ...  # False when already seen
+    def create(self, seen: SeenActivity) -> bool: ...  # False when already seen
 
 
 class AgentRepo(Protocol):
@@ -175,14 +181,14 @@ class AgentQueue(Protocol):
 class Notifier(Protocol):
     """Tells people about a regression found for the first time; never raises."""
 
-    def notify(self, regression: Doc) -> list[dict[str, Any]]: ...
+    def notify(self, regression: Regression) -> list[DeliveryRecord]: ...
     def post_result(
         self, door: str, teams_message: dict[str, Any], payload: dict[str, Any]
     ) -> list[dict[str, Any]]: ...
 
 
 class NoNotifier:
-    def notify(self, regression: Doc) -> list[dict[str, Any]]:
+    def notify(self, regression: Regression) -> list[DeliveryRecord]:
         return []
 
     def post_result(

@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse
 from core.chat.bot import parse_command
 from core.chat.cards import adaptive_card, json_reply
 from core.errors import ValidationFailed
+from core.models.activity import SeenActivity
 from core.monitoring.notify import SIGNATURE_HEADER, verify, verify_teams
 from core.runs.guardrails import Caller
 from functions.apidocs_chat import TeamsActivity, TeamsMessage, WebhookCommand, WebhookReply
@@ -52,8 +53,8 @@ def _age_s(timestamp: Any) -> float | None:
 
 
 async def _first_time(parts: Parts, activity_id: str) -> bool:
-    doc = {"id": activity_id, "seen_at_ms": int(time.time() * 1000)}
-    return await asyncio.to_thread(parts.store.activities.create, doc)
+    seen = SeenActivity(id=activity_id, seen_at_ms=int(time.time() * 1000))
+    return await asyncio.to_thread(parts.store.activities.create, seen)
 
 
 @router.post("/api/bot/teams", **doc(TeamsMessage, body=True, errors=(400, 401, 404, 409, 503)))

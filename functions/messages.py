@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 from fastapi import APIRouter, Body, Request, Response
 from fastapi.responses import JSONResponse
 
+from core.models.activity import SeenActivity
 from functions.apidocs_chat import BotAccepted, BotActivity, BotInvokeReply
 from functions.openapi import BOT_MESSAGES, doc
 from functions.params import JsonRoute, Parts, documented_as
@@ -78,8 +79,8 @@ async def messages(request: Request, sent: ActivityAsSent, parts: Parts) -> Resp
     ):
         return _refuse(401, "serviceUrl", "the activity's service URL is not the token's")
     seen = hashlib.sha256(f"{activity.conversation.id}\n{activity.id}".encode()).hexdigest()[:32]
-    doc_ = {"id": f"m365:{seen}", "seen_at_ms": int(time.time() * 1000)}
-    if not await asyncio.to_thread(parts.store.activities.create, doc_):
+    first = SeenActivity(id=f"m365:{seen}", seen_at_ms=int(time.time() * 1000))
+    if not await asyncio.to_thread(parts.store.activities.create, first):
         return _refuse(409, "id", "activity already handled (replay)")
     request.state.claims_identity = identity
     response = await host.connector.adapter.process(request, host.app)

@@ -10,7 +10,9 @@ from fastapi import APIRouter, Body, Response
 
 from core.catalogue import PROFILES, get_profile
 from core.errors import FieldError, Forbidden, NotFound
-from core.monitoring.monitor import TriageState
+from core.models.regression import TriageState
+from core.models.schedule import StoredSchedule
+from core.models.series import SeriesHistory
 from functions import apidocs_monitoring as m
 from functions.openapi import doc
 from functions.params import (
@@ -47,7 +49,7 @@ async def targets(parts: Parts) -> dict[str, Any]:
 )
 async def create_schedule(
     body: ScheduleAsSent, schedules: Schedules, caller: CallerOf
-) -> dict[str, Any]:
+) -> StoredSchedule:
     """A cron expression (UTC), a run request template, enabled, owner."""
     if not caller.limits.manage:
         raise Forbidden([FieldError("(caller)", f"role {caller.role} may not change this")])
@@ -60,7 +62,7 @@ async def list_schedules(schedules: Schedules) -> dict[str, Any]:
 
 
 @router.get("/api/schedules/{schedule_id}", **doc(m.ScheduleView, errors=(400, 404, *STORE)))
-async def get_schedule(schedule_id: ScheduleId, schedules: Schedules) -> dict[str, Any]:
+async def get_schedule(schedule_id: ScheduleId, schedules: Schedules) -> StoredSchedule:
     return await asyncio.to_thread(schedules.get, schedule_id)
 
 
@@ -70,7 +72,7 @@ async def get_schedule(schedule_id: ScheduleId, schedules: Schedules) -> dict[st
 )
 async def patch_schedule(
     schedule_id: ScheduleId, body: PatchAsSent, schedules: Schedules, caller: CallerOf
-) -> dict[str, Any]:
+) -> StoredSchedule:
     """Engineers and admins change any schedule; runners enable, disable or rename
     their own (``owner``): 403 naming the field otherwise."""
     return await asyncio.to_thread(schedules.patch, schedule_id, body, caller)
@@ -93,11 +95,11 @@ async def list_series(monitor: Monitoring) -> dict[str, Any]:
 
 
 @router.get("/api/series/{key}", **doc(m.SeriesHistory, errors=(400, 404, *STORE)))
-async def series(key: SeriesKey, monitor: Monitoring) -> dict[str, Any]:
+async def series(key: SeriesKey, monitor: Monitoring) -> SeriesHistory:
     """History (time, run, IOPS, bandwidth, p50/p99/p99.9 per direction), infrastructure
     segments, regressions and improvements found."""
     found = await asyncio.to_thread(monitor.history, key)
-    if not found["history"]:
+    if not found.history:
         raise NotFound(f"series {key}")
     return found
 

@@ -21,8 +21,9 @@ from pydantic import StringConstraints
 
 from core.errors import NotFound
 from core.models import RUN_ID_PATTERN, TAG_KEY_PATTERN, Alias
+from core.models.regression import TriageState
 from core.models.state import RunState
-from core.monitoring.monitor import Monitor, TriageState
+from core.monitoring.monitor import Monitor
 from core.runs.service import RunService
 from functions.auth import API_KEY_COOKIE
 from functions.openapi import doc
@@ -61,10 +62,10 @@ def mount_docs(app: object) -> None:
 
 
 async def _series(monitor: Monitor, key: str) -> dict[str, object]:
-    found: dict[str, object] = await asyncio.to_thread(monitor.history, key)
-    if not found["history"]:
+    found = await asyncio.to_thread(monitor.history, key)
+    if not found.history:
         raise NotFound(f"series {key}")
-    return found
+    return found.model_dump(mode="json")
 
 
 CompareRuns = Annotated[
@@ -179,7 +180,7 @@ async def ui_compare(run: CompareRuns, svc: Svc, monitor: Monitoring) -> HTMLRes
 @router.get("/ui/series", include_in_schema=False)
 async def ui_series(monitor: Monitoring) -> HTMLResponse:
     found = await asyncio.to_thread(monitor.list_series)
-    return HTMLResponse(ui.series_list_page(found))
+    return HTMLResponse(ui.series_list_page([s.model_dump(mode="json") for s in found]))
 
 
 @router.get("/ui/series/{key}", include_in_schema=False)
@@ -190,4 +191,4 @@ async def ui_one_series(key: SeriesKey, monitor: Monitoring) -> HTMLResponse:
 @router.get("/ui/regressions", include_in_schema=False)
 async def ui_regressions(monitor: Monitoring, state: TriageState | None = None) -> HTMLResponse:
     found = await asyncio.to_thread(monitor.regressions, state)
-    return HTMLResponse(ui.regressions_page(found))
+    return HTMLResponse(ui.regressions_page([r.model_dump(mode="json") for r in found]))

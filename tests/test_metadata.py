@@ -26,6 +26,7 @@ from core.engines.fio_output import percentile_from_bins
 from core.errors import Forbidden
 from core.limits.facts import run_target_facts
 from core.models import Metadata, RunRequest, Workload
+from core.models.series import StepPoint
 from core.monitoring.monitor import Monitor
 from core.runs.guardrails import ROLES, Caller, TargetInfo, check_run
 from core.runs.plan import plan_steps
@@ -268,12 +269,24 @@ def test_metadata_caching_fact_splits_the_series() -> None:
         "mounts": [{"alias": "share", "fstype": "cifs", "source": "//a/s", "options": "rw"}],
     }
     off, on = (infra_facts([result], _target_facts(v)) for v in (False, True))
-    assert off["targets"] == [["share", "metadata_caching", False]]
+    assert off.model_dump(mode="json")["targets"] == [["share", "metadata_caching", False]]
     assert infra_fingerprint(off) != infra_fingerprint(on)
     # Targets that declare no such switch keep the fingerprint they always had.
     assert infra_facts([result], _target_facts(None)) == infra_facts([result])
     points = [
-        {"id": str(i), "time_ms": i, "infra": infra_fingerprint(f)}
+        StepPoint(
+            id=str(i),
+            series_key="k",
+            run_id=f"r{i}",
+            step=0,
+            target="share",
+            time_ms=i,
+            infra=infra_fingerprint(f),
+            infra_facts=f,
+            metrics={},
+            clients=1,
+            engine="fio",
+        )
         for i, f in enumerate([off, off, on, on])
     ]
     assert [len(s) for s in segments(points)] == [2, 2]

@@ -158,9 +158,9 @@ def test_the_baseline_comparison_is_the_gates_verdict(
     gate = _record(mon, 100, value, run=ME)
     run = {"id": ME, "targets": ["t"], "engine": "fio", "aggregate": AGG}
     found = against_baseline(cast(Store, SimpleNamespace(series=series)), run)
-    assert found["series_key"] == step_series_key("fio", ["t"], AGG)
-    assert found["baseline_points"] == len(history)
-    rows = {r["metric"]: r for r in found["rows"]}
+    assert found.series_key == step_series_key("fio", ["t"], AGG)
+    assert found.baseline_points == len(history)
+    rows = {r.metric: r.model_dump() for r in found.rows}
     assert set(rows) == {"read.iops", "read.bw_bytes", "read.lat.p99"}
     judged = {m.metric: m for m in gate.metrics}
     for metric, row in rows.items():
@@ -187,12 +187,12 @@ def test_no_baseline_after_an_infrastructure_change_or_for_the_first_run() -> No
     mon, series = _monitor()
     store = cast(Store, SimpleNamespace(series=series))
     run = {"id": ME, "targets": ["t"], "engine": "fio", "aggregate": AGG}
-    assert against_baseline(store, run)["note"] == "not in a series"
+    assert against_baseline(store, run).note == "not in a series"
     _record(mon, 0, 100.0)
     _record(mon, 1, 100.0, infra="nfs4", run=ME)
     found = against_baseline(store, run)
-    assert found["rows"] == [] and "no baseline" in found["note"]
-    assert against_baseline(store, {**run, "aggregate": None})["rows"] == []
+    assert found.rows == [] and "no baseline" in str(found.note)
+    assert against_baseline(store, {**run, "aggregate": None}).rows == []
 
 
 def test_the_baseline_card_shows_each_figure_in_its_unit_with_the_gates_words() -> None:
@@ -203,7 +203,8 @@ def test_the_baseline_card_shows_each_figure_in_its_unit_with_the_gates_words() 
     run = {"id": ME, "targets": ["t"], "engine": "fio", "aggregate": AGG}
     found = against_baseline(cast(Store, SimpleNamespace(series=series)), run)
     shown = {
-        f["title"]: f["value"] for f in baseline_card(run, found, "http://x")["body"][2]["facts"]
+        f["title"]: f["value"]
+        for f in baseline_card(run, found.model_dump(), "http://x")["body"][2]["facts"]
     }
     assert shown["read IOPS"] == "50,000 → 12,500 (-75.0%, band 10.0%: regression)"
     assert shown["read MiB/s"] == "195.3 MiB/s → 48.8 MiB/s (-75.0%, band 10.0%: regression)"

@@ -165,16 +165,13 @@ class Bot:
             return self.list_targets()
         if command.verb == "schedules":
             found = self.scheduler.list_all()
-            facts = [
-                (s.get("name") or s["id"], f"{s['cron']} ({'on' if s['enabled'] else 'off'})")
-                for s in found
-            ]
+            facts = [(s.name or s.id, f"{s.cron} ({'on' if s.enabled else 'off'})") for s in found]
             return Reply(
                 "schedules",
                 "Schedules",
                 [] if found else ["no schedules"],
                 facts,
-                data={"schedules": [s["id"] for s in found]},
+                data={"schedules": [s.id for s in found]},
             )
         lines = ([command.problem] if command.problem else []) + HELP
         return Reply("help", "What I can do", lines, ok=command.problem is None)

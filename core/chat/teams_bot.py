@@ -185,7 +185,7 @@ class TeamsBot:
             return self._rerun(self.bot.runs.get_run(run_id), caller, rid)
         if verb == "compare":
             run = self.bot.runs.get_run(run_id)
-            found = against_baseline(self.store, run)
+            found = against_baseline(self.store, run).model_dump()
             return Outcome(baseline_card(run, found, self.public_url))
         raise ValidationFailed([FieldError("verb", f"unknown action {verb!r}")])
 
