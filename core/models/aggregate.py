@@ -104,7 +104,8 @@ class ClientFigures(Part):
     lat_ns: dict[Direction, ClientLatency]
     clat_ns: dict[Direction, ClientLatency]
     share: float
-    start_skew_ms: float | None
+    # Whole milliseconds when measured against the step's instant: kept as they came.
+    start_skew_ms: int | float | None
 
 
 class Spread(Part):
@@ -137,8 +138,8 @@ LittlesLaw = Annotated[RateCapCheck | OutstandingCheck, Field(discriminator="mod
 
 
 class SkewRange(Part):
-    max: float
-    min: float
+    max: int | float
+    min: int | float
 
 
 class CeilingRow(Part):
