@@ -15,7 +15,7 @@ import json
 import math
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
@@ -175,16 +175,15 @@ def _order(
     return [(p, rep) for p in points for rep in range(repetitions)]
 
 
-def total_iops(agg: Mapping[str, Any]) -> float:
-    return float(sum(float(agg[d]["iops"]) for d in ("read", "write") if agg.get(d)))
+class Reference(Protocol):
+    """What a rate-curve or target_iops step takes from its reference step's aggregate
+    (core.models.StepFigures)."""
 
+    @property
+    def total_iops(self) -> float: ...
 
-def mean_latency_s(agg: Mapping[str, Any]) -> float:
-    ios = sum(agg[d]["total_ios"] for d in ("read", "write") if agg.get(d))
-    if not ios:
-        return 0.0
-    ns = sum(agg[d]["lat_mean_ns"] * agg[d]["total_ios"] for d in ("read", "write") if agg.get(d))
-    return float(ns / ios / 1e9)
+    @property
+    def mean_latency_s(self) -> float: ...
 
 
 def outstanding_for(target_iops: float, latency_s: float) -> int:
@@ -195,7 +194,7 @@ def outstanding_for(target_iops: float, latency_s: float) -> int:
 def resolve_dynamic(
     spec: Mapping[str, Any],
     base: Workload,
-    ref_aggregate: Mapping[str, Any],
+    ref_aggregate: Reference,
     *,
     engine: Engine = "fio",
     mounts: int = 1,
@@ -205,10 +204,10 @@ def resolve_dynamic(
     step's outstanding I/Os are spread over every client, mount and file it loads."""
     clients = int(spec["clients"])
     if spec["mode"] == "rate":
-        per_client = total_iops(ref_aggregate) * spec["rate_pct"] / 100 / clients
+        per_client = ref_aggregate.total_iops * spec["rate_pct"] / 100 / clients
         return base.model_copy(update={"rate_iops": max(1, round(per_client))})
     if spec["mode"] == "sized":
-        lat = mean_latency_s(ref_aggregate)
+        lat = ref_aggregate.mean_latency_s
         shape = shape_for(
             outstanding_for(spec["target_iops"], lat),
             clients,
