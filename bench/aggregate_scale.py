@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from core.analysis.aggregate import ClientSample, aggregate
+from core.analysis.aggregate import aggregate
+from core.analysis.samples import ClientSample
 from core.analysis.timeline import ClientTimeline, DirectionTimeline
 from core.models import DirectionResult, LatencyStats
 
@@ -65,7 +66,8 @@ def measure(clients: int, seconds: int, repeat: int, histograms: bool) -> dict[s
         agg = aggregate(samples)
         walls.append(time.perf_counter() - w)
         cpus.append(time.process_time() - c)
-        got = agg["read"]["iops"]
+        assert agg.read is not None
+        got = agg.read.iops
         if abs(got - expected) > 1e-6 * expected:
             raise AssertionError(f"{clients} clients: aggregate {got} IOPS, the load is {expected}")
     return {

@@ -254,7 +254,7 @@ def create_app() -> FastAPI:
 
     @app.get("/api/runs/{run_id}", **doc(d.RunView, errors=(400, 404, *STORE)))
     async def get_run(run_id: RunId) -> dict[str, Any]:
-        return await asyncio.to_thread(svc().get_run, run_id)
+        return await asyncio.to_thread(svc().run_doc, run_id)
 
     @app.get("/api/runs/{run_id}/curves", **doc(d.Curves, errors=(400, 404, *STORE)))
     async def curves(run_id: RunId) -> dict[str, Any]:
@@ -269,7 +269,7 @@ def create_app() -> FastAPI:
         """Two runs' final aggregates side by side; each delta judged against the noise
         (coefficient of variation) of run A's series."""
         run_a, run_b = await asyncio.gather(
-            asyncio.to_thread(svc().get_run, a), asyncio.to_thread(svc().get_run, b)
+            asyncio.to_thread(svc().run_doc, a), asyncio.to_thread(svc().run_doc, b)
         )
         return await asyncio.to_thread(context.monitor().compare, run_a, run_b)
 
@@ -382,7 +382,8 @@ def create_app() -> FastAPI:
     ) -> dict[str, Any]:
         """One client's result with its per-second series and the engine's own output."""
         common = window == "common"
-        return await asyncio.to_thread(svc().full_result, run_id, item_id, common=common)
+        full = await asyncio.to_thread(svc().full_result, run_id, item_id, common=common)
+        return full.model_dump(mode="json")
 
     reports_api.mount_docs(app)
     app.include_router(reports_api.router)

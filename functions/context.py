@@ -86,7 +86,7 @@ def service() -> RunService:
     )
     # A chat-requested run's result goes back to its chat when the run is finalized.
     svc.lifecycle.on_finished = Announcer(
-        svc.get_run, notifier(), public_url=s.public_url, threads=threads
+        svc.run_doc, notifier(), public_url=s.public_url, threads=threads
     )
     return svc
 
@@ -185,7 +185,7 @@ def threads() -> Threads | None:
     return Threads(
         conversations,
         sender,
-        service().get_run,
+        service().run_doc,
         public_url=settings().public_url,
         finished_ttl_s=settings().retention.finished_delivery_ttl(),
     )

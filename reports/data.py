@@ -7,6 +7,7 @@ The per-second points are computed by the same functions the aggregate uses
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,7 +29,7 @@ from core.analysis.timeline import (
 from core.artifacts import unpack_json
 from core.counters import CounterPoint, CounterSeries
 from core.errors import NotFound
-from core.models import Direction
+from core.models import Direction, Result
 from core.runs.service import RunService
 
 Doc = dict[str, Any]
@@ -109,12 +110,12 @@ def _counters(svc: RunService, run_id: str, item_id: str) -> list[CounterPoint]:
     return CounterSeries.model_validate(data).points
 
 
-def step_data(svc: RunService, run_id: str, number: int, results: list[Doc]) -> StepData:
-    mine = sorted((r for r in results if r["step"] == number), key=lambda r: r["client"])
+def step_data(svc: RunService, run_id: str, number: int, results: Sequence[Result]) -> StepData:
+    mine = sorted((r for r in results if r.step == number), key=lambda r: r.client)
     timelines: dict[str, ClientTimeline] = svc.lifecycle.timelines(run_id, mine)
     clients, counters = [], []
     for r in mine:
-        tl = timelines.get(r["item_id"])
+        tl = timelines.get(r.item_id)
         if tl is not None:
             own = (tl.start_ms, tl.end_ms)
             series = {
@@ -122,12 +123,10 @@ def step_data(svc: RunService, run_id: str, number: int, results: list[Doc]) -> 
                 for d in DIRECTIONS
                 if tl.direction(d) is not None
             }
-            clients.append(ClientSeries(client=r["client"], agent_id=r["agent_id"], series=series))
-        if "counters" in (r.get("artifacts") or {}):
-            points = _counters(svc, run_id, r["item_id"])
-            counters.append(
-                ClientCounters(client=r["client"], agent_id=r["agent_id"], points=points)
-            )
+            clients.append(ClientSeries(client=r.client, agent_id=r.agent_id, series=series))
+        if "counters" in r.artifacts:
+            points = _counters(svc, run_id, r.item_id)
+            counters.append(ClientCounters(client=r.client, agent_id=r.agent_id, points=points))
     tls = list(timelines.values())
     window = common_window(tls)
     total: dict[Direction, list[SecondPoint]] = {}
@@ -159,15 +158,15 @@ def step_data(svc: RunService, run_id: str, number: int, results: list[Doc]) -> 
 
 
 def _client_grid(
-    results: list[Doc], timelines: dict[str, ClientTimeline]
+    results: Sequence[Result], timelines: dict[str, ClientTimeline]
 ) -> tuple[list[float], list[ClientGridRow]]:
-    tls = [timelines[r["item_id"]] for r in results if r["item_id"] in timelines]
+    tls = [timelines[r.item_id] for r in results if r.item_id in timelines]
     if not tls:
         return [], []
     seconds = seconds_of((min(t.start_ms for t in tls), max(t.end_ms for t in tls)))
     rows = []
     for r in results:
-        tl = timelines.get(r["item_id"])
+        tl = timelines.get(r.item_id)
         if tl is None:
             continue
         iops: list[float | None] = []
@@ -177,7 +176,7 @@ def _client_grid(
                 continue
             ios = sum(totals_in(tl, d, part)[0] for d in DIRECTIONS)
             iops.append(ios / ((part[1] - part[0]) / 1000))
-        rows.append(ClientGridRow(client=r["client"], agent_id=r["agent_id"], iops=iops))
+        rows.append(ClientGridRow(client=r.client, agent_id=r.agent_id, iops=iops))
     return [float(b) for _, b in seconds], rows
 
 
@@ -195,7 +194,7 @@ def window_histogram(
 
 def gather_run(svc: RunService, run_id: str) -> RunReport:
     """Everything a run's report shows; raises NotFound for an unknown run."""
-    run = svc.get_run(run_id)
+    run = svc.run_doc(run_id)
     curves = svc.curves(run_id)
     results = svc.store.results.of_run(run_id)
     steps = [step_data(svc, run_id, s["step"], results) for s in run["steps"]]

@@ -47,6 +47,8 @@ from core.models import (
 )
 from core.models.aggregate import Basis
 
+__all__ = ["ClientSample", "FailedClient", "aggregate"]  # the samples: core.analysis.samples
+
 SUMMARY_PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p99.9": 99.9, "p99.99": 99.99}
 MAX_START_SKEW_MS = 1000
 WHOLE_RUN_NOTE = "no per-second timeline common to all clients: whole-run figures are summed"

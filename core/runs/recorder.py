@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from core.analysis.gate import RunGate
-from core.ports import Doc
+from core.models import Result, StepAggregate
 from core.runs.state import Run
 
 
@@ -19,4 +19,6 @@ class Judged(Protocol):
 
 
 class RunRecorder(Protocol):
-    def record(self, run: Run, aggregates: Sequence[Doc], results: Sequence[Doc]) -> Judged: ...
+    def record(
+        self, run: Run, aggregates: Sequence[StepAggregate], results: Sequence[Result]
+    ) -> Judged: ...
