@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from core.analysis.curves import repetition_spread
+from core.models import StepAggregate
 from core.units import clients_text
 
 
@@ -77,7 +78,11 @@ def step_verdicts(run: dict[str, Any], step: dict[str, Any]) -> list[str]:
 
 
 def repetition_lines(run: dict[str, Any]) -> list[str]:
-    aggs = [s["aggregate"] for s in run.get("steps", []) if s.get("aggregate")]
+    aggs = [
+        StepAggregate.model_validate(s["aggregate"])
+        for s in run.get("steps", [])
+        if s.get("aggregate")
+    ]
     return [
         f"spread across {r['repetitions']} repetitions ({clients_text(r['clients'])}"
         + (f", {r['point']}" if r["point"] else "")
