@@ -3,7 +3,7 @@ throughput against client count with linear scaling as the reference."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from core.models import DirectionAggregate, StepAggregate
@@ -86,9 +86,15 @@ def scaleout_curve(aggregates: Sequence[StepAggregate]) -> list[dict[str, Any]]:
 
 def repetition_spread(aggregates: Sequence[StepAggregate]) -> list[dict[str, Any]]:
     """Spread of IOPS across the kept repetitions of each (clients, point)."""
+    return spread_of_repetitions([(a.clients, a.point, a.total_iops) for a in _kept(aggregates)])
+
+
+def spread_of_repetitions(steps: Iterable[tuple[int, str, float]]) -> list[dict[str, Any]]:
+    """Spread of IOPS across repetitions: ``steps`` are (clients, point, IOPS) of the kept
+    steps in step order (from stored aggregates, or from a run view's JSON)."""
     groups: dict[tuple[int, str], list[float]] = {}
-    for a in _kept(aggregates):
-        groups.setdefault((a.clients, a.point), []).append(a.total_iops)
+    for clients, point, iops in steps:
+        groups.setdefault((clients, point), []).append(iops)
     out = []
     for (clients, point), values in groups.items():
         if len(values) < 2:
