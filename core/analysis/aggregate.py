@@ -7,7 +7,7 @@ Rules, and why:
   it.
 - Aggregate IOPS and bandwidth are the I/Os and bytes the clients completed inside the
   window divided by its length, counted by interval overlap on each client's timeline
-  (core.analysis.timeline): never by nearest-second keys.
+  (core.timeline): never by nearest-second keys.
 - Latency percentiles come from the clients' histogram rows inside the window, summed
   bucket by bucket and read the way fio reads its own (core.engines.fio_output): averaging p99s has
   no meaning. Where a client has no histogram rows, the clients' whole-run json+ bins are
@@ -20,19 +20,9 @@ Rules, and why:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
-from core.analysis.samples import ClientSample, FailedClient
 from core.analysis.step_checks import littles_law, scaling_efficiency, skew_range, spread
-from core.analysis.timeline import (
-    ClientTimeline,
-    LatencyKind,
-    Window,
-    common_window,
-    has_histograms,
-    histogram_in,
-    per_second,
-    totals_in,
-)
 from core.engines.fio_output import DIRECTIONS, percentile_from_bins, percentile_key, sum_bins
 from core.models import (
     AggregateWindow,
@@ -46,12 +36,28 @@ from core.models import (
     StepFigures,
 )
 from core.models.aggregate import Basis
-
-__all__ = ["ClientSample", "FailedClient", "aggregate"]  # the samples: core.analysis.samples
+from core.timeline import (
+    ClientSample,
+    ClientTimeline,
+    LatencyKind,
+    Window,
+    common_window,
+    has_histograms,
+    histogram_in,
+    per_second,
+    totals_in,
+)
 
 SUMMARY_PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p99.9": 99.9, "p99.99": 99.99}
 MAX_START_SKEW_MS = 1000
 WHOLE_RUN_NOTE = "no per-second timeline common to all clients: whole-run figures are summed"
+
+
+@dataclass(frozen=True)
+class FailedClient:
+    client: int
+    agent_id: str | None
+    error: str
 
 
 def _summary(hist: Mapping[int, float] | Mapping[str, int]) -> PercentileSummary:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from core.analysis.samples import ClientSample
 from core.models import LittlesLaw, OutstandingCheck, RateCapCheck, SkewRange, Spread
+from core.timeline import ClientSample
 
 LITTLE_TOLERANCE = 0.20
 RATE_CAP_TOLERANCE = 0.10  # a capped client below 90 % of its cap did not get its load

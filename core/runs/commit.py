@@ -34,7 +34,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from core.errors import Conflict, NotFound, StoreUnavailable
-from core.runs.state import FINISHED_RUN, DeliveryState, Run, RunState
+from core.models.state import FINISHED_RUN, DeliveryState, RunState
+from core.models.stored import Run
 
 if TYPE_CHECKING:
     from core.runs.lifecycle import Lifecycle

@@ -9,9 +9,10 @@ import logging
 from typing import TYPE_CHECKING
 
 from core.errors import StoreUnavailable
+from core.models.state import DeliveryState, RunState
+from core.models.stored import Run
 from core.runs.commit import accept, verdict, void
 from core.runs.provisioning import AwaitingAgents, hold
-from core.runs.state import DeliveryState, Run, RunState
 
 if TYPE_CHECKING:
     from core.runs.lifecycle import Lifecycle

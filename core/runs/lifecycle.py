@@ -22,30 +22,22 @@ from collections.abc import Callable, Sequence
 
 from core import telemetry
 from core.analysis.step_aggregates import build_aggregates
-from core.analysis.timeline import ClientTimeline
 from core.artifacts import pack_json, sha256_hex, unpack_timeline
 from core.errors import Conflict, NotFound, StoreUnavailable
 from core.fleet.scaling import Waiting
 from core.models import Result, SeriesArtifact, StepAggregate
+from core.models.ids import step_id
+from core.models.state import FINISHED_RUN, TERMINAL, DeliveryState, ItemState, RunState
+from core.models.stored import Item, Run, Step, derive_run_state
 from core.ports import Artifacts, Queue, Store
 from core.runs.admission import Admission, run_keys
 from core.runs.cas import update
 from core.runs.delivery import DELIVERY_BACKOFF_MS, deliver
 from core.runs.metadata import ends_later_phases
-from core.runs.plan import plan_items, resolve_dynamic, step_id
+from core.runs.plan import plan_items, resolve_dynamic
 from core.runs.provisioning import AwaitingAgents, hold
 from core.runs.recorder import RunRecorder
-from core.runs.state import (
-    FINISHED_RUN,
-    TERMINAL,
-    DeliveryState,
-    Item,
-    ItemState,
-    Run,
-    RunState,
-    Step,
-    derive_run_state,
-)
+from core.timeline import ClientTimeline
 from core.timestamps import iso_ms
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 from core.errors import BenchError
 from core.fleet.scaling import PROVISION_TIMEOUT_S, Waiting
-from core.runs.state import FINISHED_RUN, DeliveryState, Provisioning, Run, RunState
+from core.models.state import FINISHED_RUN, DeliveryState, RunState
+from core.models.stored import Provisioning, Run
 
 if TYPE_CHECKING:
     from core.runs.lifecycle import Lifecycle

@@ -13,18 +13,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.analysis.gate import RunGate
-from core.models import ResultSummary, RunRequest, StepAggregate, Workload
-from core.models.aggregate import omitted
-from core.runs.state import (
-    Delivery,
-    ItemError,
-    ItemState,
-    Provisioning,
-    Rebarrier,
-    Requester,
-    RunState,
-)
+from core.models.aggregate import StepAggregate, omitted
+from core.models.gate import RunGate
+from core.models.request import RunRequest
+from core.models.result import ResultSummary
+from core.models.state import ItemState, RunState
+from core.models.stored import Delivery, ItemError, Provisioning, Rebarrier, Requester
+from core.models.workload import Workload
 
 
 class View(BaseModel):
