@@ -113,36 +113,21 @@ def _counters(svc: RunService, run_id: str, item_id: str) -> list[CounterPoint]:
 def step_data(svc: RunService, run_id: str, number: int, results: Sequence[Result]) -> StepData:
     mine = sorted((r for r in results if r.step == number), key=lambda r: r.client)
     timelines: dict[str, ClientTimeline] = svc.lifecycle.timelines(run_id, mine)
-    clients, counters = [], []
-    for r in mine:
-        tl = timelines.get(r.item_id)
-        if tl is not None:
-            own = (tl.start_ms, tl.end_ms)
-            series = {
-                d: _points(per_second([tl], d, own))
-                for d in DIRECTIONS
-                if tl.direction(d) is not None
-            }
-            clients.append(ClientSeries(client=r.client, agent_id=r.agent_id, series=series))
-        if "counters" in r.artifacts:
-            points = _counters(svc, run_id, r.item_id)
-            counters.append(ClientCounters(client=r.client, agent_id=r.agent_id, points=points))
+    clients = [
+        ClientSeries(client=r.client, agent_id=r.agent_id, series=_own_series(tl))
+        for r in mine
+        if (tl := timelines.get(r.item_id)) is not None
+    ]
+    counters = [
+        ClientCounters(
+            client=r.client, agent_id=r.agent_id, points=_counters(svc, run_id, r.item_id)
+        )
+        for r in mine
+        if "counters" in r.artifacts
+    ]
     tls = list(timelines.values())
     window = common_window(tls)
-    total: dict[Direction, list[SecondPoint]] = {}
-    histogram: dict[Direction, list[tuple[int, float]]] = {}
-    kind: LatencyKind = "lat"
-    if tls:
-        span = (min(t.start_ms for t in tls), max(t.end_ms for t in tls))
-        live = [d for d in DIRECTIONS if any(t.direction(d) is not None for t in tls)]
-        if not all(has_histograms(t, d, "lat") for t in tls for d in live if t.direction(d)):
-            kind = "clat"
-        for d in live:
-            total[d] = _points(per_second(tls, d, span))
-            if window is not None:
-                merged = window_histogram(tls, d, window, kind)
-                if merged:
-                    histogram[d] = sorted(merged.items())
+    total, histogram, kind = _step_series(tls, window)
     grid_t, grid = _client_grid(mine, timelines)
     return StepData(
         step=number,
@@ -155,6 +140,36 @@ def step_data(svc: RunService, run_id: str, number: int, results: Sequence[Resul
         grid_t=grid_t,
         grid=grid,
     )
+
+
+def _own_series(tl: ClientTimeline) -> dict[Direction, list[SecondPoint]]:
+    """A client's IOPS and bytes in each second of its own measured period."""
+    own = (tl.start_ms, tl.end_ms)
+    return {d: _points(per_second([tl], d, own)) for d in DIRECTIONS if tl.direction(d) is not None}
+
+
+def _step_series(
+    tls: list[ClientTimeline], window: Window | None
+) -> tuple[
+    dict[Direction, list[SecondPoint]], dict[Direction, list[tuple[int, float]]], LatencyKind
+]:
+    """The clients' summed seconds over the whole step, and their latency histogram in the
+    common window (total latency where every client has it, else completion)."""
+    total: dict[Direction, list[SecondPoint]] = {}
+    histogram: dict[Direction, list[tuple[int, float]]] = {}
+    kind: LatencyKind = "lat"
+    if not tls:
+        return total, histogram, kind
+    span = (min(t.start_ms for t in tls), max(t.end_ms for t in tls))
+    live = [d for d in DIRECTIONS if any(t.direction(d) is not None for t in tls)]
+    if not all(has_histograms(t, d, "lat") for t in tls for d in live if t.direction(d)):
+        kind = "clat"
+    for d in live:
+        total[d] = _points(per_second(tls, d, span))
+        merged = window_histogram(tls, d, window, kind) if window is not None else {}
+        if merged:
+            histogram[d] = sorted(merged.items())
+    return total, histogram, kind
 
 
 def _client_grid(
