@@ -57,7 +57,7 @@ def _slowdown(store: CosmosStore, target: str) -> list[str]:
             id=run_id, engine="fio", targets=[target], target=target, target_facts=None, tags={}
         )
         agg = stored_aggregate(
-            workload={"rw": "randread", "bs": "4k", "size": target},
+            workload={"rw": "randread", "bs": "4k"},  # the series is the target's own
             read={
                 "iops": iops,
                 "bw_bytes": iops * 4096,
