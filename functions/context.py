@@ -105,7 +105,7 @@ class Services:
         svc.fleet.scaler = self.scaler
         # A chat-requested run's result goes back to its chat when the run is finalized.
         svc.lifecycle.on_finished = Announcer(
-            svc.get_run, self.notifier, public_url=s.public_url, threads=self._threads
+            svc.run_doc, self.notifier, public_url=s.public_url, threads=self._threads
         )
         return svc
 
@@ -175,7 +175,7 @@ class Services:
         return Threads(
             conversations,
             sender,
-            self.service.get_run,
+            self.service.run_doc,
             public_url=self.settings.public_url,
             finished_ttl_s=self.settings.retention.finished_delivery_ttl(),
         )

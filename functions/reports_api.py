@@ -160,9 +160,9 @@ def _with_aggregates(svc: RunService, runs: list[dict[str, object]]) -> list[dic
     list's IOPS and latency columns."""
     out = []
     for r in runs:
-        aggs = sorted(svc.store.results.list_aggregates(str(r["id"])), key=lambda a: a["step"])
-        steps = [{"clients": a["clients"]} for a in aggs]
-        out.append({**r, "aggregate": aggs[-1] if aggs else None, "steps": steps})
+        aggs = sorted(svc.store.results.list_aggregates(str(r["id"])), key=lambda a: a.step)
+        steps = [{"clients": a.clients} for a in aggs]
+        out.append({**r, "aggregate": aggs[-1].doc() if aggs else None, "steps": steps})
     return out
 
 

@@ -114,7 +114,7 @@ async def list_runs(
 
 @router.get("/api/runs/{run_id}", **doc(d.RunView, errors=(400, 404, *STORE)))
 async def get_run(run_id: RunId, svc: Svc) -> dict[str, Any]:
-    return await asyncio.to_thread(svc.get_run, run_id)
+    return await asyncio.to_thread(svc.run_doc, run_id)
 
 
 @router.get("/api/runs/{run_id}/curves", **doc(d.Curves, errors=(400, 404, *STORE)))
@@ -133,7 +133,7 @@ async def compare(
     """Two runs' final aggregates side by side; each delta judged against the noise
     (coefficient of variation) of run A's series."""
     run_a, run_b = await asyncio.gather(
-        asyncio.to_thread(svc.get_run, a), asyncio.to_thread(svc.get_run, b)
+        asyncio.to_thread(svc.run_doc, a), asyncio.to_thread(svc.run_doc, b)
     )
     return await asyncio.to_thread(monitor.compare, run_a, run_b)
 
@@ -164,4 +164,5 @@ async def get_result(
 ) -> dict[str, Any]:
     """One client's result with its per-second series and the engine's own output."""
     common = window == "common"
-    return await asyncio.to_thread(svc.full_result, run_id, item_id, common=common)
+    full = await asyncio.to_thread(svc.full_result, run_id, item_id, common=common)
+    return full.model_dump(mode="json")

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from core.analysis.compare import compare_aggregates
 from core.analysis.gate import MAD_TO_SD, judge_value, run_verdict
 from core.latency import format_ns
+from core.models import StepAggregate
 from core.models.gate import GateRule
 from core.models.regression import Regression
 from core.models.series import PointFacts, StepPoint
@@ -24,6 +25,7 @@ from core.monitoring.monitor import Monitor
 from core.ports import Store
 from reports.data import SeriesReport
 from reports.page import series_page
+from tests.documents import stored_aggregate, stored_result
 
 BS = 4096
 
@@ -72,32 +74,29 @@ def monitor(pct: float = 10.0) -> tuple[Monitor, Series]:
     return Monitor(store, gate_pct=pct), series
 
 
-def aggregate(iops: float, p99_ns: float) -> dict[str, Any]:
+def aggregate(iops: float, p99_ns: float, bw_bytes: float | None = None) -> StepAggregate:
     """``p99_ns`` is total latency's p99 (what the gate watches); completion latency sits a
     submission below it, as fio reports them."""
-    return {
-        "step": 0,
-        "clients": 1,
-        "workload": {"rw": "randread", "bs": "4k", "runtime": 10},
-        "read": {
+    return stored_aggregate(
+        workload={"rw": "randread", "bs": "4k", "runtime": 10},
+        read={
             "iops": iops,
-            "bw_bytes": iops * BS,
+            "bw_bytes": iops * BS if bw_bytes is None else bw_bytes,
             "lat_ns": {"p50": p99_ns / 3, "p99": p99_ns, "p99.9": p99_ns * 1.5},
             "clat_ns": {"p50": p99_ns / 3 - 2e3, "p99": p99_ns - 2e3, "p99.9": p99_ns * 1.5},
         },
-    }
+    )
 
 
 def record(mon: Monitor, i: int, iops: float, p99_ns: float, infra: str = "ext4") -> Any:
     run = SimpleNamespace(
         id=f"r-{i:032x}", engine="fio", targets=["vol1"], target="vol1", target_facts=None, tags={}
     )
-    result = {
-        "step": 0,
-        "started_at_ms": 1_000_000 + i * 60_000,
-        "host": {"vm_size": "E32s_v5", "region": "westeurope"},
-        "mounts": [{"alias": "vol1", "fstype": infra, "source": "/dev/x", "options": "rw"}],
-    }
+    result = stored_result(
+        started_at_ms=1_000_000 + i * 60_000,
+        host={"vm_size": "E32s_v5", "region": "westeurope"},
+        mounts=[{"alias": "vol1", "fstype": infra, "source": "/dev/x", "options": "rw"}],
+    )
     return mon.record(cast(Run, run), [aggregate(iops, p99_ns)], [result]).gate
 
 
@@ -207,14 +206,11 @@ def test_bandwidth_never_disagrees_with_iops(iops: list[float], bs: int) -> None
         run = SimpleNamespace(
             id=f"r-{i:032x}", engine="fio", targets=["t"], target="t", target_facts=None, tags={}
         )
-        agg = aggregate(v, 1e6)
-        agg["read"]["bw_bytes"] = v * bs * (1 + 1e-12 * (i % 3))  # summed in another order
-        result = {
-            "step": 0,
-            "started_at_ms": i,
-            "host": {},
-            "mounts": [{"alias": "t", "fstype": "nfs", "source": "s", "options": ""}],
-        }
+        agg = aggregate(v, 1e6, bw_bytes=v * bs * (1 + 1e-12 * (i % 3)))  # summed in another order
+        result = stored_result(
+            started_at_ms=i,
+            mounts=[{"alias": "t", "fstype": "nfs", "source": "s", "options": ""}],
+        )
         gate = mon.record(cast(Run, run), [agg], [result]).gate
         by = {m.metric: m.verdict for m in gate.metrics}
         assert by["read.bw_bytes"] == by["read.iops"]
@@ -281,7 +277,7 @@ def test_the_run_verdict_is_its_worst_metric() -> None:
 def test_compare_never_has_bandwidth_disagree_with_iops() -> None:
     """Their noise estimates differ a little (bytes summed in another order, other runs);
     at the edge of the band they could fall either side: bandwidth follows IOPS."""
-    a, b = aggregate(100_000, 1e6), aggregate(93_950, 1e6)
+    a, b = aggregate(100_000, 1e6).doc(), aggregate(93_950, 1e6).doc()  # as a run view serves them
     rows = {
         r["metric"]: r for r in compare_aggregates(a, b, {"read.iops": 2.0, "read.bw_bytes": 2.1})
     }

@@ -69,7 +69,7 @@ def test_metadata_phases_measured_by_real_fio_through_the_stack(
         assert len(items) == 2
         fio_ios, fio_bins = 0, {}  # type: ignore[var-annotated]
         for item in items:
-            doc = store.results.get(run["id"], item["id"])
+            doc = store.results.get(run["id"], item["id"]).model_dump(mode="json")
             raw = unpack_json(artifacts.get(run["id"], item["id"], "raw"))
             job = raw["jobs"][0]
             assert (
@@ -124,7 +124,7 @@ def test_littles_law_uses_the_operations_kept_in_flight(
         assert law["mode"] == "outstanding" and law["outstanding_ios"] == 3
         assert law["implied_ios"] == pytest.approx(agg[d]["iops"] * agg[d]["lat_mean_ns"] / 1e9)
         (item,) = [i for i in run["items"] if i["step"] == step["step"]]
-        doc = store.results.get(run["id"], item["id"])
+        doc = store.results.get(run["id"], item["id"]).model_dump(mode="json")
         # fio's own time for the phase: a create of 600 files ends long before its cap.
         assert doc["ended_at_ms"] - doc["started_at_ms"] <= doc[d]["runtime_ms"] + 1000
         if step["point"] != "open":

@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -24,6 +23,7 @@ from core.models.schedule import StoredSchedule
 from core.models.series import InfraFacts, StepPoint
 from core.models.state import RunState
 from core.models.stored import Item, Step
+from tests.documents import stored_aggregate, stored_result
 from tests.ports_world import Ports, a_run, new_id, open_ports, work
 
 
@@ -182,19 +182,20 @@ def test_target_locks_and_free_targets_with_waiters(ports: Ports) -> None:
 def test_results_aggregates_agents_ticks_schedules_once(ports: Ports) -> None:
     s = ports.store
     run_id = new_id()
-    doc: dict[str, Any] = {
-        "id": f"{run_id}.s0.c0",
-        "run_id": run_id,
-        "item_id": f"{run_id}.s0.c0",
-        "step": 0,
-    }
-    assert s.results.create(doc) is True
-    assert s.results.create(doc) is False
-    assert s.results.get(run_id, doc["id"])["step"] == 0
-    assert [r["id"] for r in s.results.of_run(run_id)] == [doc["id"]]
-    agg = {"id": f"{run_id}.s0", "run_id": run_id, "step": 0}
+    item = f"{run_id}.s0.c0"
+    ids = {"id": item, "run_id": run_id, "item_id": item}
+    result = stored_result(run_id=run_id)
+    assert result.model_dump(include=set(ids)) == ids
+    assert s.results.create(result) is True
+    assert s.results.create(result) is False
+    # What is read back is what was stored, its JSON to the byte.
+    back = s.results.get(run_id, item)
+    assert back.model_dump_json() == result.model_dump_json()
+    assert [r.id for r in s.results.of_run(run_id)] == [item]
+    agg = stored_aggregate(run_id=run_id, read={"iops": 1000.0})
     assert s.results.create_aggregate(agg) and not s.results.create_aggregate(agg)
-    assert [a["id"] for a in s.results.list_aggregates(run_id)] == [agg["id"]]
+    (stored,) = s.results.list_aggregates(run_id)
+    assert stored.model_dump_json() == agg.model_dump_json()
 
     agent = f"contract-{uuid.uuid4().hex[:8]}"
     record = s.agents.create(

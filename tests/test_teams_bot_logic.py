@@ -29,6 +29,7 @@ from core.models.stored import Run
 from core.monitoring.baseline import against_baseline
 from core.monitoring.monitor import Monitor, step_series_key
 from core.ports import Store
+from tests.documents import stored_aggregate, stored_result
 from tests.test_gate import Series
 
 ALICE = ChatUser("a11ce", "Alice Example")
@@ -109,7 +110,8 @@ def test_the_card_shows_the_gate_verdict_when_the_run_view_has_one() -> None:
     assert gate_text(two_steps) == "regression: step 1 read.iops -30.0%"
 
 
-AGG = {"clients": 1, "workload": {"rw": "randread", "bs": "4k"}, "read": {"iops": 1.0}}
+# A step's aggregate as a run's view serves it.
+AGG = stored_aggregate(workload={"rw": "randread", "bs": "4k"}, read={"iops": 1.0}).doc()
 
 
 def _monitor() -> tuple[Monitor, Series]:
@@ -122,13 +124,12 @@ def _record(mon: Monitor, n: int, iops: float, infra: str = "ext4", run: str = "
     who = SimpleNamespace(
         id=run or f"r-{n:032x}", engine="fio", targets=["t"], target="t", target_facts=None, tags={}
     )
-    agg = {**AGG, "step": 0, "read": {"iops": iops, "bw_bytes": iops * 4096, "lat_ns": LAT}}
-    result = {
-        "step": 0,
-        "started_at_ms": 1_000 + n,
-        "host": {},
-        "mounts": [{"alias": "t", "fstype": infra, "source": "/dev/x", "options": ""}],
-    }
+    read = {"iops": iops, "bw_bytes": iops * 4096, "lat_ns": LAT}
+    agg = stored_aggregate(workload=AGG["workload"], read=read)
+    result = stored_result(
+        started_at_ms=1_000 + n,
+        mounts=[{"alias": "t", "fstype": infra, "source": "/dev/x", "options": ""}],
+    )
     return mon.record(cast(Run, who), [agg], [result]).gate
 
 

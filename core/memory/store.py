@@ -10,6 +10,7 @@ from typing import Any
 
 from core.errors import FieldError, NotFound, StoreUnavailable, ValidationFailed
 from core.memory.documents import Doc, Faults, Table, Tables
+from core.models import Result, StepAggregate, StoredResult
 from core.models.activity import SeenActivity
 from core.models.agents import AgentRecord
 from core.models.ids import step_id
@@ -151,6 +152,11 @@ class MemoryItems:
         return [Step.model_validate(d) for d in docs]
 
 
+def _fields(doc: Doc) -> Doc:
+    """Without the store's own properties (``_etag``)."""
+    return {k: v for k, v in doc.items() if not k.startswith("_")}
+
+
 def _id(doc: Doc) -> str:
     return str(doc["id"])
 
@@ -181,20 +187,22 @@ class MemoryResults:
         self._r = results
         self._a = aggregates
 
-    def create(self, doc: Doc) -> bool:
-        return self._r.create_once(doc)
+    def create(self, result: Result) -> bool:
+        return self._r.create_once(result.model_dump(mode="json"))
 
-    def get(self, run_id: str, item_id: str) -> Doc:
-        return self._r.read(item_id, run_id)
+    def get(self, run_id: str, item_id: str) -> StoredResult:
+        return StoredResult.model_validate(_fields(self._r.read(item_id, run_id)))
 
-    def of_run(self, run_id: str) -> list[Doc]:
-        return self._r.query(lambda d: d.get("run_id") == run_id, pk=run_id)
+    def of_run(self, run_id: str) -> list[StoredResult]:
+        docs = self._r.query(lambda d: d.get("run_id") == run_id, pk=run_id)
+        return [StoredResult.model_validate(_fields(d)) for d in docs]
 
-    def create_aggregate(self, doc: Doc) -> bool:
-        return self._a.create_once(doc)
+    def create_aggregate(self, aggregate: StepAggregate) -> bool:
+        return self._a.create_once(aggregate.model_dump(mode="json"))
 
-    def list_aggregates(self, run_id: str) -> list[Doc]:
-        return self._a.query(lambda d: d.get("run_id") == run_id, pk=run_id)
+    def list_aggregates(self, run_id: str) -> list[StepAggregate]:
+        docs = self._a.query(lambda d: d.get("run_id") == run_id, pk=run_id)
+        return [StepAggregate.model_validate(_fields(d)) for d in docs]
 
 
 POINT_FIELDS = ("series_key", "target", "time_ms", "clients", "engine", "workload")

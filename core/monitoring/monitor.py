@@ -34,6 +34,7 @@ from core.analysis.series import (
     series_key,
 )
 from core.errors import FieldError, NotFound, ValidationFailed
+from core.models import Result, StepAggregate
 from core.models.gate import GateRule, MetricVerdict, RunGate
 from core.models.regression import (
     TRIAGE_STATES,
@@ -72,6 +73,11 @@ class Recorded:
     gate: RunGate
 
 
+def _infra(r: Result) -> dict[str, Any]:
+    """What core.analysis.series.infra_facts reads of a result: its host and mounts."""
+    return r.model_dump(mode="json", include={"host", "mounts"})
+
+
 class Monitor:
     def __init__(
         self,
@@ -92,16 +98,16 @@ class Monitor:
         return int(self.clock() * 1000)
 
     def record(
-        self, run: Run, aggregates: Sequence[Figures], results: Sequence[Figures]
+        self, run: Run, aggregates: Sequence[StepAggregate], results: Sequence[Result]
     ) -> Recorded:
         """Add the run's steps to their series, judge each by the gate (core.analysis.gate),
         run detection, store and announce new regressions."""
         created: list[Regression] = []
         verdicts: list[MetricVerdict] = []
         for agg in aggregates:
-            if agg.get("discarded") or agg.get("mode") in ("probe", "sized"):
+            if agg.discarded or agg.mode in ("probe", "sized"):
                 continue  # warm-ups and Little's-law probes are not the benchmark
-            step_results = [r for r in results if r["step"] == agg["step"]]
+            step_results = [r for r in results if r.step == agg.step]
             if not step_results:
                 continue
             judged, new = self._record_step(run, agg, step_results)
@@ -111,7 +117,7 @@ class Monitor:
         return Recorded(created, gate)
 
     def _record_step(
-        self, run: Run, agg: Figures, step_results: Sequence[Figures]
+        self, run: Run, agg: StepAggregate, step_results: Sequence[Result]
     ) -> tuple[list[MetricVerdict], list[Regression]]:
         """One measured step: its point stored with the gate's verdicts, its changes."""
         point = self._point(run, agg, step_results)
@@ -129,23 +135,26 @@ class Monitor:
         link(judged, existing, run.id)
         return judged, created
 
-    def _point(self, run: Run, agg: Figures, step_results: Sequence[Figures]) -> StepPoint:
-        facts = infra_facts(step_results, run.target_facts)
-        key = step_series_key(run.engine, run.targets, agg)
+    def _point(self, run: Run, agg: StepAggregate, step_results: Sequence[Result]) -> StepPoint:
+        # The series functions read the aggregate's and the results' JSON, as they read a
+        # run's view (core.monitoring.baseline).
+        doc = agg.doc()
+        facts = infra_facts([_infra(r) for r in step_results], run.target_facts)
+        key = step_series_key(run.engine, run.targets, doc)
         return StepPoint(
-            id=f"{key}.{run.id}.s{agg['step']}",
+            id=f"{key}.{run.id}.s{agg.step}",
             series_key=key,
             run_id=run.id,
-            step=agg["step"],
+            step=agg.step,
             target=run.target,
-            time_ms=min(r["started_at_ms"] for r in step_results),
+            time_ms=min(r.started_at_ms for r in step_results),
             judged_at_ms=self.now_ms(),
             infra=infra_fingerprint(facts),
             infra_facts=facts,
-            metrics=metrics_of(agg),
-            clients=agg["clients"],
+            metrics=metrics_of(doc),
+            clients=agg.clients,
             engine=run.engine,
-            workload=agg.get("workload"),
+            workload=doc.get("workload"),
             tags=run.tags,
         )
 

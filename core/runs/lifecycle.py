@@ -18,17 +18,18 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from core import telemetry
 from core.analysis.step_aggregates import build_aggregates
 from core.artifacts import pack_json, sha256_hex, unpack_timeline
 from core.errors import Conflict, NotFound, StoreUnavailable
 from core.fleet.scaling import Waiting
+from core.models import Result, SeriesArtifact, StepAggregate
 from core.models.ids import step_id
 from core.models.state import FINISHED_RUN, TERMINAL, DeliveryState, ItemState, RunState
 from core.models.stored import Item, Run, Step, derive_run_state
-from core.ports import Artifacts, Doc, Queue, Store
+from core.ports import Artifacts, Queue, Store
 from core.runs.admission import Admission, run_keys
 from core.runs.cas import update
 from core.runs.delivery import DELIVERY_BACKOFF_MS, deliver
@@ -321,14 +322,14 @@ class Lifecycle:
         self.update_run(run.id, mark)
         return flipped[0]
 
-    def _store_aggregate(self, agg: Doc) -> None:
+    def _store_aggregate(self, agg: StepAggregate) -> None:
         """The per-second series can outgrow a document: it goes to Blob Storage."""
-        series = agg.pop("series", None)
-        if series:
-            packed = pack_json(series)
-            self.artifacts.put(agg["run_id"], agg["id"], "series", packed)
-            agg["series_artifact"] = {"bytes": len(packed), "sha256": sha256_hex(packed)}
-        self.store.results.create_aggregate(agg)
+        if agg.series:
+            packed = pack_json(agg.series)
+            self.artifacts.put(agg.run_id, agg.id, "series", packed)
+            kept = SeriesArtifact(bytes=len(packed), sha256=sha256_hex(packed))
+            agg = agg.model_copy(update={"series_artifact": kept})
+        self.store.results.create_aggregate(agg.model_copy(update={"series": None}))
 
     def free_targets(self, run: Run) -> None:
         """Its I/O is over: the runs waiting for its targets may start, now."""
@@ -368,18 +369,18 @@ class Lifecycle:
             log.warning("timeline of %s is missing from Blob Storage", item)
             return None
 
-    def timelines(self, run_id: str, results: list[Doc]) -> dict[str, ClientTimeline]:
+    def timelines(self, run_id: str, results: Sequence[Result]) -> dict[str, ClientTimeline]:
         out = {}
         for r in results:
-            if "timeline" in (r.get("artifacts") or {}):
-                t = self.timeline(run_id, r["item_id"])
+            if "timeline" in r.artifacts:
+                t = self.timeline(run_id, r.item_id)
                 if t is not None:
-                    out[r["item_id"]] = t
+                    out[r.item_id] = t
         return out
 
-    def _step_aggregate(self, run: Run, number: int) -> Doc | None:
+    def _step_aggregate(self, run: Run, number: int) -> StepAggregate | None:
         steps, items = self.store.items.of_run(run.id)
-        results = [r for r in self.store.results.of_run(run.id) if r["step"] == number]
+        results = [r for r in self.store.results.of_run(run.id) if r.step == number]
         mine = [s for s in steps if s.step == number]
         aggs = build_aggregates(
             run,
