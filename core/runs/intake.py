@@ -34,12 +34,9 @@ from core.runs.commit import (
     DECIDE_GRACE_MS,
     Abandoned,
     Answer,
-    accept,
     accept_by_s,
     in_time,
     late,
-    void,
-    void_unknown,
 )
 from core.runs.guardrails import (
     LOCAL_CALLER,
@@ -211,7 +208,7 @@ class Intake:
                 raise
             return replay, False
         except StoreUnavailable:
-            void_unknown(self.life, run_id)  # if it was stored after all
+            self.life.void_unknown(run_id)  # if it was stored after all
             raise
         if not in_time(stored) or not answer.commit(stored):
             self._void(stored)
@@ -221,7 +218,7 @@ class Intake:
             if admitted:
                 stored = self.life.deliver(stored, creator=True)
             else:
-                stored = accept(self.life, stored)
+                stored = self.life.accept(stored)
         except StoreUnavailable as e:
             log.warning("run %s: stored; the timer will send it: %s", run_id, e)
         except Exception:
@@ -230,7 +227,7 @@ class Intake:
 
     def _void(self, run: Run) -> None:
         try:
-            void(self.life, run.id, read=run)
+            self.life.void(run.id, read=run)
         except (StoreUnavailable, Conflict) as e:  # void by its timestamp, or by the timer
             log.warning("run %s: could not void its late creation: %s", run.id, e)
 
@@ -247,12 +244,12 @@ class Intake:
                 "Idempotency-Key was already used with a different request body"
             )
         if late(run):
-            run = void(self.life, run.id, read=run)
+            run = self.life.void(run.id, read=run)
         if run.accepted is None:
             # Its first call's answer is unknown here: this call answers for it.
             if not answer.commit(run):
                 raise Abandoned("the request was answered before its run was confirmed")
-            run = accept(self.life, run)
+            run = self.life.accept(run)
         if run.void:
             return _Revive(run)
         if run.admitted and run.delivery.state == DeliveryState.PENDING:
