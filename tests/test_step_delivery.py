@@ -17,7 +17,8 @@ from core.runs.state import DeliveryState, ItemState, RunState
 from tests.sim.agents import SimAgent
 from tests.sim.world import POOL, World
 
-WORKLOAD = {"rw": "randread", "bs": "4k", "size": "8m", "runtime": 2}
+RUNTIME_S = 2
+WORKLOAD = {"rw": "randread", "bs": "4k", "size": "8m", "runtime": RUNTIME_S}
 TICK_S = 30
 REASON = "the queue service could not be reached for 10 min: "
 
@@ -43,7 +44,7 @@ def run_first_step(w: World, run_id: str) -> None:
         w.clock.advance(1)
     assert agent.phase == "go"
     w.faults.queue_paused = True
-    w.clock.advance(WORKLOAD["runtime"] + 1)
+    w.clock.advance(RUNTIME_S + 1)
     while agent.work is not None:
         agent.step(w, 0, None, 3)  # 3: its item ends with a result
     assert w.store.items.get_item(run_id, f"{run_id}.s0.c0").state == ItemState.COMPLETED

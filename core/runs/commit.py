@@ -14,7 +14,7 @@ before the answer's deadline. So:
   saw stored but could not commit (it had answered 503 meanwhile) is voided by the API
   at once (compare-and-swap on the document it created).
 - The decision is written on the run (``accepted``) by its first change: by the creator,
-  right before its first step is sent (``accept``), or by the timer. The timer decides a
+  right before its first step is sent (``accepting``), or by the timer. The timer decides a
   run nobody decided only after ``DECIDE_GRACE_MS`` (its creator may still be voiding it),
   from the document alone: stored in time, accepted; late, void.
 - A void run is failed, finished and never delivered: its targets are free, and its
@@ -24,6 +24,10 @@ One case is left, and said: the database stores the document in time and then ca
 reached again, neither for its answer nor for the API's void, until the grace has passed.
 Then the caller heard 503 and the run runs. A caller sending an Idempotency-Key (benchctl
 and the bots always do) retries and is answered with that run.
+
+Pure: the verdict (``verdict``, ``late``, ``in_time``) and the changes that record it
+(``accepting``, ``voiding``); ``core.runs.decide`` says when, ``core.runs.lifecycle`` writes
+them.
 """
 
 from __future__ import annotations

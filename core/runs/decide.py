@@ -154,16 +154,22 @@ def _sendable(run: Run, steps: list[Step], items: list[Item]) -> int | None:
 
 def _settle(run: Run, steps: list[Step], items: list[Item]) -> Finalize | Settle:
     delivery_failed = run.delivery.state == DeliveryState.FAILED
-    all_ended = all(i.ended for i in items)
     last = _next_step(steps) is None or _stopped(run, steps, items)
-    finished = delivery_failed or (all_ended and last)
-    owes = finished and run.admitted and not delivery_failed
-    owes = owes and not (run.cancel_requested or run.gave_up or run.void)
+    finished = delivery_failed or (all(i.ended for i in items) and last)
+    owes = finished and _owes(run)
     if owes and not run.finalized:
         return Finalize()
     reasons = [s.failed_reason for s in steps if s.failed_reason]
     reasons += [i.reason for i in items if i.state == ItemState.FAILED and i.reason]
     return Settle(finished, owes, delivery_failed, tuple(reasons))
+
+
+def _owes(run: Run) -> bool:
+    """A finished run owes its aggregates unless it never ran as asked: not admitted, its
+    delivery failed, cancelled, given up on (an internal error) or void."""
+    if not run.admitted or run.delivery.state == DeliveryState.FAILED:
+        return False
+    return not (run.cancel_requested or run.gave_up or run.void)
 
 
 def settling(action: Settle, items: list[Item], now_ms: int) -> Callable[[Run], bool | None]:
