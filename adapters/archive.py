@@ -23,9 +23,10 @@ from adapters.cosmos import CosmosStore
 from adapters.cosmos.base import Doc
 from core.errors import Conflict, FieldError, NotFound, ValidationFailed
 from core.models import RunRequest
+from core.models.state import FINISHED_RUN
+from core.models.stored import Item, Run, Step
 from core.monitoring.schedules import Schedule
 from core.retention import owned_regressions, runs_of_series
-from core.runs.state import FINISHED_RUN, Item, Run, Step
 from core.validation import validate
 
 log = logging.getLogger(__name__)

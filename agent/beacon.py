@@ -22,8 +22,8 @@ from agent.config import AgentConfig
 from agent.hostfacts import mount_facts
 from agent.mounts import mount_problem, read_mountinfo
 from core.errors import BenchError
-from core.fleet.registry import AgentMount, Registration
 from core.models import HostFacts
+from core.models.agents import AgentMount, Registration
 
 log = logging.getLogger(__name__)
 RETRY_S = 2.0

@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from core.analysis.aggregate import ClientSample, aggregate
-from core.analysis.timeline import ClientTimeline, DirectionTimeline
+from core.analysis.aggregate import aggregate
 from core.models import DirectionResult, LatencyStats
+from core.timeline import ClientSample, ClientTimeline, DirectionTimeline
 
 OUT = Path(__file__).parent / "out"
 T0 = 1_800_000_000_000

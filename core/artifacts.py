@@ -8,8 +8,8 @@ import hashlib
 import json
 from typing import Any
 
-from core.analysis.timeline import ClientTimeline
 from core.models import ArtifactName, ArtifactRef
+from core.timeline import ClientTimeline
 
 
 def pack(data: bytes) -> bytes:

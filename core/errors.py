@@ -24,6 +24,14 @@ class ValidationFailed(BenchError):
         self.errors = errors
 
 
+class Forbidden(BenchError):
+    """The caller may not do this (HTTP 403); errors name the field that crossed a limit."""
+
+    def __init__(self, errors: list[FieldError]) -> None:
+        super().__init__("; ".join(f"{e.field}: {e.message}" for e in errors))
+        self.errors = errors
+
+
 class NotFound(BenchError):
     """HTTP 404. ``field``: what named the missing thing (the path, or a parameter)."""
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from core.fleet.registry import AgentRecord
 from core.models import WorkItem
+from core.models.agents import AgentRecord
 from core.models.live import LiveDoc
-from core.runs.locks import TargetLock
-from core.runs.state import Item, Run, Step
+from core.models.locks import TargetLock
+from core.models.stored import Item, Run, Step
 
 Doc = dict[str, Any]
 # What RunRepo.page hands out as its continuation token: URL-safe Base64. page raises

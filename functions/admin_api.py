@@ -14,8 +14,7 @@ from fastapi.responses import JSONResponse, Response
 
 from adapters.archive import MAX_IMPORT_DOCUMENTS, Archive, settled
 from adapters.blob import MAX_ARTIFACT_BYTES
-from core.errors import FieldError, ValidationFailed
-from core.runs.guardrails import Forbidden
+from core.errors import FieldError, Forbidden, ValidationFailed
 from functions import apidocs_admin as a
 from functions import context
 from functions.inputs import Continuation, parse_json

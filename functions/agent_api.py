@@ -17,8 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from core.errors import FieldError, ValidationFailed
 from core.models import ITEM_ID_PATTERN, MAX_RTT_MS, RUN_ID_PATTERN, ArtifactName, WorkItem
 from core.models import Result as WorkResult
+from core.models.holder import AgentRef
 from core.models.live import LiveSample
-from core.runs.holder import AgentRef
 from core.runs.live import MAX_SAMPLES_PER_BEAT
 from core.runs.protocol import BarrierDecision
 from core.validation import parse

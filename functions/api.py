@@ -20,17 +20,16 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.middleware.base import RequestResponseEndpoint
 
 from core.catalogue import PROFILES, get_profile
-from core.errors import BenchError, FieldError, NotFound, StoreUnavailable
+from core.errors import BenchError, FieldError, Forbidden, NotFound, StoreUnavailable
 from core.models import (
     RUN_ID_PATTERN,
     TAG_KEY_PATTERN,
     Alias,
     RunRequest,
 )
+from core.models.state import RunState
 from core.monitoring.monitor import TriageState
 from core.runs.commit import ANSWER_MS, Answer
-from core.runs.guardrails import Forbidden
-from core.runs.state import RunState
 from core.runs.timer import TIMERS, tick_check
 from core.runs.views import public_run
 from functions import (

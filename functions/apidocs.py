@@ -12,10 +12,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.analysis.gate import RunGate
 from core.models import RUN_ID_PATTERN, Direction, Engine, Result, RunRequest, Workload
+from core.models.gate import RunGate
+from core.models.state import RunState
 from core.runs.guardrails import DOORS
-from core.runs.state import RunState
 
 Door = Literal[DOORS]  # type: ignore[valid-type]
 ItemState = Literal["queued", "claimed", "ready", "running", "completed", "failed", "cancelled"]

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from core.fleet.registry import AgentMount
+from core.models.agents import AgentMount
 from functions.apidocs import OpenDoc
 
 

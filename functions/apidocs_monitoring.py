@@ -8,9 +8,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.models import Engine, RunRequest, Workload
+from core.models.state import RunState
 from core.monitoring.monitor import TriageState
 from core.monitoring.schedules import CRON_SCHEMA, Schedule
-from core.runs.state import RunState
 from functions.apidocs import OpenDoc
 
 

@@ -16,9 +16,9 @@ from http.cookies import CookieError, SimpleCookie
 from typing import Any
 
 from adapters.config import Settings
-from core.errors import BenchError, FieldError
-from core.runs.guardrails import AGENT_ROLE, DOORS, LOCAL_CALLER, Caller, Forbidden, best_role
-from core.runs.holder import AgentRef
+from core.errors import BenchError, FieldError, Forbidden
+from core.models.holder import AgentRef
+from core.runs.guardrails import AGENT_ROLE, DOORS, LOCAL_CALLER, Caller, best_role
 
 # Doors a REST caller may name itself; "schedule" and the bots are set by the service.
 SELF_DECLARED_DOORS = ("api", "pipeline", "cli")

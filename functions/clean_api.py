@@ -9,10 +9,9 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.errors import FieldError
+from core.errors import FieldError, Forbidden
 from core.models import ALIAS_PATTERN, POOL_PATTERN
 from core.runs.clean import CleanOrder
-from core.runs.guardrails import Forbidden
 from core.validation import parse
 from functions.openapi import doc
 from functions.params import STORE, caller_of, json_body, svc

@@ -18,12 +18,12 @@ from core.errors import (
     BenchError,
     Conflict,
     FieldError,
+    Forbidden,
     NotFound,
     StoreUnavailable,
     TooLarge,
     ValidationFailed,
 )
-from core.runs.guardrails import Forbidden
 from core.validation import field_errors
 from functions.inputs import shown
 

@@ -8,8 +8,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 
-from core.fleet.registry import Registration
 from core.models import POOL_PATTERN
+from core.models.agents import Registration
 from core.validation import parse
 from functions import apidocs_fleet as f
 from functions.auth import agent_ref

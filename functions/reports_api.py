@@ -21,8 +21,8 @@ from pydantic import StringConstraints
 
 from core.errors import NotFound
 from core.models import RUN_ID_PATTERN, TAG_KEY_PATTERN, Alias
+from core.models.state import RunState
 from core.monitoring.monitor import TriageState
-from core.runs.state import RunState
 from functions import context
 from functions.auth import API_KEY_COOKIE
 from functions.openapi import doc

@@ -35,8 +35,8 @@ from adapters import telemetry
 from adapters.cosmos import CosmosStore
 from adapters.queue import WorkQueues, poison_queue_name, work_queue_name
 from core.errors import BenchError
-from core.fleet.registry import AgentRecord
-from core.runs.state import RunState
+from core.models.agents import AgentRecord
+from core.models.state import RunState
 from core.runs.timer import TIMERS
 from functions import context
 

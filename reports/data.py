@@ -2,7 +2,7 @@
 SDK: the store and blob adapters come in through ``RunService``).
 
 The per-second points are computed by the same functions the aggregate uses
-(``core.analysis.timeline``), so a chart and the API's figures cannot disagree.
+(``core.timeline``), so a chart and the API's figures cannot disagree.
 """
 
 from __future__ import annotations
@@ -12,7 +12,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from core.analysis.timeline import (
+from core.artifacts import unpack_json
+from core.counters import CounterPoint, CounterSeries
+from core.errors import NotFound
+from core.models import Direction
+from core.runs.service import RunService
+from core.timeline import (
     DIRECTIONS,
     ClientTimeline,
     LatencyKind,
@@ -25,11 +30,6 @@ from core.analysis.timeline import (
     seconds_of,
     totals_in,
 )
-from core.artifacts import unpack_json
-from core.counters import CounterPoint, CounterSeries
-from core.errors import NotFound
-from core.models import Direction
-from core.runs.service import RunService
 
 Doc = dict[str, Any]
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.models.locks import TargetLock, Waiter
+from core.models.state import RunState
+from core.models.stored import Run
 from core.runs.admission import ahead, holder_done, lock_keys, position, run_keys
-from core.runs.locks import TargetLock, Waiter
-from core.runs.state import Run, RunState
 
 
 def run(**fields: Any) -> Run:

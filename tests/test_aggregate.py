@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from core.analysis.aggregate import ClientSample, FailedClient, aggregate
-from core.analysis.timeline import common_window, timeline_from_seconds
+from core.analysis.aggregate import FailedClient, aggregate
 from core.models import DirectionResult, LatencyStats, SeriesPoint
+from core.timeline import ClientSample, common_window, timeline_from_seconds
 
 DATA = Path(__file__).parent / "data"
 

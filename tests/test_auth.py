@@ -332,7 +332,7 @@ def test_settings_refuse_bad_keys_roles_and_targets() -> None:
 def limits_errors(
     body: dict[str, Any], role: str, targets: list[TargetInfo] | None = None
 ) -> list[str]:
-    from core.runs.guardrails import Forbidden
+    from core.errors import Forbidden
 
     req = RunRequest.model_validate(body)
     base = req.workload or Workload()
@@ -366,8 +366,8 @@ def test_limits_count_every_step_and_repetition() -> None:
 
 
 def test_an_agents_identity_comes_from_its_credential() -> None:
-    from core.runs.guardrails import Forbidden
-    from core.runs.holder import AgentRef
+    from core.errors import Forbidden
+    from core.models.holder import AgentRef
     from functions.auth import agent_ref
 
     s = settings(

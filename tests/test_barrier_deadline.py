@@ -10,9 +10,10 @@ from adapters.blob import BlobArtifacts
 from adapters.cosmos import CosmosStore
 from adapters.queue import WorkQueues
 from benchctl.localstack import Stack
-from core.runs.holder import AgentRef
+from core.models.holder import AgentRef
+from core.models.state import ItemState, RunState
+from core.models.stored import Run
 from core.runs.service import RunService
-from core.runs.state import ItemState, Run, RunState
 from tests.conftest import Clock, run_body
 
 TIMEOUT_S = 30  # the barrier's; this test's clock jumps past it, the API's timer never gets there

@@ -13,8 +13,8 @@ from adapters.blob import BlobArtifacts
 from adapters.cosmos import CosmosStore
 from adapters.queue import WorkQueues
 from benchctl.localstack import Stack
+from core.models.holder import AgentRef
 from core.runs.barrier_timing import BARRIER_LEAD_MS, WAKE_MS, barrier_lead_ms, barrier_poll_ms
-from core.runs.holder import AgentRef
 from core.runs.service import RunService
 from tests.conftest import result_from_capture, run_body
 

@@ -16,12 +16,8 @@ from core.engines.fio_job import fill_job_file, job_file
 from core.engines.fio_metadata import metadata_job_file
 from core.errors import ValidationFailed
 from core.models import RunRequest, Workload
-from core.runs.plan import (
-    comparison_key,
-    outstanding_for,
-    plan_steps,
-    resolve_dynamic,
-)
+from core.models.ids import comparison_key
+from core.runs.plan import outstanding_for, plan_steps, resolve_dynamic
 from core.validation import validate
 
 

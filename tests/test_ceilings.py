@@ -17,8 +17,8 @@ from core.limits.facts import run_target_facts
 from core.limits.targets import DISK_SKUS, azure_files_premium_limits
 from core.limits.vms import VM_SIZES, vm_size
 from core.models import DirectionResult, HostFacts, LatencyStats, Result, WorkItem, Workload
+from core.models.stored import Item, Run, Step
 from core.runs.guardrails import parse_targets
-from core.runs.state import Item, Run, Step
 
 RUN = "r-" + "c" * 32
 MIB = 1 << 20

@@ -11,8 +11,8 @@ from typing import Any, cast
 
 from adapters.cosmos import CosmosStore
 from benchctl.localstack import Stack
+from core.models.stored import Run
 from core.monitoring.monitor import Monitor
-from core.runs.state import Run
 from tests.conftest import FUZZ_TARGET
 from tests.test_cli_inputs import run_main
 

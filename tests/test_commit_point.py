@@ -20,9 +20,10 @@ from adapters.cosmos import CosmosStore
 from adapters.queue import WorkQueues
 from benchctl.localstack import Stack
 from core.errors import StoreUnavailable
+from core.models.state import RunState
+from core.models.stored import Run
 from core.runs.commit import ANSWER_MS, DECIDE_GRACE_MS, VOID_REASON, late
 from core.runs.service import RunService
-from core.runs.state import Run, RunState
 from tests.conftest import Clock, run_body
 from tests.test_dependency_outage import server
 

@@ -9,11 +9,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.analysis.aggregate import ClientSample, aggregate
+from core.analysis.aggregate import aggregate
 from core.analysis.concurrency import ASYNC_ENGINES, outstanding_ios, queue_units, shape_for
 from core.catalogue import get_profile
 from core.models import MAX_IODEPTH, MAX_NUMJOBS, DirectionResult, Engine, LatencyStats, Workload
 from core.runs.plan import plan_steps, resolve_dynamic
+from core.timeline import ClientSample
 from tests.test_catalogue import request
 
 

@@ -12,6 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from core.models import WorkItem, Workload
+from core.models.state import INTERNAL_ERROR_ATTEMPTS, TERMINAL, DeliveryState, ItemState, RunState
+from core.models.stored import Delivery, Item, Run, Step
 from core.runs.commit import DECIDE_GRACE_MS
 from core.runs.decide import (
     RECHECK_MS,
@@ -25,17 +27,6 @@ from core.runs.decide import (
     Wait,
     decide,
     settling,
-)
-from core.runs.state import (
-    INTERNAL_ERROR_ATTEMPTS,
-    TERMINAL,
-    Delivery,
-    DeliveryState,
-    Item,
-    ItemState,
-    Run,
-    RunState,
-    Step,
 )
 
 RUN = "r-" + "d" * 32

@@ -27,8 +27,8 @@ from core.engines.diskspd_time import DiskSpdTiming, measured_start_s
 from core.engines.diskspd_xml import parse_xml
 from core.engines.results import build_diskspd_result
 from core.models import HostFacts, MountFacts, WorkItem, Workload
+from core.models.stored import Run, Step
 from core.runs.plan import plan_items
-from core.runs.state import Run, Step
 from tests.conftest import AgentFactory, wait_state
 
 FIXTURE = Path(__file__).parent / "data" / "diskspd" / "with-latency-and-iops.xml"

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from core.analysis.aggregate import ClientSample, aggregate
-from core.analysis.timeline import histogram_in
+from core.analysis.aggregate import aggregate
 from core.engines.fio_job import job_file
 from core.engines.fio_logs import final_output, timeline_from_logs
 from core.engines.fio_output import directions_from_fio, percentile_from_bins
 from core.engines.fio_status import StatusOutput, read_output, with_total_latency
 from core.models import Workload
+from core.timeline import ClientSample, histogram_in
 
 pytestmark = pytest.mark.fio  # runs real fio itself
 

@@ -8,7 +8,6 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.analysis.timeline import ClientTimeline, DirectionTimeline, histogram_in
 from core.engines.fio_status import (
     Snapshot,
     StatusOutput,
@@ -17,6 +16,7 @@ from core.engines.fio_status import (
     total_latency_rows,
     with_total_latency,
 )
+from core.timeline import ClientTimeline, DirectionTimeline, histogram_in
 
 T0 = 1_800_000_000_000
 

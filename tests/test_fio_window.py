@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from core.analysis.aggregate import ClientSample, aggregate
-from core.analysis.timeline import common_window, histogram_in, per_second, totals_in
+from core.analysis.aggregate import aggregate
 from core.engines.fio_job import job_file
 from core.engines.fio_logs import final_output, timeline_from_logs
 from core.engines.fio_output import directions_from_fio
 from core.models import Workload
+from core.timeline import ClientSample, common_window, histogram_in, per_second, totals_in
 
 pytestmark = pytest.mark.fio  # runs real fio itself
 

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from core.analysis.aggregate import ClientSample, aggregate
-from core.analysis.timeline import ClientTimeline, histogram_in
+from core.analysis.aggregate import aggregate
 from core.engines.fio_logs import FinalCounts, FinalOutput, plat_idx_to_val, timeline_from_logs
 from core.models import DirectionResult, LatencyStats
+from core.timeline import ClientSample, ClientTimeline, histogram_in
 
 T0 = 1_800_000_000_000  # a Unix ms on a whole second
 BS = 4096

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from core.analysis.aggregate import ClientSample, aggregate
+from core.analysis.aggregate import aggregate
 from core.engines.fio_logs import (
     FIO_IO_U_PLAT_VAL,
     final_output,
@@ -25,6 +25,7 @@ from core.engines.fio_logs import (
     timeline_from_logs,
 )
 from core.engines.fio_output import directions_from_fio, percentile_from_bins
+from core.timeline import ClientSample
 
 pytestmark = pytest.mark.fio
 

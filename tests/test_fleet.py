@@ -23,12 +23,11 @@ from agent.hostfacts import mount_facts
 from benchctl import localstack
 from benchctl.cli import main as benchctl
 from benchctl.localstack import Stack
-from core.errors import NotFound
+from core.errors import Forbidden, NotFound
 from core.fleet.pools import parse_pools
-from core.fleet.registry import Registration
 from core.fleet.service import Fleet
-from core.runs.guardrails import Forbidden
-from core.runs.holder import AgentRef
+from core.models.agents import Registration
+from core.models.holder import AgentRef
 from tables.fleet import vm_time
 from tests.conftest import FLEET_POOL, run_body, wait_state, wait_until
 

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from adapters.azure_scaler import capacity_update, scale_sets
 from core.fleet.admission import fleet_errors
 from core.fleet.pools import PoolConfig, parse_pools
-from core.fleet.registry import AgentMount, AgentRecord
 from core.fleet.scaling import wanted_capacity
+from core.models.agents import AgentMount, AgentRecord
 
 
 def agent(name: str, *, seen_ms: int, mounts: tuple[str, ...] = ("scratch",)) -> AgentRecord:

@@ -14,11 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.analysis.compare import compare_aggregates
-from core.analysis.gate import MAD_TO_SD, GateRule, judge_value, run_verdict
+from core.analysis.gate import MAD_TO_SD, judge_value, run_verdict
 from core.latency import format_ns
+from core.models.gate import GateRule
+from core.models.stored import Run
 from core.monitoring.monitor import Monitor
 from core.ports import Doc, Store
-from core.runs.state import Run
 from reports.data import SeriesReport
 from reports.page import series_page
 

@@ -11,10 +11,10 @@ from adapters.blob import BlobArtifacts
 from adapters.cosmos import CosmosStore
 from adapters.queue import WorkQueues
 from benchctl.localstack import Stack
+from core.models.holder import AgentRef
+from core.models.state import ItemState
 from core.runs.agent_reports import HEARTBEAT_RECORD_S
-from core.runs.holder import AgentRef
 from core.runs.service import RunService
-from core.runs.state import ItemState
 from tests.conftest import Clock, run_body
 
 

@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from agent.live import LiveRelay
 from core.engines.fio_live import LiveSampler, snapshot
 from core.memory import Effect, MemoryArtifacts, MemoryQueues, MemoryStore, SimClock
+from core.models.holder import AgentRef
 from core.models.live import LIVE_RING, LiveDirection, LiveDoc, LiveSample
-from core.runs.holder import AgentRef
 from core.runs.live import merged, record
 from core.runs.live_view import START_SLACK_MS, client_seconds, live_view, total_seconds
 from core.runs.service import RunService

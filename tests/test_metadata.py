@@ -23,10 +23,11 @@ from core.artifacts import unpack_json
 from core.engines.fio_check import measurement_problems
 from core.engines.fio_metadata import metadata_job_file, tree_files
 from core.engines.fio_output import percentile_from_bins
+from core.errors import Forbidden
 from core.limits.facts import run_target_facts
 from core.models import Metadata, RunRequest, Workload
 from core.monitoring.monitor import Monitor
-from core.runs.guardrails import ROLES, Caller, Forbidden, TargetInfo, check_run
+from core.runs.guardrails import ROLES, Caller, TargetInfo, check_run
 from core.runs.plan import plan_steps
 from tests.conftest import AgentFactory, wait_state
 

@@ -16,10 +16,10 @@ from adapters.blob import BlobArtifacts
 from adapters.cosmos import CosmosStore
 from adapters.queue import WorkQueues
 from benchctl.localstack import Stack
+from core.models.stored import Run
 from core.monitoring.notify import verify
 from core.monitoring.scheduler import Scheduler
 from core.runs.service import RunService
-from core.runs.state import Run
 from tests.conftest import WEBHOOK_SECRET, AgentFactory, Receiver, run_body, wait_state
 
 

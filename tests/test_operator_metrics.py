@@ -22,10 +22,10 @@ from adapters.cosmos import CosmosStore
 from adapters.queue import WorkQueues, poison_queue_name, work_queue_name
 from benchctl.localstack import Stack
 from core import telemetry
-from core.fleet.registry import AgentRecord
-from core.runs.holder import AgentRef
+from core.models.agents import AgentRecord
+from core.models.holder import AgentRef
+from core.models.state import RunState
 from core.runs.service import RunService
-from core.runs.state import RunState
 from functions.telemetry import OperatorMetrics, Sources, read
 from tests.conftest import Clock, run_body
 

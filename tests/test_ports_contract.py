@@ -17,13 +17,14 @@ from adapters.cosmos import CosmosStore
 from adapters.queue import WorkQueues, poison_queue_name
 from benchctl.localstack import Stack
 from core.errors import BenchError, Conflict, LeaseLost, NotFound, TooLarge, ValidationFailed
-from core.fleet.registry import AgentRecord
 from core.memory import Effect, MemoryArtifacts, MemoryQueues, MemoryStore, SimClock
 from core.models import WorkItem, Workload
+from core.models.agents import AgentRecord
 from core.models.live import LiveDirection, LiveDoc, LiveSample
+from core.models.locks import TargetLock, Waiter
+from core.models.state import RunState
+from core.models.stored import Item, Run, Step
 from core.ports import Artifacts, Store
-from core.runs.locks import TargetLock, Waiter
-from core.runs.state import Item, Run, RunState, Step
 
 
 @dataclass

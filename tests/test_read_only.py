@@ -20,18 +20,11 @@ from pydantic import ValidationError
 from agent.fio_runner import FioProcess
 from core.catalogue import get_profile, resolve
 from core.engines.fio_job import job_file
+from core.errors import Forbidden
 from core.models import DATASET_DIR_PATTERN, DataSet, RunRequest, WorkItem, Workload
-from core.runs.guardrails import (
-    ROLES,
-    Caller,
-    Forbidden,
-    TargetInfo,
-    check_run,
-    datasets_for,
-    parse_targets,
-)
+from core.models.stored import Run, Step
+from core.runs.guardrails import ROLES, Caller, TargetInfo, check_run, datasets_for, parse_targets
 from core.runs.plan import plan_items, plan_steps
-from core.runs.state import Run, Step
 from core.runs.working_set import working_set
 from tests.conftest import TmpfsFactory
 

@@ -11,8 +11,8 @@ import pytest
 
 from adapters.blob import BlobArtifacts
 from adapters.cosmos import CosmosStore
-from core.analysis.timeline import common_window, totals_in
 from core.artifacts import unpack_timeline
+from core.timeline import common_window, totals_in
 from tests.conftest import AgentFactory, run_body, wait_state
 
 

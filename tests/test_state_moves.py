@@ -1,4 +1,4 @@
-"""The legal moves of runs, deliveries and step barriers (core.runs.state): each table's
+"""The legal moves of runs, deliveries and step barriers (core.models.state): each table's
 edges are allowed, nothing else is, and what the lifecycle derives stays on them (pure)."""
 
 from __future__ import annotations
@@ -10,23 +10,19 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from core.models import WorkItem, Workload
-from core.runs.state import (
+from core.models.state import (
     DELIVERY_MOVES,
     FINISHED_RUN,
     RUN_MOVES,
     STEP_MOVES,
     TERMINAL,
-    Delivery,
     DeliveryState,
     IllegalMove,
-    Item,
     ItemState,
-    Run,
     RunState,
-    Step,
     StepState,
-    derive_run_state,
 )
+from core.models.stored import Delivery, Item, Run, Step, derive_run_state
 
 RUN = "r-" + "a" * 32
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.models.state import DeliveryState, ItemState, RunState
 from core.runs.admission import holder_done
 from core.runs.delivery import DELIVERY_DEADLINE_MS
-from core.runs.state import DeliveryState, ItemState, RunState
 from tests.sim.agents import SimAgent
 from tests.sim.world import POOL, World
 

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from core.analysis.step_aggregates import build_aggregates
-from core.analysis.timeline import ClientTimeline, DirectionTimeline
 from core.models import (
     DirectionResult,
     HostFacts,
@@ -18,7 +17,9 @@ from core.models import (
     WorkItem,
     Workload,
 )
-from core.runs.state import Item, ItemState, Run, Step
+from core.models.state import ItemState
+from core.models.stored import Item, Run, Step
+from core.timeline import ClientTimeline, DirectionTimeline
 
 RUN = "r-" + "a" * 32
 T0 = 1_800_000_000_000

@@ -13,8 +13,8 @@ from adapters.blob import BlobArtifacts
 from adapters.cosmos import CosmosStore
 from adapters.queue import WorkQueues
 from benchctl.localstack import Stack
+from core.models.locks import TargetLock, Waiter
 from core.runs.admission import UNWRITTEN_HOLDER_GRACE_MS
-from core.runs.locks import TargetLock, Waiter
 from core.runs.service import RunService
 from tests.conftest import AgentFactory, run_body, wait_state
 

@@ -12,7 +12,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.analysis.gate import RunGate
 from core.chat.action_cards import baseline_card
 from core.chat.cards import gate_text, status_reply
 from core.chat.identity import (
@@ -25,10 +24,11 @@ from core.chat.identity import (
 )
 from core.chat.threads import Threads
 from core.errors import FieldError, NotFound, StoreUnavailable
+from core.models.gate import RunGate
+from core.models.stored import Run
 from core.monitoring.baseline import against_baseline
 from core.monitoring.monitor import Monitor, step_series_key
 from core.ports import Store
-from core.runs.state import Run
 from tests.test_gate import Series
 
 ALICE = ChatUser("a11ce", "Alice Example")
@@ -82,7 +82,7 @@ def test_the_card_shows_the_gate_verdict_when_the_run_view_has_one() -> None:
     run = {"id": "r-1", "state": "completed", "target": "t", "gate": {"verdict": "regression"}}
     assert ("Gate", "regression") in status_reply(run, "http://x").facts
     assert not any(k == "Gate" for k, _ in status_reply({**run, "gate": None}, "x").facts)
-    # The run view's gate (core.analysis.gate.RunGate, GET /api/runs/{id}): the metrics
+    # The run view's gate (core.models.gate.RunGate, GET /api/runs/{id}): the metrics
     # that failed, by their change from the reference (or the change point's).
     mon, _ = _monitor()
     for i in range(6):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.analysis.timeline import ClientTimeline, _fractions, overlap
+from core.timeline import ClientTimeline, _fractions, overlap
 
 T0 = 1_800_000_000_000
 

@@ -14,7 +14,7 @@ from adapters.blob import BlobArtifacts
 from adapters.cosmos import CosmosStore
 from adapters.queue import WorkQueues
 from benchctl.localstack import Stack
-from core.runs.holder import AgentRef
+from core.models.holder import AgentRef
 from core.runs.service import RunService
 from tests.conftest import AgentFactory, result_from_capture, run_body, wait_state
 

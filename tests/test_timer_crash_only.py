@@ -13,10 +13,10 @@ from adapters.cosmos import CosmosStore
 from adapters.queue import WorkQueues
 from benchctl.localstack import Stack
 from core.errors import StoreUnavailable
-from core.runs.holder import AgentRef
+from core.models.holder import AgentRef
+from core.models.state import ItemState, RunState
 from core.runs.lifecycle import Lifecycle
 from core.runs.service import RunService
-from core.runs.state import ItemState, RunState
 from core.runs.timer import INTERNAL_ERROR_ATTEMPTS
 from tests.conftest import Clock, result_from_capture, run_body
 

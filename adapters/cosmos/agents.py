@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from adapters.cosmos.base import Container
-from core.fleet.registry import AgentRecord
+from core.models.agents import AgentRecord
 
 
 class CosmosAgents:

@@ -4,8 +4,8 @@ single-partition query). Step documents hold the start barrier's state."""
 from __future__ import annotations
 
 from adapters.cosmos.base import Container
-from core.runs.plan import step_id
-from core.runs.state import Item, Step
+from core.models.ids import step_id
+from core.models.stored import Item, Step
 
 
 class CosmosItems:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from adapters.cosmos.base import Container
-from core.runs.locks import TargetLock
-from core.runs.state import Run
+from core.models.locks import TargetLock
+from core.models.stored import Run
 
 
 class CosmosRuns:

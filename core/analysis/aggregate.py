@@ -7,7 +7,7 @@ Rules, and why:
   it.
 - Aggregate IOPS and bandwidth are the I/Os and bytes the clients completed inside the
   window divided by its length, counted by interval overlap on each client's timeline
-  (core.analysis.timeline): never by nearest-second keys.
+  (core.timeline): never by nearest-second keys.
 - Latency percentiles come from the clients' histogram rows inside the window, summed
   bucket by bucket and read the way fio reads its own (core.engines.fio_output): averaging p99s has
   no meaning. Where a client has no histogram rows, the clients' whole-run json+ bins are
@@ -24,8 +24,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from core.analysis.timeline import (
-    ClientTimeline,
+from core.engines.fio_output import DIRECTIONS, percentile_from_bins, percentile_key, sum_bins
+from core.models import Direction, DirectionResult
+from core.timeline import (
+    ClientSample,
     LatencyKind,
     Window,
     common_window,
@@ -34,8 +36,6 @@ from core.analysis.timeline import (
     per_second,
     totals_in,
 )
-from core.engines.fio_output import DIRECTIONS, percentile_from_bins, percentile_key, sum_bins
-from core.models import Direction, DirectionResult
 
 SUMMARY_PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p99.9": 99.9, "p99.99": 99.99}
 LITTLE_TOLERANCE = 0.20
@@ -43,18 +43,17 @@ RATE_CAP_TOLERANCE = 0.10  # a capped client below 90 % of its cap did not get i
 MAX_START_SKEW_MS = 1000
 
 
-@dataclass(frozen=True)
-class ClientSample:
-    """One client's measured figures, from a stored Result or an offline fio output."""
+# Figures of a stored step aggregate (its "read" and "write" documents).
+def total_iops(agg: Mapping[str, Any]) -> float:
+    return float(sum(float(agg[d]["iops"]) for d in ("read", "write") if agg.get(d)))
 
-    client: int
-    dirs: Mapping[Direction, DirectionResult]  # whole-run figures, fio's own
-    timeline: ClientTimeline | None = None
-    agent_id: str | None = None
-    outstanding_ios: int | None = None  # from core.analysis.concurrency.outstanding_ios
-    rate_cap_iops: float | None = None  # this client's IOPS cap (fio rate_iops), if any
-    start_skew_ms: float | None = None  # measured I/O start minus the step's instant
-    has_bins: bool = True
+
+def mean_latency_s(agg: Mapping[str, Any]) -> float:
+    ios = sum(agg[d]["total_ios"] for d in ("read", "write") if agg.get(d))
+    if not ios:
+        return 0.0
+    ns = sum(agg[d]["lat_mean_ns"] * agg[d]["total_ios"] for d in ("read", "write") if agg.get(d))
+    return float(ns / ios / 1e9)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from core.runs.plan import total_iops
+from core.analysis.aggregate import total_iops
 
 
 def _kept(aggregates: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

@@ -38,68 +38,19 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
-Verdict = Literal["pass", "regression", "improvement", "not-enough-history"]
+from core.models.gate import ChangePointRef, GateRule, MetricVerdict, Reference, Verdict
+
 DIRECTIONS = ("read", "write")
 # metric name within a direction -> higher is better; the order verdicts are listed in
 GATED: dict[str, bool] = {"iops": True, "bw_bytes": True, "lat.p99": False}
 FOLLOWS = {"bw_bytes": "iops"}  # bandwidth takes the IOPS verdict (one block size)
 
 
-class GateRule(BaseModel):
-    """The gate's thresholds, as a run was judged with them."""
-
-    pct: float = Field(10.0, description="the band's floor, percent of the reference median")
-    sigmas: float = Field(3.0, description="the band in reference standard deviations")
-    min_points: int = Field(5, description="fewer reference points: not enough history")
-    max_points: int = Field(20, description="the latest this many reference points")
-
-
 MAD_TO_SD = 1.4826  # the median absolute deviation of normal noise is 0.6745 sd
-
-
-class Reference(BaseModel):
-    points: int = Field(description="reference points used")
-    median: float | None
-    sd: float | None = Field(description="1.4826 x the median absolute deviation")
-    first_run_id: str | None = Field(None, description="oldest reference point's run")
-    last_run_id: str | None = Field(None, description="newest reference point's run")
-    since_run_id: str | None = Field(
-        None, description="the reference starts at this run: a change triaged expected"
-    )
-
-
-class ChangePointRef(BaseModel):
-    """A change point attributed to this run (it is the first run after the change)."""
-
-    change_pct: float
-    pvalue: float | None
-    before_mean: float
-    after_mean: float
-
-
-class MetricVerdict(BaseModel):
-    step: int
-    series_key: str
-    metric: str = Field(description="direction.metric, e.g. read.iops")
-    verdict: Verdict
-    value: float
-    reference: Reference
-    change_pct: float | None = Field(description="(value - reference median) / median, %")
-    band_pct: float | None = Field(description="max(pct, sigmas x sd / median), percent")
-    change_point: ChangePointRef | None = None
-    follows: str | None = Field(None, description="bandwidth: the IOPS metric it follows")
-    regression_id: str | None = Field(None, description="the stored regression it counts in")
-    why: str
-
-
-class RunGate(BaseModel):
-    verdict: Verdict
-    rule: GateRule
-    metrics: list[MetricVerdict]
 
 
 class Accepted(BaseModel):

@@ -16,11 +16,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from core.analysis.aggregate import ClientSample, aggregate
+from core.analysis.aggregate import aggregate
 from core.engines.diskspd_xml import sample_from_xml
 from core.engines.fio_logs import LogError, final_output, timeline_from_logs
 from core.engines.fio_output import ALL_CLIENTS, directions_from_fio, has_bins
 from core.engines.fio_status import StatusOutput, read_output, with_total_latency
+from core.timeline import ClientSample
 
 
 @dataclass(frozen=True)

@@ -12,14 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from core.analysis.aggregate import ClientSample, FailedClient, aggregate
+from core.analysis.aggregate import FailedClient, aggregate, total_iops
 from core.analysis.ceilings import ClientFacts, latency_knee, step_ceilings
 from core.analysis.concurrency import outstanding_ios
-from core.analysis.timeline import ClientTimeline
 from core.models import Direction, DirectionResult, Result
+from core.models.ids import body_hash, comparison_key, step_id
+from core.models.stored import Item, Run, Step
 from core.ports import Doc
-from core.runs.plan import body_hash, comparison_key, step_id, total_iops
-from core.runs.state import Item, Run, Step
+from core.timeline import ClientSample, ClientTimeline
 from core.timestamps import iso_ms
 
 # Steps resolved per client count: their workload differs with the count by design.

@@ -22,14 +22,14 @@ from typing import Any
 
 from core.catalogue import PROFILES
 from core.chat.cards import Reply, fmt, run_page, status_reply
-from core.errors import Conflict, FieldError, NotFound, ValidationFailed
+from core.errors import Conflict, FieldError, Forbidden, NotFound, ValidationFailed
 from core.models import MAX_CLIENTS
+from core.models.state import FINISHED_RUN
 from core.monitoring.monitor import Monitor
 from core.monitoring.scheduler import Scheduler
 from core.ports import Doc
-from core.runs.guardrails import Caller, Forbidden, TargetInfo
+from core.runs.guardrails import Caller, TargetInfo
 from core.runs.service import RunService
-from core.runs.state import FINISHED_RUN
 
 HELP = [
     "run <profile> on <target> [with N clients] [for 60s] — start a benchmark",

@@ -73,7 +73,7 @@ def status_reply(run: Doc, public_url: str) -> Reply:
 
 def gate_text(gate: Any) -> str | None:
     """The run's gate verdict, when its view carries one: the run's (``{"verdict", "rule",
-    "metrics": [...]}``, core.analysis.gate.RunGate, with the metrics that failed), or
+    "metrics": [...]}``, core.models.gate.RunGate, with the metrics that failed), or
     ``{metric: {"verdict", "change_pct"}}`` per metric (the series points' shape)."""
     if not isinstance(gate, dict) or not gate:
         return None

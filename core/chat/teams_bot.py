@@ -37,11 +37,11 @@ from core.chat.identity import (
     refusal,
 )
 from core.chat.threads import Conversation, Threads
-from core.errors import Conflict, FieldError, NotFound, ValidationFailed
+from core.errors import Conflict, FieldError, Forbidden, NotFound, ValidationFailed
 from core.models import RUN_ID_PATTERN
 from core.monitoring.baseline import against_baseline
 from core.ports import Doc, Store
-from core.runs.guardrails import Caller, Forbidden
+from core.runs.guardrails import Caller
 
 _SUBSCRIBE = re.compile(r"^(subscribe|unsubscribe)\s+(?P<key>[0-9a-f]{16})$")
 _RUN_ID = re.compile(RUN_ID_PATTERN)

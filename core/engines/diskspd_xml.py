@@ -52,13 +52,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
-from core.analysis.aggregate import ClientSample
-from core.analysis.timeline import timeline_from_seconds
 from core.engines.diskspd_cpu import counters_summary
 from core.engines.diskspd_time import DiskSpdTiming, read_timing
 from core.engines.fio_output import DIRECTIONS, percentile_key
 from core.host_counters import CountersSummary
 from core.models import Direction, DirectionResult, LatencyStats, SeriesPoint
+from core.timeline import ClientSample, timeline_from_seconds
 
 _DIR_TAG: Final[dict[Direction, str]] = {"read": "Read", "write": "Write"}
 _ZERO = LatencyStats(min=0.0, max=0.0, mean=0.0, stddev=0.0)

@@ -25,16 +25,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from core.analysis.timeline import (
-    BIN_MS,
-    DIRECTIONS,
-    ClientTimeline,
-    DirectionTimeline,
-    HistInterval,
-    rebin,
-)
 from core.engines.fio_output import directions_from_fio
 from core.models import Direction
+from core.timeline import BIN_MS, DIRECTIONS, ClientTimeline, DirectionTimeline, HistInterval, rebin
 
 LOG_INTERVAL_MS = 1000  # log_avg_msec and log_hist_msec in the jobs the agent writes
 FIO_IO_U_PLAT_BITS = 6  # fio's stat.h: 64 buckets per power-of-two group

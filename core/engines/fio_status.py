@@ -24,9 +24,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from core.analysis.timeline import DIRECTIONS, ClientTimeline, HistInterval
 from core.engines.fio_output import directions_from_fio
 from core.models import Direction
+from core.timeline import DIRECTIONS, ClientTimeline, HistInterval
 
 Doc = dict[str, Any]
 MAX_STATUS_OUTPUTS = 3600  # a long run's status interval grows so its output stays bounded

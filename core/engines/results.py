@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from core.analysis.timeline import ClientTimeline, timeline_from_seconds
 from core.engines.diskspd_time import measured_start_s
 from core.engines.diskspd_xml import parse_xml
 from core.engines.fio_output import directions_from_fio, fio_version
@@ -20,6 +19,7 @@ from core.models import (
     StartInfo,
     WorkItem,
 )
+from core.timeline import ClientTimeline, timeline_from_seconds
 
 
 def measured_period_ms(

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from core.errors import FieldError
 from core.fleet.pools import PoolConfig
-from core.fleet.registry import AgentRecord
+from core.models.agents import AgentRecord
 
 
 def _target_field(targets: Sequence[str], index: int, single: bool) -> str:

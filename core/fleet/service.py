@@ -8,15 +8,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from core.errors import BenchError, Conflict, FieldError, NotFound, ValidationFailed
+from core.errors import BenchError, Conflict, FieldError, Forbidden, NotFound, ValidationFailed
 from core.fleet.admission import fleet_errors
 from core.fleet.pools import PoolConfig
-from core.fleet.registry import AgentRecord, Registration, record_from
 from core.fleet.scaling import PoolScaler, Waiting
+from core.models.agents import AgentRecord, Registration, record_from
+from core.models.holder import AgentRef
+from core.models.stored import Run
 from core.ports import AgentRepo
-from core.runs.guardrails import Forbidden
-from core.runs.holder import AgentRef
-from core.runs.state import Run
 
 log = logging.getLogger(__name__)
 CAS_ATTEMPTS = 5

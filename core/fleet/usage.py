@@ -3,7 +3,7 @@
 A run uses a client VM from the moment its agent claims the item (the VM is taken from the
 pool) until the item ends (released back to it): per item, ``claimed_at`` to ``ended_at``
 (or now, while it is held). A pool's VM time is its agents' registration to release
-(core.fleet.registry), which also counts the time they wait idle.
+(core.models.agents), which also counts the time they wait idle.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from core.runs.state import Item
+from core.models.stored import Item
 
 
 def _ms(iso: str) -> int:

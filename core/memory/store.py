@@ -9,13 +9,13 @@ from collections.abc import Callable
 from typing import Any
 
 from core.errors import FieldError, NotFound, StoreUnavailable, ValidationFailed
-from core.fleet.registry import AgentRecord
 from core.memory.documents import Doc, Faults, Table, Tables
+from core.models.agents import AgentRecord
+from core.models.ids import step_id
 from core.models.live import LiveDoc
+from core.models.locks import TargetLock
+from core.models.stored import Item, Run, Step
 from core.ports import CONTINUATION_PATTERN, Store
-from core.runs.locks import TargetLock
-from core.runs.plan import step_id
-from core.runs.state import Item, Run, Step
 
 CONTINUATION_PREFIX = "memory-page:"
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from core.analysis.gate import Accepted, MetricVerdict
+from core.analysis.gate import Accepted
 from core.analysis.series import metric_name, segments
+from core.models.gate import MetricVerdict
 from core.ports import Doc
 
 OPEN_STATES = ("new", "acknowledged")  # a regression still to be fixed or accepted

@@ -22,7 +22,7 @@ from core.analysis.compare import (
     noise_pct,
     summary,
 )
-from core.analysis.gate import GateRule, MetricVerdict, RunGate, attribute, judge_point, run_verdict
+from core.analysis.gate import attribute, judge_point, run_verdict
 from core.analysis.series import (
     METRICS,
     find_changes,
@@ -35,6 +35,8 @@ from core.analysis.series import (
     series_key,
 )
 from core.errors import FieldError, NotFound, ValidationFailed
+from core.models.gate import GateRule, MetricVerdict, RunGate
+from core.models.stored import Run
 from core.monitoring.gating import (
     accepted,
     gate_changes,
@@ -46,7 +48,6 @@ from core.monitoring.gating import (
 from core.ports import Doc, NoNotifier, Notifier, Store
 from core.runs.guardrails import LOCAL_CALLER, Caller
 from core.runs.ownership import check_owner
-from core.runs.state import Run
 from core.timestamps import iso_ms
 
 log = logging.getLogger(__name__)

@@ -17,11 +17,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from core.errors import Conflict, FieldError, StoreUnavailable, ValidationFailed
+from core.errors import Conflict, FieldError, Forbidden, StoreUnavailable, ValidationFailed
 from core.models import RunRequest
 from core.monitoring.schedules import Schedule, SchedulePatch, due_fire, fire_key, next_fire
 from core.ports import Doc, Store
-from core.runs.guardrails import LOCAL_CALLER, Caller, Forbidden
+from core.runs.guardrails import LOCAL_CALLER, Caller
 from core.runs.ownership import check_owner
 from core.runs.service import RunService
 from core.runs.timer import TickMark

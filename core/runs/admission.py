@@ -21,11 +21,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from core.errors import Conflict, NotFound
+from core.models.locks import TargetLock, Waiter
+from core.models.state import RunState
+from core.models.stored import Run
 from core.ports import Store
 from core.runs.cas import update
 from core.runs.commit import late, verdict
-from core.runs.locks import TargetLock, Waiter
-from core.runs.state import Run, RunState
 
 # A lock taken for a run whose document is not written yet (the write follows at once).
 UNWRITTEN_HOLDER_GRACE_MS = 60_000

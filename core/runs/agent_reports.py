@@ -14,11 +14,12 @@ from typing import Any
 
 from core.errors import FieldError, NotFound, StoreUnavailable, TooLarge, ValidationFailed
 from core.models import ARTIFACT_NAMES, Result
+from core.models.holder import AgentRef, holds, refuse
 from core.models.live import LiveSample
+from core.models.state import ItemState
+from core.models.stored import Item, ItemError, Step
 from core.runs import live
-from core.runs.holder import AgentRef, holds, refuse
 from core.runs.lifecycle import Lifecycle
-from core.runs.state import Item, ItemError, ItemState, Step
 from core.timestamps import iso_ms
 from core.validation import validate
 

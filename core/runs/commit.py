@@ -36,7 +36,8 @@ import threading
 from collections.abc import Callable
 
 from core.errors import StoreUnavailable
-from core.runs.state import FINISHED_RUN, DeliveryState, Run, RunState
+from core.models.state import FINISHED_RUN, DeliveryState, RunState
+from core.models.stored import Run
 
 ANSWER_MS = 3_500  # a POST is answered within this, plus the HTTP round (the docs: 5 s)
 SKEW_MS = 500  # the API's and the database's clocks may differ by this much

@@ -22,7 +22,7 @@ The table, first match wins (``tests/test_decide.py`` holds a case for each row)
 step is left, a step or a metadata phase failed, or it was cancelled). "Owes": a finished
 run that was admitted, delivered, not cancelled, not given up on and not void stores its
 aggregates and tells the monitor once (``Finalize``). ``Settle`` writes the state the run
-derives (``core.runs.state.derive_run_state``) with ``settling``, a change decided again
+derives (``core.models.stored.derive_run_state``) with ``settling``, a change decided again
 on the fresh document inside the compare-and-swap.
 """
 
@@ -31,18 +31,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from core.models.state import FINISHED_RUN, DeliveryState, ItemState, RunState
+from core.models.stored import Item, Run, Step, derive_run_state
 from core.runs.commit import verdict
 from core.runs.metadata import ends_later_phases
-from core.runs.state import (
-    FINISHED_RUN,
-    DeliveryState,
-    Item,
-    ItemState,
-    Run,
-    RunState,
-    Step,
-    derive_run_state,
-)
 
 RECHECK_MS = 30_000  # a run found still running is looked at again this much later
 

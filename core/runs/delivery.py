@@ -9,7 +9,7 @@ reached for 10 min: ..."), its items with it, and the run fails with that reason
 its targets: a dead queue never leaves a run hanging, and never silently. A step sent
 clears the record, so the next step's failures have a deadline of their own.
 
-The first step also moves the outbox's state (``core.runs.state.DELIVERY_MOVES``): pending
+The first step also moves the outbox's state (``core.models.state.DELIVERY_MOVES``): pending
 once the run is admitted, sent, or failed at the deadline; nothing is sent before the run's
 creation is accepted (core.runs.commit).
 """
@@ -19,7 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from core.runs.state import FINISHED_RUN, DeliveryState, Run, RunState
+from core.models.state import FINISHED_RUN, DeliveryState, RunState
+from core.models.stored import Run
 
 DELIVERY_DEADLINE_MS = 10 * 60_000  # after this long without reaching the queue, fail
 DELIVERY_BACKOFF_MS = (1_000, 2_000, 5_000, 10_000, 30_000)

@@ -8,14 +8,14 @@ from __future__ import annotations
 import logging
 
 from core import telemetry
-from core.analysis.gate import RunGate
 from core.analysis.step_aggregates import build_aggregates
-from core.analysis.timeline import ClientTimeline
 from core.artifacts import pack_json, sha256_hex, unpack_timeline
 from core.errors import NotFound
+from core.models.gate import RunGate
+from core.models.stored import Item, Run, Step
 from core.ports import Artifacts, Doc, Store
 from core.runs.recorder import RunRecorder
-from core.runs.state import Item, Run, Step
+from core.timeline import ClientTimeline
 
 log = logging.getLogger(__name__)
 

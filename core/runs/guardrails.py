@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from core.errors import BenchError, FieldError
+from core.errors import FieldError, Forbidden
 from core.limits.facts import DeclaredLimits, TargetFacts
 from core.models import POOL_PATTERN, Alias, DataSet, RunRequest, Workload
 from core.runs.metadata import (
@@ -37,14 +37,6 @@ DOORS: tuple[str, ...] = (
     "bot-m365",
 )
 WRITE_RW = frozenset({"write", "randwrite", "rw", "randrw"})
-
-
-class Forbidden(BenchError):
-    """The caller may not do this (HTTP 403); errors name the field that crossed a limit."""
-
-    def __init__(self, errors: list[FieldError]) -> None:
-        super().__init__("; ".join(f"{e.field}: {e.message}" for e in errors))
-        self.errors = errors
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,10 @@ from core.errors import Conflict, FieldError, NotFound, StoreUnavailable, Valida
 from core.fleet.service import Fleet
 from core.limits.facts import run_target_facts
 from core.models import RunRequest, Workload
+from core.models.ids import body_hash, comparison_key, new_run_id, run_id_for_key, step_id
+from core.models.locks import TargetLock, Waiter
+from core.models.state import DeliveryState, RunState
+from core.models.stored import Delivery, Requester, Run, Step
 from core.ports import Store
 from core.runs.admission import Admission, TargetBusy, lock_keys, target_of
 from core.runs.commit import (
@@ -47,16 +51,7 @@ from core.runs.guardrails import (
     unknown_targets,
 )
 from core.runs.lifecycle import Lifecycle
-from core.runs.locks import TargetLock, Waiter
-from core.runs.plan import (
-    body_hash,
-    comparison_key,
-    new_run_id,
-    plan_steps,
-    run_id_for_key,
-    step_id,
-)
-from core.runs.state import Delivery, DeliveryState, Requester, Run, RunState, Step
+from core.runs.plan import plan_steps
 from core.timestamps import iso_ms
 from core.validation import validate
 

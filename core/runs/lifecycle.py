@@ -24,9 +24,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from core import telemetry
-from core.analysis.timeline import ClientTimeline
 from core.errors import Conflict, NotFound, StoreUnavailable
 from core.fleet.scaling import Waiting
+from core.models.ids import step_id
+from core.models.state import TERMINAL, DeliveryState, ItemState, RunState
+from core.models.stored import Item, Run, Step
 from core.ports import Artifacts, Doc, Queue, Store
 from core.runs import finalize
 from core.runs.admission import Admission, run_keys
@@ -45,10 +47,10 @@ from core.runs.decide import (
     settling,
 )
 from core.runs.delivery import DELIVERY_BACKOFF_MS, Outcome, close_outbox, sent, unreachable
-from core.runs.plan import plan_items, resolve_dynamic, step_id
+from core.runs.plan import plan_items, resolve_dynamic
 from core.runs.provisioning import AwaitingAgents, holding
 from core.runs.recorder import RunRecorder
-from core.runs.state import TERMINAL, DeliveryState, Item, ItemState, Run, RunState, Step
+from core.timeline import ClientTimeline
 from core.timestamps import iso_ms
 
 log = logging.getLogger(__name__)

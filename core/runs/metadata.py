@@ -17,7 +17,8 @@ from typing import Any
 from core.engines.fio_metadata import files_per_client
 from core.errors import FieldError
 from core.models import RunRequest, Workload
-from core.runs.state import Item, ItemState
+from core.models.state import ItemState
+from core.models.stored import Item
 
 RUNNER_FILES = 100_000
 ENGINEER_FILES = 4_000_000

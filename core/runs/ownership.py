@@ -6,8 +6,8 @@ seen on their own runs; engineers and admins act on anyone's; readers on nothing
 
 from __future__ import annotations
 
-from core.errors import FieldError
-from core.runs.guardrails import Caller, Forbidden
+from core.errors import FieldError, Forbidden
+from core.runs.guardrails import Caller
 
 
 def may_act_on(caller: Caller, owner: str | None) -> bool:

@@ -1,4 +1,4 @@
-"""Run ids, comparison keys and the plan of steps and work items for a request (pure).
+"""The plan of steps and work items for a request (pure); ids and keys are core.models.ids.
 
 A run is a list of measured steps run one after another: every client count of the request
 times every sweep point, each repeated ``repetitions`` times. Two kinds of step are only
@@ -10,15 +10,13 @@ known once an earlier step has run, and are resolved when they are enqueued:
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import ValidationError
 
+from core.analysis.aggregate import mean_latency_s, total_iops
 from core.analysis.concurrency import shape_for
 from core.errors import FieldError, ValidationFailed
 from core.models import (
@@ -30,42 +28,11 @@ from core.models import (
     WorkItem,
     Workload,
 )
+from core.models.ids import item_id
+from core.models.stored import Run, Step
 from core.runs.metadata import request_errors
-from core.runs.state import Run, Step
 
 MAX_TOTAL_STEPS = 64
-
-
-def new_run_id() -> str:
-    return "r-" + uuid.uuid4().hex
-
-
-def run_id_for_key(idempotency_key: str) -> str:
-    """Same Idempotency-Key -> same run id, so a replay finds the run it created."""
-    return "r-" + hashlib.sha256(idempotency_key.encode()).hexdigest()[:32]
-
-
-def body_hash(body: Any) -> str:
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-def comparison_key(
-    engine: str, workload: Mapping[str, Any], targets: Sequence[str], clients: int | Sequence[int]
-) -> str:
-    """Results are comparable only when this matches: same engine, same fully resolved
-    workload, same mounts, same client counts. Tags, times and ids play no part."""
-    return body_hash(
-        {"engine": engine, "workload": dict(workload), "targets": list(targets), "clients": clients}
-    )[:16]
-
-
-def item_id(run_id: str, step: int, client: int) -> str:
-    return f"{run_id}.s{step}.c{client}"
-
-
-def step_id(run_id: str, step: int) -> str:
-    return f"{run_id}.s{step}"
 
 
 def plan_steps(request: RunRequest, base: Workload) -> list[dict[str, Any]]:
@@ -173,18 +140,6 @@ def _order(
     if phases:
         return [(p, rep) for rep in range(repetitions) for p in points]
     return [(p, rep) for p in points for rep in range(repetitions)]
-
-
-def total_iops(agg: Mapping[str, Any]) -> float:
-    return float(sum(float(agg[d]["iops"]) for d in ("read", "write") if agg.get(d)))
-
-
-def mean_latency_s(agg: Mapping[str, Any]) -> float:
-    ios = sum(agg[d]["total_ios"] for d in ("read", "write") if agg.get(d))
-    if not ios:
-        return 0.0
-    ns = sum(agg[d]["lat_mean_ns"] * agg[d]["total_ios"] for d in ("read", "write") if agg.get(d))
-    return float(ns / ios / 1e9)
 
 
 def outstanding_for(target_iops: float, latency_s: float) -> int:

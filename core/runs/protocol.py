@@ -1,7 +1,7 @@
 """The agents' protocol up to the start: claim, ready and the start barrier (pure logic
 over the repositories; the reports while an item runs and its result: core.runs.agent_reports).
 
-Every report is accepted only from the agent holding the item (core.runs.holder), in a
+Every report is accepted only from the agent holding the item (core.models.holder), in a
 state where it makes sense, and each decision is taken inside the compare-and-swap on the
 document as freshly read for the write: a racing or forged report changes nothing. A report
 changes only its item and its step; when an item ends (or a queued run's first item is
@@ -22,16 +22,11 @@ from typing import Literal
 
 from core.errors import NotFound
 from core.models import WorkItem
+from core.models.holder import AgentRef, holds, refuse
+from core.models.state import ItemState, RunState
+from core.models.stored import Item, Rebarrier, Step
 from core.runs.barrier_timing import BARRIER_LEAD_MS, REJOIN_LATE_MS, barrier_lead_ms
-from core.runs.holder import AgentRef, holds, refuse
 from core.runs.lifecycle import Lifecycle
-from core.runs.state import (
-    Item,
-    ItemState,
-    Rebarrier,
-    RunState,
-    Step,
-)
 from core.runs.timer import barrier_reason, fail_barrier
 from core.timestamps import iso_ms
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from core.errors import BenchError
 from core.fleet.scaling import PROVISION_TIMEOUT_S, Waiting
+from core.models.state import FINISHED_RUN, DeliveryState, RunState
+from core.models.stored import Provisioning, Run
 from core.runs.delivery import Change, Outcome
-from core.runs.state import FINISHED_RUN, DeliveryState, Provisioning, Run, RunState
 
 PROVISION_RECHECK_MS = 1_000
 

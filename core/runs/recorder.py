@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from core.analysis.gate import RunGate
+from core.models.gate import RunGate
+from core.models.stored import Run
 from core.ports import Doc
-from core.runs.state import Run
 
 
 class Judged(Protocol):

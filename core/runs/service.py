@@ -12,6 +12,8 @@ from core import telemetry
 from core.errors import StoreUnavailable
 from core.fleet.pools import PoolConfig
 from core.fleet.service import Fleet
+from core.models.state import FINISHED_RUN, ItemState
+from core.models.stored import Run
 from core.ports import Artifacts, Doc, Queue, Store
 from core.runs.admission import Admission
 from core.runs.agent_reports import AgentReports
@@ -24,7 +26,6 @@ from core.runs.lifecycle import Lifecycle
 from core.runs.ownership import check_owner
 from core.runs.protocol import AgentProtocol
 from core.runs.recorder import RunRecorder
-from core.runs.state import FINISHED_RUN, ItemState, Run
 from core.runs.timer import Timer
 from core.runs.views import Views, public_run
 

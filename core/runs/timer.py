@@ -24,16 +24,10 @@ from typing import TypeVar
 
 from core import telemetry
 from core.errors import StoreUnavailable
+from core.models.state import FINISHED_RUN, INTERNAL_ERROR_ATTEMPTS, DeliveryState, RunState
+from core.models.stored import Run, Step
 from core.ports import Store, TickRepo
 from core.runs.lifecycle import Lifecycle, failing
-from core.runs.state import (
-    FINISHED_RUN,
-    INTERNAL_ERROR_ATTEMPTS,
-    DeliveryState,
-    Run,
-    RunState,
-    Step,
-)
 from core.units import clients_text
 
 log = logging.getLogger(__name__)

@@ -13,15 +13,16 @@ from collections.abc import Callable
 from typing import Any
 
 from core.analysis.curves import latency_curve, repetition_spread, scaleout_curve
-from core.analysis.timeline import per_second
 from core.artifacts import unpack_json
 from core.errors import NotFound
 from core.fleet.usage import run_usage
+from core.models.state import FINISHED_RUN, DeliveryState, ItemState, RunState
+from core.models.stored import Item, Run, Step
 from core.ports import Doc, Store
 from core.runs.admission import Admission, lock_keys
 from core.runs.guardrails import TargetInfo
 from core.runs.lifecycle import Lifecycle
-from core.runs.state import FINISHED_RUN, DeliveryState, Item, ItemState, Run, RunState, Step
+from core.timeline import per_second
 
 FINISHED_VIEWS = 512  # views of finished runs kept in memory (each a few KiB)
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from core.errors import Conflict, LeaseLost, NotFound, StoreUnavailable, ValidationFailed
 from core.models import WorkItem
+from core.models.holder import AgentRef
 from core.ports import Message
-from core.runs.holder import AgentRef
 from tests.sim.world import POOL, VISIBILITY_S, SimCrash, World
 
 RETRY_DELAY_S = 1  # a failed attempt's message comes back this much later

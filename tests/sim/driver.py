@@ -21,9 +21,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.errors import BenchError, Conflict, StoreUnavailable, ValidationFailed
+from core.errors import BenchError, Conflict, Forbidden, StoreUnavailable, ValidationFailed
 from core.runs.commit import ANSWER_MS, Answer
-from core.runs.guardrails import Forbidden
 from tests.sim import invariants
 from tests.sim.agents import SimAgent
 from tests.sim.world import AGENTS, POOL, PostRecord, SimCrash, World, simulated
@@ -140,7 +139,7 @@ class Sim:
         except SimCrash:
             record.outcome = "no answer"
         if record.run_id is None:
-            from core.runs.plan import run_id_for_key
+            from core.models.ids import run_id_for_key
 
             record.run_id = w.minted[-1] if w.minted else (run_id_for_key(idem) if idem else None)
         return f"POST body {index} key {idem}: {record.outcome} {record.run_id}"

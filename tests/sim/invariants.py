@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from core.models.locks import TargetLock
+from core.models.state import FINISHED_RUN, HELD, ItemState
+from core.models.stored import Item, Run
 from core.runs.admission import holder_done, lock_keys
-from core.runs.locks import TargetLock
-from core.runs.state import FINISHED_RUN, HELD, Item, ItemState, Run
 from tests.sim.world import World
 
 

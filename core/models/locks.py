@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.runs.state import _Stored
+from core.models.stored import _Stored
 
 
 class Waiter(BaseModel):

@@ -7,16 +7,20 @@ a window is then computed by interval overlap, in milliseconds: a bin that lies 
 inside a window contributes the part of its I/Os (and histogram counts) that falls inside,
 on the assumption that I/O was spread evenly over the bin. Nothing is ever keyed by the
 nearest second.
+
+It sits below the engines, which build a client's timeline from fio's logs or DiskSpd's
+buckets, and below the analysis, which reads windows of it (core.analysis.aggregate).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.models import Direction
+from core.models import Direction, DirectionResult
 
 BIN_MS = 1000
 DIRECTIONS: tuple[Direction, ...] = ("read", "write")
@@ -79,6 +83,20 @@ class ClientTimeline(_Frozen):
             out.append((t, min(t + self.bin_ms, self.end_ms)))
             t += self.bin_ms
         return out
+
+
+@dataclass(frozen=True)
+class ClientSample:
+    """One client's measured figures, from a stored Result or an offline fio output."""
+
+    client: int
+    dirs: Mapping[Direction, DirectionResult]  # whole-run figures, fio's own
+    timeline: ClientTimeline | None = None
+    agent_id: str | None = None
+    outstanding_ios: int | None = None  # from core.analysis.concurrency.outstanding_ios
+    rate_cap_iops: float | None = None  # this client's IOPS cap (fio rate_iops), if any
+    start_skew_ms: float | None = None  # measured I/O start minus the step's instant
+    has_bins: bool = True
 
 
 Window = tuple[int, int]  # [start, end) in Unix ms

@@ -1,5 +1,5 @@
-"""The agent registry (pure): what each agent told the service about itself, and whether
-it is still there.
+"""The agent registry's documents (pure; core.fleet serves them): what each agent told the
+service about itself, and whether it is still there.
 
 An agent registers when it starts and then reports every ``heartbeat_s`` seconds (30 by
 default: one small write per agent and period), idle or busy: its pool, its mounts (alias,
@@ -21,7 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.models import Alias
-from core.runs.state import _Stored
+from core.models.stored import _Stored
 
 GONE_PERIODS = 3
 DEFAULT_HEARTBEAT_S = 30.0

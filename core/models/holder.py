@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.errors import Conflict
-from core.runs.state import Item
+from core.models.stored import Item
 
 
 @dataclass(frozen=True)
