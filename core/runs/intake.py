@@ -132,7 +132,7 @@ class Intake:
                 targets=request.all_targets,
                 single_target=bool(request.target),
                 engine=request.engine,
-                clients=max(s["clients"] for s in specs),
+                clients=max(s.clients for s in specs),
             )
             if fleet_errors:
                 raise ValidationFailed(fleet_errors)
@@ -156,7 +156,7 @@ class Intake:
         for spec in specs:
             try:
                 self.store.items.create_step(
-                    Step(id=step_id(run_id, spec["step"]), run_id=run_id, **spec)
+                    Step(id=step_id(run_id, spec.step), run_id=run_id, **spec.model_dump())
                 )
             except Conflict:
                 pass  # a replay after a crash before the run was written
@@ -182,7 +182,7 @@ class Intake:
             pool=request.pool,
             tags=request.tags,
             step_count=len(specs),
-            items_total=sum(s["clients"] for s in specs),
+            items_total=sum(s.clients for s in specs),
             state=RunState.QUEUED if admitted else RunState.WAITING,
             admitted=admitted,
             delivery=Delivery(state=DeliveryState.PENDING if admitted else DeliveryState.WAITING),

@@ -138,7 +138,7 @@ class Lifecycle:
                 self.update_step(run.id, number, lambda s: None if s.fail(reason) else False)
                 return
             resolved = resolve_dynamic(
-                step.doc(),
+                step,
                 run.workload,
                 ref,
                 engine=run.engine,
