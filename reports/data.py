@@ -109,9 +109,10 @@ def _counters(svc: RunService, run_id: str, item_id: str) -> list[CounterPoint]:
     return CounterSeries.model_validate(data).points
 
 
-def step_data(svc: RunService, run_id: str, number: int, results: list[Doc]) -> StepData:
-    mine = sorted((r for r in results if r["step"] == number), key=lambda r: r["client"])
-    timelines: dict[str, ClientTimeline] = svc.lifecycle.timelines(run_id, mine)
+def _per_client(
+    svc: RunService, run_id: str, mine: list[Doc], timelines: dict[str, ClientTimeline]
+) -> tuple[list[ClientSeries], list[ClientCounters]]:
+    """Each client's per-second series over its own span, and its host counters."""
     clients, counters = [], []
     for r in mine:
         tl = timelines.get(r["item_id"])
@@ -128,22 +129,41 @@ def step_data(svc: RunService, run_id: str, number: int, results: list[Doc]) -> 
             counters.append(
                 ClientCounters(client=r["client"], agent_id=r["agent_id"], points=points)
             )
-    tls = list(timelines.values())
-    window = common_window(tls)
+    return clients, counters
+
+
+def _totals(
+    tls: list[ClientTimeline], window: Window | None
+) -> tuple[
+    dict[Direction, list[SecondPoint]], dict[Direction, list[tuple[int, float]]], LatencyKind
+]:
+    """The clients' summed per-second series, their merged histogram inside the window, and
+    its latency kind (total latency where every client has it, else completion)."""
     total: dict[Direction, list[SecondPoint]] = {}
     histogram: dict[Direction, list[tuple[int, float]]] = {}
     kind: LatencyKind = "lat"
-    if tls:
-        span = (min(t.start_ms for t in tls), max(t.end_ms for t in tls))
-        live = [d for d in DIRECTIONS if any(t.direction(d) is not None for t in tls)]
-        if not all(has_histograms(t, d, "lat") for t in tls for d in live if t.direction(d)):
-            kind = "clat"
-        for d in live:
-            total[d] = _points(per_second(tls, d, span))
-            if window is not None:
-                merged = window_histogram(tls, d, window, kind)
-                if merged:
-                    histogram[d] = sorted(merged.items())
+    if not tls:
+        return total, histogram, kind
+    span = (min(t.start_ms for t in tls), max(t.end_ms for t in tls))
+    live = [d for d in DIRECTIONS if any(t.direction(d) is not None for t in tls)]
+    if not all(has_histograms(t, d, "lat") for t in tls for d in live if t.direction(d)):
+        kind = "clat"
+    for d in live:
+        total[d] = _points(per_second(tls, d, span))
+        if window is not None:
+            merged = window_histogram(tls, d, window, kind)
+            if merged:
+                histogram[d] = sorted(merged.items())
+    return total, histogram, kind
+
+
+def step_data(svc: RunService, run_id: str, number: int, results: list[Doc]) -> StepData:
+    mine = sorted((r for r in results if r["step"] == number), key=lambda r: r["client"])
+    timelines: dict[str, ClientTimeline] = svc.lifecycle.timelines(run_id, mine)
+    clients, counters = _per_client(svc, run_id, mine, timelines)
+    tls = list(timelines.values())
+    window = common_window(tls)
+    total, histogram, kind = _totals(tls, window)
     grid_t, grid = _client_grid(mine, timelines)
     return StepData(
         step=number,

@@ -1,108 +1,32 @@
 """One contract for the ports (core.ports), run against both the in-memory implementations
 the simulation drives (core.memory) and the adapters on the Cosmos DB stand-in and
 Azurite: what the simulation assumes of the store, the queue and the artifacts is what the
-real services do, so the two cannot drift apart (issue 24.6)."""
+real services do, so the two cannot drift apart (issue 24.6). The store's part here; the
+queue's and the artifacts': tests/test_ports_contract_queues.py."""
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from adapters.cosmos import CosmosStore
-from adapters.queue import WorkQueues, poison_queue_name
-from benchctl.localstack import Stack
-from core.errors import BenchError, Conflict, LeaseLost, NotFound, TooLarge, ValidationFailed
-from core.memory import Effect, MemoryArtifacts, MemoryQueues, MemoryStore, SimClock
-from core.models import WorkItem, Workload
+from core.errors import Conflict, NotFound, TooLarge, ValidationFailed
 from core.models.agents import AgentRecord
 from core.models.live import LiveDirection, LiveDoc, LiveSample
 from core.models.locks import TargetLock, Waiter
 from core.models.state import RunState
-from core.models.stored import Item, Run, Step
-from core.ports import Artifacts, Store
+from core.models.stored import Item, Step
+from tests.ports_world import Ports, a_run, new_id, open_ports, work
 
 
-@dataclass
-class Ports:
-    store: Store
-    queues: WorkQueues | MemoryQueues
-    artifacts: Artifacts
-    now: Callable[[], float]  # the clock the store stamps _ts with
-    wait: Callable[[float], None]  # let time pass
-    pool: str
-
-
-@pytest.fixture
-def contract_store(stack: Stack) -> CosmosStore:
-    """The Cosmos DB stand-in, in a database no API's timer works on: the session API's
-    advanced the runs and cleared the barriers these tests write (due, overdue) between two
-    of their calls."""
-    settings = stack.settings().model_copy(update={"cosmos_database": "ports-contract"})
-    store = CosmosStore.from_settings(settings)
-    store.ensure_containers()
-    return store
-
-
-# The servers' side is fetched by name below, which tests/lanes.py cannot see: marked here.
+# The servers' side is fetched by name (tests/ports_world.py), which tests/lanes.py cannot
+# see: marked here.
 @pytest.fixture(params=["memory", pytest.param("azure", marks=pytest.mark.stack)])
 def ports(request: pytest.FixtureRequest, pool: str) -> Iterator[Ports]:
-    if request.param == "memory":
-        clock = SimClock(time.time())
-        queues = MemoryQueues(clock)
-        queues.ensure_pool(pool)
-        yield Ports(MemoryStore(clock), queues, MemoryArtifacts(), clock, clock.advance, pool)
-        return
-    yield Ports(
-        request.getfixturevalue("contract_store"),
-        request.getfixturevalue("queues"),
-        request.getfixturevalue("artifacts"),
-        time.time,
-        time.sleep,
-        pool,
-    )
-
-
-def new_id() -> str:
-    return "r-" + uuid.uuid4().hex
-
-
-def a_run(pool: str, **fields: Any) -> Run:
-    doc: dict[str, Any] = {
-        "id": new_id(),
-        "created_at": "2031-01-01T00:00:00Z",
-        "created_ms": int(time.time() * 1000),
-        "request": {"target": "scratch", "pool": pool},
-        "workload": {},
-        "comparison_key": "k",
-        "target": "scratch",
-        "targets": ["scratch"],
-        "pool": pool,
-        "step_count": 1,
-        "items_total": 1,
-        "requested_by": {"name": "t", "role": "admin"},
-        "body_hash": "h",
-    }
-    doc.update(fields)
-    return Run.model_validate(doc)
-
-
-def work(run_id: str, pool: str, client: int = 0) -> WorkItem:
-    return WorkItem(
-        run_id=run_id,
-        item_id=f"{run_id}.s0.c{client}",
-        step=0,
-        client=client,
-        clients=client + 1,
-        pool=pool,
-        targets=["scratch"],
-        engine="fio",
-        workload=Workload(),
-    )
+    yield from open_ports(request, pool)
 
 
 # ---- documents: create, read, compare-and-swap ---------------------------------------------
@@ -319,103 +243,4 @@ def test_live_documents_are_put_whole_and_read_by_run(ports: Ports) -> None:
 # ---- the queue ---------------------------------------------------------------------------
 
 
-def test_a_received_message_is_hidden_for_its_visibility_timeout_then_redelivered(
-    ports: Ports,
-) -> None:
-    q = ports.queues
-    item = work(new_id(), ports.pool)
-    q.send(item)
-    first = q.receive(ports.pool, visibility_timeout=2)
-    assert first is not None and first.dequeue_count == 1
-    assert WorkItem.model_validate_json(first.content) == item
-    assert q.receive(ports.pool, visibility_timeout=2) is None  # hidden while held
-    ports.wait(2.5)
-    second = q.receive(ports.pool, visibility_timeout=30)
-    assert second is not None and second.id == first.id and second.dequeue_count == 2
-    assert second.pop_receipt != first.pop_receipt
-    with pytest.raises(LeaseLost):  # the first receiver's lease is gone
-        q.renew(ports.pool, first, 30)
-    with pytest.raises(LeaseLost):
-        q.delete(ports.pool, first)
-    renewed = q.renew(ports.pool, second, 30)
-    assert renewed.pop_receipt != second.pop_receipt
-    with pytest.raises(LeaseLost):  # only the newest receipt holds it
-        q.delete(ports.pool, second)
-    q.delete(ports.pool, renewed)
-    assert q.receive(ports.pool, visibility_timeout=1) is None
-
-
-def test_a_renewal_to_zero_hands_the_message_back_at_once(ports: Ports) -> None:
-    q = ports.queues
-    q.send(work(new_id(), ports.pool))
-    held = q.receive(ports.pool, visibility_timeout=30)
-    assert held is not None
-    q.renew(ports.pool, held, 0)
-    again = q.receive(ports.pool, visibility_timeout=30)
-    assert again is not None and again.id == held.id and again.dequeue_count == 2
-    q.delete(ports.pool, again)
-
-
-def test_poison_and_the_64_kib_limit(ports: Ports) -> None:
-    q = ports.queues
-    name = poison_queue_name(ports.pool)
-    before = q.approximate_count(name)
-    q.send_poison(ports.pool, "a poisoned work item")
-    assert q.approximate_count(name) == before + 1
-    # 48 KiB of JSON is 64 KiB in Base64, the queue's limit: refused before it is sent.
-    too_big = work(new_id(), ports.pool).model_copy(update={"targets": ["x" * 49_000]})
-    with pytest.raises(BenchError, match="64 KiB"):
-        q.send(too_big)
-
-
-def test_a_clean_order_goes_on_the_pools_work_queue(ports: Ports) -> None:
-    q = ports.queues
-    while (stale := q.receive(ports.pool, visibility_timeout=1)) is not None:
-        q.delete(ports.pool, stale)
-    q.send_clean(ports.pool, '{"kind": "clean"}')
-    got = q.receive(ports.pool, visibility_timeout=30)
-    assert got is not None and got.content == '{"kind": "clean"}'
-    q.delete(ports.pool, got)
-
-
 # ---- artifacts ---------------------------------------------------------------------------
-
-
-def test_artifacts_are_stored_as_given_and_overwritten(ports: Ports) -> None:
-    a = ports.artifacts
-    run_id = new_id()
-    with pytest.raises(NotFound):
-        a.get(run_id, "owner", "raw")
-    a.put(run_id, "owner", "raw", b"\x00\x01first")
-    a.put(run_id, "owner", "raw", b"second")
-    assert a.get(run_id, "owner", "raw") == b"second"
-    assert a.size(run_id, "owner", "raw") == 6
-    with pytest.raises(NotFound):
-        a.size(run_id, "owner", "logs")
-
-
-def test_memory_faults_lose_answers_or_hold_writes_until_resumed() -> None:
-    """What the simulation injects (the real servers do it when killed or paused): a write
-    applied whose answer is lost, and a write held until the server resumes, stamped then."""
-    clock = SimClock()
-    effects: list[Effect] = []
-
-    def faults(op: str, table: str, key: str) -> Effect:
-        return effects.pop(0) if effects else "ok"
-
-    store = MemoryStore(clock, faults)
-    effects.append("lost")
-    run = a_run("p")
-    with pytest.raises(BenchError):
-        store.runs.create(run)
-    assert store.runs.get(run.id).id == run.id  # done all the same
-    effects.append("defer")
-    late = a_run("p")
-    with pytest.raises(BenchError):
-        store.runs.create(late)
-    with pytest.raises(NotFound):
-        store.runs.get(late.id)
-    clock.advance(7)
-    assert store.tables.apply_deferred() == 1
-    stored = store.runs.get(late.id)
-    assert stored.ts == int(clock())

@@ -156,24 +156,33 @@ def target_ceilings(
         measured = _measured(agg, metric, direction)
         if measured is None or not all(per_target):
             continue
-        # Several rules for one figure (declared and from facts): the tightest applies.
-        tightest = [min(lims, key=lambda lim: float(lim["value"])) for lims in per_target]
         names = ", ".join(e["alias"] for e in entries)
-        what = "throughput" if metric == "bw_bytes" else "IOPS"
-        label = {"read": "read ", "write": "write ", "total": ""}[direction]
-        out.append(
-            Ceiling(
-                kind="target",
-                name=f"target {names} {label}{what}",
-                metric=metric,
-                direction=direction,
-                limit=sum(float(lim["value"]) for lim in tightest),
-                measured=measured,
-                rule="; ".join(lim["rule"] for lim in tightest),
-                source=tightest[0].get("source"),
-            )
-        )
+        out.append(_target_ceiling(names, metric, direction, per_target, measured))
     return out
+
+
+def _target_ceiling(
+    names: str,
+    metric: Metric,
+    direction: Direction,
+    per_target: Sequence[Sequence[Mapping[str, Any]]],
+    measured: float,
+) -> Ceiling:
+    """One figure's limit over the targets: the sum of each target's tightest rule (a
+    target can have several for one figure: declared and from facts)."""
+    tightest = [min(lims, key=lambda lim: float(lim["value"])) for lims in per_target]
+    what = "throughput" if metric == "bw_bytes" else "IOPS"
+    label = {"read": "read ", "write": "write ", "total": ""}[direction]
+    return Ceiling(
+        kind="target",
+        name=f"target {names} {label}{what}",
+        metric=metric,
+        direction=direction,
+        limit=sum(float(lim["value"]) for lim in tightest),
+        measured=measured,
+        rule="; ".join(lim["rule"] for lim in tightest),
+        source=tightest[0].get("source"),
+    )
 
 
 def _sizes(clients: Sequence[ClientFacts]) -> list[VmSize] | None:
