@@ -31,13 +31,17 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from agent import metadata
+from agent.config import AgentConfig
 from agent.fio_runner import safe_name
 from agent.layout import remove_incomplete
+from agent.mounts import MountWatch
+from agent.outcome import Outcome
 from core.engines.fio_metadata import phase_of
 from core.models import WorkItem
 from core.runs.clean import CleanOrder
 
 log = logging.getLogger(__name__)
+MAX_CLEAN_DELIVERIES = 5  # a clean order no agent of the pool can carry out is dropped
 
 
 def writable_targets(item: WorkItem, mounts: Mapping[str, object]) -> list[str]:
@@ -159,3 +163,26 @@ def clean_target(mount: Path, before_ms: int) -> Cleaned:
     except OSError:
         pass
     return Cleaned(files, size, kept, failed)
+
+
+def carry_out(
+    order: CleanOrder, deliveries: int, config: AgentConfig, watch: MountWatch
+) -> Outcome:
+    """``benchctl clean``: this agent removes the target's benchmark files when it has the
+    target and it is usable (CLEANED); otherwise another agent of the pool may (RELEASED),
+    and after MAX_CLEAN_DELIVERIES the order is dropped (DROPPED). The worker then deletes
+    the message or hands it back."""
+    if order.target not in config.mounts or watch.check()[order.target]:
+        if deliveries >= MAX_CLEAN_DELIVERIES:
+            log.error("clean %s: no agent could reach %s; dropped", order.id, order.target)
+            return Outcome.DROPPED
+        return Outcome.RELEASED
+    mount = Path(config.path(order.target))
+    done = clean_target(mount, order.requested_at_ms)
+    log.info(
+        f"clean {order.id} of {order.target} (asked by {order.requested_by}): removed "
+        f"{done.files:,} files ({done.bytes / (1 << 20):,.1f} MiB) under "
+        f"{mount / '.benchsvc'}; kept {done.kept:,} changed since the order; "
+        f"{done.failed:,} could not be removed"
+    )
+    return Outcome.CLEANED

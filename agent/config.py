@@ -102,7 +102,7 @@ class AgentConfig:
     imds: bool = False  # ask Azure's instance metadata for the VM size
     diskspd_binary: str = "diskspd.exe"  # Windows agents run engine "diskspd" items
     fio_binary: str = "fio"
-    heartbeat_s: float = 30.0  # registry heartbeat (core.fleet.registry): one call a period
+    heartbeat_s: float = 30.0  # registry heartbeat (core.models.agents): one call a period
     # Relay fio's status output with each item heartbeat (agent.live): the live view. Off
     # only to measure what it costs (bench/live_cost.py).
     live: bool = True

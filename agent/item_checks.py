@@ -10,7 +10,13 @@ from agent.mounts import MountWatch
 from core.models import WorkItem
 
 
-def refusal(item: WorkItem, agent: str, mounts: Mapping[str, object], fio_binary: str) -> str:
+def refusal(
+    item: WorkItem,
+    agent: str,
+    mounts: Mapping[str, object],
+    fio_binary: str,
+    diskspd_binary: str,
+) -> str:
     """Why this agent can never run ``item`` as it stands: a mount it lacks, or an engine
     it cannot start."""
     missing = [t for t in item.targets if t not in mounts]
@@ -22,6 +28,8 @@ def refusal(item: WorkItem, agent: str, mounts: Mapping[str, object], fio_binary
         return f"target {', '.join(item.datasets)} is read-only: DiskSpd would lay out files"
     if item.engine == "fio" and shutil.which(fio_binary) is None:
         return f"agent {agent} cannot run fio ({fio_binary} not found)"
+    if item.engine == "diskspd" and shutil.which(diskspd_binary) is None:
+        return f"agent {agent} cannot run DiskSpd ({diskspd_binary})"
     return ""
 
 

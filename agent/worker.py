@@ -23,17 +23,19 @@ from adapters.queue import LeaseLost, Message, WorkQueues
 from agent import tracing
 from agent.api_client import ApiClient, ApiError
 from agent.beacon import Beacon
-from agent.cleanup import after_item, clean_target, parse_order, remove_stale_trees
+from agent.cleanup import after_item, carry_out, parse_order, remove_stale_trees
 from agent.config import AgentConfig
-from agent.diskspd_item import run_diskspd
-from agent.diskspd_runner import DiskSpdProcess
+from agent.diskspd_item import DiskSpdEngine
+from agent.engine import Engine
 from agent.failures import item_failure
-from agent.fio_item import run_fio
-from agent.fio_runner import FioProcess, safe_name
+from agent.fio_item import FioEngine
+from agent.fio_runner import safe_name
 from agent.hostfacts import host_facts
 from agent.item_checks import mount_down, refusal
-from agent.lease import Lease
+from agent.layout import ItemFailed
+from agent.lease import Lease, sleep_until
 from agent.mounts import MountWatch
+from agent.outcome import Outcome
 from agent.workdir import WorkRoot
 from core.artifacts import ref
 from core.errors import StoreUnavailable
@@ -42,9 +44,7 @@ from core.runs.barrier_timing import barrier_poll_ms
 from core.runs.clean import CleanOrder
 
 log = logging.getLogger(__name__)
-MOUNT_DOWN = "failed: mount down, handed back"
 MOUNT_DOWN_PAUSE_S = 5.0
-MAX_CLEAN_DELIVERIES = 5  # a clean order no agent of the pool can carry out is dropped
 
 
 class Worker:
@@ -123,10 +123,10 @@ class Worker:
                 # process() reports what an item raises; this is a failure of that report
                 # itself: the message comes back after its visibility timeout.
                 log.exception("message %s", msg.id)
-                outcome = "error"
+                outcome = Outcome.ERROR
             log.info("message %s: %s", msg.id, outcome)
             handled += 1
-            if outcome == MOUNT_DOWN:
+            if outcome is Outcome.MOUNT_DOWN:
                 # Let the pool's other agents take the item back first: polling again at
                 # once, this agent would spend every delivery on a mount it cannot use.
                 self.stop_after_current.wait(self.config.retry_delay_s + MOUNT_DOWN_PAUSE_S)
@@ -134,7 +134,7 @@ class Worker:
                 break
         return handled
 
-    def process(self, msg: Message) -> str:
+    def process(self, msg: Message) -> Outcome:
         pool = self.config.pool
         order = parse_order(msg.content)
         if order is not None:
@@ -145,7 +145,7 @@ class Worker:
             # Our API never sends such a message; keeping it would only loop forever.
             log.error("dropping malformed message %s: %s", msg.id, e)
             self._delete(msg)
-            return "malformed"
+            return Outcome.MALFORMED
         lease = Lease(
             self.queues,
             pool,
@@ -162,8 +162,9 @@ class Worker:
                 self.api.retry_until(lease.lost),
                 tracing.item(item, self.config.agent_id, msg) as self.trace,
             ):
-                self.trace.outcome = self._run_item(item, lease)
-                return self.trace.outcome
+                outcome = self._run_item(item, lease)
+                self.trace.outcome = outcome.value
+                return outcome
         except ApiError as e:
             # The API refused a call (a 4xx): say so on the item, so the run shows the cause.
             log.error("item %s: %s", item.item_id, e)
@@ -171,16 +172,16 @@ class Worker:
                 return self._failed(item, lease, f"the API refused this agent's call: {e}")
             except (StoreUnavailable, ApiError) as again:
                 log.error("could not report the failure: %s", again)
-                return "error"
+                return Outcome.ERROR
         except StoreUnavailable as e:
             log.error("item %s: %s; it will be redelivered", item.item_id, e)
-            return "error"
+            return Outcome.ERROR
         except Exception as e:  # crash-only: no item ends the agent
             # Whatever the item's path raised (a full or read-only target, a bug): a failed
             # attempt with the OS's own words, permanent when no retry can get past it.
             log.exception("item %s", item.item_id)
             if lease.lost.is_set():
-                return "lease lost"  # someone else may hold the item now: report nothing
+                return Outcome.LEASE_LOST  # someone else may hold the item now: report nothing
             failure = item_failure(e)
             with self.api.retry_until(lease.lost):
                 return self._failed(item, lease, failure.message, permanent=failure.permanent)
@@ -189,7 +190,7 @@ class Worker:
             if self.beacon is not None:
                 self.beacon.item_id = None
 
-    def _run_item(self, item: WorkItem, lease: Lease) -> str:
+    def _run_item(self, item: WorkItem, lease: Lease) -> Outcome:
         agent = self.config.agent_id
         msg = lease.message
         t0 = time.perf_counter()
@@ -199,51 +200,92 @@ class Worker:
         if decision.action == "drop":
             log.info("dropping %s: %s", item.item_id, decision.reason)
             self._delete(lease.message)
-            return "dropped"
+            return Outcome.DROPPED
         if decision.action != "run":
             log.info("handing back %s: %s", item.item_id, decision.reason)
             self._release(lease, self.config.retry_delay_s)
-            return "released"
+            return Outcome.RELEASED
         self.trace.stage("layout")  # the checks, the files, the engine started at its gate
-        refused = refusal(item, self.config.agent_id, self.config.mounts, self.fio_binary)
+        config = self.config
+        refused = refusal(item, agent, config.mounts, self.fio_binary, config.diskspd_binary)
         if refused:
             return self._failed(item, lease, refused, permanent=True)
-        down = mount_down(item, self.config.agent_id, self.mounts)
+        down = mount_down(item, agent, self.mounts)
         if down:
             # This VM's mount may come back, and another VM of the pool may serve the item
             # now: an attempt that failed, handed back, never a measurement (issue 13.2).
             self._failed(item, lease, down)
-            return MOUNT_DOWN
-        remove_stale_trees(item, self.config.mounts, self.config.path)
+            return Outcome.MOUNT_DOWN
+        remove_stale_trees(item, config.mounts, config.path)
         log.info("item %s: claim %.0f ms", item.item_id, (t_claimed - t0) * 1000)
-        if item.engine == "diskspd":
-            return run_diskspd(self, item, lease)
-        return run_fio(self, item, lease, t_claimed)
+        lease.start(heartbeats=True)
+        work_dir = self.work_root / safe_name(item.item_id)
+        shutil.rmtree(work_dir, ignore_errors=True)
+        return self._run_engine(self._engine(item, work_dir), item, lease, t_claimed)
 
-    def _clean(self, msg: Message, order: CleanOrder) -> str:
-        """``benchctl clean``: this agent removes the target's benchmark files when it has
-        the target and it is usable; otherwise another agent of the pool may, and after
-        MAX_CLEAN_DELIVERIES the order is dropped."""
-        if order.target not in self.config.mounts or self.mounts.check()[order.target]:
-            if msg.dequeue_count >= MAX_CLEAN_DELIVERIES:
-                log.error("clean %s: no agent could reach %s; dropped", order.id, order.target)
-                self._delete(msg)
-                return "dropped"
-            try:
-                self.queues.renew(self.config.pool, msg, self.config.retry_delay_s)
-            except (LeaseLost, StoreUnavailable) as e:
-                log.warning("could not hand back clean %s: %s", order.id, e)
-            return "released"
-        mount = Path(self.config.path(order.target))
-        done = clean_target(mount, order.requested_at_ms)
-        log.info(
-            f"clean {order.id} of {order.target} (asked by {order.requested_by}): removed "
-            f"{done.files:,} files ({done.bytes / (1 << 20):,.1f} MiB) under "
-            f"{mount / '.benchsvc'}; kept {done.kept:,} changed since the order; "
-            f"{done.failed:,} could not be removed"
+    def _engine(self, item: WorkItem, work_dir: Path) -> Engine:
+        if item.engine == "diskspd":
+            return DiskSpdEngine(item, work_dir, config=self.config, host=self.host)
+        return FioEngine(
+            item,
+            work_dir,
+            config=self.config,
+            mounts=self.mounts,
+            host=self.host,
+            fio_binary=self.fio_binary,
         )
-        self._delete(msg)
-        return "cleaned"
+
+    def _run_engine(
+        self, engine: Engine, item: WorkItem, lease: Lease, t_claimed: float
+    ) -> Outcome:
+        """Measure, then upload the artifacts and store the result; a failed attempt is
+        reported with its message (agent.layout.ItemFailed)."""
+        try:
+            scheduled = self._measure(engine, item, lease, t_claimed)
+            if isinstance(scheduled, Outcome):
+                return scheduled
+            measured = engine.collect(scheduled)
+        except ItemFailed as e:
+            return self._failed(item, lease, str(e), permanent=e.permanent)
+        uploaded = self._upload(item, measured.artifacts)
+        result = measured.result.model_copy(update={"artifacts": uploaded})
+        return self._store(result, lease, engine.work_dir)
+
+    def _measure(
+        self, engine: Engine, item: WorkItem, lease: Lease, t_claimed: float
+    ) -> int | Outcome:
+        """Prepare, report ready, start at the step's instant and wait for the end: returns
+        the instant (Unix ms), or why the item stopped. The engine is stopped on every way
+        out."""
+        try:
+            engine.prepare()
+            t_ready = time.perf_counter()
+            scheduled = self._await_start(item, lease)
+            log.info(
+                "item %s: checks and layout %.0f ms, barrier %.0f ms",
+                item.item_id,
+                (t_ready - t_claimed) * 1000,
+                (time.perf_counter() - t_ready) * 1000,
+            )
+            if isinstance(scheduled, Outcome):
+                return scheduled
+            sleep_until(scheduled / 1000)
+            self.trace.stage(engine.stage)
+            lease.live = engine.start()
+            return self._wait_for(engine, lease, item) or scheduled
+        finally:
+            engine.stop()
+
+    def _clean(self, msg: Message, order: CleanOrder) -> Outcome:
+        outcome = carry_out(order, msg.dequeue_count, self.config, self.mounts)
+        if outcome is not Outcome.RELEASED:
+            self._delete(msg)
+            return outcome
+        try:
+            self.queues.renew(self.config.pool, msg, self.config.retry_delay_s)
+        except (LeaseLost, StoreUnavailable) as e:
+            log.warning("could not hand back clean %s: %s", order.id, e)
+        return outcome
 
     def _upload(
         self, item: WorkItem, packed: dict[ArtifactName, bytes]
@@ -254,7 +296,7 @@ class Worker:
             self.api.put_artifact(item, self.config.agent_id, name, data)
         return {name: ref(name, data) for name, data in packed.items()}
 
-    def _await_start(self, item: WorkItem, lease: Lease) -> int | str:
+    def _await_start(self, item: WorkItem, lease: Lease) -> int | Outcome:
         """The start barrier: report ready, wait until every client of the step is, and
         return the common start instant (Unix ms), or why this item stops."""
         self.trace.stage("barrier wait")
@@ -270,52 +312,52 @@ class Worker:
             log.info("step of %s aborted: %s", item.item_id, barrier.reason)
             self._delete(lease.message)
             self._tidy(item, ended=True)
-            return "aborted"
+            return Outcome.ABORTED
         assert barrier.start_at_ms is not None, "the API sends a start instant with every go"
         return barrier.start_at_ms
 
-    def _wait_for(self, proc: FioProcess | DiskSpdProcess, lease: Lease, item: WorkItem) -> str:
-        """Wait for the engine to finish; returns why it was stopped, or '' when it ended."""
-        while proc.poll() is None:
-            stop = self._interrupted(lease, item, proc)
+    def _wait_for(self, engine: Engine, lease: Lease, item: WorkItem) -> Outcome | None:
+        """Wait for the engine to finish; returns why it was stopped, or None when it ended."""
+        while engine.poll() is None:
+            stop = self._interrupted(lease, item, engine)
             if stop:
                 return stop
             lease.wait(0.2)
-        return "lease lost" if lease.lost.is_set() else ""
+        return Outcome.LEASE_LOST if lease.lost.is_set() else None
 
-    def _store(self, result: Result, lease: Lease, work_dir: Path) -> str:
+    def _store(self, result: Result, lease: Lease, work_dir: Path) -> Outcome:
         """Delete the message only once the API has stored the result."""
         self.api.put_result(result.model_dump(mode="json"))
         lease.stop()
         self._delete(lease.message)
         shutil.rmtree(work_dir, ignore_errors=True)
-        return "completed"
+        return Outcome.COMPLETED
 
     def _interrupted(
-        self, lease: Lease, item: WorkItem, fio: FioProcess | DiskSpdProcess | None = None
-    ) -> str:
-        """Checks, while waiting or running, whether to stop; returns why, or ''."""
+        self, lease: Lease, item: WorkItem, engine: Engine | None = None
+    ) -> Outcome | None:
+        """Checks, while waiting or running, whether to stop; returns why, or None."""
         if lease.lost.is_set():
-            if fio:
-                fio.stop()
-            return "lease lost"  # someone else may hold the item now: write nothing
+            if engine is not None:
+                engine.stop()
+            return Outcome.LEASE_LOST  # someone else may hold the item now: write nothing
         if lease.cancelled.is_set():
-            if fio:
-                fio.stop()
+            if engine is not None:
+                engine.stop()
             self.api.cancelled(item, self.config.agent_id)
             self._delete(lease.message)
             self._tidy(item, ended=True)
-            return "cancelled"
+            return Outcome.CANCELLED
         if self.stop_now.is_set():
-            if fio:
-                fio.stop()
+            if engine is not None:
+                engine.stop()
             self._release(lease, 0)  # let another agent take it at once
-            return "interrupted"
-        return ""
+            return Outcome.INTERRUPTED
+        return None
 
     def _failed(
         self, item: WorkItem, lease: Lease, message: str, *, permanent: bool = False
-    ) -> str:
+    ) -> Outcome:
         """Report a failed attempt; a permanent one (no retry can succeed) is final at once."""
         final = self.api.failure(item, self.config.agent_id, message, permanent=permanent)
         self._tidy(item, ended=final)
@@ -323,7 +365,7 @@ class Worker:
             self._delete(lease.message)
         else:
             self._release(lease, self.config.retry_delay_s)
-        return "failed"
+        return Outcome.FAILED
 
     def _tidy(self, item: WorkItem, *, ended: bool) -> None:
         """Remove what the attempt wrote on its targets that no later attempt or phase

@@ -187,19 +187,11 @@ def snapshot(agents: list[Proc], services: dict[str, list[Proc]], log: str) -> d
     }
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--clients", type=int, default=16)
-    p.add_argument("--pairs", type=int, default=3)
-    p.add_argument("--runtime", type=int, default=30)
-    p.add_argument("--rate", type=int, default=500, help="rate_iops per client")
-    p.add_argument("--out", type=Path, default=OUT / "live_cost.json")
-    a = p.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="live-cost-"))
-    target = root / "tmpfs"
-    target.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1g", "tmpfs", str(target)], check=True)
-    load = os.getloadavg()
+def measure(
+    a: argparse.Namespace, target: Path, root: Path
+) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """The runs, in pairs (each pool once, the order alternating), and the heartbeats'
+    round trip; the stack is stopped whatever happens."""
     rows: list[dict[str, Any]] = []
     stack = start(root, a.clients, target)
     try:
@@ -216,19 +208,25 @@ def main() -> None:
             print(json.dumps(beats), flush=True)
     finally:
         localstack.down(Path(stack.dir))
-        subprocess.run(["umount", "-l", str(target)], check=False)
-        shutil.rmtree(root, ignore_errors=True)
+    return rows, beats
 
+
+def _of(rows: list[dict[str, Any]], pair: int, pool: str) -> float:
+    return float(
+        next(r for r in rows if r["pair"] == pair and r["pool"] == pool)["agent_cpu_pct_per_agent"]
+    )
+
+
+def report_of(
+    a: argparse.Namespace,
+    rows: list[dict[str, Any]],
+    beats: dict[str, float],
+    load: tuple[float, ...],
+) -> dict[str, Any]:
     def median(pool: str, key: str) -> float:
         return float(statistics.median(float(r[key]) for r in rows if r["pool"] == pool))
 
-    extra = [
-        next(r for r in rows if r["pair"] == k and r["pool"] == "live")["agent_cpu_pct_per_agent"]
-        - next(r for r in rows if r["pair"] == k and r["pool"] == "nolive")[
-            "agent_cpu_pct_per_agent"
-        ]
-        for k in range(a.pairs)
-    ]
+    extra = [_of(rows, k, "live") - _of(rows, k, "nolive") for k in range(a.pairs)]
     keys = (
         "agent_cpu_pct_per_agent",
         "agent_requests_per_client_s",
@@ -237,7 +235,7 @@ def main() -> None:
         "cosmos_cpu_pct",
         "iops",
     )
-    report = {
+    return {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "load_before": [round(x, 2) for x in load],
         "load_after": [round(x, 2) for x in os.getloadavg()],
@@ -251,6 +249,27 @@ def main() -> None:
         "heartbeat_round_trip": beats,
         "runs": rows,
     }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--clients", type=int, default=16)
+    p.add_argument("--pairs", type=int, default=3)
+    p.add_argument("--runtime", type=int, default=30)
+    p.add_argument("--rate", type=int, default=500, help="rate_iops per client")
+    p.add_argument("--out", type=Path, default=OUT / "live_cost.json")
+    a = p.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="live-cost-"))
+    target = root / "tmpfs"
+    target.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1g", "tmpfs", str(target)], check=True)
+    load = os.getloadavg()
+    try:
+        rows, beats = measure(a, target, root)
+    finally:
+        subprocess.run(["umount", "-l", str(target)], check=False)
+        shutil.rmtree(root, ignore_errors=True)
+    report = report_of(a, rows, beats, load)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps({k: v for k, v in report.items() if k != "runs"}, indent=2))

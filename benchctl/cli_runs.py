@@ -52,26 +52,21 @@ def _field_sweep(text: str) -> dict[str, Any]:
     return {"field": name, "values": items}
 
 
-def build_request(a: argparse.Namespace) -> dict[str, Any]:
-    body = read_json_object(a.request, "--request") if a.request else {}
-    for key in ("target", "pool", "engine", "profile", "fill", "repetitions", "target_iops"):
-        if getattr(a, key, None) is not None:
-            body[key] = getattr(a, key)
-    if a.discard_first:
-        body["discard_first"] = True
-    if a.clients is not None:
-        counts = _ints(a.clients, "--clients")
-        body["clients"] = counts[0] if len(counts) == 1 else counts
+def _sweep(a: argparse.Namespace) -> dict[str, Any] | None:
+    sweep = None
     if a.sweep:
         # One --sweep sweeps a field; two cross theirs (a grid, drawn as heatmaps).
         fields = [_field_sweep(text) for text in a.sweep]
         if len(fields) > 2:
             raise CliError("--sweep: at most two fields (a grid)", EXIT_BAD_INPUT)
-        body["sweep"] = fields[0] if len(fields) == 1 else {"grid": fields}
+        sweep = fields[0] if len(fields) == 1 else {"grid": fields}
     if a.rate_sweep:
-        body["sweep"] = {"rate_pct": _ints(a.rate_sweep, "--rate-sweep")}
-    if a.on_busy:
-        body["on_busy"] = a.on_busy
+        sweep = {"rate_pct": _ints(a.rate_sweep, "--rate-sweep")}
+    return sweep
+
+
+def _workload(a: argparse.Namespace, body: dict[str, Any]) -> dict[str, Any]:
+    """The request's workload with --set's and the workload options' values over it."""
     workload = dict(body.get("workload", {}))
     for key, text in _pairs(a.set, "--set").items():
         try:  # numbers and booleans as JSON; anything else (4k, randread) as text
@@ -82,11 +77,11 @@ def build_request(a: argparse.Namespace) -> dict[str, Any]:
         value = getattr(a, name, None)
         if value is not None:
             workload[name] = value
-    if workload:
-        body["workload"] = workload
-    if a.tag:
-        body["tags"] = {**body.get("tags", {}), **_pairs(a.tag, "--tag")}
-    # Check here first: a typo is reported without a round trip, naming the field.
+    return workload
+
+
+def _check_request(body: dict[str, Any]) -> None:
+    """As the API would check it: a typo is reported without a round trip, naming the field."""
     try:
         validate("run-request", body, RunRequest)
     except ValidationFailed as e:
@@ -97,6 +92,29 @@ def build_request(a: argparse.Namespace) -> dict[str, Any]:
             get_profile(body["profile"])  # as the API would: 400 naming profile
         except KeyError as e:
             raise CliError(f"invalid request:\n  profile: {e.args[0]}", EXIT_BAD_INPUT) from None
+
+
+def build_request(a: argparse.Namespace) -> dict[str, Any]:
+    body = read_json_object(a.request, "--request") if a.request else {}
+    for key in ("target", "pool", "engine", "profile", "fill", "repetitions", "target_iops"):
+        if getattr(a, key, None) is not None:
+            body[key] = getattr(a, key)
+    if a.discard_first:
+        body["discard_first"] = True
+    if a.clients is not None:
+        counts = _ints(a.clients, "--clients")
+        body["clients"] = counts[0] if len(counts) == 1 else counts
+    sweep = _sweep(a)
+    if sweep is not None:
+        body["sweep"] = sweep
+    if a.on_busy:
+        body["on_busy"] = a.on_busy
+    workload = _workload(a, body)
+    if workload:
+        body["workload"] = workload
+    if a.tag:
+        body["tags"] = {**body.get("tags", {}), **_pairs(a.tag, "--tag")}
+    _check_request(body)
     return body
 
 

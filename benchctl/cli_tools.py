@@ -98,7 +98,7 @@ def cmd_aggregate(a: argparse.Namespace) -> int:
             logs = ClientLogs(iops, bw, hist) if iops or bw else None
         inputs.append((name, text, logs))
     try:
-        agg = aggregate_files(inputs)
+        agg = aggregate_files(inputs).model_dump(mode="json")
     except InputError as e:
         raise CliError(str(e), EXIT_BAD_INPUT) from None
     if a.format == "json":
@@ -164,38 +164,50 @@ def cmd_local(a: argparse.Namespace) -> int:
         raise StackError(missing) from None
 
     if a.local_cmd == "up":
-        targets = _pairs(a.target, "--target")
-        if not targets:
-            raise CliError("give at least one --target NAME=DIR", EXIT_BAD_INPUT)
-        try:
-            registry = local_registry(targets, a.target_limits, a.target_facts)
-        except TargetDeclarationError as e:
-            raise CliError(str(e), EXIT_BAD_INPUT) from None
-        _target_dirs(targets, a.create)
-        localstack.ensure_installed()
-        stack = localstack.up(
-            agents=a.agents,
-            targets=targets,
-            visibility_timeout=a.visibility_timeout,
-            fresh=a.fresh,
-            api_env={"BENCH_TARGETS": registry},
-            max_agents=a.max_agents,
-            idle_s=a.idle,
-            price=a.price,
-            telemetry=_telemetry(a.otlp_endpoint, a.no_telemetry),
-        )
-        print(
-            f"local stack up: API {stack.api_url}, {a.agents} agent(s), "
-            f"targets {', '.join(f'{k}={v}' for k, v in stack.targets.items())}"
-        )
-        if stack.port_note:
-            print(stack.port_note)
-        print(_data_line(stack.dir, "started empty" if a.fresh else "kept from before"))
-        return EXIT_OK
+        return _local_up(a)
     if a.local_cmd == "down":
         stopped = localstack.down()
         print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
         return EXIT_OK
+    return _local_status()
+
+
+def _local_up(a: argparse.Namespace) -> int:
+    from benchctl import localstack
+
+    targets = _pairs(a.target, "--target")
+    if not targets:
+        raise CliError("give at least one --target NAME=DIR", EXIT_BAD_INPUT)
+    try:
+        registry = local_registry(targets, a.target_limits, a.target_facts)
+    except TargetDeclarationError as e:
+        raise CliError(str(e), EXIT_BAD_INPUT) from None
+    _target_dirs(targets, a.create)
+    localstack.ensure_installed()
+    stack = localstack.up(
+        agents=a.agents,
+        targets=targets,
+        visibility_timeout=a.visibility_timeout,
+        fresh=a.fresh,
+        api_env={"BENCH_TARGETS": registry},
+        max_agents=a.max_agents,
+        idle_s=a.idle,
+        price=a.price,
+        telemetry=_telemetry(a.otlp_endpoint, a.no_telemetry),
+    )
+    print(
+        f"local stack up: API {stack.api_url}, {a.agents} agent(s), "
+        f"targets {', '.join(f'{k}={v}' for k, v in stack.targets.items())}"
+    )
+    if stack.port_note:
+        print(stack.port_note)
+    print(_data_line(stack.dir, "started empty" if a.fresh else "kept from before"))
+    return EXIT_OK
+
+
+def _local_status() -> int:
+    from benchctl import localstack
+
     current = localstack.Stack.load()
     if current is None:
         print("local stack: not running")

@@ -10,13 +10,14 @@ from pathlib import Path
 
 from fastapi import FastAPI
 
+from adapters.config import Settings
 from benchctl.local_scaler import LocalScaler
-from functions import context
 from functions.api import create_app as create_api
+from functions.context import Services
 
 
 def create_app() -> FastAPI:
-    directory = context.settings().local_scaler_dir
-    if directory:
-        context.use_local_scaler(LocalScaler(Path(directory)))
-    return create_api()
+    settings = Settings.from_env()
+    directory = settings.local_scaler_dir
+    scaler = LocalScaler(Path(directory)) if directory else None
+    return create_api(Services(settings, local_scaler=scaler))

@@ -274,12 +274,7 @@ def up(
 ) -> Stack:
     """Start the stack in ``directory``, on the data kept there (none with ``fresh``)."""
     directory = directory or state_dir()
-    existing = Stack.load(directory)
-    if existing and any(p.alive() for p in existing.procs):
-        raise StackError(
-            f"a local stack is already running (state in {directory}); "
-            "run `benchctl local down` first"
-        )
+    _refuse_a_second(directory)
     if fresh:
         remove_data(directory)
     for alias, path in targets.items():
@@ -299,17 +294,7 @@ def up(
         heartbeat_s=heartbeat_s,
         telemetry=telemetry or {},
     )
-    # The pool declares its size, so a run is judged on it even before every agent has
-    # registered (core.fleet.admission).
-    stack.pools = [f"default:size={agents}"] if agents > 0 else ["default"]
-    if max_agents is not None:
-        # An elastic pool (core.fleet.scaling): the API's timer starts agents up to
-        # max_agents when runs need them and stops them down to `agents` when idle.
-        if max_agents < max(agents, 1):
-            raise StackError(f"--max-agents {max_agents} is below --agents {agents}")
-        stack.pools = [f"default:max={max_agents}:min={agents}:idle={idle_s:g}"]
-    if price is not None:  # the hourly price of a client VM: usage has a cost
-        stack.pools = [f"{stack.pools[0]}:price={price:g}"]
+    stack.pools = _pools(agents, max_agents, idle_s, price)
     stack.save()
     # The stack's targets are the API's target registry (GET /api/targets, the bot's
     # `targets`), unless the caller declared more of them (benchctl.local_targets).
@@ -319,31 +304,62 @@ def up(
         api_env[LOCAL_SCALER_SETTING] = str(Path(stack.dir).resolve())
     try:
         start_emulators(stack)
-        for attempt in range(3):
-            # Agents before the API: once the API runs, its pool scaler may start agents
-            # too, and the state file then has one writer (they register once it answers).
-            for i in range(1, agents + 1):
-                start_agent(stack, i)
-            try:
-                start_api(stack, timer_seconds, api_env)
-                break
-            except StackError as e:
-                # The port was free when chosen and taken since (another stack starting
-                # at the same moment): the agents were told the old address, so again.
-                if "already in use" not in str(e) or attempt == 2:
-                    raise
-                for p in [p for p in stack.procs if p.name.startswith("agent-") or p.name == "api"]:
-                    stop_proc(p, signal.SIGKILL)
-                    stack.procs.remove(p)
-                taken = stack.api_port
-                stack.api_port = free_port()
-                stack.port_note = f"port {taken} is in use: the API is on {stack.api_port}"
-                stack.save()
+        _start_agents_and_api(stack, agents, timer_seconds, api_env)
     except BaseException:
         down(directory)
         raise
     remember_port(directory, stack.api_port)
     return stack
+
+
+def _refuse_a_second(directory: Path) -> None:
+    existing = Stack.load(directory)
+    if existing and any(p.alive() for p in existing.procs):
+        raise StackError(
+            f"a local stack is already running (state in {directory}); "
+            "run `benchctl local down` first"
+        )
+
+
+def _pools(agents: int, max_agents: int | None, idle_s: float, price: float | None) -> list[str]:
+    """The stack's one pool, as BENCH_POOLS names it."""
+    # The pool declares its size, so a run is judged on it even before every agent has
+    # registered (core.fleet.admission).
+    pools = [f"default:size={agents}"] if agents > 0 else ["default"]
+    if max_agents is not None:
+        # An elastic pool (core.fleet.scaling): the API's timer starts agents up to
+        # max_agents when runs need them and stops them down to `agents` when idle.
+        if max_agents < max(agents, 1):
+            raise StackError(f"--max-agents {max_agents} is below --agents {agents}")
+        pools = [f"default:max={max_agents}:min={agents}:idle={idle_s:g}"]
+    if price is not None:  # the hourly price of a client VM: usage has a cost
+        pools = [f"{pools[0]}:price={price:g}"]
+    return pools
+
+
+def _start_agents_and_api(
+    stack: Stack, agents: int, timer_seconds: float, api_env: dict[str, str]
+) -> None:
+    for attempt in range(3):
+        # Agents before the API: once the API runs, its pool scaler may start agents
+        # too, and the state file then has one writer (they register once it answers).
+        for i in range(1, agents + 1):
+            start_agent(stack, i)
+        try:
+            start_api(stack, timer_seconds, api_env)
+            return
+        except StackError as e:
+            # The port was free when chosen and taken since (another stack starting
+            # at the same moment): the agents were told the old address, so again.
+            if "already in use" not in str(e) or attempt == 2:
+                raise
+            for p in [p for p in stack.procs if p.name.startswith("agent-") or p.name == "api"]:
+                stop_proc(p, signal.SIGKILL)
+                stack.procs.remove(p)
+            taken = stack.api_port
+            stack.api_port = free_port()
+            stack.port_note = f"port {taken} is in use: the API is on {stack.api_port}"
+            stack.save()
 
 
 def remove_data(directory: Path) -> None:

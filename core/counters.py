@@ -93,6 +93,17 @@ def _unescape(path: str) -> str:
     return path
 
 
+def _nfs_mount(device_line: str, mount_points: Sequence[str] | None) -> str | None:
+    """The mount point a ``device`` line opens, if it is an NFS mount we count."""
+    words = device_line.split()
+    # "device SRC mounted on POINT with fstype nfs4 statvers=1.1"
+    shaped = len(words) > 7 and words[2:4] == ["mounted", "on"]
+    point = _unescape(words[4]) if shaped else ""
+    nfs = shaped and words[7].startswith("nfs")
+    wanted = mount_points is None or point in mount_points
+    return point if nfs and wanted else None
+
+
 def parse_mountstats(
     text: str, mount_points: Sequence[str] | None = None
 ) -> dict[str, NfsCounters]:
@@ -105,13 +116,7 @@ def parse_mountstats(
         if line.startswith("device "):
             if current is not None:
                 out[current] = NfsCounters(sums[0], sums[1], sums[3], sums[4], sums[6], sums[7])
-            words = line.split()
-            # "device SRC mounted on POINT with fstype nfs4 statvers=1.1"
-            shaped = len(words) > 7 and words[2:4] == ["mounted", "on"]
-            point = _unescape(words[4]) if shaped else ""
-            nfs = shaped and words[7].startswith("nfs")
-            wanted = mount_points is None or point in mount_points
-            current = point if nfs and wanted else None
+            current = _nfs_mount(line, mount_points)
             in_ops, sums = False, [0] * 8
             continue
         if current is None:
@@ -209,6 +214,46 @@ def _clamp(pct: float) -> float:
     return min(100.0, max(0.0, pct))
 
 
+def _cpu_summary(inside: Sequence[CounterPoint]) -> CpuSummary | None:
+    cpus = [p.cpu for p in inside if p.cpu is not None]
+    if not cpus:
+        return None
+    return CpuSummary(
+        busy_pct_mean=_clamp(_mean([c["busy"] for c in cpus])),
+        busy_pct_max=_clamp(max(c["busy"] for c in cpus)),
+        user_pct_mean=_clamp(_mean([c["user"] for c in cpus])),
+        system_pct_mean=_clamp(_mean([c["system"] for c in cpus])),
+        iowait_pct_mean=_clamp(_mean([c["iowait"] for c in cpus])),
+        steal_pct_mean=_clamp(_mean([c["steal"] for c in cpus])),
+    )
+
+
+def _net_summary(inside: Sequence[CounterPoint]) -> NetSummary | None:
+    if not inside:
+        return None
+    rx = [sum(v["rx_bytes"] for k, v in p.net.items() if k != "lo") for p in inside]
+    tx = [sum(v["tx_bytes"] for k, v in p.net.items() if k != "lo") for p in inside]
+    return NetSummary(
+        rx_bytes_mean=_mean(rx),
+        rx_bytes_max=max(rx),
+        tx_bytes_mean=_mean(tx),
+        tx_bytes_max=max(tx),
+    )
+
+
+def _nfs_summary(inside: Sequence[CounterPoint], mount: str) -> NfsSummary:
+    rows = [p.nfs[mount] for p in inside if mount in p.nfs]
+    ops = sum(r["ops"] for r in rows)
+    seconds = sum(p.seconds for p in inside if mount in p.nfs)
+    return NfsSummary(
+        mount_point=mount,
+        ops_per_s=ops / seconds if seconds else 0.0,
+        retrans=int(sum(r["retrans"] for r in rows)),
+        avg_rtt_ms=sum(r["rtt_ms"] for r in rows) / ops if ops else 0.0,
+        avg_exe_ms=sum(r["exe_ms"] for r in rows) / ops if ops else 0.0,
+    )
+
+
 def summarize(
     found: CounterSeries,
     start_ms: int,
@@ -222,51 +267,12 @@ def summarize(
         for p in found.points
         if p.t_ms - p.seconds * 1000 >= start_ms - 1 and p.t_ms <= end_ms + 1
     ]
-    cpus = [p.cpu for p in inside if p.cpu is not None]
-    cpu = (
-        CpuSummary(
-            busy_pct_mean=_clamp(_mean([c["busy"] for c in cpus])),
-            busy_pct_max=_clamp(max(c["busy"] for c in cpus)),
-            user_pct_mean=_clamp(_mean([c["user"] for c in cpus])),
-            system_pct_mean=_clamp(_mean([c["system"] for c in cpus])),
-            iowait_pct_mean=_clamp(_mean([c["iowait"] for c in cpus])),
-            steal_pct_mean=_clamp(_mean([c["steal"] for c in cpus])),
-        )
-        if cpus
-        else None
-    )
-    rx = [sum(v["rx_bytes"] for k, v in p.net.items() if k != "lo") for p in inside]
-    tx = [sum(v["tx_bytes"] for k, v in p.net.items() if k != "lo") for p in inside]
-    net = (
-        NetSummary(
-            rx_bytes_mean=_mean(rx),
-            rx_bytes_max=max(rx),
-            tx_bytes_mean=_mean(tx),
-            tx_bytes_max=max(tx),
-        )
-        if inside
-        else None
-    )
     mounts = sorted({m for p in inside for m in p.nfs})
-    nfs = []
-    for m in mounts:
-        rows = [p.nfs[m] for p in inside if m in p.nfs]
-        ops = sum(r["ops"] for r in rows)
-        seconds = sum(p.seconds for p in inside if m in p.nfs)
-        nfs.append(
-            NfsSummary(
-                mount_point=m,
-                ops_per_s=ops / seconds if seconds else 0.0,
-                retrans=int(sum(r["retrans"] for r in rows)),
-                avg_rtt_ms=sum(r["rtt_ms"] for r in rows) / ops if ops else 0.0,
-                avg_exe_ms=sum(r["exe_ms"] for r in rows) / ops if ops else 0.0,
-            )
-        )
     return CountersSummary(
         seconds=len(inside),
-        cpu=cpu,
-        net=net,
-        nfs=nfs,
+        cpu=_cpu_summary(inside),
+        net=_net_summary(inside),
+        nfs=[_nfs_summary(inside, m) for m in mounts],
         fio_usr_cpu_pct=fio_cpu[0] if fio_cpu else None,
         fio_sys_cpu_pct=fio_cpu[1] if fio_cpu else None,
     )

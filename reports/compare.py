@@ -48,7 +48,7 @@ def gather_compare(
     run's series)."""
     runs = []
     for letter, run_id in zip(LETTERS, run_ids, strict=False):
-        run = svc.get_run(run_id)
+        run = svc.run_doc(run_id)
         last = next((s for s in reversed(run["steps"]) if s.get("aggregate")), None)
         step = None
         if last is not None:
@@ -65,6 +65,19 @@ def label(c: ComparedRun) -> str:
     return f"{c.letter}: {c.run['id'][:10]}… {workload_text(c.run)}, {who}"
 
 
+def _cell(letter: str, row: Doc | None, metric: str) -> Doc:
+    """A run's value of ``metric`` and its change against the first (``row`` None: none)."""
+    if not row:
+        return {"letter": letter, "value": "-", "raw": None, "delta_pct": None, "verdict": ""}
+    return {
+        "letter": letter,
+        "value": metric_value(row["b"], metric),
+        "raw": row["b"],
+        "delta_pct": row["delta_pct"],
+        "verdict": row["verdict"],
+    }
+
+
 def deltas(report: CompareReport) -> list[Doc]:
     """One row per metric the first run has: each run's value, and for every other run
     its change against the first with the verdict (within noise, better, worse)."""
@@ -78,15 +91,7 @@ def deltas(report: CompareReport) -> list[Doc]:
         for other, found in zip(report.runs[1:], by_metric, strict=True):
             r = found.get(metric)
             noise = noise if r is None else r["noise_pct"]
-            cells.append(
-                {
-                    "letter": other.letter,
-                    "value": metric_value(r["b"], metric) if r else "-",
-                    "raw": r["b"] if r else None,
-                    "delta_pct": r["delta_pct"] if r else None,
-                    "verdict": r["verdict"] if r else "",
-                }
-            )
+            cells.append(_cell(other.letter, r, metric))
         a = next((f[metric]["a"] for f in by_metric if metric in f), None)
         rows.append(
             {
@@ -143,19 +148,26 @@ def _curves(report: CompareReport) -> Figure | None:
     fig.update_yaxes(type="log")
     for c, colour in zip(report.runs, COLOURS, strict=False):
         for group, mine in curve_groups(c.curves.get("latency") or []):
-            for d in ("read", "write"):
-                for p, dash in zip(CURVE_PERCENTILES[:2], ("dot", "solid"), strict=True):
-                    key = f"{d}_{kind}_{p}_ns"
-                    pts = [q for q in mine if q.get(key) is not None]
-                    if pts:
-                        fig.add_scatter(
-                            x=[q["iops"] for q in pts],
-                            y=[q[key] / 1e6 for q in pts],
-                            name=f"{c.letter} {d} {p}" + (f" ({group})" if group else ""),
-                            mode="lines+markers",
-                            line={"color": colour, "dash": dash},
-                        )
+            _add_run_curve(fig, kind, f"{c.letter} ", group, mine, colour)
     return Figure("compare-curves", fig)
+
+
+def _add_run_curve(
+    fig: Any, kind: str, prefix: str, group: str, mine: list[Doc], colour: str
+) -> None:
+    """One curve of a run: p50 dotted, p99 solid, per direction its points have."""
+    for d in ("read", "write"):
+        for p, dash in zip(CURVE_PERCENTILES[:2], ("dot", "solid"), strict=True):
+            key = f"{d}_{kind}_{p}_ns"
+            pts = [q for q in mine if q.get(key) is not None]
+            if pts:
+                fig.add_scatter(
+                    x=[q["iops"] for q in pts],
+                    y=[q[key] / 1e6 for q in pts],
+                    name=f"{prefix}{d} {p}" + (f" ({group})" if group else ""),
+                    mode="lines+markers",
+                    line={"color": colour, "dash": dash},
+                )
 
 
 def _histograms(report: CompareReport) -> Figure | None:

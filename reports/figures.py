@@ -142,27 +142,37 @@ def histogram_figure(step: StepData, aggregate: dict[str, Any] | None, heading: 
     return Figure(f"histogram-step{step.step}", fig)
 
 
-def clients_heatmap(step: StepData, aggregate: dict[str, Any] | None, heading: str) -> Figure:
-    """Each client's IOPS in each second of the step, as a share of the clients' mean in
-    that second: a late start, an early end or a slow client stands out as its row."""
-    skews = {c["client"]: c.get("start_skew_ms") for c in (aggregate or {}).get("per_client") or []}
+def _shares_of_mean(step: StepData) -> list[list[float | None]]:
+    """Each client's IOPS in each second, in % of the clients' mean in that second."""
     rows = step.grid
     means: list[float | None] = []
     for i in range(len(step.grid_t)):
         live = [v for r in rows if (v := r.iops[i]) is not None]
         means.append(statistics.fmean(live) if live else None)
-    z = [
+    return [
         [
             None if v is None or not m else round(100 * v / m, 1)
             for v, m in zip(r.iops, means, strict=True)
         ]
         for r in rows
     ]
-    labels = [
+
+
+def _client_labels(step: StepData, aggregate: dict[str, Any] | None) -> list[str]:
+    skews = {c["client"]: c.get("start_skew_ms") for c in (aggregate or {}).get("per_client") or []}
+    return [
         f"client {r.client} ({r.agent_id})"
         + ("" if skews.get(r.client) is None else f", skew {skews[r.client]:.0f} ms")
-        for r in rows
+        for r in step.grid
     ]
+
+
+def clients_heatmap(step: StepData, aggregate: dict[str, Any] | None, heading: str) -> Figure:
+    """Each client's IOPS in each second of the step, as a share of the clients' mean in
+    that second: a late start, an early end or a slow client stands out as its row."""
+    rows = step.grid
+    z = _shares_of_mean(step)
+    labels = _client_labels(step, aggregate)
     origin = step.grid_t[0] - 1000 if step.grid_t else 0.0
     fig = new_figure(
         f"{heading}: each client's IOPS per second, % of the clients' mean",

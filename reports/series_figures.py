@@ -65,18 +65,23 @@ def _series_chart(title: str, rows: list[dict[str, Any]], metrics: list[str], sc
             mode="lines+markers",
             line={"color": COLOURS.get(m.rsplit(".", 1)[-1])} if len(have) > 1 else None,
         )
-        failed = [
-            r for r in mine if ((r.get("gate") or {}).get(m) or {}).get("verdict") == "regression"
-        ]
-        if failed:
-            fig.add_scatter(
-                x=[r["time_ms"] for r in failed],
-                y=[r[m] / scale for r in failed],
-                name="gate failed",
-                mode="markers",
-                marker={"symbol": "x", "size": 14, "color": "red"},
-            )
+        _mark_failed_gates(fig, mine, m, scale)
     return fig
+
+
+def _mark_failed_gates(fig: Any, mine: list[dict[str, Any]], metric: str, scale: float) -> None:
+    """A red cross on each run whose gate judged ``metric`` a regression."""
+    failed = [
+        r for r in mine if ((r.get("gate") or {}).get(metric) or {}).get("verdict") == "regression"
+    ]
+    if failed:
+        fig.add_scatter(
+            x=[r["time_ms"] for r in failed],
+            y=[r[metric] / scale for r in failed],
+            name="gate failed",
+            mode="markers",
+            marker={"symbol": "x", "size": 14, "color": "red"},
+        )
 
 
 def _mark(

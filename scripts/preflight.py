@@ -111,15 +111,21 @@ def pool_sizes(env: dict[str, str]) -> set[str]:
     return {str(p.get("vmSize")) for p in [*pools, *([windows] if windows else [])]}
 
 
-def gather() -> Facts:
-    values = environment()
-    env = {k: values.get(k, "") for k in (*REQUIRED_ENV, *OPTIONAL_ENV)}
-    account = az_or_none("account", "show")
-    client_id = env["BENCH_API_CLIENT_ID"]
-    signed_in = account is not None
-    location, group = env["AZURE_LOCATION"], env["AZURE_RESOURCE_GROUP"]
-    sizes = pool_sizes(env) if signed_in and location else set()
-    skus = [
+def _az_if(wanted: object, *args: str) -> Json | None:
+    """``az`` only when the facts it reads are needed (signed in, an id given, ...)."""
+    return az_or_none(*args) if wanted else None
+
+
+MY_ROLES = "me/memberOf/microsoft.graph.directoryRole"
+
+
+def _graph_if(wanted: object, path: str) -> Json | None:
+    return _az_if(wanted, "rest", "--method", "GET", "--uri", f"{GRAPH}/{path}")
+
+
+def _skus(sizes: set[str], location: str) -> list[Json]:
+    """Each pool size's SKU in the region (its family, its restrictions)."""
+    return [
         sku
         for size in sorted(sizes)
         for sku in az_or_none(
@@ -135,60 +141,44 @@ def gather() -> Facts:
         or []
         if sku.get("name") == size
     ]
+
+
+def gather() -> Facts:
+    values = environment()
+    env = {k: values.get(k, "") for k in (*REQUIRED_ENV, *OPTIONAL_ENV)}
+    account = az_or_none("account", "show")
+    client_id = env["BENCH_API_CLIENT_ID"]
+    signed_in = account is not None
+    location, group = env["AZURE_LOCATION"], env["AZURE_RESOURCE_GROUP"]
+    sizes = pool_sizes(env) if signed_in and location else set()
+    skus = _skus(sizes, location)
     vault = env["AGENT_KEY_VAULT_NAME"]
+    app = signed_in and client_id
+    # Without a registration of their own, the template's path: what the user may do.
+    template = signed_in and not client_id
     return Facts(
         env=env,
         parameters=literal_parameters(),
         account=account,
-        encryption_at_host=az_or_none(
-            "feature", "show", "--namespace", "Microsoft.Compute", "--name", "EncryptionAtHost"
-        )
-        if signed_in
-        else None,
-        api_app=az_or_none("ad", "app", "show", "--id", client_id)
-        if signed_in and client_id
-        else None,
-        api_sp=az_or_none("ad", "sp", "show", "--id", client_id)
-        if signed_in and client_id
-        else None,
-        deleted_vaults=(az_or_none("keyvault", "list-deleted", "--resource-type", "vault") or [])
-        if signed_in
-        else [],
-        flex_locations=az_or_none("functionapp", "list-flexconsumption-locations")
-        if signed_in
-        else None,
-        vm_usage=az_or_none("vm", "list-usage", "--location", location) if sizes else None,
+        encryption_at_host=_az_if(
+            signed_in,
+            *("feature", "show", "--namespace", "Microsoft.Compute", "--name", "EncryptionAtHost"),
+        ),
+        api_app=_az_if(app, "ad", "app", "show", "--id", client_id),
+        api_sp=_az_if(app, "ad", "sp", "show", "--id", client_id),
+        deleted_vaults=_az_if(signed_in, "keyvault", "list-deleted", "--resource-type", "vault")
+        or [],
+        flex_locations=_az_if(signed_in, "functionapp", "list-flexconsumption-locations"),
+        vm_usage=_az_if(sizes, "vm", "list-usage", "--location", location),
         vm_skus=skus if sizes else None,
-        scale_sets=az_or_none("vmss", "list", "--resource-group", group)
-        if signed_in and group
-        else None,
-        authorization_policy=az_or_none(
-            "rest", "--method", "GET", "--uri", f"{GRAPH}/policies/authorizationPolicy"
-        )
-        if signed_in and not client_id
-        else None,
-        directory_roles=(
-            az_or_none(
-                "rest",
-                "--method",
-                "GET",
-                "--uri",
-                f"{GRAPH}/me/memberOf/microsoft.graph.directoryRole",
-            )
-            or {}
-        ).get("value")
-        if signed_in and not client_id
-        else None,
-        app_management_policy=az_or_none(
-            "rest", "--method", "GET", "--uri", f"{GRAPH}/policies/defaultAppManagementPolicy"
-        )
-        if signed_in and not client_id
-        else None,
-        agent_vault_secrets=az_or_none(
-            "keyvault", "secret", "list", "--vault-name", vault, "--query", "[].name"
-        )
-        if signed_in and vault
-        else None,
+        scale_sets=_az_if(signed_in and group, "vmss", "list", "--resource-group", group),
+        authorization_policy=_graph_if(template, "policies/authorizationPolicy"),
+        directory_roles=(_graph_if(template, MY_ROLES) or {}).get("value") if template else None,
+        app_management_policy=_graph_if(template, "policies/defaultAppManagementPolicy"),
+        agent_vault_secrets=_az_if(
+            signed_in and vault,
+            *("keyvault", "secret", "list", "--vault-name", vault, "--query", "[].name"),
+        ),
     )
 
 

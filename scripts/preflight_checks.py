@@ -175,6 +175,51 @@ def app_registration_fixes(client_id: str) -> list[str]:
     ]
 
 
+def _api_wrong(app: Json, client_id: str, scope: Json) -> list[str]:
+    """The exposed API: its URI, v2 tokens and the scope of bicep/entra/api-app.json."""
+    api = app.get("api") or {}
+    wrong = []
+    if f"api://{client_id}" not in (app.get("identifierUris") or []):
+        wrong.append(f"application ID URI api://{client_id} is missing")
+    if api.get("requestedAccessTokenVersion") != 2:
+        wrong.append("access tokens are not v2 (api.requestedAccessTokenVersion)")
+    scopes = {s.get("id"): s for s in api.get("oauth2PermissionScopes") or []}
+    have = scopes.get(scope["id"])
+    if not have or not have.get("isEnabled") or have.get("value") != scope["value"]:
+        wrong.append(f"scope {scope['value']} ({scope['id']}) is not exposed")
+    return wrong
+
+
+def _preauthorized_wrong(api: Json, want_pre: list[Json], scope: Json) -> list[str]:
+    pre = {
+        p.get("appId"): set(p.get("delegatedPermissionIds") or [])
+        for p in api.get("preAuthorizedApplications") or []
+    }
+    wrong = []
+    for p in want_pre:
+        if not set(p["delegatedPermissionIds"]) <= pre.get(p["appId"], set()):
+            who = KNOWN_CLIENTS.get(p["appId"], p["appId"])
+            wrong.append(
+                f"{who} is not pre-authorized for {scope['value']}: people signing in with "
+                "it get AADSTS65001"
+            )
+    return wrong
+
+
+def _roles_wrong(app: Json, want_roles: list[Json]) -> list[str]:
+    roles = {r.get("value"): r for r in app.get("appRoles") or []}
+    wrong = []
+    for r in want_roles:
+        got = roles.get(r["value"])
+        if not got or not got.get("isEnabled"):
+            wrong.append(f"app role {r['value']} is missing or disabled")
+        elif set(got.get("allowedMemberTypes") or []) != set(r["allowedMemberTypes"]):
+            wrong.append(
+                f"app role {r['value']} is not for {' and '.join(r['allowedMemberTypes'])}"
+            )
+    return wrong
+
+
 def check_api_app(f: Facts) -> list[Problem]:
     client_id = f.env.get("BENCH_API_CLIENT_ID", "")
     if not client_id:
@@ -194,35 +239,11 @@ def check_api_app(f: Facts) -> list[Problem]:
     want_pre = manifest(PREAUTHORIZE_MANIFEST)["api"]["preAuthorizedApplications"]
     (scope,) = want["api"]["oauth2PermissionScopes"]
     api = app.get("api") or {}
-    wrong = []
-    if f"api://{client_id}" not in (app.get("identifierUris") or []):
-        wrong.append(f"application ID URI api://{client_id} is missing")
-    if api.get("requestedAccessTokenVersion") != 2:
-        wrong.append("access tokens are not v2 (api.requestedAccessTokenVersion)")
-    scopes = {s.get("id"): s for s in api.get("oauth2PermissionScopes") or []}
-    have = scopes.get(scope["id"])
-    if not have or not have.get("isEnabled") or have.get("value") != scope["value"]:
-        wrong.append(f"scope {scope['value']} ({scope['id']}) is not exposed")
-    pre = {
-        p.get("appId"): set(p.get("delegatedPermissionIds") or [])
-        for p in api.get("preAuthorizedApplications") or []
-    }
-    for p in want_pre:
-        if not set(p["delegatedPermissionIds"]) <= pre.get(p["appId"], set()):
-            who = KNOWN_CLIENTS.get(p["appId"], p["appId"])
-            wrong.append(
-                f"{who} is not pre-authorized for {scope['value']}: people signing in with "
-                "it get AADSTS65001"
-            )
-    roles = {r.get("value"): r for r in app.get("appRoles") or []}
-    for r in want["appRoles"]:
-        got = roles.get(r["value"])
-        if not got or not got.get("isEnabled"):
-            wrong.append(f"app role {r['value']} is missing or disabled")
-        elif set(got.get("allowedMemberTypes") or []) != set(r["allowedMemberTypes"]):
-            wrong.append(
-                f"app role {r['value']} is not for {' and '.join(r['allowedMemberTypes'])}"
-            )
+    wrong = [
+        *_api_wrong(app, client_id, scope),
+        *_preauthorized_wrong(api, want_pre, scope),
+        *_roles_wrong(app, want["appRoles"]),
+    ]
     if not wrong:
         return []
     what = f"app registration {client_id} (BENCH_API_CLIENT_ID) is not set up for the service"

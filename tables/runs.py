@@ -56,19 +56,10 @@ def run_table(run: dict[str, Any]) -> Table:
             col, justify="right" if col not in ("step", "agent", "state", "dir") else "left"
         )
     for item in run.get("items", []):
-        res = item.get("result") or {}
-        dirs = [d for d in ("read", "write") if res.get(d)] or ["-"]
         step = steps.get(item.get("step"))
         lead = [step_heading(step) if step else str(item.get("step"))] if heading else []
-        for d in dirs:
-            t.add_row(
-                *lead,
-                str(item["client"]),
-                item.get("agent_id") or "-",
-                item["state"],
-                d,
-                *_dir_cells(res.get(d), kind),
-            )
+        for row in _item_rows(item, kind):
+            t.add_row(*lead, *row)
     agg = run.get("aggregate")
     if agg:
         for d in ("read", "write"):
@@ -83,6 +74,22 @@ def run_table(run: dict[str, Any]) -> Table:
                     style="bold",
                 )
     return t
+
+
+def _item_rows(item: dict[str, Any], kind: Kind) -> list[list[str]]:
+    """A client's rows: one per direction it has (one "-" row when it has none)."""
+    res = item.get("result") or {}
+    dirs = [d for d in ("read", "write") if res.get(d)] or ["-"]
+    return [
+        [
+            str(item["client"]),
+            item.get("agent_id") or "-",
+            item["state"],
+            d,
+            *_dir_cells(res.get(d), kind),
+        ]
+        for d in dirs
+    ]
 
 
 def print_run(run: dict[str, Any], console: Console | None = None) -> None:
@@ -264,6 +271,25 @@ def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
     return [_md_row(header), _md_row(["---"] * len(header)), *(_md_row(r) for r in rows)]
 
 
+def _step_md_rows(s: dict[str, Any], kind: Kind) -> list[list[str]]:
+    """A step's aggregate, a row per direction (none without an aggregate)."""
+    agg = s.get("aggregate")
+    if not agg:
+        return []
+    return [
+        [
+            str(s["step"]),
+            s.get("point") or "-",
+            str(agg["clients"]),
+            d,
+            *_dir_cells(agg[d], kind),
+            percentiles_note(agg[d], kind),
+        ]
+        for d in ("read", "write")
+        if agg.get(d)
+    ]
+
+
 def run_markdown(run: dict[str, Any]) -> str:
     icon = {"completed": "✅", "failed": "❌", "cancelled": "⚪"}.get(run["state"], "⏳")
     profile = f" `{run['profile']}`" if run.get("profile") else ""
@@ -276,25 +302,9 @@ def run_markdown(run: dict[str, Any]) -> str:
     if run.get("tags"):
         lines.append("Tags: " + ", ".join(f"`{k}={v}`" for k, v in sorted(run["tags"].items())))
     lines.append("")
-    rows = []
     aggs = [s["aggregate"] for s in run.get("steps", []) if s.get("aggregate")]
     kind = table_kind([a.get(d) for a in aggs for d in DIRS])
-    for s in run.get("steps", []):
-        agg = s.get("aggregate")
-        if not agg:
-            continue
-        for d in ("read", "write"):
-            if agg.get(d):
-                rows.append(
-                    [
-                        str(s["step"]),
-                        s.get("point") or "-",
-                        str(agg["clients"]),
-                        d,
-                        *_dir_cells(agg[d], kind),
-                        percentiles_note(agg[d], kind),
-                    ]
-                )
+    rows = [row for s in run.get("steps", []) for row in _step_md_rows(s, kind)]
     if rows:
         header = ["step", "point", "clients", "dir", "IOPS", "MiB/s", *latency_headers(kind)]
         header += ["percentiles"]

@@ -15,7 +15,7 @@ from adapters.config import Settings
 from core.retention import DAY_S, PER_ITEM_TTL, Retention
 from core.runs.timer import TIMERS
 from functions import telemetry
-from tests.test_bicep import BICEP, app_settings, body, module, parse, resources_of_type
+from tests.bicep_tree import BICEP, app_settings, body, module, parse, resources_of_type
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,108 +1,37 @@
 """One contract for the ports (core.ports), run against both the in-memory implementations
 the simulation drives (core.memory) and the adapters on the Cosmos DB stand-in and
 Azurite: what the simulation assumes of the store, the queue and the artifacts is what the
-real services do, so the two cannot drift apart (issue 24.6)."""
+real services do, so the two cannot drift apart (issue 24.6). The store's part here; the
+queue's and the artifacts': tests/test_ports_contract_queues.py."""
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 
-from adapters.cosmos import CosmosStore
-from adapters.queue import WorkQueues, poison_queue_name
-from benchctl.localstack import Stack
-from core.errors import BenchError, Conflict, LeaseLost, NotFound, TooLarge, ValidationFailed
-from core.memory import Effect, MemoryArtifacts, MemoryQueues, MemoryStore, SimClock
-from core.models import WorkItem, Workload
+from core.errors import Conflict, NotFound, TooLarge, ValidationFailed
+from core.models.activity import SeenActivity
 from core.models.agents import AgentRecord
+from core.models.gate import KeptVerdict
 from core.models.live import LiveDirection, LiveDoc, LiveSample
 from core.models.locks import TargetLock, Waiter
+from core.models.regression import MeanStd, MedianSd, Regression, ToldWith
+from core.models.schedule import StoredSchedule
+from core.models.series import InfraFacts, StepPoint
 from core.models.state import RunState
-from core.models.stored import Item, Run, Step
-from core.ports import Artifacts, Store
+from core.models.stored import Item, Step
+from tests.documents import stored_aggregate, stored_result
+from tests.ports_world import Ports, a_run, new_id, open_ports, work
 
 
-@dataclass
-class Ports:
-    store: Store
-    queues: WorkQueues | MemoryQueues
-    artifacts: Artifacts
-    now: Callable[[], float]  # the clock the store stamps _ts with
-    wait: Callable[[float], None]  # let time pass
-    pool: str
-
-
-@pytest.fixture
-def contract_store(stack: Stack) -> CosmosStore:
-    """The Cosmos DB stand-in, in a database no API's timer works on: the session API's
-    advanced the runs and cleared the barriers these tests write (due, overdue) between two
-    of their calls."""
-    settings = stack.settings().model_copy(update={"cosmos_database": "ports-contract"})
-    store = CosmosStore.from_settings(settings)
-    store.ensure_containers()
-    return store
-
-
-# The servers' side is fetched by name below, which tests/lanes.py cannot see: marked here.
+# The servers' side is fetched by name (tests/ports_world.py), which tests/lanes.py cannot
+# see: marked here.
 @pytest.fixture(params=["memory", pytest.param("azure", marks=pytest.mark.stack)])
 def ports(request: pytest.FixtureRequest, pool: str) -> Iterator[Ports]:
-    if request.param == "memory":
-        clock = SimClock(time.time())
-        queues = MemoryQueues(clock)
-        queues.ensure_pool(pool)
-        yield Ports(MemoryStore(clock), queues, MemoryArtifacts(), clock, clock.advance, pool)
-        return
-    yield Ports(
-        request.getfixturevalue("contract_store"),
-        request.getfixturevalue("queues"),
-        request.getfixturevalue("artifacts"),
-        time.time,
-        time.sleep,
-        pool,
-    )
-
-
-def new_id() -> str:
-    return "r-" + uuid.uuid4().hex
-
-
-def a_run(pool: str, **fields: Any) -> Run:
-    doc: dict[str, Any] = {
-        "id": new_id(),
-        "created_at": "2031-01-01T00:00:00Z",
-        "created_ms": int(time.time() * 1000),
-        "request": {"target": "scratch", "pool": pool},
-        "workload": {},
-        "comparison_key": "k",
-        "target": "scratch",
-        "targets": ["scratch"],
-        "pool": pool,
-        "step_count": 1,
-        "items_total": 1,
-        "requested_by": {"name": "t", "role": "admin"},
-        "body_hash": "h",
-    }
-    doc.update(fields)
-    return Run.model_validate(doc)
-
-
-def work(run_id: str, pool: str, client: int = 0) -> WorkItem:
-    return WorkItem(
-        run_id=run_id,
-        item_id=f"{run_id}.s0.c{client}",
-        step=0,
-        client=client,
-        clients=client + 1,
-        pool=pool,
-        targets=["scratch"],
-        engine="fio",
-        workload=Workload(),
-    )
+    yield from open_ports(request, pool)
 
 
 # ---- documents: create, read, compare-and-swap ---------------------------------------------
@@ -253,19 +182,20 @@ def test_target_locks_and_free_targets_with_waiters(ports: Ports) -> None:
 def test_results_aggregates_agents_ticks_schedules_once(ports: Ports) -> None:
     s = ports.store
     run_id = new_id()
-    doc: dict[str, Any] = {
-        "id": f"{run_id}.s0.c0",
-        "run_id": run_id,
-        "item_id": f"{run_id}.s0.c0",
-        "step": 0,
-    }
-    assert s.results.create(doc) is True
-    assert s.results.create(doc) is False
-    assert s.results.get(run_id, doc["id"])["step"] == 0
-    assert [r["id"] for r in s.results.of_run(run_id)] == [doc["id"]]
-    agg = {"id": f"{run_id}.s0", "run_id": run_id, "step": 0}
+    item = f"{run_id}.s0.c0"
+    ids = {"id": item, "run_id": run_id, "item_id": item}
+    result = stored_result(run_id=run_id)
+    assert result.model_dump(include=set(ids)) == ids
+    assert s.results.create(result) is True
+    assert s.results.create(result) is False
+    # What is read back is what was stored, its JSON to the byte.
+    back = s.results.get(run_id, item)
+    assert back.model_dump_json() == result.model_dump_json()
+    assert [r.id for r in s.results.of_run(run_id)] == [item]
+    agg = stored_aggregate(run_id=run_id, read={"iops": 1000.0})
     assert s.results.create_aggregate(agg) and not s.results.create_aggregate(agg)
-    assert [a["id"] for a in s.results.list_aggregates(run_id)] == [agg["id"]]
+    (stored,) = s.results.list_aggregates(run_id)
+    assert stored.model_dump_json() == agg.model_dump_json()
 
     agent = f"contract-{uuid.uuid4().hex[:8]}"
     record = s.agents.create(
@@ -284,16 +214,73 @@ def test_results_aggregates_agents_ticks_schedules_once(ports: Ports) -> None:
     s.ticks.put(name, 7)
     assert s.ticks.get(name) == 7
 
-    schedule = s.schedules.create({"id": f"sch-{uuid.uuid4().hex[:16]}", "cron": "0 * * * *"})
-    schedule["cron"] = "5 * * * *"
-    assert s.schedules.replace(schedule)["cron"] == "5 * * * *"
+    schedule = s.schedules.create(
+        StoredSchedule(
+            id=f"sch-{uuid.uuid4().hex[:16]}",
+            cron="0 * * * *",
+            request={"targets": ["scratch"]},
+            created_at="2031-03-04T10:00:00+00:00",
+            next_fire="2031-03-04T11:00:00+00:00",
+        )
+    )
+    assert schedule.etag is not None
+    moved = s.schedules.replace(schedule.model_copy(update={"cron": "5 * * * *"}))
+    assert moved.cron == "5 * * * *" and s.schedules.get(schedule.id) == moved
     with pytest.raises(Conflict):
-        s.schedules.replace(schedule)  # its _etag is the one before
-    s.schedules.delete(schedule["id"])
+        s.schedules.replace(schedule)  # its ETag is the one before
+    assert schedule.id in {x.id for x in s.schedules.all()}
+    s.schedules.delete(schedule.id)
     with pytest.raises(NotFound):
-        s.schedules.get(schedule["id"])
-    seen = {"id": f"teams:{uuid.uuid4().hex}"}
+        s.schedules.get(schedule.id)
+    seen = SeenActivity(id=f"teams:{uuid.uuid4().hex}", seen_at_ms=1)
     assert s.activities.create(seen) is True and s.activities.create(seen) is False
+
+
+def test_series_points_and_regressions_round_trip_by_series(ports: Ports) -> None:
+    """What the monitor writes comes back equal, by series; a regression is replaced
+    with compare-and-swap on its ETag."""
+    s, key = ports.store, uuid.uuid4().hex[:16]
+    point = StepPoint(
+        id=f"{key}.r-1.s0",
+        series_key=key,
+        run_id="r-1",
+        step=0,
+        target="scratch",
+        time_ms=1000,
+        infra="i",
+        infra_facts=InfraFacts(hosts=[("D8s", None)], mounts=[("s", "nfs", "h:/v", "vers=3")]),
+        metrics={"read.iops": 5.0},
+        clients=1,
+        engine="fio",
+        workload={"rw": "randread"},
+        gate={"read.iops": KeptVerdict(verdict="pass", value=5.0)},
+    )
+    assert s.series.create_point(point) is True and s.series.create_point(point) is False
+    assert [p.doc() for p in s.series.points(key)] == [point.doc()]  # its ETag besides
+    facts = [p for p in s.series.all_points() if p.series_key == key]
+    assert [(p.time_ms, p.workload) for p in facts] == [(1000, {"rw": "randread"})]
+    reg = Regression(
+        id=f"{key}.read.iops.gate.r-1",
+        series_key=key,
+        metric="read.iops",
+        kind="regression",
+        method="gate",
+        before=MedianSd(median=10.0, sd=0.5),
+        after=MeanStd(mean=5.0, std=0.0),
+        first_run_id="r-1",
+        first_time_ms=1000,
+        notified=ToldWith.model_validate({"with": "other"}),
+    )
+    assert s.series.create_regression(reg) is True and s.series.create_regression(reg) is False
+    assert [r.doc() for r in s.series.regressions(key)] == [reg.doc()]
+    assert reg.id in {r.id for r in s.series.regressions()}
+    stored = s.series.get_regression(key, reg.id)
+    assert stored.etag is not None and stored.doc()["notified"] == {"with": "other"}
+    triaged = s.series.replace_regression(stored.model_copy(update={"state": "expected"}))
+    assert s.series.get_regression(key, reg.id).state == "expected"
+    with pytest.raises(Conflict):
+        s.series.replace_regression(stored)
+    assert triaged.etag != stored.etag
 
 
 def test_live_documents_are_put_whole_and_read_by_run(ports: Ports) -> None:
@@ -319,103 +306,4 @@ def test_live_documents_are_put_whole_and_read_by_run(ports: Ports) -> None:
 # ---- the queue ---------------------------------------------------------------------------
 
 
-def test_a_received_message_is_hidden_for_its_visibility_timeout_then_redelivered(
-    ports: Ports,
-) -> None:
-    q = ports.queues
-    item = work(new_id(), ports.pool)
-    q.send(item)
-    first = q.receive(ports.pool, visibility_timeout=2)
-    assert first is not None and first.dequeue_count == 1
-    assert WorkItem.model_validate_json(first.content) == item
-    assert q.receive(ports.pool, visibility_timeout=2) is None  # hidden while held
-    ports.wait(2.5)
-    second = q.receive(ports.pool, visibility_timeout=30)
-    assert second is not None and second.id == first.id and second.dequeue_count == 2
-    assert second.pop_receipt != first.pop_receipt
-    with pytest.raises(LeaseLost):  # the first receiver's lease is gone
-        q.renew(ports.pool, first, 30)
-    with pytest.raises(LeaseLost):
-        q.delete(ports.pool, first)
-    renewed = q.renew(ports.pool, second, 30)
-    assert renewed.pop_receipt != second.pop_receipt
-    with pytest.raises(LeaseLost):  # only the newest receipt holds it
-        q.delete(ports.pool, second)
-    q.delete(ports.pool, renewed)
-    assert q.receive(ports.pool, visibility_timeout=1) is None
-
-
-def test_a_renewal_to_zero_hands_the_message_back_at_once(ports: Ports) -> None:
-    q = ports.queues
-    q.send(work(new_id(), ports.pool))
-    held = q.receive(ports.pool, visibility_timeout=30)
-    assert held is not None
-    q.renew(ports.pool, held, 0)
-    again = q.receive(ports.pool, visibility_timeout=30)
-    assert again is not None and again.id == held.id and again.dequeue_count == 2
-    q.delete(ports.pool, again)
-
-
-def test_poison_and_the_64_kib_limit(ports: Ports) -> None:
-    q = ports.queues
-    name = poison_queue_name(ports.pool)
-    before = q.approximate_count(name)
-    q.send_poison(ports.pool, "a poisoned work item")
-    assert q.approximate_count(name) == before + 1
-    # 48 KiB of JSON is 64 KiB in Base64, the queue's limit: refused before it is sent.
-    too_big = work(new_id(), ports.pool).model_copy(update={"targets": ["x" * 49_000]})
-    with pytest.raises(BenchError, match="64 KiB"):
-        q.send(too_big)
-
-
-def test_a_clean_order_goes_on_the_pools_work_queue(ports: Ports) -> None:
-    q = ports.queues
-    while (stale := q.receive(ports.pool, visibility_timeout=1)) is not None:
-        q.delete(ports.pool, stale)
-    q.send_clean(ports.pool, '{"kind": "clean"}')
-    got = q.receive(ports.pool, visibility_timeout=30)
-    assert got is not None and got.content == '{"kind": "clean"}'
-    q.delete(ports.pool, got)
-
-
 # ---- artifacts ---------------------------------------------------------------------------
-
-
-def test_artifacts_are_stored_as_given_and_overwritten(ports: Ports) -> None:
-    a = ports.artifacts
-    run_id = new_id()
-    with pytest.raises(NotFound):
-        a.get(run_id, "owner", "raw")
-    a.put(run_id, "owner", "raw", b"\x00\x01first")
-    a.put(run_id, "owner", "raw", b"second")
-    assert a.get(run_id, "owner", "raw") == b"second"
-    assert a.size(run_id, "owner", "raw") == 6
-    with pytest.raises(NotFound):
-        a.size(run_id, "owner", "logs")
-
-
-def test_memory_faults_lose_answers_or_hold_writes_until_resumed() -> None:
-    """What the simulation injects (the real servers do it when killed or paused): a write
-    applied whose answer is lost, and a write held until the server resumes, stamped then."""
-    clock = SimClock()
-    effects: list[Effect] = []
-
-    def faults(op: str, table: str, key: str) -> Effect:
-        return effects.pop(0) if effects else "ok"
-
-    store = MemoryStore(clock, faults)
-    effects.append("lost")
-    run = a_run("p")
-    with pytest.raises(BenchError):
-        store.runs.create(run)
-    assert store.runs.get(run.id).id == run.id  # done all the same
-    effects.append("defer")
-    late = a_run("p")
-    with pytest.raises(BenchError):
-        store.runs.create(late)
-    with pytest.raises(NotFound):
-        store.runs.get(late.id)
-    clock.advance(7)
-    assert store.tables.apply_deferred() == 1
-    stored = store.runs.get(late.id)
-    assert stored.ts == int(clock())

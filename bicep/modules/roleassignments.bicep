@@ -1,5 +1,5 @@
 // Every role assignment of the deployment, each scoped to the narrowest resource that works.
-// tests/test_bicep.py holds the expected (principal, role, scope) table: widening a scope
+// tests/test_bicep_roles.py holds the expected (principal, role, scope) table: widening a scope
 // fails it.
 
 param appPrincipalId string

@@ -30,6 +30,10 @@ def _pct(el: ET.Element, tag: str) -> float | None:
     return value
 
 
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
 def cpu_summary(span: ET.Element) -> CpuSummary | None:
     """The measured time span's ``<CpuUtilization>`` as the host's CPU summary, or None
     when DiskSpd printed none. ``busiest_cpu_pct`` is the busiest logical processor: a
@@ -46,11 +50,9 @@ def cpu_summary(span: ET.Element) -> CpuSummary | None:
             _pct(average, t) for t in ("UsagePercent", "UserPercent", "KernelPercent")
         )
     else:  # an XML cut short of its average: the rows' mean is the same figure
-        busy = sum(usages) / len(usages) if usages else None
-        users = [u for row in rows if (u := _pct(row, "UserPercent")) is not None]
-        kernels = [k for row in rows if (k := _pct(row, "KernelPercent")) is not None]
-        user = sum(users) / len(users) if users else None
-        kernel = sum(kernels) / len(kernels) if kernels else None
+        busy = _mean(usages)
+        user = _mean([u for row in rows if (u := _pct(row, "UserPercent")) is not None])
+        kernel = _mean([k for row in rows if (k := _pct(row, "KernelPercent")) is not None])
     if busy is None or user is None or kernel is None:
         return None
     return CpuSummary(

@@ -133,23 +133,11 @@ def _by_direction(lines: Iterable[LogLine]) -> dict[int, list[LogLine]]:
     return out
 
 
-def timeline_from_logs(
-    iops_logs: Sequence[str],
-    bw_logs: Sequence[str],
-    hist_logs: Sequence[str] = (),
-    *,
-    interval_ms: int = LOG_INTERVAL_MS,
-    final: FinalOutput | None = None,
-) -> ClientTimeline | None:
-    """One client's timeline from its jobs' logs (one text per job and log kind).
-
-    The client's measured period runs from the latest job start to the earliest job end
-    (one interval before a job's first line to its last line): there every job was logging.
-    With fio's final output (``final``) it is the measured runtime from the first job's
-    start: the last, partial interval, for which fio writes no line, is what the final
-    totals hold beyond the lines (see ``FinalOutput``). None when the logs hold no line at all.
-    """
-    jobs = [_by_direction(parse_log(text)) for text in iops_logs]
+def _period(
+    jobs: Sequence[Mapping[int, list[LogLine]]], interval_ms: int, final: FinalOutput | None
+) -> tuple[int, int, int] | None:
+    """(start, the end of the lines, end) of the measured period; None when there is none
+    (see ``timeline_from_logs``)."""
     spans = []
     for job in jobs:
         stamps = [line.t_ms for rows in job.values() for line in rows]
@@ -167,6 +155,48 @@ def timeline_from_logs(
         end = max(logged_end, start + final.runtime_ms)
     if end <= start:
         return None
+    return start, logged_end, end
+
+
+def _hist_with_tail(
+    rows: list[HistInterval],
+    hists: Sequence[Sequence[HistRow]],
+    index: int,
+    totals: FinalCounts,
+    logged_end: int,
+    end: int,
+) -> list[HistInterval]:
+    """The histogram intervals and the last, partial one fio's final output holds."""
+    lasts = [
+        max(r.t_ms for r in mine)
+        for mine in ([r for r in h if r.direction == index] for h in hists)
+        if mine
+    ]
+    begin = min(min(lasts, default=logged_end), end - 1)
+    return [*rows, *_tail_rows(rows, totals.clat_bins, (begin, end))]
+
+
+def timeline_from_logs(
+    iops_logs: Sequence[str],
+    bw_logs: Sequence[str],
+    hist_logs: Sequence[str] = (),
+    *,
+    interval_ms: int = LOG_INTERVAL_MS,
+    final: FinalOutput | None = None,
+) -> ClientTimeline | None:
+    """One client's timeline from its jobs' logs (one text per job and log kind).
+
+    The client's measured period runs from the latest job start to the earliest job end
+    (one interval before a job's first line to its last line): there every job was logging.
+    With fio's final output (``final``) it is the measured runtime from the first job's
+    start: the last, partial interval, for which fio writes no line, is what the final
+    totals hold beyond the lines (see ``FinalOutput``). None when the logs hold no line at all.
+    """
+    jobs = [_by_direction(parse_log(text)) for text in iops_logs]
+    period = _period(jobs, interval_ms, final)
+    if period is None:
+        return None
+    start, logged_end, end = period
     bw_jobs = [_by_direction(parse_log(text)) for text in bw_logs]
     hists = [parse_hist_log(text) for text in hist_logs]
     dirs: dict[Direction, DirectionTimeline] = {}
@@ -176,15 +206,8 @@ def timeline_from_logs(
         rows = _hist_rows(hists, index, interval_ms) if hists else None
         totals = final.dirs.get(d) if final is not None else None
         tail = (min(logged_end, end - 1), end)
-        if totals is not None:
-            if rows is not None:
-                lasts = [
-                    max(r.t_ms for r in mine)
-                    for mine in ([r for r in h if r.direction == index] for h in hists)
-                    if mine
-                ]
-                begin = min(min(lasts, default=logged_end), end - 1)
-                rows = [*rows, *_tail_rows(rows, totals.clat_bins, (begin, end))]
+        if totals is not None and rows is not None:
+            rows = _hist_with_tail(rows, hists, index, totals, logged_end, end)
         if totals is None and not ios and not nbytes:
             continue
         dirs[d] = DirectionTimeline(

@@ -26,6 +26,75 @@ def _target_field(targets: Sequence[str], index: int, single: bool) -> str:
     return "target" if single else f"targets.{index}"
 
 
+def _unusable(judged: Sequence[AgentRecord], target: str) -> str:
+    """Why the agents that have ``target`` cannot use it, if they said (the first three)."""
+    unusable = sorted(
+        f"{r.id}: {m.problem}"
+        for r in judged
+        for m in r.mounts
+        if m.alias == target and not m.usable and m.problem
+    )
+    return f" ({'; '.join(unusable[:3])})" if unusable else ""
+
+
+def _judged_errors(
+    pool: str,
+    targets: Sequence[str],
+    single_target: bool,
+    engine: str,
+    judged: Sequence[AgentRecord],
+    where: str,
+) -> list[FieldError]:
+    """The targets no judged agent mounts (usably) and an engine none runs."""
+    errors: list[FieldError] = []
+    mounted = set().union(*(r.usable_mounts() for r in judged))
+    shown = ", ".join(sorted(mounted)) or "nothing usable"
+    for i, target in enumerate(targets):
+        if target not in mounted:
+            why = _unusable(judged, target)
+            errors.append(
+                FieldError(
+                    _target_field(targets, i, single_target),
+                    f"no {where} in pool {pool} mounts {target}{why}; agents mount: {shown}",
+                )
+            )
+    engines = set().union(*(set(r.engines) for r in judged))
+    if engine not in engines:
+        errors.append(
+            FieldError(
+                "engine",
+                f"no {where} in pool {pool} runs {engine}; agents run: "
+                + (", ".join(sorted(engines)) or "nothing"),
+            )
+        )
+    return errors
+
+
+def _declared_error(
+    pool: str, clients: int, config: PoolConfig, declared: int
+) -> FieldError | None:
+    if clients <= declared:
+        return None
+    kind = "grows to at most" if config.elastic else "has"
+    return FieldError(
+        "clients", f"{clients} clients at once, but pool {pool} {kind} {declared} agents"
+    )
+
+
+def _live_error(
+    pool: str, targets: Sequence[str], engine: str, clients: int, live: Sequence[AgentRecord]
+) -> FieldError | None:
+    able = [r for r in live if set(targets) <= r.usable_mounts() and engine in r.engines]
+    if clients <= len(able):
+        return None
+    return FieldError(
+        "clients",
+        f"{clients} clients at once, but pool {pool} has {len(able)} live agents "
+        f"that can run this ({len(live)} live in all); declare its size in "
+        "BENCH_POOLS if more are coming",
+    )
+
+
 def fleet_errors(
     *,
     pool: str,
@@ -43,52 +112,12 @@ def fleet_errors(
     judged = live or mine
     errors: list[FieldError] = []
     if judged:
-        mounted = set().union(*(r.usable_mounts() for r in judged))
         where = "agent" if live else "agent (none is live; as last seen)"
-        shown = ", ".join(sorted(mounted)) or "nothing usable"
-        for i, target in enumerate(targets):
-            if target not in mounted:
-                unusable = sorted(
-                    f"{r.id}: {m.problem}"
-                    for r in judged
-                    for m in r.mounts
-                    if m.alias == target and not m.usable and m.problem
-                )
-                why = f" ({'; '.join(unusable[:3])})" if unusable else ""
-                errors.append(
-                    FieldError(
-                        _target_field(targets, i, single_target),
-                        f"no {where} in pool {pool} mounts {target}{why}; agents mount: {shown}",
-                    )
-                )
-        engines = set().union(*(set(r.engines) for r in judged))
-        if engine not in engines:
-            errors.append(
-                FieldError(
-                    "engine",
-                    f"no {where} in pool {pool} runs {engine}; agents run: "
-                    + (", ".join(sorted(engines)) or "nothing"),
-                )
-            )
+        errors = _judged_errors(pool, targets, single_target, engine, judged, where)
     declared = config.declared_size if config else None
-    if declared is not None:
-        if clients > declared:
-            kind = "grows to at most" if config and config.elastic else "has"
-            errors.append(
-                FieldError(
-                    "clients",
-                    f"{clients} clients at once, but pool {pool} {kind} {declared} agents",
-                )
-            )
+    size_error = None
+    if config is not None and declared is not None:
+        size_error = _declared_error(pool, clients, config, declared)
     elif live and not errors:
-        able = [r for r in live if set(targets) <= r.usable_mounts() and engine in r.engines]
-        if clients > len(able):
-            errors.append(
-                FieldError(
-                    "clients",
-                    f"{clients} clients at once, but pool {pool} has {len(able)} live agents "
-                    f"that can run this ({len(live)} live in all); declare its size in "
-                    "BENCH_POOLS if more are coming",
-                )
-            )
-    return errors
+        size_error = _live_error(pool, targets, engine, clients, live)
+    return errors if size_error is None else [*errors, size_error]

@@ -125,26 +125,29 @@ class Fleet:
         """GET /api/agents: every agent the registry knows and each pool's summary."""
         now = self.now_ms()
         records = sorted(self.agents.all(pool), key=lambda r: (r.pool, r.id))
-        pools = []
-        for name, config in self.pools.items():
-            if pool is not None and name != pool:
-                continue
-            mine = [r for r in records if r.pool == name]
-            used_s = sum(r.used_ms(now) for r in mine) / 1000
-            pools.append(
-                {
-                    "pool": name,
-                    "elastic": config.elastic,
-                    "size": config.declared_size,
-                    "min": config.min if config.elastic else None,
-                    "idle_s": config.idle if config.elastic else None,
-                    "live": sum(1 for r in mine if r.live(now)),
-                    "busy": sum(1 for r in mine if r.live(now) and r.state == "busy"),
-                    "known": len(mine),
-                    "used_s": round(used_s, 3),
-                    "price_per_hour": config.price,
-                    "cost": cost(used_s, config.price),
-                    **self._capacity(config, sum(1 for r in mine if r.live(now))),
-                }
-            )
+        pools = [
+            self._pool_view(name, config, [r for r in records if r.pool == name], now)
+            for name, config in self.pools.items()
+            if pool is None or name == pool
+        ]
         return {"agents": [r.view(now) for r in records], "pools": pools}
+
+    def _pool_view(
+        self, name: str, config: PoolConfig, mine: list[AgentRecord], now: int
+    ) -> dict[str, Any]:
+        """A pool's summary: its configuration, its agents now, their use and its cost."""
+        used_s = sum(r.used_ms(now) for r in mine) / 1000
+        return {
+            "pool": name,
+            "elastic": config.elastic,
+            "size": config.declared_size,
+            "min": config.min if config.elastic else None,
+            "idle_s": config.idle if config.elastic else None,
+            "live": sum(1 for r in mine if r.live(now)),
+            "busy": sum(1 for r in mine if r.live(now) and r.state == "busy"),
+            "known": len(mine),
+            "used_s": round(used_s, 3),
+            "price_per_hour": config.price,
+            "cost": cost(used_s, config.price),
+            **self._capacity(config, sum(1 for r in mine if r.live(now))),
+        }

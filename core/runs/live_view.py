@@ -181,6 +181,22 @@ def total_seconds(rings: Sequence[Sequence[LiveSample]], origin_ms: int) -> list
     return out
 
 
+def _total(
+    rings: Sequence[Sequence[LiveSample]],
+    step: int | None,
+    origins: dict[int, int] | None,
+    size: int | None,
+) -> list[LiveSecond]:
+    """The step's total on the seconds from its origin (its clients' earliest sample when
+    none is known); none until every one of its ``size`` clients reports, since a total of
+    some of them would pass for the step's."""
+    origin = (origins or {}).get(step) if step is not None else None
+    if origin is None and rings:
+        origin = min(r[0].start_ms for r in rings)
+    everyone = size is None or len(rings) >= size
+    return total_seconds(rings, origin) if origin is not None and everyone else []
+
+
 def live_view(
     run_id: str,
     state: str,
@@ -208,13 +224,8 @@ def live_view(
         for d in mine
     ]
     rings = [d.samples for d in mine]
-    origin = (origins or {}).get(step) if step is not None else None
-    if origin is None and rings:
-        origin = min(r[0].start_ms for r in rings)
     size = (sizes or {}).get(step) if step is not None else None
-    # A total of some of the step's clients would pass for the step's: none until all report.
-    everyone = size is None or len(rings) >= size
-    total = total_seconds(rings, origin)[-seconds:] if origin is not None and everyone else []
+    total = _total(rings, step, origins, size)[-seconds:]
     return LiveView(
         run_id=run_id, state=state, step=step, step_clients=size, clients=clients, total=total
     )

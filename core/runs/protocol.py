@@ -24,7 +24,7 @@ from core.errors import NotFound
 from core.models import WorkItem
 from core.models.holder import AgentRef, holds, refuse
 from core.models.state import ItemState, RunState
-from core.models.stored import Item, Rebarrier, Step
+from core.models.stored import Item, Rebarrier, Run, Step
 from core.runs.barrier_timing import BARRIER_LEAD_MS, REJOIN_LATE_MS, barrier_lead_ms
 from core.runs.lifecycle import Lifecycle
 from core.runs.timer import barrier_reason, fail_barrier
@@ -84,29 +84,11 @@ class AgentProtocol:
             step = self.store.items.get_step(work.run_id, work.step)
         except NotFound:
             return ClaimDecision("drop", "unknown run or item")
-        if doc.ended:
-            return ClaimDecision("drop", f"item already {doc.state}")
-        if doc.state in (ItemState.READY, ItemState.RUNNING) and self._finish_stored(doc):
-            return ClaimDecision("drop", "its result is stored already")
-        if _held_by_another(doc, agent, message_id, dequeue_count):
-            # A copy of a message someone else holds: it ends nothing (decided again below,
-            # inside the compare-and-swap, for the copy that might still take the item).
-            return ClaimDecision("drop", f"duplicate message: {doc.agent_id} holds it")
-        if run.cancel_requested:
-            self._end(work.run_id, work.item_id, ItemState.CANCELLED, "run cancelled")
-            return ClaimDecision("drop", "run cancelled")
-        if step.failed_reason:
-            self._end(work.run_id, work.item_id, ItemState.FAILED, step.failed_reason)
-            return ClaimDecision("drop", step.failed_reason)
-        if dequeue_count > self.max_deliveries:
-            last = doc.errors[-1].message if doc.errors else "no error reported"
-            reason = (
-                f"moved to the poison queue after {dequeue_count - 1} deliveries; "
-                f"last error: {last}"
-            )
-            self.life.queue.send_poison(work.pool, work.model_dump_json())
-            self._end(work.run_id, work.item_id, ItemState.FAILED, reason)
-            return ClaimDecision("drop", reason)
+        refusal = self._stale(doc, agent, dequeue_count, message_id) or self._ended(
+            work, run, step, doc, dequeue_count
+        )
+        if refusal:
+            return refusal
         _, items = self.store.items.of_run(work.run_id)
         siblings = [
             d
@@ -117,6 +99,42 @@ class AgentProtocol:
             return ClaimDecision("release", f"{agent.id} already holds {siblings[0].id}")
         return self._take(work, step, agent, dequeue_count, message_id, run.state)
 
+    def _stale(
+        self, doc: Item, agent: AgentRef, dequeue_count: int, message_id: str
+    ) -> ClaimDecision | None:
+        """A message for an item that no longer needs this agent: dropped, nothing ends."""
+        if doc.ended:
+            return ClaimDecision("drop", f"item already {doc.state}")
+        if doc.state in (ItemState.READY, ItemState.RUNNING) and self._finish_stored(doc):
+            return ClaimDecision("drop", "its result is stored already")
+        if _held_by_another(doc, agent, message_id, dequeue_count):
+            # A copy of a message someone else holds: it ends nothing (decided again below,
+            # inside the compare-and-swap, for the copy that might still take the item).
+            return ClaimDecision("drop", f"duplicate message: {doc.agent_id} holds it")
+        return None
+
+    def _ended(
+        self, work: WorkItem, run: Run, step: Step, doc: Item, dequeue_count: int
+    ) -> ClaimDecision | None:
+        """The item ends here, with its reason: its run was cancelled, its step failed, or
+        its message came back more often than an item may be delivered."""
+        if run.cancel_requested:
+            reason, state = "run cancelled", ItemState.CANCELLED
+        elif step.failed_reason:
+            reason, state = step.failed_reason, ItemState.FAILED
+        elif dequeue_count > self.max_deliveries:
+            last = doc.errors[-1].message if doc.errors else "no error reported"
+            reason = (
+                f"moved to the poison queue after {dequeue_count - 1} deliveries; "
+                f"last error: {last}"
+            )
+            state = ItemState.FAILED
+            self.life.queue.send_poison(work.pool, work.model_dump_json())
+        else:
+            return None
+        self._end(work.run_id, work.item_id, state, reason)
+        return ClaimDecision("drop", reason)
+
     def _finish_stored(self, doc: Item) -> bool:
         """Its holder stored its result, and the item was not marked completed (the API
         died in between, or the answer was lost): complete it now, rather than hand it to
@@ -125,7 +143,7 @@ class AgentProtocol:
             result = self.store.results.get(doc.run_id, doc.id)
         except NotFound:
             return False
-        holder = result.get("agent_id")
+        holder = result.agent_id
 
         def done(d: Item) -> bool | None:
             if d.state not in (ItemState.READY, ItemState.RUNNING) or d.agent_id != holder:
