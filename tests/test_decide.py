@@ -293,6 +293,7 @@ def world(
     return steps, items
 
 
+@pytest.mark.slow  # about 6 s of generated cases: make test runs it, make unit does not
 @given(run=runs, spec=step_lists, raw=item_lists, now=st.sampled_from([EARLY, NOW]))
 def test_what_the_table_never_does(
     run: Run, spec: list[tuple[bool, str | None]], raw: list[tuple[int, ItemState]], now: int
