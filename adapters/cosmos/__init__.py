@@ -25,7 +25,7 @@ Containers and partition keys (see README, "Storage"):
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import Any, TypedDict
 
 import requests
 from azure.core.credentials import TokenCredential
@@ -89,13 +89,21 @@ def _pooled_transport(size: int) -> RequestsTransport:
 # No request may hang on an unreachable database (issue 12.2): a call ends within
 # TIMEOUT_S, after which the API answers 503 naming the database.
 TIMEOUT_S = 6
-BOUNDED: dict[str, Any] = {
-    "timeout": TIMEOUT_S,
-    "connection_timeout": 3,
-    "read_timeout": 5,
-    "retry_connect": 0,
-    "retry_read": 0,
-}
+
+
+class Bounds(TypedDict):
+    """The client's time limits and retries (azure-core's keyword arguments)."""
+
+    timeout: int
+    connection_timeout: int
+    read_timeout: int
+    retry_connect: int
+    retry_read: int
+
+
+BOUNDED = Bounds(
+    timeout=TIMEOUT_S, connection_timeout=3, read_timeout=5, retry_connect=0, retry_read=0
+)
 
 
 class CosmosStore(Store):

@@ -3,9 +3,7 @@ the list is a cross-partition query, small: one document per client VM)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from adapters.cosmos.base import Container
+from adapters.cosmos.base import Container, Param
 from core.models.agents import AgentRecord
 
 
@@ -23,7 +21,7 @@ class CosmosAgents:
         return AgentRecord.model_validate(self._c.replace(record.doc(), record.etag))
 
     def all(self, pool: str | None = None) -> list[AgentRecord]:
-        params: list[dict[str, Any]] = []
+        params: list[Param] = []
         sql = "SELECT * FROM c"
         if pool is not None:
             sql += " WHERE c.pool = @pool"

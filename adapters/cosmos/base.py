@@ -8,25 +8,28 @@ import base64
 import json
 import logging
 import re
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypedDict
 
 from azure.core import MatchConditions
 from azure.core.exceptions import AzureError
 from azure.cosmos import ContainerProxy
 from azure.cosmos import exceptions as cx
+from pydantic import JsonValue
 
 from core.errors import Conflict, FieldError, NotFound, StoreUnavailable, TooLarge, ValidationFailed
+from core.models.document import StoredJson
 from core.ports import CONTINUATION_PATTERN
 
 log = logging.getLogger(__name__)
-Doc = dict[str, Any]
+Doc = StoredJson  # its former name, which adapters/cosmos/conversations.py still imports
 # Azure Cosmos DB's maximum item size (service quotas: "Maximum size of an item: 2 MB",
 # measured on the item's JSON). The local server has no such limit; the adapter holds
 # it so tests see what Azure would refuse.
 MAX_DOCUMENT_BYTES = 2 * 1024 * 1024
 
 
-def _check_size(container: str, doc: Doc) -> None:
+def _check_size(container: str, doc: StoredJson) -> None:
     size = len(json.dumps(doc, separators=(",", ":")).encode())
     if size > MAX_DOCUMENT_BYTES:
         raise TooLarge(
@@ -35,7 +38,18 @@ def _check_size(container: str, doc: Doc) -> None:
         )
 
 
-def _clean(doc: Any, keep: frozenset[str] = frozenset({"_etag"})) -> Doc:
+class Param(TypedDict):
+    """A query parameter: its ``@name`` in the SQL and its value."""
+
+    name: str
+    value: JsonValue
+
+
+def _sdk(params: list[Param]) -> list[dict[str, object]]:
+    return [dict(p) for p in params]
+
+
+def _clean(doc: Mapping[str, Any], keep: frozenset[str] = frozenset({"_etag"})) -> StoredJson:
     """Drop Cosmos system properties except the ETag, which compare-and-swap needs (and
     ``_ts`` where it is asked for: a run's creation is judged by it, core.runs.commit)."""
     return {k: v for k, v in dict(doc).items() if not k.startswith("_") or k in keep}
@@ -93,31 +107,31 @@ class Container:
         self.name = proxy.id
         self._keep = frozenset({"_etag", "_ts"} if timestamps else {"_etag"})
 
-    def _clean(self, doc: Any) -> Doc:
+    def _clean(self, doc: Mapping[str, Any]) -> StoredJson:
         return _clean(doc, self._keep)
 
-    def create(self, doc: Doc) -> Doc:
+    def create(self, doc: StoredJson) -> StoredJson:
         _check_size(self.name, doc)
         try:
             return self._clean(self.proxy.create_item(doc))
         except (cx.CosmosHttpResponseError, AzureError) as e:
             raise wrap(e, f"{self.name}/{doc.get('id')}") from e
 
-    def upsert(self, doc: Doc) -> Doc:
+    def upsert(self, doc: StoredJson) -> StoredJson:
         _check_size(self.name, doc)
         try:
             return self._clean(self.proxy.upsert_item(doc))
         except (cx.CosmosHttpResponseError, AzureError) as e:
             raise wrap(e, f"{self.name}/{doc.get('id')}") from e
 
-    def create_once(self, doc: Doc) -> bool:
+    def create_once(self, doc: StoredJson) -> bool:
         try:
             self.create(doc)
             return True
         except Conflict:
             return False
 
-    def read(self, id_: str, pk: str) -> Doc:
+    def read(self, id_: str, pk: str) -> StoredJson:
         """A point read: by id and partition key, never a query (the local server answers
         queries by scanning the container; scripts/cosmosdb-server.js)."""
         try:
@@ -125,7 +139,7 @@ class Container:
         except (cx.CosmosHttpResponseError, AzureError) as e:
             raise wrap(e, f"{self.name}/{id_}") from e
 
-    def replace(self, doc: Doc, etag: str | None) -> Doc:
+    def replace(self, doc: StoredJson, etag: str | None) -> StoredJson:
         """Write ``doc`` over its stored version only if that still has ``etag``."""
         _check_size(self.name, doc)
         try:
@@ -143,27 +157,30 @@ class Container:
         except (cx.CosmosHttpResponseError, AzureError) as e:
             raise wrap(e, f"{self.name}/{id_}") from e
 
-    def query(self, sql: str, params: list[dict[str, Any]], pk: str | None = None) -> list[Doc]:
+    def query(self, sql: str, params: list[Param], pk: str | None = None) -> list[StoredJson]:
         try:
             if pk is None:
                 it = self.proxy.query_items(
-                    sql, parameters=params, enable_cross_partition_query=True
+                    sql, parameters=_sdk(params), enable_cross_partition_query=True
                 )
             else:
-                it = self.proxy.query_items(sql, parameters=params, partition_key=pk)
+                it = self.proxy.query_items(sql, parameters=_sdk(params), partition_key=pk)
             return [self._clean(d) for d in it]
         except (cx.CosmosHttpResponseError, AzureError) as e:
             raise wrap(e, f"query on {self.name}") from e
 
     def page(
-        self, sql: str, params: list[dict[str, Any]], *, limit: int, continuation: str | None
-    ) -> tuple[list[Doc], str | None]:
+        self, sql: str, params: list[Param], *, limit: int, continuation: str | None
+    ) -> tuple[list[StoredJson], str | None]:
         """One page of a cross-partition query, and the token of the next (opaque to the
         caller: URL-safe Base64 of the database's own)."""
         token = _decode_continuation(continuation) if continuation else None
         try:
             pages = self.proxy.query_items(
-                sql, parameters=params, enable_cross_partition_query=True, max_item_count=limit
+                sql,
+                parameters=_sdk(params),
+                enable_cross_partition_query=True,
+                max_item_count=limit,
             ).by_page(token)
             page = [self._clean(d) for d in next(pages, [])]
             nxt = getattr(pages, "continuation_token", None)

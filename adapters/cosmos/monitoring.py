@@ -9,6 +9,7 @@ from core.models.activity import SeenActivity
 from core.models.regression import Regression
 from core.models.schedule import StoredSchedule, readable_schedules
 from core.models.series import PointFacts, StepPoint
+from core.models.ticks import TimerTick
 
 
 class CosmosSeries:
@@ -92,9 +93,9 @@ class CosmosTicks:
 
     def get(self, name: str) -> int | None:
         try:
-            return int(self._c.read(name, name)["at_ms"])
+            return TimerTick.model_validate(self._c.read(name, name)).at_ms
         except NotFound:
             return None
 
     def put(self, name: str, at_ms: int) -> None:
-        self._c.upsert({"id": name, "at_ms": at_ms})
+        self._c.upsert(TimerTick(id=name, at_ms=at_ms).model_dump(mode="json"))

@@ -4,11 +4,12 @@ models become JSON here, and JSON models, on the way in and out."""
 
 from __future__ import annotations
 
-from adapters.cosmos.base import Container, Doc
+from adapters.cosmos.base import Container
 from core.models import Result, StepAggregate, StoredResult
+from core.models.document import StoredJson
 
 
-def _fields(doc: Doc) -> Doc:
+def _fields(doc: StoredJson) -> StoredJson:
     """Without Cosmos DB's system properties (``_etag``, ``_ts``)."""
     return {k: v for k, v in doc.items() if not k.startswith("_")}
 

@@ -3,9 +3,7 @@ and target locks (/id: one document per pool and target)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from adapters.cosmos.base import Container
+from adapters.cosmos.base import Container, Param
 from core.models.locks import TargetLock
 from core.models.stored import Run
 
@@ -34,7 +32,7 @@ class CosmosRuns:
     ) -> tuple[list[Run], str | None]:
         # Only fixed clauses are joined; every value travels as a query parameter.
         where: list[str] = []
-        params: list[dict[str, Any]] = []
+        params: list[Param] = []
         if target:
             where.append("ARRAY_CONTAINS(c.targets, @target)")
             params.append({"name": "@target", "value": target})

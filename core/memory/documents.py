@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from core.errors import Conflict, NotFound, StoreUnavailable, TooLarge
+from core.models.document import StoredJson
 
-Doc = dict[str, Any]
 MAX_DOCUMENT_BYTES = 2 * 1024 * 1024  # as adapters/cosmos/base.py
 # ok: done. fail: refused before anything was done. lost: done, but the answer is lost (the
 # caller hears a failure). defer: held, done when the server resumes (the caller hears a
@@ -26,9 +26,9 @@ class Faults(Protocol):
     def __call__(self, op: str, table: str, key: str) -> Effect: ...
 
 
-def _copy(doc: Doc) -> Doc:
+def _copy(doc: StoredJson) -> StoredJson:
     """What a round trip through JSON gives (no shared objects, JSON types only)."""
-    copied: Doc = json.loads(json.dumps(doc))
+    copied: StoredJson = json.loads(json.dumps(doc))
     return copied
 
 
@@ -71,14 +71,14 @@ class Table:
         self.name = name
         self.pk_field = pk_field
         self.timestamps = timestamps
-        self.docs: dict[tuple[str, str], Doc] = {}
+        self.docs: dict[tuple[str, str], StoredJson] = {}
 
     # ---- plumbing -----------------------------------------------------------------------
 
-    def _what(self, id_: Any) -> str:
+    def _what(self, id_: object) -> str:
         return f"{self.name}/{id_}"
 
-    def _out(self, stored: Doc) -> Doc:
+    def _out(self, stored: StoredJson) -> StoredJson:
         out = _copy(stored)
         if not self.timestamps:
             out.pop("_ts", None)
@@ -88,7 +88,7 @@ class Table:
         if self.tables.effect(op, self.name, key) != "ok":
             raise _unavailable(f"{op} {self._what(key)}")
 
-    def _write_op(self, op: str, key: str, apply: Callable[[], Doc]) -> Doc:
+    def _write_op(self, op: str, key: str, apply: Callable[[], StoredJson]) -> StoredJson:
         effect = self.tables.effect(op, self.name, key)
         if effect == "fail":
             raise _unavailable(f"{op} {self._what(key)}")
@@ -100,7 +100,7 @@ class Table:
             raise _unavailable(f"{op} {self._what(key)}")
         return out
 
-    def _store(self, doc: Doc) -> Doc:
+    def _store(self, doc: StoredJson) -> StoredJson:
         stored = _copy({k: v for k, v in doc.items() if not k.startswith("_")})
         size = len(json.dumps(stored, separators=(",", ":")).encode())
         if size > MAX_DOCUMENT_BYTES:
@@ -115,30 +115,30 @@ class Table:
 
     # ---- operations ---------------------------------------------------------------------
 
-    def create(self, doc: Doc) -> Doc:
-        def apply() -> Doc:
+    def create(self, doc: StoredJson) -> StoredJson:
+        def apply() -> StoredJson:
             if (str(doc[self.pk_field]), str(doc["id"])) in self.docs:
                 raise Conflict(f"{self._what(doc['id'])} already exists")
             return self._store(doc)
 
         return self._write_op("create", str(doc["id"]), apply)
 
-    def create_once(self, doc: Doc) -> bool:
+    def create_once(self, doc: StoredJson) -> bool:
         try:
             self.create(doc)
             return True
         except Conflict:
             return False
 
-    def read(self, id_: str, pk: str) -> Doc:
+    def read(self, id_: str, pk: str) -> StoredJson:
         self._read_op("read", id_)
         stored = self.docs.get((pk, id_))
         if stored is None:
             raise NotFound(self._what(id_))
         return self._out(stored)
 
-    def replace(self, doc: Doc, etag: str | None) -> Doc:
-        def apply() -> Doc:
+    def replace(self, doc: StoredJson, etag: str | None) -> StoredJson:
+        def apply() -> StoredJson:
             stored = self.docs.get((str(doc[self.pk_field]), str(doc["id"])))
             if stored is None:
                 raise NotFound(self._what(doc["id"]))
@@ -148,21 +148,21 @@ class Table:
 
         return self._write_op("replace", str(doc["id"]), apply)
 
-    def upsert(self, doc: Doc) -> Doc:
+    def upsert(self, doc: StoredJson) -> StoredJson:
         return self._write_op("upsert", str(doc["id"]), lambda: self._store(doc))
 
     def delete(self, id_: str, pk: str) -> None:
-        def apply() -> Doc:
+        def apply() -> StoredJson:
             if self.docs.pop((pk, id_), None) is None:
                 raise NotFound(self._what(id_))
             return {}
 
         self._write_op("delete", id_, apply)
 
-    def query(self, keep: Callable[[Doc], bool], pk: str | None = None) -> list[Doc]:
+    def query(self, keep: Callable[[StoredJson], bool], pk: str | None = None) -> list[StoredJson]:
         """A query: the documents ``keep`` selects (of one partition, when given)."""
         self._read_op("query", pk or "*")
-        docs: Iterable[Doc] = (
+        docs: Iterable[StoredJson] = (
             d for (p, _), d in sorted(self.docs.items()) if pk is None or p == pk
         )
         return [self._out(d) for d in docs if keep(d)]

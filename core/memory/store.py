@@ -6,13 +6,13 @@ from __future__ import annotations
 import base64
 import re
 from collections.abc import Callable
-from typing import Any
 
 from core.errors import FieldError, NotFound, StoreUnavailable, ValidationFailed
-from core.memory.documents import Doc, Faults, Table, Tables
+from core.memory.documents import Faults, Table, Tables
 from core.models import Result, StepAggregate, StoredResult
 from core.models.activity import SeenActivity
 from core.models.agents import AgentRecord
+from core.models.document import StoredJson
 from core.models.ids import step_id
 from core.models.live import LiveDoc
 from core.models.locks import TargetLock
@@ -20,6 +20,7 @@ from core.models.regression import Regression
 from core.models.schedule import StoredSchedule, readable_schedules
 from core.models.series import PointFacts, StepPoint
 from core.models.stored import Item, Run, Step
+from core.models.ticks import TimerTick
 from core.ports import CONTINUATION_PATTERN, Store
 
 CONTINUATION_PREFIX = "memory-page:"
@@ -53,12 +54,12 @@ def _token(offset: int) -> str:
     return base64.urlsafe_b64encode(f"{CONTINUATION_PREFIX}{offset}".encode()).decode()
 
 
-def _null(doc: Doc, key: str) -> bool:
+def _null(doc: StoredJson, key: str) -> bool:
     """Cosmos SQL's IS_NULL: present and null (a missing field is undefined, not null)."""
     return key in doc and doc[key] is None
 
 
-def _number(value: Any) -> bool:
+def _number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
@@ -86,7 +87,7 @@ class MemoryRuns:
     ) -> tuple[list[Run], str | None]:
         start = _offset(continuation)
 
-        def keep(d: Doc) -> bool:
+        def keep(d: StoredJson) -> bool:
             return (
                 (not target or target in d.get("targets", []))
                 and (not state or d.get("state") == state)
@@ -152,12 +153,12 @@ class MemoryItems:
         return [Step.model_validate(d) for d in docs]
 
 
-def _fields(doc: Doc) -> Doc:
+def _fields(doc: StoredJson) -> StoredJson:
     """Without the store's own properties (``_etag``)."""
     return {k: v for k, v in doc.items() if not k.startswith("_")}
 
 
-def _id(doc: Doc) -> str:
+def _id(doc: StoredJson) -> str:
     return str(doc["id"])
 
 
@@ -295,12 +296,12 @@ class MemoryTicks:
 
     def get(self, name: str) -> int | None:
         try:
-            return int(self._t.read(name, name)["at_ms"])
+            return TimerTick.model_validate(self._t.read(name, name)).at_ms
         except NotFound:
             return None
 
     def put(self, name: str, at_ms: int) -> None:
-        self._t.upsert({"id": name, "at_ms": at_ms})
+        self._t.upsert(TimerTick(id=name, at_ms=at_ms).model_dump(mode="json"))
 
 
 class MemoryLive:

@@ -12,6 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 # template (validated as a RunRequest when used) or a resolved workload as its aggregate
 # holds it (the series key is a digest of it, so it is kept byte for byte).
 JsonObject = dict[str, JsonValue]
+# A document as the database holds it (the Cosmos DB SDK's, or core.memory's copy of it):
+# raw JSON, read and written only by the storage adapters; above them it is a model.
+StoredJson = dict[str, Any]
 
 
 class StoredDoc(BaseModel):
@@ -20,6 +23,6 @@ class StoredDoc(BaseModel):
     )
     etag: str | None = Field(None, alias="_etag", exclude=True)
 
-    def doc(self) -> dict[str, Any]:
+    def doc(self) -> StoredJson:
         """The JSON document to store (without the ETag)."""
         return self.model_dump(mode="json")

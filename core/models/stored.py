@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.models import DataSet, RunRequest, WorkItem, Workload
+from core.models.document import StoredJson
 from core.models.gate import RunGate
 from core.models.state import (
     DELIVERY_MOVES,
@@ -33,7 +34,7 @@ class _Stored(BaseModel):
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
     etag: str | None = Field(None, alias="_etag", exclude=True)
 
-    def doc(self) -> dict[str, Any]:
+    def doc(self) -> StoredJson:
         return self.model_dump(mode="json")
 
 
