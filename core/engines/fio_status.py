@@ -26,9 +26,9 @@ from typing import Any
 
 from core.engines.fio_output import directions_from_fio
 from core.models import Direction
-from core.timeline import DIRECTIONS, ClientTimeline, HistInterval
+from core.models.result import FioJson
+from core.timeline import DIRECTIONS, ClientTimeline, DirectionTimeline, HistInterval
 
-Doc = dict[str, Any]
 MAX_STATUS_OUTPUTS = 3600  # a long run's status interval grows so its output stays bounded
 
 
@@ -50,7 +50,7 @@ class Snapshot:
 @dataclass(frozen=True)
 class StatusOutput:
     notes: str  # what fio wrote before its first JSON object (its error lines)
-    final: Doc | None  # the last object: fio's final output
+    final: FioJson | None  # the last object: fio's final output
     status: list[Snapshot]  # the objects before it, as snapshots
 
 
@@ -64,7 +64,7 @@ def read_output(text: str) -> StatusOutput:
         return StatusOutput(text, None, [])
     decoder = json.JSONDecoder()
     snapshots: list[Snapshot] = []
-    last: Doc | None = None
+    last: FioJson | None = None
     at = start
     while at >= 0:
         try:
@@ -130,7 +130,7 @@ def with_total_latency(
     rows = total_latency_rows(
         output.status, output.final, start_ms=timeline.start_ms, end_ms=timeline.end_ms
     )
-    update: dict[str, Any] = {}
+    update: dict[str, DirectionTimeline] = {}
     for d, mine in rows.items():
         dt = timeline.direction(d)
         if dt is not None:

@@ -19,6 +19,7 @@ from core.models import (
     StartInfo,
     WorkItem,
 )
+from core.models.result import FioJson
 from core.timeline import ClientTimeline, timeline_from_seconds
 
 
@@ -104,7 +105,7 @@ def _result(
     host: HostFacts,
     mounts: list[MountFacts],
     fill: FillInfo | None = None,
-    steadystate: dict[str, Any] | None = None,
+    steadystate: FioJson | None = None,
 ) -> Result:
     """One client's result, whichever engine measured it (id = the item id)."""
     return Result(
@@ -130,7 +131,7 @@ def _result(
     )
 
 
-def _steadystate(doc: Mapping[str, Any]) -> dict[str, Any] | None:
+def _steadystate(doc: Mapping[str, Any]) -> FioJson | None:
     """fio's steady-state verdict (present when ss= was set): attained or not, and why."""
     for job in doc.get("jobs", []):
         if "steadystate" in job:

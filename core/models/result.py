@@ -11,6 +11,9 @@ from core.models.common import ITEM_ID_PATTERN, RUN_ID_PATTERN, Engine, Strict
 from core.models.workload import Workload
 
 Direction = Literal["read", "write"]
+# fio's own JSON (its output, or a part of it such as a job's steady-state verdict) kept as
+# fio wrote it: the parsing edge (core.engines.fio_output reads it into models).
+FioJson = dict[str, Any]
 
 
 class LatencyStats(Strict):
@@ -136,7 +139,7 @@ class Result(Strict):
     write: DirectionResult | None = None
     start: StartInfo | None = None
     fill: FillInfo | None = None
-    steadystate: dict[str, Any] | None = Field(None, description="fio's steady-state verdict")
+    steadystate: FioJson | None = Field(None, description="fio's steady-state verdict")
     host: HostFacts
     mounts: list[MountFacts]
     artifacts: dict[ArtifactName, ArtifactRef] = Field(
@@ -215,7 +218,7 @@ class ResultSummary(Strict):
     host: HostFacts
     mounts: list[MountFacts]
     fill: FillInfo | None
-    steadystate: dict[str, Any] | None
+    steadystate: FioJson | None
     read: DirectionSummary | None = Field(None, exclude_if=_none)
     write: DirectionSummary | None = Field(None, exclude_if=_none)
 

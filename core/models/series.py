@@ -7,8 +7,6 @@ points are cut into segments by their infrastructure (``infra``, a digest of
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -47,8 +45,8 @@ class InfraFacts(BaseModel):
     targets: list[tuple[str, str, JsonValue]] | None = None
 
     @model_serializer(mode="wrap")
-    def _declared_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        out: dict[str, Any] = handler(self)
+    def _declared_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        out: dict[str, object] = handler(self)
         if out.get("targets") is None:
             out.pop("targets", None)
         return out
