@@ -16,15 +16,22 @@ from __future__ import annotations
 import logging
 import re
 from collections import Counter
-from typing import Any
+from typing import get_args
 
 from pydantic import ValidationError
 
 from adapters.blob import BlobArtifacts
 from adapters.cosmos import CosmosStore
-from adapters.cosmos.base import Doc
 from core.errors import Conflict, FieldError, NotFound, ValidationFailed
 from core.models import RunRequest
+from core.models.archive import (
+    ArtifactName,
+    Imported,
+    ImportedDocument,
+    OwnedContainer,
+    RunBundle,
+)
+from core.models.document import StoredJson
 from core.models.schedule import StoredSchedule
 from core.models.state import FINISHED_RUN
 from core.models.stored import Item, Run, Step
@@ -38,7 +45,7 @@ MAX_IMPORT_DOCUMENTS = 500
 SCHEDULE_ID = r"^sch-[0-9a-f]{16}$"
 
 
-def _plain(doc: Doc) -> Doc:
+def _plain(doc: StoredJson) -> StoredJson:
     return {k: v for k, v in doc.items() if not k.startswith("_")}
 
 
@@ -52,7 +59,9 @@ class Archive:
         self.store = store
         self.artifacts = artifacts
 
-    def _docs(self, container: str, where: str, value: str, pk: str | None = None) -> list[Doc]:
+    def _docs(
+        self, container: str, where: str, value: str, pk: str | None = None
+    ) -> list[StoredJson]:
         return self.store.container(container).query(
             f"SELECT * FROM c WHERE {where}",  # noqa: S608 (fixed clauses only)
             [{"name": "@v", "value": value}],
@@ -67,24 +76,27 @@ class Archive:
 
     # ---- reading whole runs ---------------------------------------------------------------
 
-    def bundle(self, run_id: str) -> dict[str, Any]:
+    def bundle(self, run_id: str) -> RunBundle:
         """A finished run with everything it owns (documents as stored, artifacts by name)."""
         self._settled_run(run_id)
-        run = self.store.container("runs").read(run_id, run_id)
-        out: dict[str, Any] = {"run": _plain(run)}
-        for name in RUN_PARTITIONED:
-            out[name] = [_plain(d) for d in self._docs(name, "c.run_id = @v", run_id, run_id)]
-        out["series"] = [_plain(d) for d in self._docs("series", "c.run_id = @v", run_id)]
-        out["regressions"] = [
-            _plain(d) for d in self._docs("regressions", "c.first_run_id = @v", run_id)
-        ]
-        out["artifacts"] = [
-            {"owner": b.owner, "name": b.name, "bytes": b.size}
-            for b in self.artifacts.of_run(run_id)
-        ]
-        return out
 
-    def schedules(self) -> list[Doc]:
+        def owned(name: str, field: str = "run_id", pk: str | None = run_id) -> list[StoredJson]:
+            return [_plain(d) for d in self._docs(name, f"c.{field} = @v", run_id, pk)]
+
+        return RunBundle(
+            run=_plain(self.store.container("runs").read(run_id, run_id)),
+            items=owned("items"),
+            results=owned("results"),
+            aggregates=owned("aggregates"),
+            series=owned("series", pk=None),
+            regressions=owned("regressions", "first_run_id", None),
+            artifacts=[
+                ArtifactName(owner=b.owner, name=b.name, bytes=b.size)
+                for b in self.artifacts.of_run(run_id)
+            ],
+        )
+
+    def schedules(self) -> list[StoredJson]:
         return [s.doc() for s in self.store.schedules.all()]
 
     # ---- an admin's deletes -------------------------------------------------------------
@@ -127,7 +139,7 @@ class Archive:
                 self._delete(name, doc, removed)
         return dict(removed)
 
-    def _delete(self, container: str, doc: Doc, removed: Counter[str]) -> None:
+    def _delete(self, container: str, doc: StoredJson, removed: Counter[str]) -> None:
         c = self.store.container(container)
         try:
             c.delete(str(doc["id"]), str(doc[self.store.partition_field(container)]))
@@ -138,35 +150,37 @@ class Archive:
     # ---- import -------------------------------------------------------------------------
 
     def import_run(
-        self, run_id: str, run: Any, documents: list[Any], *, commit: bool
-    ) -> dict[str, int]:
+        self, run_id: str, run: object, documents: list[object], *, commit: bool
+    ) -> Imported:
         """Create what a run owns that does not exist yet, then, with ``commit``, the run's
         own document (the commit point: benchctl sends a run in batches, the last one
         commits). Everything is checked before anything is written: the run is a finished
         run's document, and every document is one of the run's own."""
         checked_run = self._checked_run(run_id, run)
         checked = [self._owned(run_id, i, entry) for i, entry in enumerate(documents)]
-        counts = {"created": 0, "existing": 0}
-        writes = [*checked, *([("runs", checked_run)] if commit else [])]
+        writes: list[tuple[str, StoredJson]] = [(d.container, d.doc) for d in checked]
+        return self._create(writes + ([("runs", checked_run)] if commit else []))
+
+    def _create(self, writes: list[tuple[str, StoredJson]]) -> Imported:
+        """Create each document that does not exist yet."""
+        counts = Imported()
         for container, doc in writes:
-            created = self.store.container(container).create_once(doc)
-            counts["created" if created else "existing"] += 1
+            if self.store.container(container).create_once(doc):
+                counts.created += 1
+            else:
+                counts.existing += 1
         return counts
 
-    def import_schedules(self, schedules: list[Any]) -> dict[str, int]:
+    def import_schedules(self, schedules: list[object]) -> Imported:
         """Schedules as exported (their ids, times and last runs kept), each checked as at
         creation: its cron, owner and run request template."""
         checked = [_checked_schedule(i, doc) for i, doc in enumerate(schedules)]
-        counts = {"created": 0, "existing": 0}
-        for doc in checked:
-            created = self.store.container("schedules").create_once(doc)
-            counts["created" if created else "existing"] += 1
-        return counts
+        return self._create([("schedules", doc) for doc in checked])
 
-    def _checked_run(self, run_id: str, doc: Any) -> Doc:
+    def _checked_run(self, run_id: str, doc: object) -> StoredJson:
         if not isinstance(doc, dict):
             raise ValidationFailed([FieldError("run", "must be an object")])
-        plain: Doc = _plain(doc)
+        plain = _plain(doc)
         try:
             run = Run.model_validate(plain)
         except ValueError as e:
@@ -177,17 +191,10 @@ class Archive:
             raise ValidationFailed([FieldError("run.state", "only finished runs are imported")])
         return plain
 
-    def _owned(self, run_id: str, i: int, entry: Any) -> tuple[str, Doc]:
+    def _owned(self, run_id: str, i: int, entry: object) -> ImportedDocument:
         where = f"documents.{i}"
-        if not isinstance(entry, dict) or set(entry) != {"container", "doc"}:
-            raise ValidationFailed([FieldError(where, "expected {container, doc}")])
-        container, doc = entry["container"], entry["doc"]
-        if container not in OWNED_BY_RUN:
-            known = ", ".join(OWNED_BY_RUN)
-            raise ValidationFailed([FieldError(f"{where}.container", f"one of {known}")])
-        if not isinstance(doc, dict):
-            raise ValidationFailed([FieldError(f"{where}.doc", "must be an object")])
-        doc = _plain(doc)
+        owned = _entry(where, entry)
+        container, doc = owned.container, _plain(owned.doc)
         owner_field = OWNED_BY_RUN[container]
         if doc.get(owner_field) != run_id:
             message = f"not one of run {run_id}'s documents"
@@ -202,11 +209,24 @@ class Archive:
                 (Step if doc.get("kind") == "step" else Item).model_validate(doc)
             except ValueError as e:
                 raise ValidationFailed([FieldError(f"{where}.doc", _first_line(e))]) from None
-        return container, doc
+        return ImportedDocument(container=container, doc=doc)
+
+
+def _entry(where: str, entry: object) -> ImportedDocument:
+    """One document of an import: ``{container, doc}``, each error naming its field."""
+    if not isinstance(entry, dict) or set(entry) != {"container", "doc"}:
+        raise ValidationFailed([FieldError(where, "expected {container, doc}")])
+    try:
+        return ImportedDocument.model_validate(entry)
+    except ValidationError as e:
+        if e.errors()[0]["loc"][0] == "container":
+            known = ", ".join(get_args(OwnedContainer))
+            raise ValidationFailed([FieldError(f"{where}.container", f"one of {known}")]) from None
+        raise ValidationFailed([FieldError(f"{where}.doc", "must be an object")]) from None
 
 
 # What a run's documents name it by, per container (import checks each belongs to its run).
-OWNED_BY_RUN = {
+OWNED_BY_RUN: dict[OwnedContainer, str] = {
     "items": "run_id",
     "results": "run_id",
     "aggregates": "run_id",
@@ -220,11 +240,11 @@ def _first_line(e: Exception) -> str:
     return str(e).splitlines()[0][:300]
 
 
-def _checked_schedule(i: int, doc: Any) -> Doc:
+def _checked_schedule(i: int, sent: object) -> StoredJson:
     where = f"schedules.{i}"
-    if not isinstance(doc, dict):
+    if not isinstance(sent, dict):
         raise ValidationFailed([FieldError(where, "must be an object")])
-    doc = _plain(doc)
+    doc = _plain(sent)
     if not isinstance(doc.get("id"), str) or not re.fullmatch(SCHEDULE_ID, doc["id"]):
         raise ValidationFailed([FieldError(f"{where}.id", "a schedule id (sch-<16 hex>)")])
     fields = {k: v for k, v in doc.items() if k not in SCHEDULE_KEPT}

@@ -20,15 +20,15 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from pydantic import ValidationError
+
 from benchctl.client import Api, CliError
+from core.models.archive import ExportManifest, Imported, ImportedDocument, RunBundle
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 FORMAT, VERSION = "benchsvc-export", 1
 BATCH_DOCUMENTS = 200
 BATCH_BYTES = 8 << 20
-# What a run's documents go into, in the order they are imported (the run document last).
-RUN_PARTS = (("items", "items"), ("results", "results"), ("aggregates", "aggregates"))
-LAST_PARTS = (("series", "series"), ("regressions", "regressions"))
 
 
 def _json(api: Api, method: str, path: str, **kw: Any) -> Any:
@@ -66,24 +66,25 @@ def cmd_export_all(a: argparse.Namespace, api: Api) -> int:
         for page in _pages(api):
             counts["unfinished"] += len(page["unfinished"])
             for run_id in page["runs"]:
-                bundle = _json(api, "GET", f"/api/admin/export/runs/{run_id}")
-                for art in bundle["artifacts"]:
-                    path = f"/api/admin/export/artifacts/{run_id}/{art['owner']}/{art['name']}"
-                    data = api._call("GET", path).content
-                    _add(tar, f"runs/{run_id}/artifacts/{art['owner']}/{art['name']}", data)
+                got = _json(api, "GET", f"/api/admin/export/runs/{run_id}")
+                bundle = RunBundle.model_validate(got)
+                for art in bundle.artifacts:
+                    name = f"{run_id}/{art.owner}/{art.name}"
+                    data = api._call("GET", f"/api/admin/export/artifacts/{name}").content
+                    _add(tar, f"runs/{run_id}/artifacts/{art.owner}/{art.name}", data)
                     counts["artifacts"] += 1
                     counts["bytes"] += len(data)
-                _add(tar, f"runs/{run_id}/bundle.json", json.dumps(bundle).encode())
+                _add(tar, f"runs/{run_id}/bundle.json", bundle.model_dump_json().encode())
                 counts["runs"] += 1
-        manifest = {
-            "format": FORMAT,
-            "version": VERSION,
-            "source": api.base_url,
-            "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "schedules": len(schedules),
+        manifest = ExportManifest(
+            format=FORMAT,
+            version=VERSION,
+            source=api.base_url,
+            exported_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            schedules=len(schedules),
             **counts,
-        }
-        _add(tar, "manifest.json", json.dumps(manifest, indent=2).encode())
+        )
+        _add(tar, "manifest.json", manifest.model_dump_json(indent=2).encode())
     print(
         f"exported {counts['runs']} runs ({counts['artifacts']} artifacts, "
         f"{counts['bytes']:,} bytes) and {len(schedules)} schedules to {a.output}",
@@ -97,21 +98,12 @@ def cmd_export_all(a: argparse.Namespace, api: Api) -> int:
     return EXIT_OK
 
 
-class _Counts:
-    def __init__(self) -> None:
-        self.created = self.existing = 0
-
-    def add(self, reply: dict[str, Any]) -> None:
-        self.created += reply["created"]
-        self.existing += reply["existing"]
-
-
-def _batches(entries: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+def _batches(entries: list[ImportedDocument]) -> Iterator[list[ImportedDocument]]:
     """Consecutive batches of bounded count and size (at least one, maybe empty)."""
-    batch: list[dict[str, Any]] = []
+    batch: list[ImportedDocument] = []
     size = 0
     for entry in entries:
-        n = len(json.dumps(entry))
+        n = len(json.dumps(entry.model_dump(mode="json")))
         if batch and (len(batch) >= BATCH_DOCUMENTS or size + n > BATCH_BYTES):
             yield batch
             batch, size = [], 0
@@ -120,19 +112,16 @@ def _batches(entries: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
     yield batch
 
 
-def _import_run(api: Api, bundle: dict[str, Any], counts: _Counts) -> None:
+def _import_run(api: Api, bundle: RunBundle, counts: Imported) -> None:
     """A run's documents in batches, each naming the run; the last commits it (its own
     document is written after everything it owns)."""
-    run = bundle["run"]
-    entries = [
-        {"container": container, "doc": doc}
-        for key, container in RUN_PARTS + LAST_PARTS
-        for doc in bundle[key]
-    ]
+    entries = bundle.documents()
     batches = list(_batches(entries))
+    path = f"/api/admin/import/runs/{bundle.run['id']}"
     for i, batch in enumerate(batches):
-        body = {"run": run, "documents": batch, "commit": i == len(batches) - 1}
-        counts.add(_json(api, "POST", f"/api/admin/import/runs/{run['id']}", json=body))
+        documents = [e.model_dump(mode="json") for e in batch]
+        body = {"run": bundle.run, "documents": documents, "commit": i == len(batches) - 1}
+        counts.add(Imported.model_validate(_json(api, "POST", path, json=body)))
 
 
 def _member(tar: tarfile.TarFile, name: str) -> bytes:
@@ -145,20 +134,31 @@ def _member(tar: tarfile.TarFile, name: str) -> bytes:
     return f.read()
 
 
+def _bundle(file: str, data: bytes, name: str) -> RunBundle:
+    try:
+        return RunBundle.model_validate_json(data)
+    except ValidationError as e:
+        raise CliError(f"{file}: {name} is not a run's bundle: {e}", EXIT_BAD_INPUT) from None
+
+
 def cmd_import_all(a: argparse.Namespace, api: Api) -> int:
     try:
         tar = tarfile.open(a.file, "r:gz")
     except (OSError, ValueError, tarfile.TarError) as e:  # ValueError: an empty name
         raise CliError(f"{a.file}: {e}", EXIT_BAD_INPUT) from None
     with tar:
-        manifest = json.loads(_member(tar, "manifest.json"))
-        if manifest.get("format") != FORMAT or manifest.get("version") != VERSION:
-            raise CliError(f"{a.file}: not a {FORMAT} version {VERSION} file", EXIT_BAD_INPUT)
-        docs = _Counts()
+        try:
+            manifest = ExportManifest.model_validate_json(_member(tar, "manifest.json"))
+        except ValidationError:
+            raise CliError(
+                f"{a.file}: not a {FORMAT} version {VERSION} file", EXIT_BAD_INPUT
+            ) from None
+        docs = Imported()
         schedules = json.loads(_member(tar, "schedules.json"))
         for start in range(0, max(len(schedules), 1), BATCH_DOCUMENTS):
             batch = {"schedules": schedules[start : start + BATCH_DOCUMENTS]}
-            docs.add(_json(api, "POST", "/api/admin/import/schedules", json=batch))
+            reply = _json(api, "POST", "/api/admin/import/schedules", json=batch)
+            docs.add(Imported.model_validate(reply))
         artifacts = runs = 0
         for member in tar.getmembers():
             parts = member.name.split("/")
@@ -169,11 +169,11 @@ def cmd_import_all(a: argparse.Namespace, api: Api) -> int:
                 api._call("PUT", path, content=data, headers={"Content-Type": "application/gzip"})
                 artifacts += 1
             elif len(parts) == 3 and parts[0] == "runs" and parts[2] == "bundle.json":
-                _import_run(api, json.loads(_member(tar, member.name)), docs)
+                _import_run(api, _bundle(a.file, _member(tar, member.name), member.name), docs)
                 runs += 1
     print(
-        f"imported {runs} runs ({artifacts} artifacts) and {manifest['schedules']} schedules "
-        f"from {manifest['source']}: {docs.created} documents created, "
+        f"imported {runs} runs ({artifacts} artifacts) and {manifest.schedules} schedules "
+        f"from {manifest.source}: {docs.created} documents created, "
         f"{docs.existing} already there",
         file=sys.stderr,
     )

@@ -33,7 +33,10 @@ from tables.runs import (
 
 
 def cmd_profiles(a: argparse.Namespace) -> int:
-    profiles = _api(a).profiles() if a.remote else [p.describe() for p in PROFILES]
+    if a.remote:
+        profiles = _api(a).profiles()
+    else:
+        profiles = [p.describe().model_dump(mode="json") for p in PROFILES]
     if a.format == "json":
         print(json.dumps(profiles, indent=2))
     else:

@@ -8,10 +8,11 @@ version whenever its defaults change, so old and new results never share a serie
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-from core.models import Workload
+from pydantic import BaseModel
+
+from core.models import Engine, Workload
 
 # Vdbench "threads" are outstanding I/Os per client: one thread = one I/O in flight.
 # fio expresses the same as numjobs x iodepth; we map threads to numjobs at iodepth 1.
@@ -95,29 +96,43 @@ class Profile:
     title: str
     source: str  # which published method it reproduces
     workload: Workload
-    engines: tuple[str, ...] = ("fio",)
+    engines: tuple[Engine, ...] = ("fio",)
     fill: bool = False  # write the whole working set before the measured phases
     files_per_target: int = 1  # DiskSpd spreads load over several files per mount
     cooldown_s: int = 0
     notes: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
-    def describe(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "version": self.version,
-            "title": self.title,
-            "source": self.source,
-            "engines": list(self.engines),
-            "fill": self.fill,
-            "files_per_target": self.files_per_target,
-            "cooldown_s": self.cooldown_s,
-            "notes": self.notes,
-            "workload": self.workload.model_dump(),
-        }
+    def describe(self) -> ProfileView:
+        return ProfileView(
+            name=self.name,
+            version=self.version,
+            title=self.title,
+            source=self.source,
+            engines=list(self.engines),
+            fill=self.fill,
+            files_per_target=self.files_per_target,
+            cooldown_s=self.cooldown_s,
+            notes=self.notes,
+            workload=self.workload,
+        )
 
 
-def _w(**fields: Any) -> Workload:
+class ProfileView(BaseModel):
+    """A profile as ``GET /api/profiles`` and ``benchctl profiles`` show it."""
+
+    name: str
+    version: int
+    title: str
+    source: str
+    engines: list[Engine]
+    fill: bool
+    files_per_target: int
+    cooldown_s: int
+    notes: str
+    workload: Workload
+
+
+def _w(**fields: object) -> Workload:
     return Workload.model_validate(fields)
 
 

@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse, Response
 from adapters.archive import MAX_IMPORT_DOCUMENTS, settled
 from adapters.blob import MAX_ARTIFACT_BYTES
 from core.errors import FieldError, Forbidden, ValidationFailed
+from core.models.archive import Imported, RunBundle
 from core.runs.guardrails import Caller
 from functions import apidocs_admin as a
 from functions.inputs import Continuation
@@ -86,7 +87,7 @@ async def export_runs(
 
 
 @router.get("/api/admin/export/runs/{run_id}", **doc(a.RunBundle, errors=(*ADMIN_ERRORS, 409)))
-async def export_run(run_id: RunId, parts: Parts, caller: CallerOf) -> dict[str, Any]:
+async def export_run(run_id: RunId, parts: Parts, caller: CallerOf) -> RunBundle:
     """A finished run with everything it owns, documents as stored."""
     _admin(caller)
     return await asyncio.to_thread(parts.archive.bundle, run_id)
@@ -129,7 +130,7 @@ def _import_body(body: Any, listed: str, allowed: set[str]) -> dict[str, Any]:
 )
 async def import_run(
     run_id: RunId, sent: RunImportAsSent, parts: Parts, caller: CallerOf
-) -> dict[str, Any]:
+) -> Imported:
     """A finished run's documents, created when missing after all are checked; ``commit``
     writes the run's own document last (benchctl's last batch of the run)."""
     _admin(caller)
@@ -146,7 +147,7 @@ async def import_run(
     "/api/admin/import/schedules",
     **doc(a.Imported, body=True, errors=(400, 403, 413, *STORE)),
 )
-async def import_schedules(sent: SchedulesAsSent, parts: Parts, caller: CallerOf) -> dict[str, Any]:
+async def import_schedules(sent: SchedulesAsSent, parts: Parts, caller: CallerOf) -> Imported:
     """Schedules as exported (ids and times kept), each checked as at creation."""
     _admin(caller)
     body = _import_body(sent, "schedules", {"schedules"})

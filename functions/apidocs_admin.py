@@ -3,11 +3,14 @@ whole, and what ``benchctl export-all`` / ``import-all`` move between deployment
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Document = dict[str, Any]
+from core.models.archive import ArtifactName, Imported, ImportedDocument, RunBundle
+from core.models.document import StoredJson
+
+__all__ = ["ArtifactName", "Imported", "ImportedDocument", "RunBundle"]
 
 
 class Removed(BaseModel):
@@ -23,46 +26,20 @@ class ExportedRuns(BaseModel):
     continuation: str | None = Field(description="the next page's token; null on the last")
 
 
-class ArtifactName(BaseModel):
-    owner: str
-    name: str
-    bytes: int
-
-
-class RunBundle(BaseModel):
-    run: Document
-    items: list[Document] = Field(description="its steps and work items")
-    results: list[Document]
-    aggregates: list[Document]
-    series: list[Document] = Field(description="its points in every series")
-    regressions: list[Document] = Field(description="those first seen on it")
-    artifacts: list[ArtifactName] = Field(description="read each from .../artifacts/...")
-
-
 class ExportedSchedules(BaseModel):
-    schedules: list[Document]
-
-
-class ImportedDocument(BaseModel):
-    container: Literal["items", "results", "aggregates", "series", "regressions"]
-    doc: Document = Field(description="as exported: one of the run's own documents")
+    schedules: list[StoredJson]
 
 
 class RunImport(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    run: Document = Field(description="the run's document as exported (a finished run)")
+    run: StoredJson = Field(description="the run's document as exported (a finished run)")
     documents: list[ImportedDocument] = Field(default_factory=list, max_length=500)
     commit: bool = Field(description="write the run's own document after these: the last batch")
 
 
 class ScheduleImport(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    schedules: list[Document] = Field(max_length=500)
-
-
-class Imported(BaseModel):
-    created: int
-    existing: int = Field(description="already there (an import asked again creates nothing)")
+    schedules: list[StoredJson] = Field(max_length=500)
 
 
 class ArtifactImported(BaseModel):

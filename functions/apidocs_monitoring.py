@@ -7,7 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.models import Engine, RunRequest, Workload
+from core.catalogue import ProfileView
+from core.models import Engine, RunRequest
 from core.models.regression import TriageState
 from core.models.state import RunState
 from core.monitoring.schedules import CRON_SCHEMA, Schedule
@@ -155,17 +156,6 @@ class SeriesHistory(BaseModel):
 class TriageBody(BaseModel):
     model_config = ConfigDict(extra="allow")
     state: TriageState
-
-
-class ProfileView(OpenDoc):
-    name: str
-    version: int
-    title: str
-    source: str
-    engines: list[Engine]
-    fill: bool
-    files_per_target: int
-    workload: Workload
 
 
 class ProfileList(BaseModel):

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
+from core.fleet.views import AgentList
 from core.models import POOL_PATTERN
 from core.models.agents import Registration
 from functions import apidocs_fleet as f
@@ -31,7 +32,7 @@ async def register(b: Registration, svc: Svc, caller: CallerOf) -> dict[str, Any
 async def agents(
     svc: Svc,
     pool: Annotated[str | None, Query(pattern=POOL_PATTERN)] = None,
-) -> dict[str, Any]:
+) -> AgentList:
     """Every agent the registry knows (live, gone or stopped) and each pool's size, live
     agents, client VM time and cost."""
     return await asyncio.to_thread(svc.fleet.view, pool)

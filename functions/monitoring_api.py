@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Response
 
-from core.catalogue import PROFILES, get_profile
+from core.catalogue import PROFILES, ProfileView, get_profile
 from core.errors import FieldError, Forbidden, NotFound
 from core.models.regression import TriageState
 from core.models.schedule import StoredSchedule
@@ -127,12 +127,12 @@ async def triage(
 
 
 @router.get("/api/profiles", **doc(m.ProfileList))
-async def profiles() -> dict[str, Any]:
-    return {"profiles": [p.describe() for p in PROFILES]}
+async def profiles() -> m.ProfileList:
+    return m.ProfileList(profiles=[p.describe() for p in PROFILES])
 
 
-@router.get("/api/profiles/{name}", **doc(m.ProfileView, errors=(400, 404)))
-async def profile(name: ProfileName) -> dict[str, Any]:
+@router.get("/api/profiles/{name}", **doc(ProfileView, errors=(400, 404)))
+async def profile(name: ProfileName) -> ProfileView:
     try:
         return get_profile(name).describe()
     except KeyError as e:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from core.errors import BenchError, Conflict, FieldError, Forbidden, NotFound, ValidationFailed
 from core.fleet.admission import fleet_errors
 from core.fleet.pools import PoolConfig
 from core.fleet.scaling import PoolScaler, Waiting
+from core.fleet.views import AgentList, AgentView, PoolView
 from core.models.agents import AgentRecord, Registration, record_from
 from core.models.holder import AgentRef
 from core.models.stored import Run
@@ -111,17 +111,17 @@ class Fleet:
             now_ms=self.now_ms(),
         )
 
-    def _capacity(self, config: PoolConfig, live: int) -> dict[str, int | None]:
+    def _capacity(self, config: PoolConfig) -> int | None:
+        """An elastic pool's capacity as the scaler last asked for it (None: unknown)."""
         if not config.elastic or self.scaler is None:
-            return {"capacity": None, "missing": None}
+            return None
         try:
-            capacity = self.scaler.capacity(config.name)
+            return self.scaler.capacity(config.name)
         except (BenchError, RuntimeError, ValueError) as e:  # the listing still answers
             log.warning("capacity of pool %s unknown: %s", config.name, e)
-            return {"capacity": None, "missing": None}
-        return {"capacity": capacity, "missing": max(0, capacity - live)}
+            return None
 
-    def view(self, pool: str | None = None) -> dict[str, Any]:
+    def view(self, pool: str | None = None) -> AgentList:
         """GET /api/agents: every agent the registry knows and each pool's summary."""
         now = self.now_ms()
         records = sorted(self.agents.all(pool), key=lambda r: (r.pool, r.id))
@@ -130,24 +130,27 @@ class Fleet:
             for name, config in self.pools.items()
             if pool is None or name == pool
         ]
-        return {"agents": [r.view(now) for r in records], "pools": pools}
+        return AgentList(agents=[AgentView.of(r, now) for r in records], pools=pools)
 
     def _pool_view(
         self, name: str, config: PoolConfig, mine: list[AgentRecord], now: int
-    ) -> dict[str, Any]:
+    ) -> PoolView:
         """A pool's summary: its configuration, its agents now, their use and its cost."""
         used_s = sum(r.used_ms(now) for r in mine) / 1000
-        return {
-            "pool": name,
-            "elastic": config.elastic,
-            "size": config.declared_size,
-            "min": config.min if config.elastic else None,
-            "idle_s": config.idle if config.elastic else None,
-            "live": sum(1 for r in mine if r.live(now)),
-            "busy": sum(1 for r in mine if r.live(now) and r.state == "busy"),
-            "known": len(mine),
-            "used_s": round(used_s, 3),
-            "price_per_hour": config.price,
-            "cost": cost(used_s, config.price),
-            **self._capacity(config, sum(1 for r in mine if r.live(now))),
-        }
+        live = sum(1 for r in mine if r.live(now))
+        capacity = self._capacity(config)
+        return PoolView(
+            pool=name,
+            elastic=config.elastic,
+            size=config.declared_size,
+            min=config.min if config.elastic else None,
+            idle_s=config.idle if config.elastic else None,
+            live=live,
+            busy=sum(1 for r in mine if r.live(now) and r.state == "busy"),
+            known=len(mine),
+            used_s=round(used_s, 3),
+            price_per_hour=config.price,
+            cost=cost(used_s, config.price),
+            capacity=capacity,
+            missing=None if capacity is None else max(0, capacity - live),
+        )

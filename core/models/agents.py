@@ -16,7 +16,7 @@ process) starts a new registration, and the time of the previous one is kept in
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -112,12 +112,6 @@ class AgentRecord(_Stored):
 
     def usable_mounts(self) -> set[str]:
         return {m.alias for m in self.mounts if m.usable}
-
-    def view(self, now_ms: int) -> dict[str, Any]:
-        doc = self.model_dump(mode="json", exclude={"principal", "session", "past_ms"})
-        doc["status"] = self.status(now_ms)
-        doc["used_s"] = round(self.used_ms(now_ms) / 1000, 3)
-        return doc
 
 
 def record_from(
