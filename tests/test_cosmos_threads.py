@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from adapters.cosmos import CosmosStore
+from adapters.cosmos.base import Param
 from benchctl.localstack import Stack
 
 CALLERS = 64
@@ -49,7 +50,7 @@ def test_64_callers_for_30_s_share_one_client_without_an_error(
                 doc = c.read(mine, mine)
                 c.replace({**doc, "n": doc["n"] + 1}, doc["_etag"])
                 writes[i] += 1
-                by_id = [{"name": "@id", "value": other}]
+                by_id: list[Param] = [{"name": "@id", "value": other}]
                 seen = c.query("SELECT * FROM c WHERE c.id = @id", by_id)
                 assert [d["id"] for d in seen] == [other]
                 reads[i] += 2

@@ -20,6 +20,7 @@ import pytest
 from adapters.blob import BlobArtifacts
 from adapters.config import Settings
 from adapters.cosmos import CosmosStore
+from adapters.cosmos.base import Param
 from benchctl import cli, localstack
 from benchctl.localstack import Stack
 from core.models.regression import MeanStd, MedianSd, Regression
@@ -220,7 +221,7 @@ def test_an_admin_deleting_a_run_or_a_series_removes_all_it_owns(
         benchctl("--api-url", d.dest, "--api-key", ADMIN_KEY, "import-all", str(d.export))
 
     def owned(run_id: str) -> dict[str, int]:
-        where = [{"name": "@r", "value": run_id}]
+        where: list[Param] = [{"name": "@r", "value": run_id}]
         counts = {
             name: len(store.container(name).query(QUERIES[field], where))
             for name, field in (

@@ -101,7 +101,9 @@ def test_one_client_is_singular() -> None:
 
 
 def test_profiles_table_shows_each_profiles_working_set_per_client() -> None:
-    text = recorded(lambda c: c.print(profiles_table([p.describe() for p in PROFILES])))
+    text = recorded(
+        lambda c: c.print(profiles_table([p.describe().model_dump(mode="json") for p in PROFILES]))
+    )
     lines = {line.split("│")[1].strip(): line for line in text.splitlines() if "│" in line}
     # 25 jobs x 10 GiB each (fio: one file per job).
     assert "250 GiB" in lines["anf-vdbench-randread-8k"]
@@ -122,7 +124,7 @@ def test_profiles_table_shows_each_profiles_working_set_per_client() -> None:
 def test_profiles_keep_their_names_whole_in_100_columns() -> None:
     """The name is the column one types: a 100-column terminal wraps the others."""
     console = Console(record=True, width=100, file=io.StringIO())
-    console.print(profiles_table([p.describe() for p in PROFILES]))
+    console.print(profiles_table([p.describe().model_dump(mode="json") for p in PROFILES]))
     text = console.export_text()
     assert max(len(line) for line in text.splitlines()) <= 100
     firsts = [line.split("│")[1].strip() for line in text.splitlines() if line.count("│") > 2]
