@@ -8,6 +8,7 @@ import argparse
 import contextlib
 import io
 import json
+import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -240,3 +241,42 @@ def test_an_empty_archive_name_exits_2_naming_it(argv: list[str]) -> None:
     code, _, err = run_main(["--api-url", "http://127.0.0.1:9", *argv])
     assert code == 2, err
     assert "Traceback" not in err and err.startswith("benchctl: ")
+
+
+def _archive(path: Path, members: dict[str, str]) -> str:
+    with tarfile.open(path, "w:gz") as tar:
+        for name, text in members.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return str(path)
+
+
+MANIFEST = {
+    "format": "benchsvc-export",
+    "version": 1,
+    "source": "http://old",
+    "exported_at": "2026-11-26T00:00:00Z",
+    **dict.fromkeys(("schedules", "runs", "artifacts", "bytes", "unfinished"), 0),
+}
+
+
+def test_an_archive_not_of_export_all_exits_2_naming_what_is_wrong(
+    stack: Stack, tmp_path: Path
+) -> None:
+    """The manifest and each run's bundle are read with their models (core.models.archive):
+    a manifest of another format, or a bundle without its run's documents, is exit 2 naming
+    the member (a bundle was once read as a dict: a KeyError, a traceback)."""
+    other = _archive(tmp_path / "other.tar.gz", {"manifest.json": '{"format": "x"}'})
+    code, _, err = run_main(["--api-url", stack.api_url, "import-all", other])
+    assert code == 2 and "not a benchsvc-export version 1 file" in err, err
+    members = {
+        "schedules.json": "[]",
+        "runs/r-1/bundle.json": '{"run": {"id": "r-1"}}',
+        "manifest.json": json.dumps(MANIFEST),
+    }
+    bad = _archive(tmp_path / "bad.tar.gz", members)
+    code, _, err = run_main(["--api-url", stack.api_url, "import-all", bad])
+    assert code == 2 and "runs/r-1/bundle.json is not a run's bundle" in err, err
+    assert "Traceback" not in err
