@@ -86,3 +86,23 @@ class RunFinished(ChatReply):
     """What the signed generic webhook is told when a run asked for there finishes."""
 
     event: str = "run.finished"
+
+
+class ChannelAccount(_BotFramework):
+    """Bot Framework's ``from``: who sent the activity (role, userPrincipalName... kept)."""
+
+    id: str | None = None
+    name: str | None = None
+    aad_object_id: str | None = Field(None, alias="aadObjectId")
+
+
+class InvokeAction(_BotFramework):
+    """An ``adaptiveCard/action`` invoke's action: the pressed Action.Execute."""
+
+    type: str = "Action.Execute"
+    verb: str
+    data: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+class InvokeValue(_BotFramework):
+    action: InvokeAction
