@@ -18,7 +18,6 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
-from typing import Any
 
 import httpx
 from jwt import PyJWK, PyJWKClient, PyJWTError
@@ -26,12 +25,22 @@ from jwt import decode as jwt_decode
 from microsoft_agents.hosting.core import AgentAuthConfiguration
 from microsoft_agents.hosting.core.authorization import AuthTypes, ClaimsIdentity
 from microsoft_agents.hosting.core.authorization.jwt import JwtTokenValidator
+from pydantic import BaseModel, ConfigDict
 
 log = logging.getLogger(__name__)
 
 BOT_FRAMEWORK_ISSUER = "https://api.botframework.com"
 BOT_FRAMEWORK_OPENID = "https://login.botframework.com/v1/.well-known/openidconfiguration"
 CONFIG_TTL_S = 24 * 3600  # OpenID configurations change rarely; keys rotate within them
+
+
+class OpenIdConfiguration(BaseModel):
+    """The two fields of an issuer's OpenID configuration read here (it has many more)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    issuer: str | None = None
+    jwks_uri: str | None = None
 
 
 def default_issuers(tenant_id: str) -> dict[str, str]:
@@ -80,13 +89,13 @@ class IssuerKeys:
                 return known[0]
             r = httpx.get(config_url, timeout=self._timeout_s, follow_redirects=False)
             r.raise_for_status()
-            config: dict[str, Any] = r.json()
+            config = OpenIdConfiguration.model_validate_json(r.content)
             # OpenID Connect Discovery 1.0, 4.3: the configuration must name the issuer
             # it was fetched for.
-            if config.get("issuer") != issuer or not isinstance(config.get("jwks_uri"), str):
+            if config.issuer != issuer or config.jwks_uri is None:
                 raise ValueError(f"OpenID configuration of {issuer} names another issuer")
-            self._jwks[issuer] = (config["jwks_uri"], time.monotonic())
-            return str(config["jwks_uri"])
+            self._jwks[issuer] = (config.jwks_uri, time.monotonic())
+            return config.jwks_uri
 
     def signing_key(self, jwks_uri: str, kid: str) -> PyJWK:
         with self._lock:
@@ -106,7 +115,8 @@ class _KeysAt:
         self._keys = keys
         self._jwks_uri = jwks_uri
 
-    async def get_signing_key(self, _sdk_uri: str, header: dict[str, Any]) -> PyJWK:
+    async def get_signing_key(self, _sdk_uri: str, header: Mapping[str, object]) -> PyJWK:
+        # The token's JOSE header, as the SDK's validator hands it over.
         return await asyncio.to_thread(self._keys.signing_key, self._jwks_uri, str(header["kid"]))
 
 

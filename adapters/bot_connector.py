@@ -11,7 +11,7 @@ stack, whose test connector listens on loopback.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
 from microsoft_agents.activity import Activity, Attachment, ResourceResponse
@@ -21,6 +21,8 @@ from microsoft_agents.hosting.core.app.proactive import Conversation as SdkConve
 from microsoft_agents.hosting.fastapi import CloudAdapter
 
 from adapters.bot_auth import IssuerKeys, auth_configuration
+from core.models.cards import CardAttachment
+from core.models.chat import StoredConversation
 
 CONNECT_TIMEOUT_S = 30.0  # one post or update, token included
 
@@ -42,7 +44,9 @@ class BotConnector:
 
     # ---- ConversationSender (core.chat.threads): called from the timer's threads ------
 
-    def send(self, conversation: dict[str, Any], attachments: list[dict[str, Any]]) -> str | None:
+    def send(
+        self, conversation: StoredConversation, attachments: list[CardAttachment]
+    ) -> str | None:
         """A new message in the stored conversation (in a channel: a reply in the thread
         the request came from); its activity id."""
         activity = _message(attachments)
@@ -55,7 +59,10 @@ class BotConnector:
         return response[0].id if response[0] is not None else None
 
     def update(
-        self, conversation: dict[str, Any], activity_id: str, attachments: list[dict[str, Any]]
+        self,
+        conversation: StoredConversation,
+        activity_id: str,
+        attachments: list[CardAttachment],
     ) -> None:
         """Replace a message the bot sent (a run's card) in place."""
         activity = _message(attachments)
@@ -66,8 +73,12 @@ class BotConnector:
 
         _run(self._continue(conversation, put))
 
-    async def _continue(self, conversation: dict[str, Any], callback: Any) -> None:
-        stored = SdkConversation.from_json_to_store_item(conversation)
+    async def _continue(
+        self,
+        conversation: StoredConversation,
+        callback: Callable[[TurnContext], Awaitable[None]],
+    ) -> None:
+        stored = SdkConversation.from_json_to_store_item(conversation.wire())
         stored.validate()
         claims = SdkConversation.identity_from_claims(stored.claims)
         reference = stored.conversation_reference
@@ -82,22 +93,22 @@ class BotConnector:
         )
 
 
-def _message(attachments: list[dict[str, Any]]) -> Activity:
-    return Activity(
-        type="message",
-        attachments=[
-            Attachment(content_type=a["contentType"], content=a["content"]) for a in attachments
-        ],
-    )
+def sdk_attachment(a: CardAttachment) -> Attachment:
+    """A card as the SDK's attachment: the card's JSON, made here at the edge."""
+    return Attachment(content_type=a.content_type, content=a.content.wire())
 
 
-def _run(coroutine: Any) -> None:
+def _message(attachments: list[CardAttachment]) -> Activity:
+    return Activity(type="message", attachments=[sdk_attachment(a) for a in attachments])
+
+
+def _run(coroutine: Coroutine[Any, Any, None]) -> None:
     """The timer calls from a worker thread, which has no event loop of its own."""
     asyncio.run(coroutine)
 
 
-def stored_conversation(context: TurnContext) -> dict[str, Any]:
+def stored_conversation(context: TurnContext) -> StoredConversation:
     """The conversation of this turn as the SDK stores it: its reference and the claims a
     proactive turn continues under."""
-    data: dict[str, Any] = SdkConversation.from_turn_context(context).store_item_to_json()
-    return data
+    stored = SdkConversation.from_turn_context(context).store_item_to_json()
+    return StoredConversation.model_validate(stored)

@@ -12,16 +12,57 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import TypeVar
 
 import httpx
 from azure.core.credentials import TokenCredential
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.chat.identity import DirectoryEntry
 from core.errors import StoreUnavailable
 
 TTL_S = 300.0
 MAX_PAGES = 50  # 50 x 999 assignments: far more than a benchmark service has
+
+
+class _Graph(BaseModel):
+    """A Graph answer: the fields read here (Graph sends more, e.g. @odata.context)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class GraphUser(_Graph):
+    id: str = ""
+    user_principal_name: str | None = Field(None, alias="userPrincipalName")
+
+
+class MemberObjects(_Graph):
+    """getMemberObjects: the ids of the groups (and roles) the user is in, transitively."""
+
+    value: list[str] = Field(default_factory=list)
+
+
+class AppRole(_Graph):
+    id: str
+    value: str | None = None  # the role's claim value (Bench.Reader, ...); None for some
+
+
+class ServicePrincipal(_Graph):
+    id: str
+    app_roles: list[AppRole] = Field(default_factory=list, alias="appRoles")
+
+
+class AppRoleAssignment(_Graph):
+    principal_id: str = Field(alias="principalId")
+    app_role_id: str | None = Field(None, alias="appRoleId")
+
+
+class AssignmentsPage(_Graph):
+    value: list[AppRoleAssignment] = Field(default_factory=list)
+    next_link: str | None = Field(None, alias="@odata.nextLink")
+
+
+Answer = TypeVar("Answer", bound=_Graph)
 
 
 class GraphRoles:
@@ -53,26 +94,28 @@ class GraphRoles:
             return known[1]
         try:
             assigned = self._assignments(now)
-            user = self._get(f"/v1.0/users/{object_id}?$select=id,userPrincipalName")
+            user = self._get(f"/v1.0/users/{object_id}?$select=id,userPrincipalName", GraphUser)
         except httpx.HTTPStatusError as e:
             if e.response.status_code != 404:
                 raise StoreUnavailable(f"Microsoft Graph: {e}", "Microsoft Graph") from e
             return DirectoryEntry("", ())  # not a user of this tenant: no role here
-        except (httpx.HTTPError, ValueError, KeyError) as e:
+        except (httpx.HTTPError, ValueError) as e:
             raise StoreUnavailable(
                 f"Microsoft Graph: {type(e).__name__}: {e}", "Microsoft Graph"
             ) from e
         try:
             groups = self._post(
-                f"/v1.0/users/{object_id}/getMemberObjects", {"securityEnabledOnly": False}
+                f"/v1.0/users/{object_id}/getMemberObjects",
+                {"securityEnabledOnly": False},
+                MemberObjects,
             )
-        except (httpx.HTTPError, ValueError, KeyError) as e:
+        except (httpx.HTTPError, ValueError) as e:
             raise StoreUnavailable(
                 f"Microsoft Graph: {type(e).__name__}: {e}", "Microsoft Graph"
             ) from e
-        principals = {object_id, *(str(g) for g in groups.get("value", []))}
+        principals = {object_id, *groups.value}
         roles = sorted({r for p in principals for r in assigned.get(p, set())})
-        entry = DirectoryEntry(str(user.get("userPrincipalName") or ""), tuple(roles))
+        entry = DirectoryEntry(user.user_principal_name or "", tuple(roles))
         with self._lock:
             self._users[object_id] = (now, entry)
         return entry
@@ -82,22 +125,25 @@ class GraphRoles:
             cached = self._assigned
         if cached and now - cached[0] < self._ttl_s:
             return cached[1]
-        sp = self._get(f"/v1.0/servicePrincipals(appId='{self._api_app_id}')?$select=id,appRoles")
-        values = {str(r["id"]): str(r["value"]) for r in sp.get("appRoles", []) if r.get("value")}
+        sp = self._get(
+            f"/v1.0/servicePrincipals(appId='{self._api_app_id}')?$select=id,appRoles",
+            ServicePrincipal,
+        )
+        values = {r.id: r.value for r in sp.app_roles if r.value}
         assigned: dict[str, set[str]] = {}
         url: str | None = (
-            f"/v1.0/servicePrincipals/{sp['id']}/appRoleAssignedTo"
+            f"/v1.0/servicePrincipals/{sp.id}/appRoleAssignedTo"
             "?$select=principalId,appRoleId&$top=999"
         )
         for _ in range(MAX_PAGES):
             if url is None:
                 break
-            page = self._get(url)
-            for a in page.get("value", []):
-                role = values.get(str(a.get("appRoleId")))
+            page = self._get(url, AssignmentsPage)
+            for a in page.value:
+                role = values.get(str(a.app_role_id))
                 if role:
-                    assigned.setdefault(str(a["principalId"]), set()).add(role)
-            url = page.get("@odata.nextLink")
+                    assigned.setdefault(a.principal_id, set()).add(role)
+            url = page.next_link
         with self._lock:
             self._assigned = (now, assigned)
         return assigned
@@ -114,14 +160,21 @@ class GraphRoles:
             return path
         return self._graph + path
 
-    def _get(self, path: str) -> dict[str, Any]:
+    def _get(self, path: str, answer: type[Answer]) -> Answer:
         r = self._http.get(self._url(path), headers=self._headers())
         r.raise_for_status()
-        data: dict[str, Any] = r.json()
-        return data
+        return _read(r, answer)
 
-    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    def _post(self, path: str, body: dict[str, bool], answer: type[Answer]) -> Answer:
         r = self._http.post(self._url(path), headers=self._headers(), json=body)
         r.raise_for_status()
-        data: dict[str, Any] = r.json()
-        return data
+        return _read(r, answer)
+
+
+def _read(response: httpx.Response, answer: type[Answer]) -> Answer:
+    """Graph's JSON as its model; an answer not of that shape is a ValueError, as bad JSON
+    is (the caller then says Graph cannot answer)."""
+    try:
+        return answer.model_validate_json(response.content)
+    except ValidationError as e:
+        raise ValueError(f"unexpected answer: {e.error_count()} error(s)") from None

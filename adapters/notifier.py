@@ -4,10 +4,11 @@ webhook. A failed webhook is recorded, never raised: it must not fail the timer.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from adapters.config import Settings
 from adapters.webhook import Delivery, WebhookSender
+from core.models.cards import TeamsMessage
+from core.models.chat import RunFinished
 from core.models.regression import DeliveryRecord, Regression
 
 log = logging.getLogger(__name__)
@@ -63,8 +64,8 @@ class WebhookNotifier:
         return _records(sent)
 
     def post_result(
-        self, door: str, teams_message: dict[str, Any], payload: dict[str, Any]
-    ) -> list[dict[str, Any]]:
+        self, door: str, teams_message: TeamsMessage, payload: RunFinished
+    ) -> list[DeliveryRecord]:
         """A finished run asked for through a chat goes back where it came from."""
         sent: list[tuple[str, Delivery]] = []
         if door == "bot-teams" and self.teams_url:
@@ -78,7 +79,7 @@ class WebhookNotifier:
                     ),
                 )
             )
-        return [r.model_dump() for r in _records(sent)]
+        return _records(sent)
 
 
 def _records(sent: list[tuple[str, Delivery]]) -> list[DeliveryRecord]:

@@ -21,7 +21,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+from pydantic import BaseModel
 
+from core.models.cards import TeamsMessage
 from core.monitoring.notify import sign, teams_card, webhook_body
 from core.teams import teams_url_kind
 
@@ -120,24 +122,25 @@ class WebhookSender:
             return self._give_up(url, 0, None, f"cannot build card: {type(e).__name__}: {e}")
         return self.send_message(url, card)
 
-    def send_message(self, url: str, message: Mapping[str, Any]) -> Delivery:
+    def send_message(self, url: str, message: TeamsMessage) -> Delivery:
         """Any ready-made Teams message: a regression card, a bot's result card. A retired
         Office 365 connector URL is not tried: it says how to replace it instead."""
         if teams_url_kind(url) == "connector":
             return self._give_up(url, 0, None, CONNECTOR_RETIRED)
-        body = json.dumps(message, default=str).encode()
+        body = json.dumps(message.wire()).encode()
         headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT}
         return self._deliver(url, lambda: (body, headers), teams=True)
 
     def send_signed_payload(
         self,
         url: str,
-        payload: Mapping[str, Any],
+        payload: BaseModel,
         *,
         secret: bytes,
         now: Callable[[], float] = time.time,
     ) -> Delivery:
-        body = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str).encode()
+        data = payload.model_dump(mode="json")
+        body = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
         return self._send_signed_body(url, body, secret=secret, now=now)
 
     def send_signed(

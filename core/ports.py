@@ -14,6 +14,8 @@ from typing import Any, Protocol
 from core.models import Result, StepAggregate, StoredResult, WorkItem
 from core.models.activity import SeenActivity
 from core.models.agents import AgentRecord
+from core.models.cards import TeamsMessage
+from core.models.chat import RunFinished
 from core.models.live import LiveDoc
 from core.models.locks import TargetLock
 from core.models.regression import DeliveryRecord, Regression
@@ -183,8 +185,8 @@ class Notifier(Protocol):
 
     def notify(self, regression: Regression) -> list[DeliveryRecord]: ...
     def post_result(
-        self, door: str, teams_message: dict[str, Any], payload: dict[str, Any]
-    ) -> list[dict[str, Any]]: ...
+        self, door: str, teams_message: TeamsMessage, payload: RunFinished
+    ) -> list[DeliveryRecord]: ...
 
 
 class NoNotifier:
@@ -192,6 +194,6 @@ class NoNotifier:
         return []
 
     def post_result(
-        self, door: str, teams_message: dict[str, Any], payload: dict[str, Any]
-    ) -> list[dict[str, Any]]:
+        self, door: str, teams_message: TeamsMessage, payload: RunFinished
+    ) -> list[DeliveryRecord]:
         return []

@@ -9,41 +9,31 @@ when a webhook request is received"), whose flow reads this envelope: a ``messag
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 from urllib.parse import urlsplit
 
-CARD_SCHEMA = "http://adaptivecards.io/schemas/adaptive-card.json"
+from core.models.cards import (
+    Action,
+    AdaptiveCard,
+    Element,
+    FactSet,
+    MessageAttachment,
+    OpenUrlAction,
+    TeamsMessage,
+)
 
 
-def card_message(
-    body: list[dict[str, Any]], actions: list[dict[str, Any]] | None = None
-) -> dict[str, Any]:
-    card: dict[str, Any] = {
-        "$schema": CARD_SCHEMA,
-        "type": "AdaptiveCard",
-        "version": "1.4",
-        "body": body,
-    }
-    if actions is not None:
-        card["actions"] = actions
-    return {
-        "type": "message",
-        "attachments": [
-            {
-                "contentType": "application/vnd.microsoft.card.adaptive",
-                "contentUrl": None,
-                "content": card,
-            }
-        ],
-    }
+def card_message(body: list[Element], actions: list[Action] | None = None) -> TeamsMessage:
+    card = AdaptiveCard(body=body, actions=actions)
+    return TeamsMessage(attachments=[MessageAttachment(content=card)])
 
 
-def open_url(title: str, url: str) -> dict[str, Any]:
-    return {"type": "Action.OpenUrl", "title": title, "url": url}
+def open_url(title: str, url: str) -> OpenUrlAction:
+    return OpenUrlAction(title=title, url=url)
 
 
-def facts(pairs: list[tuple[str, str]]) -> dict[str, Any]:
-    return {"type": "FactSet", "facts": [{"title": k, "value": v} for k, v in pairs]}
+def facts(pairs: list[tuple[str, str]]) -> FactSet:
+    return FactSet.of(pairs)
 
 
 TeamsUrlKind = Literal["workflows", "connector", "other"]

@@ -3,11 +3,14 @@ and a signed webhook post, and what the doors answer."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
-
 from pydantic import BaseModel, Field
 
+from core.models.cards import AdaptiveCard, TeamsMessage
+from core.models.chat import ChannelAccount, ChatReply, ConversationAccount, InvokeValue
 from functions.apidocs import OpenDoc
+
+__all__ = ["TeamsMessage", "WebhookReply"]
+WebhookReply = ChatReply
 
 
 class TeamsActivity(OpenDoc):
@@ -16,12 +19,7 @@ class TeamsActivity(OpenDoc):
     id: str
     text: str | None = None
     timestamp: str = Field(description="ISO 8601 with offset; within 5 minutes of now")
-    from_: dict[str, Any] | None = Field(None, alias="from", description="name, aadObjectId")
-
-
-class TeamsMessage(OpenDoc):
-    type: Literal["message"]
-    attachments: list[dict[str, Any]] = Field(description="one Adaptive Card")
+    from_: ChannelAccount | None = Field(None, alias="from", description="name, aadObjectId")
 
 
 class BotActivity(OpenDoc):
@@ -31,10 +29,10 @@ class BotActivity(OpenDoc):
     type: str = Field(description="message, invoke (a card's Action.Execute), conversationUpdate")
     id: str = Field(description="unique in its conversation: a second post of it is a replay")
     serviceUrl: str = Field(description="where the bot answers: the token's serviceurl host")
-    conversation: dict[str, Any] = Field(description="id; isGroup, conversationType, tenantId")
-    from_: dict[str, Any] | None = Field(None, alias="from", description="id, name, aadObjectId")
+    conversation: ConversationAccount = Field(description="id; isGroup, conversationType, tenantId")
+    from_: ChannelAccount | None = Field(None, alias="from", description="id, name, aadObjectId")
     text: str | None = None
-    value: dict[str, Any] | None = Field(None, description="invoke: {action: {verb, data}}")
+    value: InvokeValue | None = Field(None, description="invoke: {action: {verb, data}}")
 
 
 class BotAccepted(BaseModel):
@@ -46,19 +44,9 @@ class BotInvokeReply(OpenDoc):
 
     statusCode: int
     type: str = Field(description="application/vnd.microsoft.card.adaptive")
-    value: dict[str, Any] | None = Field(None, description="the Adaptive Card")
+    value: AdaptiveCard | None = Field(None, description="the Adaptive Card")
 
 
 class WebhookCommand(OpenDoc):
     text: str = Field(description="a bot command, e.g. run smoke-randread-4k on scratch")
     user: str | None = None
-
-
-class WebhookReply(BaseModel):
-    command: str
-    ok: bool
-    title: str
-    lines: list[str]
-    facts: dict[str, str]
-    data: dict[str, Any]
-    link: str | None

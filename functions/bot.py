@@ -90,7 +90,7 @@ async def teams(
     who = str(sender.get("name") or sender.get("aadObjectId") or "unknown")
     caller = Caller(name=f"teams:{who}", role=parts.settings.bot_role, door="bot-teams")
     reply = await asyncio.to_thread(parts.bot.answer, parse_command(text), caller, activity_id)
-    return JSONResponse(adaptive_card(reply))
+    return JSONResponse(adaptive_card(reply).wire())
 
 
 @router.post(
@@ -124,4 +124,4 @@ async def webhook(
         return _refuse(409, SIGNATURE_HEADER, "request already handled (replay)")
     caller = Caller(name=f"webhook:{user}", role=parts.settings.bot_role, door="bot-webhook")
     reply = await asyncio.to_thread(parts.bot.answer, parse_command(text), caller, request_id)
-    return JSONResponse(json_reply(reply))
+    return JSONResponse(json_reply(reply).model_dump(mode="json"))

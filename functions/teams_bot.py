@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,12 +29,13 @@ from microsoft_agents.hosting.core import (
 from microsoft_agents.hosting.core.app.adaptive_card import factory
 from microsoft_agents.hosting.msteams import TeamsAgentExtension, TeamsTurnContext
 
-from adapters.bot_connector import BotConnector, stored_conversation
+from adapters.bot_connector import BotConnector, sdk_attachment, stored_conversation
 from core.chat.action_cards import VERBS, attachment
 from core.chat.identity import ChatUser
 from core.chat.teams_bot import Outcome, TeamsBot
 from core.chat.threads import Threads
 from core.errors import StoreUnavailable
+from core.models.chat import ActionData, StoredConversation
 
 log = logging.getLogger(__name__)
 _ANY_TEXT = re.compile(r"[\s\S]*")
@@ -83,38 +85,39 @@ def build_app(
     return app
 
 
-def _action(bot: TeamsBot, threads: Threads, verb: str) -> Any:
+def _action(
+    bot: TeamsBot, threads: Threads, verb: str
+) -> Callable[[TurnContext, TurnState, Any], Awaitable[AdaptiveCardInvokeResponse]]:
     async def on_action(
         ctx: TurnContext, state: TurnState, data: Any
     ) -> AdaptiveCardInvokeResponse:
         conversation = stored_conversation(ctx)
         card_id = ctx.activity.reply_to_id  # the message whose card was pressed
         if card_id:
-            conversation["conversation_reference"]["activityId"] = card_id
+            conversation.conversation_reference.activity_id = card_id
         outcome = await asyncio.to_thread(
             bot.on_action,
             _user(ctx),
             verb,
-            data if isinstance(data, dict) else {},
+            ActionData.read(data),
             str(ctx.activity.id),
             conversation,
         )
         await _remember(threads, outcome, conversation, card_id)
-        return factory.adaptive_card(outcome.card)  # type: ignore[arg-type]
+        return factory.adaptive_card(outcome.card.wire())  # type: ignore[arg-type]
 
     return on_action
 
 
 async def _remember(
-    threads: Threads, outcome: Outcome, conversation: dict[str, Any], card_id: str | None
+    threads: Threads, outcome: Outcome, conversation: StoredConversation, card_id: str | None
 ) -> None:
     if outcome.started is not None:
         await asyncio.to_thread(threads.remember_run, outcome.started, conversation, card_id)
 
 
 def _attachment(outcome: Outcome) -> Attachment:
-    a = attachment(outcome.card)
-    return Attachment(content_type=a["contentType"], content=a["content"])
+    return sdk_attachment(attachment(outcome.card))
 
 
 def _user(ctx: TurnContext) -> ChatUser:

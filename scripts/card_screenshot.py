@@ -129,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     if r.status_code != 200:
         print(f"error: --run: {r.status_code} {r.text[:200]}", file=sys.stderr)
         return 2
-    shown = render(run_card(r.json(), (a.public_url or a.api_url).rstrip("/")), a.out)
+    card = run_card(r.json(), (a.public_url or a.api_url).rstrip("/"))
+    shown = render(card.wire(), a.out)
     print(shown.text)
     print("buttons:", ", ".join(shown.buttons))
     if shown.complaints:

@@ -269,7 +269,7 @@ def test_without_a_result_channel_the_bot_says_so_and_links_the_runs_page(
         reply = bot.answer(
             parse_command(f"run smoke-randread-4k on {FUZZ_TARGET}"), caller, uuid.uuid4().hex
         )
-        run_id = reply.data["run_id"]
+        run_id = str(reply.data["run_id"])
         text = " ".join(reply.lines)
         assert ("I'll post the result here" in text) == promised, text
         if not promised:

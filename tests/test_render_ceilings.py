@@ -62,6 +62,6 @@ def test_nothing_reached_says_the_nearest_and_nothing_known_says_so() -> None:
 def test_the_bots_result_card_carries_the_bound() -> None:
     agg = aggregate_of(registry_entry(limits={"read_mibps": 40}), [result(0, None, read=39 * MIB)])
     reply = result_reply(run_with(agg), "http://x")
-    assert json_reply(reply)["facts"]["Bound by"] == "target vol1 read throughput (98%)"
-    facts = adaptive_card(reply)["attachments"][0]["content"]["body"][-1]["facts"]
+    assert json_reply(reply).facts["Bound by"] == "target vol1 read throughput (98%)"
+    facts = adaptive_card(reply).wire()["attachments"][0]["content"]["body"][-1]["facts"]
     assert {"title": "Bound by", "value": "target vol1 read throughput (98%)"} in facts

@@ -24,7 +24,9 @@ from core.chat.identity import (
 )
 from core.chat.threads import Threads
 from core.errors import FieldError, NotFound, StoreUnavailable
+from core.models.chat import StoredConversation
 from core.models.gate import RunGate
+from core.models.regression import DeliveryRecord
 from core.models.stored import Run
 from core.monitoring.baseline import against_baseline
 from core.monitoring.monitor import Monitor, step_series_key
@@ -205,7 +207,7 @@ def test_the_baseline_card_shows_each_figure_in_its_unit_with_the_gates_words() 
     found = against_baseline(cast(Store, SimpleNamespace(series=series)), run)
     shown = {
         f["title"]: f["value"]
-        for f in baseline_card(run, found.model_dump(), "http://x")["body"][2]["facts"]
+        for f in baseline_card(run, found.model_dump(), "http://x").wire()["body"][2]["facts"]
     }
     assert shown["read IOPS"] == "50,000 → 12,500 (-75.0%, band 10.0%: regression)"
     assert shown["read MiB/s"] == "195.3 MiB/s → 48.8 MiB/s (-75.0%, band 10.0%: regression)"
@@ -241,26 +243,27 @@ class _DownConnector:
     def __init__(self) -> None:
         self.calls = 0
 
-    def send(self, conversation: dict[str, Any], attachments: list[Any]) -> str | None:
+    def send(self, conversation: StoredConversation, attachments: list[Any]) -> str | None:
         self.calls += 1
         raise ConnectionError("connector down")
 
     def update(
-        self, conversation: dict[str, Any], activity_id: str, attachments: list[Any]
+        self, conversation: StoredConversation, activity_id: str, attachments: list[Any]
     ) -> None:
         self.calls += 1
         raise ConnectionError("connector down")
 
 
 RUN = {"id": "r-1", "state": "completed", "target": "t"}
+NOWHERE = StoredConversation()
 
 
 class _Connector:
-    def send(self, conversation: dict[str, Any], attachments: list[Any]) -> str | None:
+    def send(self, conversation: StoredConversation, attachments: list[Any]) -> str | None:
         return "result-card"
 
     def update(
-        self, conversation: dict[str, Any], activity_id: str, attachments: list[Any]
+        self, conversation: StoredConversation, activity_id: str, attachments: list[Any]
     ) -> None:
         pass
 
@@ -270,17 +273,17 @@ def test_a_run_thread_expires_once_its_result_is_posted_and_not_before() -> None
     once its result is posted; open threads and subscriptions carry none (they stay)."""
     repo = _Repo()
     threads = Threads(repo, _Connector(), lambda _: RUN, public_url="x", finished_ttl_s=604_800)
-    threads.remember_run({**RUN, "state": "queued"}, {"conversation_reference": {}}, "card-1")
+    threads.remember_run({**RUN, "state": "queued"}, NOWHERE, "card-1")
     assert "ttl" not in repo.docs["run.r-1"]  # open: Cosmos DB takes no null ttl either
     assert threads.refresh_open() == ["r-1"] and "ttl" not in repo.docs["run.r-1"]
-    threads.subscribe("k", {"conversation_reference": {}}, "someone")
+    threads.subscribe("k", NOWHERE, "someone")
     (record,) = threads.announce("r-1")
-    assert record["ok"] is True
+    assert record.ok is True
     assert repo.docs["run.r-1"]["ttl"] == 604_800 and repo.docs["run.r-1"]["announced"]
     (sub,) = [d for d in repo.docs.values() if d["kind"] == "subscription"]
     assert "ttl" not in sub
     kept = Threads(_Repo(), _Connector(), lambda _: RUN, public_url="x")  # no TTL given
-    kept.remember_run({**RUN, "state": "queued"}, {"conversation_reference": {}}, "card-1")
+    kept.remember_run({**RUN, "state": "queued"}, NOWHERE, "card-1")
     kept.announce("r-1")
     assert "ttl" not in cast(_Repo, kept.repo).docs["run.r-1"]
 
@@ -288,14 +291,14 @@ def test_a_run_thread_expires_once_its_result_is_posted_and_not_before() -> None
 def test_announcing_never_raises_and_posts_at_most_once() -> None:
     repo, down = _Repo(), _DownConnector()
     threads = Threads(repo, down, lambda _: RUN, public_url="http://x")
-    threads.remember_run({**RUN, "state": "queued"}, {"conversation_reference": {}}, "card-1")
+    threads.remember_run({**RUN, "state": "queued"}, NOWHERE, "card-1")
     (record,) = threads.announce("r-1")
-    assert record["ok"] is False and "connector down" in record["error"]
+    assert record.ok is False and "connector down" in str(record.error)
     assert repo.open_runs() == []  # not tried again by the timer
     assert threads.refresh_open() == [] and down.calls == 1  # the update was the one call
     assert threads.announce("r-2") == [
-        {"channel": "teams-bot", "ok": False, "error": "no stored conversation"}
+        DeliveryRecord(channel="teams-bot", ok=False, error="no stored conversation")
     ]
     broken = Threads(_Repo(StoreUnavailable("db down")), down, lambda _: RUN, public_url="x")
     (record,) = broken.announce("r-1")
-    assert record["ok"] is False and "db down" in record["error"]
+    assert record.ok is False and "db down" in str(record.error)

@@ -13,16 +13,26 @@ Schema 1.4: the first version with Action.Execute, and what Teams renders.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from core.analysis.series import metric_text, metric_value
 from core.chat.cards import Reply, run_page, status_reply
 from core.models import MAX_CLIENTS
+from core.models.cards import (
+    Action,
+    AdaptiveCard,
+    CardAttachment,
+    Choice,
+    ChoiceSetInput,
+    Element,
+    ExecuteAction,
+    FactSet,
+    NumberInput,
+    OpenUrlAction,
+    Refresh,
+    TextBlock,
+)
 from core.ports import Doc
-from core.teams import CARD_SCHEMA
 
-CARD_VERSION = "1.4"
-CARD_TYPE = "application/vnd.microsoft.card.adaptive"
 FINISHED = ("completed", "failed", "cancelled")
 # The verbs the bot answers (functions/teams_bot.py), each authorised like its REST call.
 VERBS = ("form", "run", "refresh", "cancel", "rerun", "compare", "subscribe", "unsubscribe")
@@ -30,70 +40,54 @@ COLOURS = {"completed": "Good", "failed": "Attention", "cancelled": "Warning"}
 
 
 def card(
-    body: list[dict[str, Any]],
-    actions: list[dict[str, Any]] | None = None,
-    refresh: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "$schema": CARD_SCHEMA,
-        "type": "AdaptiveCard",
-        "version": CARD_VERSION,
-        "body": body,
-    }
-    if actions:
-        out["actions"] = actions
-    if refresh:
-        out["refresh"] = refresh
-    return out
+    body: Sequence[Element],
+    actions: Sequence[Action] | None = None,
+    refresh: Refresh | None = None,
+) -> AdaptiveCard:
+    return AdaptiveCard(body=list(body), actions=list(actions or []) or None, refresh=refresh)
 
 
-def attachment(content: dict[str, Any]) -> dict[str, Any]:
-    return {"contentType": CARD_TYPE, "content": content}
+def attachment(content: AdaptiveCard) -> CardAttachment:
+    return CardAttachment(content=content)
 
 
-def execute(title: str, verb: str, **data: Any) -> dict[str, Any]:
+def execute(title: str, verb: str, **data: str) -> ExecuteAction:
     assert verb in VERBS, verb
-    return {"type": "Action.Execute", "title": title, "verb": verb, "data": data}
+    return ExecuteAction(title=title, verb=verb, data=data)
 
 
-def title(text: str, colour: str = "Default") -> dict[str, Any]:
-    return {
-        "type": "TextBlock",
-        "text": text,
-        "weight": "Bolder",
-        "size": "Medium",
-        "color": colour,
-        "wrap": True,
-    }
+def title(text: str, colour: str = "Default") -> TextBlock:
+    return TextBlock(text=text, weight="Bolder", size="Medium", color=colour)
 
 
-def text(line: str, *, subtle: bool = False) -> dict[str, Any]:
-    block: dict[str, Any] = {"type": "TextBlock", "text": line, "wrap": True}
-    if subtle:
-        block["isSubtle"] = True
-    return block
+def text(line: str, *, subtle: bool = False) -> TextBlock:
+    return TextBlock(text=line, is_subtle=True if subtle else None)
 
 
-def facts(pairs: Sequence[tuple[str, str]]) -> dict[str, Any]:
-    return {"type": "FactSet", "facts": [{"title": k, "value": v} for k, v in pairs]}
+def facts(pairs: Sequence[tuple[str, str]]) -> FactSet:
+    return FactSet.of(list(pairs))
+
+
+def open_report(public_url: str, run_id: str) -> OpenUrlAction:
+    return OpenUrlAction(title="Open report", url=report_url(public_url, run_id))
 
 
 def report_url(public_url: str, run_id: str) -> str:
     return run_page(public_url, run_id)
 
 
-def run_card(run: Doc, public_url: str, *, note: str | None = None) -> dict[str, Any]:
+def run_card(run: Doc, public_url: str, *, note: str | None = None) -> AdaptiveCard:
     """A run as it stands, with what may be done next: cancel while it is on its way; rerun
     and compare with the series' baseline once it is over; its report at any time."""
     reply = status_reply(run, public_url)
     state = str(run["state"])
-    body = [title(f"Run {run['id']}: {state}", COLOURS.get(state, "Default"))]
+    body: list[Element] = [title(f"Run {run['id']}: {state}", COLOURS.get(state, "Default"))]
     body += [text(line) for line in reply.lines]
     if note:
         body.append(text(note, subtle=True))
     body.append(facts(reply.facts))
     run_id = str(run["id"])
-    actions: list[dict[str, Any]] = []
+    actions: list[Action] = []
     if state in FINISHED:
         actions += [
             execute("Rerun", "rerun", run_id=run_id),
@@ -101,12 +95,10 @@ def run_card(run: Doc, public_url: str, *, note: str | None = None) -> dict[str,
         ]
     else:
         actions.append(execute("Cancel", "cancel", run_id=run_id))
-    actions.append(
-        {"type": "Action.OpenUrl", "title": "Open report", "url": report_url(public_url, run_id)}
-    )
+    actions.append(open_report(public_url, run_id))
     refresh = None
     if state not in FINISHED:
-        refresh = {"action": execute("Refresh", "refresh", run_id=run_id)}
+        refresh = Refresh(action=execute("Refresh", "refresh", run_id=run_id))
     return card(body, actions, refresh)
 
 
@@ -116,67 +108,52 @@ def run_form(
     *,
     max_clients: int = MAX_CLIENTS,
     problem: str | None = None,
-) -> dict[str, Any]:
+) -> AdaptiveCard:
     """Run a catalogue profile on a target chosen from lists (the registry's targets)."""
-    body: list[dict[str, Any]] = [title("Start a run")]
+    body: list[Element] = [title("Start a run")]
     if problem:
-        body.append({**text(problem), "color": "Attention"})
+        body.append(TextBlock(text=problem, color="Attention"))
     body += [
-        {
-            "type": "Input.ChoiceSet",
-            "id": "profile",
-            "label": "Profile",
-            "isRequired": True,
-            "errorMessage": "choose a profile",
-            "placeholder": "a catalogue profile",
-            "choices": [{"title": f"{name} — {desc}", "value": name} for name, desc in profiles],
-        },
-        {
-            "type": "Input.ChoiceSet",
-            "id": "target",
-            "label": "Target",
-            "isRequired": True,
-            "errorMessage": "choose a target",
-            "placeholder": "a registered volume",
-            "choices": [{"title": f"{alias} ({what})", "value": alias} for alias, what in targets],
-        },
-        {
-            "type": "Input.Number",
-            "id": "clients",
-            "label": "Clients",
-            "min": 1,
-            "max": max_clients,
-            "value": 1,
-        },
-        {
-            "type": "Input.Number",
-            "id": "runtime",
-            "label": "Seconds (empty: the profile's)",
-            "min": 1,
-            "max": 86_400,
-        },
+        ChoiceSetInput(
+            id="profile",
+            label="Profile",
+            is_required=True,
+            error_message="choose a profile",
+            placeholder="a catalogue profile",
+            choices=[Choice(title=f"{name} — {desc}", value=name) for name, desc in profiles],
+        ),
+        ChoiceSetInput(
+            id="target",
+            label="Target",
+            is_required=True,
+            error_message="choose a target",
+            placeholder="a registered volume",
+            choices=[Choice(title=f"{alias} ({what})", value=alias) for alias, what in targets],
+        ),
+        NumberInput(id="clients", label="Clients", min=1, max=max_clients, value=1),
+        NumberInput(id="runtime", label="Seconds (empty: the profile's)", min=1, max=86_400),
     ]
     return card(body, [execute("Run", "run")])
 
 
-def reply_card(reply: Reply, *, actions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def reply_card(reply: Reply, *, actions: list[Action] | None = None) -> AdaptiveCard:
     """Any other answer (help, profiles, targets, a refusal) as a card."""
-    body = [title(reply.title, "Default" if reply.ok else "Attention")]
+    body: list[Element] = [title(reply.title, "Default" if reply.ok else "Attention")]
     body += [text(line) for line in reply.lines]
     if reply.facts:
         body.append(facts(reply.facts))
     more = list(actions or [])
     if reply.link:
-        more.append({"type": "Action.OpenUrl", "title": "Open", "url": reply.link})
+        more.append(OpenUrlAction(title="Open", url=reply.link))
     return card(body, more)
 
 
-def baseline_card(run: Doc, comparison: Doc, public_url: str) -> dict[str, Any]:
+def baseline_card(run: Doc, comparison: Doc, public_url: str) -> AdaptiveCard:
     """The run's figures against its series' baseline, metric by metric, as the gate
     judged them (core.monitoring.baseline); the run's own card is one press away."""
     run_id = str(run["id"])
     n = comparison["baseline_points"]
-    body = [title(f"Run {run_id} against its series' baseline")]
+    body: list[Element] = [title(f"Run {run_id} against its series' baseline")]
     if comparison.get("note"):
         body.append(text(str(comparison["note"])))
     else:
@@ -188,14 +165,12 @@ def baseline_card(run: Doc, comparison: Doc, public_url: str) -> dict[str, Any]:
             )
         )
         body.append(facts([(metric_text(r["metric"]), _judged(r)) for r in comparison["rows"]]))
-    actions = [execute("Back to the run", "refresh", run_id=run_id)]
+    actions: list[Action] = [execute("Back to the run", "refresh", run_id=run_id)]
     if comparison.get("series_key"):
         actions.append(
             execute("Subscribe to its regressions", "subscribe", series=comparison["series_key"])
         )
-    actions.append(
-        {"type": "Action.OpenUrl", "title": "Open report", "url": report_url(public_url, run_id)}
-    )
+    actions.append(open_report(public_url, run_id))
     return card(body, actions)
 
 

@@ -6,11 +6,12 @@ finalizes a run, exactly once)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from core.chat.cards import adaptive_card, json_reply, result_reply
 from core.chat.identity import BOT_DOOR
 from core.chat.threads import Threads
+from core.models.chat import RunFinished
+from core.models.regression import DeliveryRecord
 from core.ports import Doc, Notifier
 
 CHAT_DOORS = ("bot-teams", "bot-webhook")
@@ -30,7 +31,7 @@ class Announcer:
         self.public_url = public_url
         self.threads = threads
 
-    def __call__(self, run_id: str) -> list[dict[str, Any]]:
+    def __call__(self, run_id: str) -> list[DeliveryRecord]:
         run = self.get_run(run_id)
         door = (run.get("requested_by") or {}).get("door")
         if door == BOT_DOOR:
@@ -39,5 +40,5 @@ class Announcer:
         if door not in CHAT_DOORS:
             return []
         reply = result_reply(run, self.public_url)
-        payload = {"event": "run.finished", **json_reply(reply)}
+        payload = RunFinished.model_validate(json_reply(reply).model_dump())
         return self.notifier.post_result(str(door), adaptive_card(reply), payload)

@@ -18,8 +18,8 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import NotRequired, TypedDict
 
 from core.catalogue import PROFILES
 from core.chat.cards import Reply, fmt, run_page, status_reply
@@ -56,10 +56,34 @@ _DONE = tuple(sorted(s.value for s in FINISHED_RUN))
 
 
 @dataclass(frozen=True)
+class CommandArgs:
+    """What a command names: a run (status, cancel), two runs (compare), or a run to start."""
+
+    run: str = ""
+    a: str = ""
+    b: str = ""
+    profile: str = ""
+    target: str = ""
+    clients: int | None = None
+    runtime: int | None = None  # seconds
+
+
+@dataclass(frozen=True)
 class Command:
     verb: str
-    args: dict[str, Any] = field(default_factory=dict)
+    args: CommandArgs = field(default_factory=CommandArgs)
     problem: str | None = None  # why the text fell back to help
+
+
+class RunBody(TypedDict):
+    """The POST /api/runs body a chat's run command stands for."""
+
+    profile: str
+    target: str
+    pool: str
+    clients: int
+    tags: dict[str, str]
+    workload: NotRequired[dict[str, int]]
 
 
 def clean_text(text: str) -> str:
@@ -76,23 +100,23 @@ def parse_command(text: str) -> Command:
     if t in _SIMPLE:
         return Command(t)
     if m := _STATUS.match(t):
-        return Command("status", {"run": m["run"]})
+        return Command("status", CommandArgs(run=m["run"]))
     if m := _CANCEL.match(t):
-        return Command("cancel", {"run": m["run"]})
+        return Command("cancel", CommandArgs(run=m["run"]))
     if m := _COMPARE.match(t):
-        return Command("compare", {"a": m["a"], "b": m["b"]})
+        return Command("compare", CommandArgs(a=m["a"], b=m["b"]))
     if m := _RUN.match(t):
-        args: dict[str, Any] = {"profile": m["profile"], "target": m["target"]}
+        args = CommandArgs(profile=m["profile"], target=m["target"])
         if m["clients"]:
             clients = int(m["clients"])
             if not 1 <= clients <= MAX_CLIENTS:
                 return Command("help", problem=f"clients must be 1 to {MAX_CLIENTS}")
-            args["clients"] = clients
+            args = replace(args, clients=clients)
         if m["amount"]:
             seconds = int(m["amount"]) * (60 if m["unit"].startswith("m") else 1)
             if not 1 <= seconds <= 86_400:
                 return Command("help", problem="the duration must be 1 s to 24 h")
-            args["runtime"] = seconds
+            args = replace(args, runtime=seconds)
         return Command("run", args)
     verb = t.split()[0]
     if verb in ("run", "status", "cancel", "compare"):
@@ -134,9 +158,9 @@ class Bot:
         if command.verb == "run":
             return self._run(command.args, caller, request_id)
         if command.verb == "cancel":
-            return self._cancel(command.args["run"], caller)
+            return self._cancel(command.args.run, caller)
         simple: dict[str, Callable[[Command], Reply]] = {
-            "status": lambda c: self.status(self.runs.run_doc(c.args["run"])),
+            "status": lambda c: self.status(self.runs.run_doc(c.args.run)),
             "compare": self._compare,
             "profiles": lambda c: _profiles(),
             "targets": lambda c: self.list_targets(),
@@ -160,7 +184,7 @@ class Bot:
         )
 
     def _compare(self, command: Command) -> Reply:
-        a, b = (self.runs.run_doc(command.args[k]) for k in ("a", "b"))
+        a, b = (self.runs.run_doc(k) for k in (command.args.a, command.args.b))
         cmp = self.monitor.compare(a, b)
         facts = [
             (r["metric"], f"{fmt(r['a'])} → {fmt(r['b'])} ({_pct(r)}, {r['verdict']})")
@@ -182,17 +206,17 @@ class Bot:
             data={"schedules": [s.id for s in found]},
         )
 
-    def _run(self, args: dict[str, Any], caller: Caller, request_id: str) -> Reply:
-        pool = next((t.pool for t in self.targets if t.alias == args["target"]), "default")
-        body: dict[str, Any] = {
-            "profile": args["profile"],
-            "target": args["target"],
-            "pool": pool,
-            "clients": args.get("clients", 1),
-            "tags": {"door": caller.door},
-        }
-        if "runtime" in args:
-            body["workload"] = {"runtime": args["runtime"]}
+    def _run(self, args: CommandArgs, caller: Caller, request_id: str) -> Reply:
+        pool = next((t.pool for t in self.targets if t.alias == args.target), "default")
+        body = RunBody(
+            profile=args.profile,
+            target=args.target,
+            pool=pool,
+            clients=args.clients or 1,
+            tags={"door": caller.door},
+        )
+        if args.runtime is not None:
+            body["workload"] = {"runtime": args.runtime}
         # The chat platform's message id: a retried delivery starts nothing twice.
         run, _ = self.runs.submit(body, f"{caller.door}:{request_id}", caller)
         waiting = run.get("state") == "waiting"
@@ -204,7 +228,7 @@ class Bot:
             f"result here: follow it at {page} or ask `status {run['id']}`"
         )
         lines = [
-            f"queued run {run['id']}: {args['profile']} on {args['target']} with "
+            f"queued run {run['id']}: {args.profile} on {args.target} with "
             f"{body['clients']} client(s) — {then}"
         ]
         if waiting:
@@ -248,11 +272,11 @@ def _profiles() -> Reply:
     return Reply("profiles", "Profiles", facts=facts, data={"profiles": [p.name for p in PROFILES]})
 
 
-def _pct(row: dict[str, Any]) -> str:
+def _pct(row: Doc) -> str:
     return "n/a" if row["delta_pct"] is None else f"{row['delta_pct']:+.1f}%"
 
 
-def _position(run: Doc) -> dict[str, Any]:
+def _position(run: Doc) -> dict[str, int]:
     return {"queue_position": run["queue_position"]} if "queue_position" in run else {}
 
 

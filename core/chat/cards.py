@@ -9,6 +9,8 @@ from typing import Any
 
 from core import teams
 from core.latency import KIND_NAMES, format_ns, shown
+from core.models.cards import Element, TeamsMessage, TextBlock
+from core.models.chat import ChatReply
 from core.ports import Doc
 
 
@@ -20,7 +22,7 @@ class Reply:
     title: str
     lines: list[str] = field(default_factory=list)
     facts: list[tuple[str, str]] = field(default_factory=list)
-    data: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, object] = field(default_factory=dict)  # the command's own JSON
     ok: bool = True
     link: str | None = None
 
@@ -109,7 +111,7 @@ def _series_gate_text(gate: Mapping[str, object]) -> str | None:
     return "pass" if verdicts else None
 
 
-def _failed_metric(m: dict[str, Any]) -> str:
+def _failed_metric(m: Mapping[str, Any]) -> str:
     """``read.iops -74.0%``: the change from the reference median, or the change point's
     when the gate had no reference yet (a change point attributed to the run)."""
     pct = m.get("change_pct")
@@ -126,31 +128,32 @@ def result_reply(run: Doc, public_url: str) -> Reply:
     return reply
 
 
-def adaptive_card(reply: Reply) -> dict[str, Any]:
+def adaptive_card(reply: Reply) -> TeamsMessage:
     """A Teams message with one Adaptive Card (what an outgoing webhook may answer)."""
-    body: list[dict[str, Any]] = [
-        {
-            "type": "TextBlock",
-            "text": reply.title,
-            "weight": "Bolder",
-            "size": "Medium",
-            "color": "Default" if reply.ok else "Attention",
-            "wrap": True,
-        },
-        *({"type": "TextBlock", "text": line, "wrap": True} for line in reply.lines),
+    body: list[Element] = [
+        TextBlock(
+            text=reply.title,
+            weight="Bolder",
+            size="Medium",
+            color="Default" if reply.ok else "Attention",
+        ),
+        *(TextBlock(text=line) for line in reply.lines),
     ]
     if reply.facts:
         body.append(teams.facts(reply.facts))
     return teams.card_message(body, [teams.open_url("Open", reply.link)] if reply.link else None)
 
 
-def json_reply(reply: Reply) -> dict[str, Any]:
-    return {
-        "command": reply.kind,
-        "ok": reply.ok,
-        "title": reply.title,
-        "lines": reply.lines,
-        "facts": dict(reply.facts),
-        "data": reply.data,
-        "link": reply.link,
-    }
+def json_reply(reply: Reply) -> ChatReply:
+    # Validated: ``data`` must be JSON (JsonValue), whatever the command put there.
+    return ChatReply.model_validate(
+        {
+            "command": reply.kind,
+            "ok": reply.ok,
+            "title": reply.title,
+            "lines": reply.lines,
+            "facts": dict(reply.facts),
+            "data": reply.data,
+            "link": reply.link,
+        }
+    )

@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from core.catalogue import PROFILES
 from core.chat.action_cards import (
@@ -36,9 +35,12 @@ from core.chat.identity import (
     higher_role_hint,
     refusal,
 )
-from core.chat.threads import Conversation, Threads
+from core.chat.threads import Threads
 from core.errors import Conflict, FieldError, Forbidden, NotFound, ValidationFailed
 from core.models import RUN_ID_PATTERN
+from core.models.cards import AdaptiveCard
+from core.models.chat import ActionData
+from core.models.chat import StoredConversation as Conversation
 from core.monitoring.baseline import against_baseline
 from core.ports import Doc, Store
 from core.runs.guardrails import Caller
@@ -50,7 +52,7 @@ SUBSCRIBE_HELP = "subscribe <series> / unsubscribe <series> — its regressions,
 
 @dataclass
 class Outcome:
-    card: dict[str, Any]
+    card: AdaptiveCard
     started: Doc | None = None  # a run this turn started: its card's conversation is kept
 
 
@@ -87,7 +89,7 @@ class TeamsBot:
         command = parse_command(raw)
         words = clean_text(raw)
         if m := _SUBSCRIBE.match(words):
-            return self.on_action(user, m[1], {"series": m["key"]}, request_id, conversation)
+            return self.on_action(user, m[1], ActionData(series=m["key"]), request_id, conversation)
         if command.verb == "help" and words == "run":
             return Outcome(self._form())  # "run" alone: choose from lists
         caller = self.caller(user)
@@ -105,13 +107,11 @@ class TeamsBot:
     def _command(self, command: Command, caller: Caller, user: ChatUser, rid: str) -> Outcome:
         try:
             if command.verb == "status":
-                return Outcome(
-                    run_card(self.bot.runs.run_doc(command.args["run"]), self.public_url)
-                )
+                return Outcome(run_card(self.bot.runs.run_doc(command.args.run), self.public_url))
             if command.verb == "run":
                 return self._started(self.bot.answer(command, caller, rid), caller)
             if command.verb == "cancel":
-                run = self.bot.cancel(command.args["run"], caller)
+                run = self.bot.cancel(command.args.run, caller)
                 return Outcome(run_card(run, self.public_url, note="cancel requested"))
         except Forbidden as e:
             return Outcome(self._guardrail(caller, e.errors))
@@ -129,7 +129,7 @@ class TeamsBot:
             if hint:
                 reply.lines.append(hint)
             return Outcome(reply_card(reply))
-        run = self.bot.runs.run_doc(reply.data["run_id"])
+        run = self.bot.runs.run_doc(str(reply.data["run_id"]))
         note = reply.lines[-1] if len(reply.lines) > 1 else "I'll post the result here"
         return Outcome(run_card(run, self.public_url, note=note), started=run)
 
@@ -139,7 +139,7 @@ class TeamsBot:
         self,
         user: ChatUser,
         verb: str,
-        data: dict[str, Any],
+        data: ActionData,
         request_id: str,
         conversation: Conversation,
     ) -> Outcome:
@@ -162,7 +162,7 @@ class TeamsBot:
             return Outcome(_refused(str(e), heading="Not done"))
 
     def _act(
-        self, verb: str, data: dict[str, Any], caller: Caller, rid: str, conversation: Conversation
+        self, verb: str, data: ActionData, caller: Caller, rid: str, conversation: Conversation
     ) -> Outcome:
         if verb == "run":
             command = parse_command(_run_text(data))
@@ -170,10 +170,8 @@ class TeamsBot:
                 return Outcome(self._form(problem=command.problem or "choose a profile and target"))
             return self._started(self.bot.answer(command, caller, rid), caller)
         if verb in ("subscribe", "unsubscribe"):
-            return Outcome(
-                self._subscription(verb, str(data.get("series", "")), caller, conversation)
-            )
-        run_id = str(data.get("run_id", ""))
+            return Outcome(self._subscription(verb, data.series, caller, conversation))
+        run_id = data.run_id
         if not _RUN_ID.fullmatch(run_id):
             raise ValidationFailed([FieldError("run_id", "not a run id")])
         if verb == "refresh":
@@ -200,7 +198,7 @@ class TeamsBot:
 
     def _subscription(
         self, verb: str, key: str, caller: Caller, conversation: Conversation
-    ) -> dict[str, Any]:
+    ) -> AdaptiveCard:
         if not re.fullmatch(r"[0-9a-f]{16}", key):
             raise ValidationFailed([FieldError("series", "not a series key")])
         if verb == "subscribe":
@@ -211,7 +209,7 @@ class TeamsBot:
         said = "No more regressions of" if gone else "This conversation was not subscribed to"
         return card([title("Unsubscribed"), text(f"{said} series {key}.")])
 
-    def _form(self, problem: str | None = None) -> dict[str, Any]:
+    def _form(self, problem: str | None = None) -> AdaptiveCard:
         profiles = [(p.name, p.title) for p in PROFILES]
         targets = [
             (t.alias, f"{t.pool}, {'read-only' if t.read_only else 'read-write'}")
@@ -221,7 +219,7 @@ class TeamsBot:
 
     def _guardrail(
         self, caller: Caller, errors: list[FieldError], heading: str = "Not allowed"
-    ) -> dict[str, Any]:
+    ) -> AdaptiveCard:
         lines = [f"{e.field}: {e.message}" for e in errors]
         hint = higher_role_hint(caller, errors)
         return _refused("\n".join(lines + ([hint] if hint else [])), heading)
@@ -230,21 +228,23 @@ class TeamsBot:
 _NOBODY = Caller(name="nobody", role="reader")
 
 
-def _run_text(data: dict[str, Any]) -> str:
+def _run_text(data: ActionData) -> str:
     """A form's choices as the typed command, so both pass the same checks."""
-    text_ = f"run {data.get('profile', '')} on {data.get('target', '')}"
-    if str(data.get("clients") or "").strip():
-        text_ += f" with {data['clients']} clients"
-    if str(data.get("runtime") or "").strip():
-        text_ += f" for {data['runtime']}s"
+    text_ = f"run {data.profile} on {data.target}"
+    if (data.clients or "").strip():
+        text_ += f" with {data.clients} clients"
+    if (data.runtime or "").strip():
+        text_ += f" for {data.runtime}s"
     return text_
 
 
 def _errors(reply: Reply) -> list[FieldError]:
-    return [FieldError(e["field"], e["message"]) for e in reply.data.get("errors", [])]
+    found = reply.data.get("errors")
+    listed = found if isinstance(found, list) else []
+    return [FieldError(str(e["field"]), str(e["message"])) for e in listed if isinstance(e, dict)]
 
 
-def _refused(message: str, heading: str = "Not allowed") -> dict[str, Any]:
+def _refused(message: str, heading: str = "Not allowed") -> AdaptiveCard:
     return card([title(heading, "Attention"), *(text(line) for line in message.split("\n"))])
 
 

@@ -17,18 +17,20 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from pydantic import BaseModel, Field
 
 from core.chat.action_cards import attachment, run_card
 from core.errors import BenchError, NotFound
+from core.models.cards import CardAttachment, MessageAttachment, TeamsMessage
+from core.models.chat import RunFinished
+from core.models.chat import StoredConversation as Conversation
 from core.models.regression import DeliveryRecord, Regression
 from core.monitoring.notify import teams_card
 from core.ports import Doc, Notifier
 
 log = logging.getLogger(__name__)
-Conversation = dict[str, Any]  # the SDK's own serialization (claims + conversation reference)
 
 
 class RunThread(BaseModel):
@@ -46,7 +48,7 @@ class RunThread(BaseModel):
 
     def doc(self) -> Doc:
         """As stored: no ``ttl`` field while it has none (Cosmos DB takes only a number)."""
-        return self.model_dump(exclude={"ttl"} if self.ttl is None else None)
+        return self.model_dump(mode="json", exclude={"ttl"} if self.ttl is None else None)
 
 
 class Subscription(BaseModel):
@@ -55,6 +57,9 @@ class Subscription(BaseModel):
     series_key: str = Field(max_length=200)
     conversation: Conversation
     by: str  # who subscribed (the API's name for them)
+
+    def doc(self) -> Doc:
+        return self.model_dump(mode="json")
 
 
 class ConversationRepo(Protocol):
@@ -68,19 +73,14 @@ class ConversationRepo(Protocol):
 class ConversationSender(Protocol):
     """Posts to a stored conversation through the Bot Connector; raises on failure."""
 
-    def send(self, conversation: Conversation, attachments: list[Doc]) -> str | None: ...
+    def send(self, conversation: Conversation, attachments: list[CardAttachment]) -> str | None: ...
     def update(
-        self, conversation: Conversation, activity_id: str, attachments: list[Doc]
+        self, conversation: Conversation, activity_id: str, attachments: list[CardAttachment]
     ) -> None: ...
 
 
-def conversation_id(conversation: Conversation) -> str:
-    ref = conversation.get("conversation_reference") or {}
-    return str((ref.get("conversation") or {}).get("id") or "")
-
-
 def subscription_id(series_key: str, conversation: Conversation) -> str:
-    digest = hashlib.sha256(conversation_id(conversation).encode()).hexdigest()[:24]
+    digest = hashlib.sha256(conversation.id.encode()).hexdigest()[:24]
     return f"sub.{series_key}.{digest}"
 
 
@@ -133,11 +133,11 @@ class Threads:
                 log.warning("refreshing the card of %s failed: %s", doc.get("run_id"), e)
         return moved
 
-    def announce(self, run_id: str) -> list[dict[str, Any]]:
+    def announce(self, run_id: str) -> list[DeliveryRecord]:
         """The finished run's result card, posted where the run was asked for, and its
         first card brought up to date. Never raises: the run service calls this as it
         finalizes the run, and a conversation out of reach must not undo that."""
-        record: dict[str, Any] = {"channel": "teams-bot", "ok": True, "error": None}
+        record = DeliveryRecord(channel="teams-bot", ok=True)
         try:
             thread = RunThread.model_validate(self.repo.get(f"run.{run_id}"))
             run = self.get_run(run_id)
@@ -146,7 +146,7 @@ class Threads:
                 if thread.card_activity_id and thread.shown_state != run["state"]:
                     self.sender.update(thread.conversation, thread.card_activity_id, [card])
                     thread.shown_state = str(run["state"])
-                record["activity_id"] = self.sender.send(thread.conversation, [card])
+                self.sender.send(thread.conversation, [card])
             finally:
                 # At most once: a post that failed is logged, not retried (a retry racing
                 # a slow success would post the result twice).
@@ -154,10 +154,10 @@ class Threads:
                 thread.ttl = self.finished_ttl_s  # a finished delivery (core.retention)
                 self.repo.upsert(thread.doc())
         except NotFound:
-            record.update(ok=False, error="no stored conversation")
+            record = DeliveryRecord(channel="teams-bot", ok=False, error="no stored conversation")
         except Exception as e:  # recorded, never raised into the run's finalization
             log.warning("posting the result of %s failed: %s", run_id, e)
-            record.update(ok=False, error=f"{type(e).__name__}: {e}")
+            record = DeliveryRecord(channel="teams-bot", ok=False, error=f"{type(e).__name__}: {e}")
         return [record]
 
     # ---- series subscriptions -----------------------------------------------------------
@@ -169,7 +169,7 @@ class Threads:
             conversation=conversation,
             by=by,
         )
-        self.repo.upsert(sub.model_dump())
+        self.repo.upsert(sub.doc())
         return sub
 
     def unsubscribe(self, series_key: str, conversation: Conversation) -> bool:
@@ -186,7 +186,7 @@ class Threads:
             record = DeliveryRecord(channel="teams-bot", ok=True)
             try:
                 message = teams_card(regression.doc(), base_url=self.public_url)
-                self.sender.send(sub.conversation, message["attachments"])
+                self.sender.send(sub.conversation, [_attached(a) for a in message.attachments])
             except Exception as e:  # the other subscribers still hear of it
                 log.warning("posting regression %s failed: %s", regression.id, e)
                 record = DeliveryRecord(
@@ -214,6 +214,11 @@ class ChatNotifier:
         return sent
 
     def post_result(
-        self, door: str, teams_message: dict[str, Any], payload: dict[str, Any]
-    ) -> list[dict[str, Any]]:
+        self, door: str, teams_message: TeamsMessage, payload: RunFinished
+    ) -> list[DeliveryRecord]:
         return self.webhooks.post_result(door, teams_message, payload)
+
+
+def _attached(a: MessageAttachment) -> CardAttachment:
+    """A Teams message's card as the bot attaches it (no ``contentUrl``)."""
+    return CardAttachment(content=a.content)

@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import quote
 
 from core import teams
+from core.models.cards import Action, Element, TeamsMessage, TextBlock
 
 EVENT = "regression.detected"
 TIMESTAMP_HEADER = "X-Bench-Timestamp"
@@ -88,7 +89,7 @@ def _pvalue(value: Any) -> str:
         return "n/a"
 
 
-def teams_card(regression: Mapping[str, Any], *, base_url: str) -> dict[str, Any]:
+def teams_card(regression: Mapping[str, Any], *, base_url: str) -> TeamsMessage:
     """The JSON body to POST to a Teams incoming webhook (or Workflows webhook)."""
     kind = str(regression.get("kind") or "change")
     metric = str(regression.get("metric") or "?")
@@ -106,24 +107,13 @@ def teams_card(regression: Mapping[str, Any], *, base_url: str) -> dict[str, Any
         ("First run", str(regression.get("first_run_id") or "n/a")),
         ("Detected", str(regression.get("detected_at") or "n/a")),
     ]
-    body: list[dict[str, Any]] = [
-        {
-            "type": "TextBlock",
-            "text": f"Performance {kind}: {metric}",
-            "size": "Large",
-            "weight": "Bolder",
-            "color": color,
-            "wrap": True,
-        },
-        {
-            "type": "TextBlock",
-            "text": f"{before} → {after} ({_change_pct(regression.get('change_pct'))})",
-            "wrap": True,
-        },
+    body: list[Element] = [
+        TextBlock(text=f"Performance {kind}: {metric}", weight="Bolder", size="Large", color=color),
+        TextBlock(text=f"{before} → {after} ({_change_pct(regression.get('change_pct'))})"),
         teams.facts(facts),
     ]
     urls = links(regression, base_url=base_url)
-    actions: list[dict[str, Any]] = []
+    actions: list[Action] = []
     if urls["run"]:
         actions.append(teams.open_url("Open run", urls["run"]))
     if urls["series"]:
