@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from functions.apidocs import OpenDoc
+from core.models.answers import OpenDoc
 
 
 class TeamsActivity(OpenDoc):

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from core.models.agents import AgentMount
-from functions.apidocs import OpenDoc
+from core.models.answers import OpenDoc
 
 
 class AgentView(OpenDoc):
