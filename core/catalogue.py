@@ -10,9 +10,8 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-from pydantic import BaseModel
-
 from core.models import Engine, Workload
+from core.models.answers import ProfileView
 
 # Vdbench "threads" are outstanding I/Os per client: one thread = one I/O in flight.
 # fio expresses the same as numjobs x iodepth; we map threads to numjobs at iodepth 1.
@@ -115,21 +114,6 @@ class Profile:
             notes=self.notes,
             workload=self.workload,
         )
-
-
-class ProfileView(BaseModel):
-    """A profile as ``GET /api/profiles`` and ``benchctl profiles`` show it."""
-
-    name: str
-    version: int
-    title: str
-    source: str
-    engines: list[Engine]
-    fill: bool
-    files_per_target: int
-    cooldown_s: int
-    notes: str
-    workload: Workload
 
 
 def _w(**fields: object) -> Workload:

@@ -9,16 +9,15 @@ import asyncio
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Path, Query, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 
 from adapters.archive import MAX_IMPORT_DOCUMENTS, settled
 from adapters.blob import MAX_ARTIFACT_BYTES
 from core.errors import FieldError, Forbidden, ValidationFailed
-from core.models.archive import Imported, RunBundle
 from core.runs.guardrails import Caller
 from functions import apidocs_admin as a
 from functions.inputs import Continuation
-from functions.openapi import doc
+from functions.openapi import SIGNED_IN, doc
 from functions.params import (
     STORE,
     CallerOf,
@@ -36,7 +35,7 @@ Name = Annotated[str, Path(pattern=r"^[a-z]{1,16}$")]
 # One import request, refused (413) before it is read beyond this: benchctl sends batches of
 # at most 8 MiB of documents (benchctl/cli_admin.py), each document at most 2 MB.
 MAX_IMPORT_BYTES = 16 << 20
-router = APIRouter(route_class=capped(MAX_IMPORT_BYTES))
+router = APIRouter(route_class=capped(MAX_IMPORT_BYTES), tags=["admin"], **SIGNED_IN)
 # Checked by adapters/archive.py, document by document, before anything is written.
 RunImportAsSent = Annotated[Any, documented_as(a.RunImport), Body()]
 SchedulesAsSent = Annotated[Any, documented_as(a.ScheduleImport), Body()]
@@ -48,18 +47,18 @@ def _admin(caller: Caller) -> None:
 
 
 @router.delete("/api/admin/runs/{run_id}", **doc(a.Removed, errors=(*ADMIN_ERRORS, 409)))
-async def delete_run(run_id: RunId, parts: Parts, caller: CallerOf) -> dict[str, Any]:
+async def delete_run(run_id: RunId, parts: Parts, caller: CallerOf) -> a.Removed:
     """Delete a finished run and all it owns: items, results, aggregates, its series points,
     the regressions first seen on it, its artifacts (409 while it is not finished)."""
     _admin(caller)
-    return {"removed": await asyncio.to_thread(parts.archive.purge_run, run_id)}
+    return a.Removed(removed=await asyncio.to_thread(parts.archive.purge_run, run_id))
 
 
 @router.delete("/api/admin/series/{series_key}", **doc(a.Removed, errors=(*ADMIN_ERRORS, 409)))
-async def delete_series(series_key: SeriesKey, parts: Parts, caller: CallerOf) -> dict[str, Any]:
+async def delete_series(series_key: SeriesKey, parts: Parts, caller: CallerOf) -> a.Removed:
     """Delete a series: its points and regressions, and every run it holds, whole."""
     _admin(caller)
-    return {"removed": await asyncio.to_thread(parts.archive.purge_series, series_key)}
+    return a.Removed(removed=await asyncio.to_thread(parts.archive.purge_series, series_key))
 
 
 @router.get("/api/admin/export/runs", **doc(a.ExportedRuns, errors=(400, 403, 404, *STORE)))
@@ -68,7 +67,7 @@ async def export_runs(
     caller: CallerOf,
     limit: Annotated[int, Query(ge=1, le=200)] = 100,
     continuation: Continuation = None,
-) -> dict[str, Any]:
+) -> a.ExportedRuns:
     """A page of the deployment's runs, newest first: the finished ones to move."""
     _admin(caller)
     runs, token = await asyncio.to_thread(
@@ -79,15 +78,15 @@ async def export_runs(
         limit=limit,
         continuation=continuation,
     )
-    return {
-        "runs": [r.id for r in runs if settled(r)],
-        "unfinished": [r.id for r in runs if not settled(r)],
-        "continuation": token,
-    }
+    return a.ExportedRuns(
+        runs=[r.id for r in runs if settled(r)],
+        unfinished=[r.id for r in runs if not settled(r)],
+        continuation=token,
+    )
 
 
 @router.get("/api/admin/export/runs/{run_id}", **doc(a.RunBundle, errors=(*ADMIN_ERRORS, 409)))
-async def export_run(run_id: RunId, parts: Parts, caller: CallerOf) -> RunBundle:
+async def export_run(run_id: RunId, parts: Parts, caller: CallerOf) -> a.RunBundle:
     """A finished run with everything it owns, documents as stored."""
     _admin(caller)
     return await asyncio.to_thread(parts.archive.bundle, run_id)
@@ -106,9 +105,9 @@ async def export_artifact(
 
 
 @router.get("/api/admin/export/schedules", **doc(a.ExportedSchedules, errors=(403, *STORE)))
-async def export_schedules(parts: Parts, caller: CallerOf) -> dict[str, Any]:
+async def export_schedules(parts: Parts, caller: CallerOf) -> a.ExportedSchedules:
     _admin(caller)
-    return {"schedules": await asyncio.to_thread(parts.archive.schedules)}
+    return a.ExportedSchedules(schedules=await asyncio.to_thread(parts.archive.schedules))
 
 
 def _import_body(body: Any, listed: str, allowed: set[str]) -> dict[str, Any]:
@@ -130,7 +129,7 @@ def _import_body(body: Any, listed: str, allowed: set[str]) -> dict[str, Any]:
 )
 async def import_run(
     run_id: RunId, sent: RunImportAsSent, parts: Parts, caller: CallerOf
-) -> Imported:
+) -> a.Imported:
     """A finished run's documents, created when missing after all are checked; ``commit``
     writes the run's own document last (benchctl's last batch of the run)."""
     _admin(caller)
@@ -147,7 +146,7 @@ async def import_run(
     "/api/admin/import/schedules",
     **doc(a.Imported, body=True, errors=(400, 403, 413, *STORE)),
 )
-async def import_schedules(sent: SchedulesAsSent, parts: Parts, caller: CallerOf) -> Imported:
+async def import_schedules(sent: SchedulesAsSent, parts: Parts, caller: CallerOf) -> a.Imported:
     """Schedules as exported (ids and times kept), each checked as at creation."""
     _admin(caller)
     body = _import_body(sent, "schedules", {"schedules"})
@@ -165,11 +164,11 @@ async def import_schedules(sent: SchedulesAsSent, parts: Parts, caller: CallerOf
 )
 async def import_artifact(
     run_id: RunId, owner: Owner, name: Name, request: Request, parts: Parts, caller: CallerOf
-) -> JSONResponse:
+) -> a.ArtifactImported:
     """An artifact as exported (stored as given, overwriting the same name)."""
     _admin(caller)
     if not owner.startswith(run_id + "."):
         raise ValidationFailed([FieldError("owner", f"not an item or step of {run_id}")])
     data = await read_body(request, MAX_ARTIFACT_BYTES)
     await asyncio.to_thread(parts.artifacts.put, run_id, owner, name, data)
-    return JSONResponse({"stored": True, "bytes": len(data)}, status_code=201)
+    return a.ArtifactImported(stored=True, bytes=len(data))

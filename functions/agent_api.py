@@ -10,8 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Body, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import FieldError, ValidationFailed
@@ -21,7 +20,7 @@ from core.models.live import LiveSample
 from core.runs.live import MAX_SAMPLES_PER_BEAT
 from core.runs.protocol import BarrierDecision
 from functions.auth import agent_ref
-from functions.openapi import doc
+from functions.openapi import SIGNED_IN, doc
 from functions.params import (
     MAX_DOCUMENT_BYTES,
     CallerOf,
@@ -32,9 +31,9 @@ from functions.params import (
     documented_as,
 )
 
-router = APIRouter(route_class=JsonRoute)
+router = APIRouter(route_class=JsonRoute, tags=["agent protocol"], **SIGNED_IN)
 # A result is stored as one Cosmos DB document: its body may be up to one's size.
-results = APIRouter(route_class=capped(MAX_DOCUMENT_BYTES))
+results = APIRouter(route_class=capped(MAX_DOCUMENT_BYTES), tags=["agent protocol"], **SIGNED_IN)
 AGENT = (400, 404, 409, 503)  # 409: a report from an agent not holding the item
 
 
@@ -126,7 +125,7 @@ class StoredReply(BaseModel):
 
 
 @router.post("/api/agent/claim", **doc(ClaimReply, body=True, errors=AGENT))
-async def claim(b: ClaimBody, svc: Svc, caller: CallerOf) -> dict[str, str]:
+async def claim(b: ClaimBody, svc: Svc, caller: CallerOf) -> ClaimReply:
     decision = await asyncio.to_thread(
         svc.claim,
         b.work_item,
@@ -134,34 +133,35 @@ async def claim(b: ClaimBody, svc: Svc, caller: CallerOf) -> dict[str, str]:
         dequeue_count=b.dequeue_count,
         message_id=b.message_id,
     )
-    return {"action": decision.action, "reason": decision.reason}
+    return ClaimReply(action=decision.action, reason=decision.reason)
 
 
-def _barrier(x: BarrierDecision) -> dict[str, Any]:
-    return {"status": x.status, "start_at_ms": x.start_at_ms, "reason": x.reason}
+def _barrier(x: BarrierDecision) -> BarrierReply:
+    return BarrierReply(status=x.status, start_at_ms=x.start_at_ms, reason=x.reason)
 
 
 @router.post("/api/agent/ready", **doc(BarrierReply, body=True, errors=AGENT))
-async def ready(b: ReadyBody, svc: Svc, caller: CallerOf) -> dict[str, Any]:
+async def ready(b: ReadyBody, svc: Svc, caller: CallerOf) -> BarrierReply:
     agent = agent_ref(caller, b.agent_id)
     decision = await asyncio.to_thread(svc.ready, b.run_id, b.item_id, agent, b.rtt_ms)
     return _barrier(decision)
 
 
 @router.post("/api/agent/barrier", **doc(BarrierReply, body=True, errors=AGENT))
-async def barrier(b: ItemRef, svc: Svc, caller: CallerOf) -> dict[str, Any]:
+async def barrier(b: ItemRef, svc: Svc, caller: CallerOf) -> BarrierReply:
     agent = agent_ref(caller, b.agent_id)
     return _barrier(await asyncio.to_thread(svc.barrier, b.run_id, b.item_id, agent))
 
 
 @router.post("/api/agent/heartbeat", **doc(HeartbeatReply, body=True, errors=AGENT))
-async def heartbeat(b: HeartbeatBody, svc: Svc, caller: CallerOf) -> dict[str, bool]:
+async def heartbeat(b: HeartbeatBody, svc: Svc, caller: CallerOf) -> HeartbeatReply:
     agent = agent_ref(caller, b.agent_id)
-    return await asyncio.to_thread(svc.heartbeat, b.run_id, b.item_id, agent, b.live)
+    told = await asyncio.to_thread(svc.heartbeat, b.run_id, b.item_id, agent, b.live)
+    return HeartbeatReply(cancel=told["cancel"])
 
 
 @router.post("/api/agent/failure", **doc(FailureReply, body=True, errors=AGENT))
-async def failure(b: FailureBody, svc: Svc, caller: CallerOf) -> dict[str, Any]:
+async def failure(b: FailureBody, svc: Svc, caller: CallerOf) -> FailureReply:
     agent = agent_ref(caller, b.agent_id)
     final = await asyncio.to_thread(
         svc.report_failure,
@@ -172,14 +172,14 @@ async def failure(b: FailureBody, svc: Svc, caller: CallerOf) -> dict[str, Any]:
         report_id=b.report_id,
         permanent=b.permanent,
     )
-    return {"status": "recorded", "final": final}
+    return FailureReply(status="recorded", final=final)
 
 
 @router.post("/api/agent/cancelled", **doc(CancelledReply, body=True, errors=AGENT))
-async def cancelled(b: ItemRef, svc: Svc, caller: CallerOf) -> dict[str, str]:
+async def cancelled(b: ItemRef, svc: Svc, caller: CallerOf) -> CancelledReply:
     agent = agent_ref(caller, b.agent_id)
     await asyncio.to_thread(svc.report_cancelled, b.run_id, b.item_id, agent)
-    return {"status": "recorded"}
+    return CancelledReply(status="recorded")
 
 
 @router.put(
@@ -193,14 +193,14 @@ async def put_artifact(
     svc: Svc,
     caller: CallerOf,
     agent_id: Annotated[str, Query(min_length=1, max_length=128)],
-) -> JSONResponse:
+) -> ArtifactStored:
     """A large output of an item (gzip): its timeline, the engine's output, its logs;
     from the agent holding the item (``agent_id``), 409 otherwise."""
     run_id = item_id.rsplit(".", 2)[0]
     data = await request.body()
     agent = agent_ref(caller, agent_id)
     size = await asyncio.to_thread(svc.put_artifact, run_id, item_id, name, data, agent)
-    return JSONResponse({"stored": True, "bytes": size}, status_code=201)
+    return ArtifactStored(stored=True, bytes=size)
 
 
 @results.put(
@@ -214,8 +214,8 @@ async def put_artifact(
     ),
 )
 async def put_result(
-    item_id: ItemId, body: ResultAsSent, svc: Svc, caller: CallerOf
-) -> JSONResponse:
+    item_id: ItemId, body: ResultAsSent, svc: Svc, caller: CallerOf, response: Response
+) -> StoredReply:
     """201 when stored, 200 when this item's result was stored before."""
     if not isinstance(body, dict) or body.get("item_id") != item_id:
         raise ValidationFailed([FieldError("item_id", "must match the URL")])
@@ -224,6 +224,5 @@ async def put_result(
         raise ValidationFailed([FieldError("agent_id", "required")])
     agent = agent_ref(caller, claimed)
     created = await asyncio.to_thread(svc.store_result, body, agent)
-    return JSONResponse(
-        {"stored": True, "duplicate": not created}, status_code=201 if created else 200
-    )
+    response.status_code = 201 if created else 200
+    return StoredReply(stored=True, duplicate=not created)

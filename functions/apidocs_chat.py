@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from core.models.answers import OpenDoc
 from core.models.cards import AdaptiveCard, TeamsMessage
 from core.models.chat import ChannelAccount, ChatReply, ConversationAccount, InvokeValue
-from functions.apidocs import OpenDoc
 
 __all__ = ["TeamsMessage", "WebhookReply"]
 WebhookReply = ChatReply

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import base64
 import hmac
-import json
 from http.cookies import CookieError, SimpleCookie
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, JsonValue
 
 from adapters.config import Settings
 from core.errors import BenchError, FieldError, Forbidden
@@ -48,14 +49,28 @@ def _door(headers: Any) -> str:
     return door if door in SELF_DECLARED_DOORS else "api"
 
 
-def _principal(headers: Any) -> dict[str, Any] | None:
+class Claim(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    typ: str | None = None
+    val: JsonValue = None
+
+
+class ClientPrincipal(BaseModel):
+    """X-MS-CLIENT-PRINCIPAL: the identity App Service Authentication signed in (base64
+    JSON), of which the claims and the claim type that carries app roles are read."""
+
+    model_config = ConfigDict(extra="ignore")
+    claims: list[Claim] | None = None
+    role_typ: str | None = "roles"
+
+
+def _principal(headers: Any) -> ClientPrincipal | None:
     raw = headers.get("x-ms-client-principal")
     if not raw:
         return None
     try:
-        data: dict[str, Any] = json.loads(base64.b64decode(raw))
-        return data
-    except ValueError:
+        return ClientPrincipal.model_validate_json(base64.b64decode(raw))
+    except ValueError:  # not base64, not JSON, or not a principal (pydantic's too)
         raise Unauthorized("unreadable X-MS-CLIENT-PRINCIPAL") from None
 
 
@@ -87,14 +102,13 @@ def resolve_caller(headers: Any, settings: Settings, *, allow_cookie: bool = Fal
     return Caller(name=LOCAL_CALLER.name, role=LOCAL_CALLER.role, door=door, is_agent=True)
 
 
-def _signed_in(principal: dict[str, Any], headers: Any, settings: Settings, door: str) -> Caller:
+def _signed_in(principal: ClientPrincipal, headers: Any, settings: Settings, door: str) -> Caller:
     """The caller App Service Authentication signed in: an agent's managed identity, or a
     person or pipeline with its best Bench.* role (NoAppRole without one)."""
-    claims = principal.get("claims") or []
-    role_type = principal.get("role_typ", "roles")
-    roles = [str(c.get("val")) for c in claims if c.get("typ") == role_type]
+    claims = principal.claims or []
+    roles = [str(c.val) for c in claims if c.typ == principal.role_typ]
     oid = headers.get("x-ms-client-principal-id") or next(
-        (str(c.get("val")) for c in claims if c.get("typ") in (OBJECT_ID_CLAIM, "oid")),
+        (str(c.val) for c in claims if c.typ in (OBJECT_ID_CLAIM, "oid")),
         "",
     )
     name = headers.get("x-ms-client-principal-name") or oid or "unknown"

@@ -13,7 +13,7 @@ import time
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Request
+from fastapi import APIRouter, Body, Request, Security
 from fastapi.responses import JSONResponse
 
 from core.chat.bot import parse_command
@@ -24,7 +24,7 @@ from core.monitoring.notify import SIGNATURE_HEADER, verify, verify_teams
 from core.runs.guardrails import Caller
 from functions.apidocs_chat import TeamsActivity, TeamsMessage, WebhookCommand, WebhookReply
 from functions.inputs import parse_json
-from functions.openapi import doc
+from functions.openapi import TEAMS_HMAC, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP, doc
 from functions.params import Parts, SignedRoute, documented_as, read_body
 
 FRESH_S = 300  # Teams activities and signed webhook requests older than this are refused
@@ -32,7 +32,7 @@ FRESH_S = 300  # Teams activities and signed webhook requests older than this ar
 # retry policies for ever): it is not there.
 NOT_ENABLED = "the {door} chat door is not enabled on this service ({setting} is not set)"
 TEAMS_SETTING, WEBHOOK_SETTING = "BENCH_TEAMS_BOT_SECRET", "BENCH_BOT_SECRET"
-router = APIRouter(route_class=SignedRoute)
+router = APIRouter(route_class=SignedRoute, tags=["chat doors"])
 # Documented by their models; parsed (strict JSON) once the signature is checked.
 TeamsAsSent = Annotated[Any, documented_as(TeamsActivity), Body()]
 CommandAsSent = Annotated[Any, documented_as(WebhookCommand), Body()]
@@ -57,7 +57,11 @@ async def _first_time(parts: Parts, activity_id: str) -> bool:
     return await asyncio.to_thread(parts.store.activities.create, seen)
 
 
-@router.post("/api/bot/teams", **doc(TeamsMessage, body=True, errors=(400, 401, 404, 409, 503)))
+@router.post(
+    "/api/bot/teams",
+    dependencies=[Security(TEAMS_HMAC)],
+    **doc(TeamsMessage, body=True, errors=(400, 401, 404, 409, 503)),
+)
 async def teams(
     request: Request,
     sent: TeamsAsSent,  # for the document: read below, after the signature
@@ -95,6 +99,7 @@ async def teams(
 
 @router.post(
     "/api/bot/webhook",
+    dependencies=[Security(WEBHOOK_SIGNATURE), Security(WEBHOOK_TIMESTAMP)],
     **doc(WebhookReply, body=True, errors=(400, 401, 404, 409, 503)),
 )
 async def webhook(

@@ -4,26 +4,18 @@ benchmark files there (core.runs.clean)."""
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import FieldError, Forbidden
 from core.models import ALIAS_PATTERN, POOL_PATTERN
-from core.runs.clean import CleanOrder
-from functions.openapi import doc
+from core.runs.clean import CleanOrdered
+from functions.openapi import SIGNED_IN, doc
 from functions.params import STORE, CallerOf, JsonRoute, Svc
 
-router = APIRouter(route_class=JsonRoute)
-
-
-class CleanOrdered(CleanOrder):
-    """The order as sent: the first agent of the pool that has the target carries it out
-    (its log says what it removed)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    state: Literal["queued"]
+router = APIRouter(route_class=JsonRoute, tags=["catalogue and targets"], **SIGNED_IN)
 
 
 class CleanBody(BaseModel):
@@ -42,7 +34,7 @@ async def clean_target(
     alias: Annotated[str, Path(pattern=ALIAS_PATTERN)],
     svc: Svc,
     caller: CallerOf,
-) -> dict[str, Any]:
+) -> CleanOrdered:
     """Remove the benchmark files under ``<mount>/.benchsvc/`` on the target: the agents'
     kept working sets and what runs left. Engineers and admins; **409** naming the run
     while one holds or waits for the target, **400** for a read-only target."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from functools import cache, cached_property
 from typing import TYPE_CHECKING
 
@@ -34,7 +35,7 @@ from core.fleet.autoscaler import Autoscaler
 from core.fleet.scaling import PoolScaler
 from core.monitoring.monitor import Monitor
 from core.monitoring.scheduler import Scheduler
-from core.ports import Notifier
+from core.ports import Doc, Notifier
 from core.runs.service import RunService
 
 if TYPE_CHECKING:
@@ -42,6 +43,11 @@ if TYPE_CHECKING:
     from functions.teams_bot import TeamsHost
 
 log = logging.getLogger(__name__)
+
+
+def _run_json(service: RunService) -> Callable[[str], Doc]:
+    """A run's view as the API serves it: the chat's cards render that JSON."""
+    return lambda run_id: service.get_run(run_id).doc()
 
 
 class Services:
@@ -105,7 +111,7 @@ class Services:
         svc.fleet.scaler = self.scaler
         # A chat-requested run's result goes back to its chat when the run is finalized.
         svc.lifecycle.on_finished = Announcer(
-            svc.run_doc, self.notifier, public_url=s.public_url, threads=self._threads
+            _run_json(svc), self.notifier, public_url=s.public_url, threads=self._threads
         )
         return svc
 
@@ -175,7 +181,7 @@ class Services:
         return Threads(
             conversations,
             sender,
-            self.service.run_doc,
+            _run_json(self.service),
             public_url=self.settings.public_url,
             finished_ttl_s=self.settings.retention.finished_delivery_ttl(),
         )

@@ -5,19 +5,17 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import UTC, datetime
-from typing import Any
 
-from fastapi import APIRouter
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Response
 
 from core.errors import BenchError
+from core.models.answers import Health, TimerTick
 from core.runs.timer import TIMERS, tick_check
-from functions import apidocs as d
 from functions.context import Services
 from functions.openapi import doc
 from functions.params import JsonRoute, Parts
 
-router = APIRouter(route_class=JsonRoute)
+router = APIRouter(route_class=JsonRoute, tags=["service"])  # open: no sign-in
 HEALTH_WAIT_S = 4.0  # the database's share of /api/health's 5 s
 STARTED_MS = int(time.time() * 1000)  # a timer not recorded yet is stale only after a while
 
@@ -34,12 +32,12 @@ def _iso(ms: int | None) -> str | None:
     return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds")
 
 
-@router.get("/api/health", **doc(d.Health, also={503: d.Health}))
-async def health(parts: Parts) -> JSONResponse:
+@router.get("/api/health", **doc(Health, also={503: Health}))
+async def health(parts: Parts, response: Response) -> Health:
     """The database answers, and each timer completed a tick recently (the last one is
     recorded in the database, so every API instance judges the same timers)."""
     checks: dict[str, str] = {}
-    timers: dict[str, dict[str, Any]] = {}
+    timers: dict[str, TimerTick] = {}
     try:
         # Whatever the database does, health answers within 5 s (issue 12.2).
         ticks = await asyncio.wait_for(asyncio.to_thread(_read_ticks, parts), HEALTH_WAIT_S)
@@ -53,12 +51,10 @@ async def health(parts: Parts) -> JSONResponse:
         stale_s = parts.settings.timer_stale_s
         for name, last in ticks.items():
             checks[f"timer.{name}"] = tick_check(last, now, stale_s, STARTED_MS)
-            timers[name] = {
-                "last_tick_at": _iso(last),
-                "age_s": None if last is None else round(max(0, now - last) / 1000, 1),
-            }
+            timers[name] = TimerTick(
+                last_tick_at=_iso(last),
+                age_s=None if last is None else round(max(0, now - last) / 1000, 1),
+            )
     ok = all(v == "ok" for v in checks.values())
-    return JSONResponse(
-        {"status": "ok" if ok else "degraded", "checks": checks, "timers": timers},
-        status_code=200 if ok else 503,
-    )
+    response.status_code = 200 if ok else 503
+    return Health(status="ok" if ok else "degraded", checks=checks, timers=timers)

@@ -7,18 +7,18 @@ a run's result, and both say so: the fields are named live_*, the page is titled
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse
 
 from core.models.live import LIVE_RING
 from core.runs.live_view import LiveView, read_view
-from functions.openapi import doc
+from functions.openapi import SIGNED_IN, doc
 from functions.params import STORE, JsonRoute, RunId, Svc
 from reports.live_page import live_page
 
-router = APIRouter(route_class=JsonRoute)
+router = APIRouter(route_class=JsonRoute, tags=["live"], **SIGNED_IN)
 
 
 @router.get("/api/runs/{run_id}/live", **doc(LiveView, errors=(400, 404, *STORE)))
@@ -32,13 +32,12 @@ async def run_live(
     seconds: Annotated[
         int, Query(ge=1, le=LIVE_RING, description="how many of the last seconds to return")
     ] = LIVE_RING,
-) -> dict[str, Any]:
+) -> LiveView:
     """Live: each client's and the total's IOPS, MiB/s and mean total latency per second
     while a step measures, relayed from fio's status output by the agents' heartbeats (the
     last minute per client). Not the run's figures: those come from fio's final output and
     logs, in GET /api/runs/{run_id} once the step ends."""
-    view = await asyncio.to_thread(read_view, svc.store, run_id, step=step, seconds=seconds)
-    return view.model_dump(mode="json")
+    return await asyncio.to_thread(read_view, svc.store, run_id, step=step, seconds=seconds)
 
 
 @router.get("/ui/runs/{run_id}/live", include_in_schema=False)

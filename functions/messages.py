@@ -17,15 +17,15 @@ import time
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from fastapi import APIRouter, Body, Request, Response
+from fastapi import APIRouter, Body, Request, Response, Security
 from fastapi.responses import JSONResponse
 
 from core.models.activity import SeenActivity
 from functions.apidocs_chat import BotAccepted, BotActivity, BotInvokeReply
-from functions.openapi import BOT_MESSAGES, doc
+from functions.openapi import BOT_MESSAGES, BOT_TOKEN, doc
 from functions.params import JsonRoute, Parts, documented_as
 
-router = APIRouter(route_class=JsonRoute)
+router = APIRouter(route_class=JsonRoute, tags=["chat doors"])
 # Checked here, then handed to the SDK as sent (functions/params.JsonRoute: strict JSON).
 ActivityAsSent = Annotated[Any, documented_as(BotActivity), Body()]
 
@@ -45,6 +45,7 @@ def _same_host(a: str, b: str) -> bool:
 
 @router.post(
     BOT_MESSAGES,
+    dependencies=[Security(BOT_TOKEN)],
     **doc(
         BotAccepted,
         status=202,

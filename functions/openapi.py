@@ -1,10 +1,9 @@
 """The API's OpenAPI document, as FastAPI writes it from the routes' declarations: each
-route names its answers' models and its error statuses (:func:`doc`, as FastAPI's
-``responses``); :func:`build` adds the sign-in schemes, the tags, the links,
-and the 401/403 every signed-in operation can answer. Request bodies are the handlers'
-typed parameters (functions/params.py). FastAPI generates every schema in one pass, so
-every ``$ref`` resolves inside the document. FastAPI's 422 is dropped: the API answers
-malformed input 400 like everything else.
+route's answer model (``response_model``), status and error statuses (:func:`doc`, as
+FastAPI's ``responses``); each router's tag, sign-in schemes (FastAPI security
+dependencies: they document, functions/signin.py checks) and the 401/403 every signed-in
+operation can answer (:data:`SIGNED_IN`). Request bodies are the handlers' typed
+parameters (functions/params.py). :func:`build` patches only what FastAPI cannot express.
 """
 
 from __future__ import annotations
@@ -12,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Security
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import HTMLResponse, Response
+from fastapi.security import APIKeyHeader, HTTPBearer
 from pydantic import BaseModel
 
-from functions.apidocs import ErrorBody
+from core.models.answers import ErrorBody
 
 ERRORS: dict[int, str] = {
     400: "Invalid input: every problem, by field (body path, query, header or path name)",
@@ -42,48 +42,48 @@ LOCATION = {"Location": {"description": "the run's URL path", "schema": {"type":
 # Open to anyone: liveness and the API's description. The bot routes check HMAC themselves.
 PUBLIC_PATHS = frozenset({"/api/health", "/api/openapi.json", "/api/docs"})
 BOT_MESSAGES = "/api/messages"  # the Teams bot: the channel's token, checked by the route
-SECURITY_SCHEMES = {
-    "ApiKey": {
-        "type": "apiKey",
-        "in": "header",
-        "name": "X-Api-Key",
-        "description": "BENCH_API_KEYS (local use). With neither keys nor Entra ID configured "
-        "(the local stack) the API is open.",
-    },
-    "EntraId": {
-        "type": "http",
-        "scheme": "bearer",
-        "bearerFormat": "JWT",
-        "description": "An Entra ID token for the API's app registration, checked by App "
-        "Service Authentication in front of the app (roles Bench.Reader ... Bench.Admin)",
-    },
-    "TeamsHmac": {
-        "type": "apiKey",
-        "in": "header",
-        "name": "Authorization",
-        "description": "HMAC <base64 HMAC-SHA256 of the raw body>, keyed with the outgoing "
-        "webhook's secret; otherwise 401",
-    },
-    "BotToken": {
-        "type": "http",
-        "scheme": "bearer",
-        "bearerFormat": "JWT",
-        "description": "The channel's token (Bot Framework or Entra ID), for the bot's app id, "
-        "from an issuer in BENCH_BOT_ISSUERS, naming the activity's serviceUrl",
-    },
-    "WebhookSignature": {
-        "type": "apiKey",
-        "in": "header",
-        "name": "X-Bench-Signature",
-        "description": 'sha256=<hex HMAC-SHA256 of "<timestamp>." + body> with BENCH_BOT_SECRET',
-    },
-    "WebhookTimestamp": {
-        "type": "apiKey",
-        "in": "header",
-        "name": "X-Bench-Timestamp",
-        "description": "Unix seconds, within 5 minutes of now",
-    },
-}
+# The sign-in schemes. auto_error=False: they only document (the sign-in middleware and the
+# chat doors check the credentials and answer in the API's error shape).
+API_KEY = APIKeyHeader(
+    name="X-Api-Key",
+    scheme_name="ApiKey",
+    auto_error=False,
+    description="BENCH_API_KEYS (local use). With neither keys nor Entra ID configured "
+    "(the local stack) the API is open.",
+)
+ENTRA_ID = HTTPBearer(
+    scheme_name="EntraId",
+    bearerFormat="JWT",
+    auto_error=False,
+    description="An Entra ID token for the API's app registration, checked by App "
+    "Service Authentication in front of the app (roles Bench.Reader ... Bench.Admin)",
+)
+TEAMS_HMAC = APIKeyHeader(
+    name="Authorization",
+    scheme_name="TeamsHmac",
+    auto_error=False,
+    description="HMAC <base64 HMAC-SHA256 of the raw body>, keyed with the outgoing "
+    "webhook's secret; otherwise 401",
+)
+BOT_TOKEN = HTTPBearer(
+    scheme_name="BotToken",
+    bearerFormat="JWT",
+    auto_error=False,
+    description="The channel's token (Bot Framework or Entra ID), for the bot's app id, "
+    "from an issuer in BENCH_BOT_ISSUERS, naming the activity's serviceUrl",
+)
+WEBHOOK_SIGNATURE = APIKeyHeader(
+    name="X-Bench-Signature",
+    scheme_name="WebhookSignature",
+    auto_error=False,
+    description='sha256=<hex HMAC-SHA256 of "<timestamp>." + body> with BENCH_BOT_SECRET',
+)
+WEBHOOK_TIMESTAMP = APIKeyHeader(
+    name="X-Bench-Timestamp",
+    scheme_name="WebhookTimestamp",
+    auto_error=False,
+    description="Unix seconds, within 5 minutes of now",
+)
 
 
 # OpenAPI links: where an answer's id is the path parameter of further operations.
@@ -129,6 +129,18 @@ def _error(code: int, *, json_route: bool) -> dict[str, Any]:
     return {"description": ERRORS[code], **ERROR_CONTENT}
 
 
+def _signed_in_errors() -> dict[int | str, Any]:
+    # Signed in without a Bench.* role, or not an agent on /api/agent/*: 403.
+    return {code: {"description": ERRORS[code], **ERROR_CONTENT} for code in (401, 403)}
+
+
+# A router of signed-in operations (an API key or an Entra ID token: either will do).
+SIGNED_IN: dict[str, Any] = {
+    "dependencies": [Security(API_KEY), Security(ENTRA_ID)],
+    "responses": _signed_in_errors(),
+}
+
+
 def doc(
     ok: type[BaseModel] | None,
     *,
@@ -141,42 +153,43 @@ def doc(
     html: str | None = None,
     download: str | None = None,
 ) -> dict[str, Any]:
-    """Route arguments documenting an operation: its answer ``ok`` with ``status`` (no
-    content when ``ok`` is None), other successful answers ``also``, the error statuses it
-    can answer, whether it reads a JSON ``body`` (its model: the handler's parameter; 413
-    past its cap), or raw bytes of media type ``binary``.
+    """FastAPI's route arguments for an operation: its answer's model ``ok`` (FastAPI's
+    ``response_model``: the answer is serialized through it) with ``status`` (no content
+    when ``ok`` is None), other successful answers ``also`` (a handler sets the status),
+    the error statuses it can answer, whether it reads a JSON ``body`` (its model: the
+    handler's parameter; 413 past its cap), or raw bytes of media type ``binary``.
     ``html`` describes an answer that is an HTML page instead of JSON, ``download`` one of
-    raw bytes (its description). Answers are described, never filtered: the stored
-    documents they carry are typed in the core, where they are checked."""
-    responses: dict[int | str, Any] = {}
-    if html is not None:
-        responses[status] = {"description": html}
-    if download is not None:
-        raw = {"schema": {"type": "string", "format": "binary"}}
-        responses[status] = {"description": download, "content": {"application/gzip": raw}}
-    for code, model in {**({status: ok} if ok else {}), **(also or {})}.items():
-        responses[code] = {"model": model}
-        if headers:
-            responses[code]["headers"] = dict(headers)
+    raw bytes (its description)."""
+    responses: dict[int | str, Any] = {code: {"model": m} for code, m in (also or {}).items()}
+    for code in (status, *responses) if headers else ():
+        responses[code] = {**responses.get(code, {}), "headers": dict(headers or {})}
+    page = html is not None or download is not None
+    if page:
+        responses[status] = _page(html, download)
     # Every JSON body is read with a size cap (functions/params.read_body): 413 over it.
     for code in (*errors, *((413,) if body else ())):
-        responses[code] = _error(code, json_route=html is None and download is None)
-    extra: dict[str, Any] = {}
-    if binary is not None:
-        content = {binary: {"schema": {"type": "string", "format": "binary"}}}
-        extra["requestBody"] = {"required": True, "content": content}
-    kind: dict[str, Any] = {}
-    if html is not None:
-        kind["response_class"] = HTMLResponse
-    if download is not None:
-        kind["response_class"] = Response
+        responses[code] = _error(code, json_route=not page)
     return {
-        **kind,
+        **({"response_class": HTMLResponse if html is not None else Response} if page else {}),
         "status_code": status,
-        "response_model": None,
+        "response_model": None if page else ok,
         "responses": responses,
-        "openapi_extra": extra or None,
+        "openapi_extra": None if binary is None else {"requestBody": _raw_body(binary)},
     }
+
+
+BINARY = {"schema": {"type": "string", "format": "binary"}}
+
+
+def _page(html: str | None, download: str | None) -> dict[str, Any]:
+    """An answer that is an HTML page (its description) or raw gzip bytes."""
+    if html is not None:
+        return {"description": html}
+    return {"description": download, "content": {"application/gzip": BINARY}}
+
+
+def _raw_body(media_type: str) -> dict[str, Any]:
+    return {"required": True, "content": {media_type: BINARY}}
 
 
 # Swagger UI groups operations by their first tag, in this order: what people call first,
@@ -207,6 +220,11 @@ TAGS: list[dict[str, str]] = [
         "description": "The agent registry and the pools' sizes and cost, as people read them",
     },
     {"name": "chat doors", "description": "Signed webhooks for Teams and other chat tools"},
+    {
+        "name": "admin",
+        "description": "Delete a run or a series whole; move runs and schedules between "
+        "deployments",
+    },
     {"name": "service", "description": "Liveness"},
     {
         "name": "agent protocol",
@@ -217,68 +235,26 @@ TAGS: list[dict[str, str]] = [
 ]
 
 
-def _tag(path: str) -> str:
-    if path.startswith("/api/agent/"):
-        return "agent protocol"
-    if path.endswith("/report"):
-        return "reports"
-    if path.endswith("/live"):
-        return "live"
-    prefixes = (
-        ("/api/runs", "runs"),
-        ("/api/compare", "runs"),
-        ("/api/series", "series and regressions"),
-        ("/api/regressions", "series and regressions"),
-        ("/api/schedules", "schedules"),
-        ("/api/profiles", "catalogue and targets"),
-        ("/api/targets", "catalogue and targets"),
-        ("/api/agents", "agents and pools"),
-        ("/api/bot/", "chat doors"),
-    )
-    return next((tag for prefix, tag in prefixes if path.startswith(prefix)), "service")
-
-
-def _security(path: str) -> list[dict[str, list[str]]]:
-    if path in PUBLIC_PATHS:
-        return []
-    if path == "/api/bot/teams":
-        return [{"TeamsHmac": []}]
-    if path == "/api/bot/webhook":
-        return [{"WebhookSignature": [], "WebhookTimestamp": []}]
-    if path == BOT_MESSAGES:
-        return [{"BotToken": []}]
-    return [{"ApiKey": []}, {"EntraId": []}]
-
-
-def _chat_door(path: str) -> bool:
-    return path.startswith("/api/bot/") or path == BOT_MESSAGES
-
-
 def build(app: FastAPI) -> dict[str, Any]:
     document = get_openapi(
         title=app.title,
         version=app.version,
         description=app.description,
         routes=app.routes,
+        tags=TAGS,
     )
-    schemas = document["components"]["schemas"]
+    # FastAPI documents a 422 for every operation with parameters: the API answers 400.
     for name in ("HTTPValidationError", "ValidationError"):
-        schemas.pop(name, None)
-    document["components"]["securitySchemes"] = SECURITY_SCHEMES
-    _link(document)
-    error = ERROR_CONTENT
-    document["tags"] = TAGS
+        document["components"]["schemas"].pop(name, None)
     for path, operations in document["paths"].items():
         for operation in operations.values():
-            operation["tags"] = [_tag(path)]
-            answers = operation["responses"]
-            answers.pop("422", None)
-            operation["security"] = _security(path)
-            if operation["security"]:
-                answers.setdefault("401", {"description": ERRORS[401], **error})
-            if operation["security"] and not _chat_door(path):
-                # Signed in without a Bench.* role, or not an agent on /api/agent/*.
-                answers.setdefault("403", {"description": ERRORS[403], **error})
+            operation["responses"].pop("422", None)
+            # FastAPI writes no security for an open operation; the document says it is open.
+            operation.setdefault("security", [])
+            if path == "/api/bot/webhook":
+                # FastAPI lists each security dependency as an alternative; both are needed.
+                operation["security"] = [{"WebhookSignature": [], "WebhookTimestamp": []}]
+    _link(document)
     return document
 
 

@@ -26,14 +26,14 @@ from core.models.state import RunState
 from core.monitoring.monitor import Monitor
 from core.runs.service import RunService
 from functions.auth import API_KEY_COOKIE
-from functions.openapi import doc
+from functions.openapi import SIGNED_IN, doc
 from functions.params import STORE, JsonRoute, Monitoring, RunId, SeriesKey, Svc
 from reports import ui
 from reports.compare import MAX_COMPARED, compare_page, gather_compare
 from reports.data import gather_run, series_report
 from reports.page import run_page, series_page
 
-router = APIRouter(route_class=JsonRoute)
+router = APIRouter(route_class=JsonRoute, tags=["reports"], **SIGNED_IN)
 
 DOCS_ASSETS = "/api/docs/assets"
 TagFilter = Annotated[
@@ -143,7 +143,7 @@ async def ui_runs(
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> HTMLResponse:
     key, _, value = tag.partition("=") if tag is not None else ("", "", "")
-    runs, _ = await asyncio.to_thread(
+    listed = await asyncio.to_thread(
         svc.list_runs,
         target=target,
         state=state,
@@ -151,7 +151,8 @@ async def ui_runs(
         limit=limit,
     )
     filters = {"target": target or "", "state": state.value if state else "", "tag": tag or ""}
-    runs = await asyncio.to_thread(_with_aggregates, svc, runs)
+    shown = [r.model_dump(mode="json") for r in listed.runs]
+    runs = await asyncio.to_thread(_with_aggregates, svc, shown)
     return HTMLResponse(ui.runs_page(runs, filters, [s.value for s in RunState]))
 
 

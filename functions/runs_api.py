@@ -8,18 +8,17 @@ import logging
 import time
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Header, Query
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Body, Header, Query, Response
 
 from core.errors import FieldError, Forbidden, StoreUnavailable
-from core.models import RUN_ID_PATTERN, TAG_KEY_PATTERN, Alias, RunRequest
+from core.models import RUN_ID_PATTERN, TAG_KEY_PATTERN, Alias, FullResult, RunRequest
+from core.models.answers import Comparison, Curves
 from core.models.state import RunState
+from core.models.views import RunAccepted, RunList, RunSummary, RunView
 from core.runs.commit import ANSWER_MS, Answer
 from core.runs.views import public_run
-from functions import apidocs as d
-from functions import apidocs_monitoring as m
 from functions.inputs import Continuation
-from functions.openapi import LOCATION, doc
+from functions.openapi import LOCATION, SIGNED_IN, doc
 from functions.params import (
     STORE,
     CallerOf,
@@ -33,7 +32,7 @@ from functions.params import (
 )
 
 log = logging.getLogger(__name__)
-router = APIRouter(route_class=JsonRoute)
+router = APIRouter(route_class=JsonRoute, tags=["runs"], **SIGNED_IN)
 # Validated by the core (core.runs.intake), as a run request from every other door.
 RunRequestAsSent = Annotated[Any, documented_as(RunRequest), Body()]
 
@@ -46,9 +45,9 @@ def _retrieved(work: asyncio.Future[Any]) -> None:
 @router.post(
     "/api/runs",
     **doc(
-        d.RunAccepted,
+        RunAccepted,
         status=202,
-        also={200: d.RunAccepted},
+        also={200: RunAccepted},
         headers=LOCATION,
         body=True,
         errors=(400, 403, 409, *STORE),
@@ -58,12 +57,13 @@ async def create_run(
     body: RunRequestAsSent,
     svc: Svc,
     caller: CallerOf,
+    response: Response,
     idempotency_key: Annotated[
         str | None,
         Header(max_length=200, description="same key and body: the same run (200)"),
     ] = None,
     x_bench_door: DoorHeader = None,
-) -> JSONResponse:
+) -> RunAccepted:
     """202 for a new run, 200 for a replay of the same Idempotency-Key and body. 503
     within ANSWER_MS when the database does not answer in time: that run never runs
     (core.runs.commit)."""
@@ -81,14 +81,15 @@ async def create_run(
             ) from None
         assert answer.run is not None  # committed: stored in time, 202 whatever follows
         run, created = public_run(answer.run), True
-    location = f"/api/runs/{run['id']}"
-    out = {"id": run["id"], "state": run["state"], "location": location}
-    if "queue_position" in run:
-        out["queue_position"] = run["queue_position"]
-    return JSONResponse(out, status_code=202 if created else 200, headers={"Location": location})
+    location = f"/api/runs/{run.id}"
+    response.status_code = 202 if created else 200
+    response.headers["Location"] = location
+    return RunAccepted(
+        id=run.id, state=run.state, location=location, queue_position=run.queue_position
+    )
 
 
-@router.get("/api/runs", **doc(d.RunList, errors=(400, 404, *STORE)))
+@router.get("/api/runs", **doc(RunList, errors=(400, 404, *STORE)))
 async def list_runs(
     svc: Svc,
     target: Annotated[Alias | None, Query()] = None,
@@ -99,9 +100,9 @@ async def list_runs(
     ] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     continuation: Continuation = None,
-) -> dict[str, Any]:
+) -> RunList:
     key, _, value = tag.partition("=") if tag is not None else ("", "", "")
-    runs, token = await asyncio.to_thread(
+    return await asyncio.to_thread(
         svc.list_runs,
         target=target,
         state=state,
@@ -109,39 +110,36 @@ async def list_runs(
         limit=limit,
         continuation=continuation,
     )
-    return {"runs": runs, "continuation": token}
 
 
-@router.get("/api/runs/{run_id}", **doc(d.RunView, errors=(400, 404, *STORE)))
-async def get_run(run_id: RunId, svc: Svc) -> dict[str, Any]:
-    return await asyncio.to_thread(svc.run_doc, run_id)
+@router.get("/api/runs/{run_id}", **doc(RunView, errors=(400, 404, *STORE)))
+async def get_run(run_id: RunId, svc: Svc) -> RunView:
+    return await asyncio.to_thread(svc.get_run, run_id)
 
 
-@router.get("/api/runs/{run_id}/curves", **doc(d.Curves, errors=(400, 404, *STORE)))
-async def curves(run_id: RunId, svc: Svc) -> dict[str, Any]:
+@router.get("/api/runs/{run_id}/curves", **doc(Curves, errors=(400, 404, *STORE)))
+async def curves(run_id: RunId, svc: Svc) -> Curves:
     """Latency vs IOPS, aggregate vs clients (with linear scaling), repetition spread."""
     return await asyncio.to_thread(svc.curves, run_id)
 
 
-@router.get("/api/compare", **doc(m.Comparison, errors=(400, 404, *STORE)))
+@router.get("/api/compare", **doc(Comparison, errors=(400, 404, *STORE)))
 async def compare(
     svc: Svc,
     monitor: Monitoring,
     a: Annotated[str, Query(pattern=RUN_ID_PATTERN)],
     b: Annotated[str, Query(pattern=RUN_ID_PATTERN)],
-) -> dict[str, Any]:
+) -> Comparison:
     """Two runs' final aggregates side by side; each delta judged against the noise
     (coefficient of variation) of run A's series."""
     run_a, run_b = await asyncio.gather(
-        asyncio.to_thread(svc.run_doc, a), asyncio.to_thread(svc.run_doc, b)
+        asyncio.to_thread(svc.get_run, a), asyncio.to_thread(svc.get_run, b)
     )
     return await asyncio.to_thread(monitor.compare, run_a, run_b)
 
 
-@router.delete(
-    "/api/runs/{run_id}", **doc(d.RunSummary, status=202, errors=(400, 403, 404, *STORE))
-)
-async def cancel_run(run_id: RunId, svc: Svc, caller: CallerOf) -> dict[str, Any]:
+@router.delete("/api/runs/{run_id}", **doc(RunSummary, status=202, errors=(400, 403, 404, *STORE)))
+async def cancel_run(run_id: RunId, svc: Svc, caller: CallerOf) -> RunSummary:
     """Runners cancel their own runs, engineers and admins any (403 naming
     ``requested_by.name`` otherwise)."""
     if caller.limits.max_clients == 0:
@@ -149,7 +147,7 @@ async def cancel_run(run_id: RunId, svc: Svc, caller: CallerOf) -> dict[str, Any
     return await asyncio.to_thread(svc.cancel, run_id, caller)
 
 
-@router.get("/api/runs/{run_id}/results/{item_id}", **doc(d.FullResult, errors=(400, 404, *STORE)))
+@router.get("/api/runs/{run_id}/results/{item_id}", **doc(FullResult, errors=(400, 404, *STORE)))
 async def get_result(
     run_id: RunId,
     item_id: ItemId,
@@ -161,8 +159,7 @@ async def get_result(
             "or over its step's common window (the same seconds for every client)"
         ),
     ] = "own",
-) -> dict[str, Any]:
+) -> FullResult:
     """One client's result with its per-second series and the engine's own output."""
     common = window == "common"
-    full = await asyncio.to_thread(svc.full_result, run_id, item_id, common=common)
-    return full.model_dump(mode="json")
+    return await asyncio.to_thread(svc.full_result, run_id, item_id, common=common)

@@ -13,6 +13,8 @@ from pydantic import BaseModel
 
 from core.analysis.series import METRICS
 from core.latency import KIND_NAMES
+from core.models.answers import Comparison
+from core.models.views import RunView
 from core.runs.service import RunService
 from core.units import clients_text
 from reports.curve_figures import CURVE_PERCENTILES, curve_groups
@@ -42,20 +44,22 @@ class CompareReport(BaseModel):
 
 
 def gather_compare(
-    svc: RunService, compare: Callable[[Doc, Doc], Doc], run_ids: Sequence[str]
+    svc: RunService, compare: Callable[[RunView, RunView], Comparison], run_ids: Sequence[str]
 ) -> CompareReport:
     """Raises NotFound for an unknown run. ``compare`` is the monitor's (noise of the first
     run's series)."""
-    runs = []
+    runs, views = [], []
     for letter, run_id in zip(LETTERS, run_ids, strict=False):
-        run = svc.run_doc(run_id)
+        views.append(svc.get_run(run_id))
+        run = views[-1].doc()
         last = next((s for s in reversed(run["steps"]) if s.get("aggregate")), None)
         step = None
         if last is not None:
             results = svc.store.results.of_run(run_id)
             step = step_data(svc, run_id, last["step"], results)
-        runs.append(ComparedRun(letter=letter, run=run, curves=svc.curves(run_id), step=step))
-    comparisons = [compare(runs[0].run, other.run) for other in runs[1:]]
+        curves = svc.curves(run_id).model_dump(mode="json")
+        runs.append(ComparedRun(letter=letter, run=run, curves=curves, step=step))
+    comparisons = [compare(views[0], other).model_dump(mode="json") for other in views[1:]]
     return CompareReport(runs=runs, comparisons=comparisons, generated_at=now_text())
 
 

@@ -209,8 +209,8 @@ def window_histogram(
 
 def gather_run(svc: RunService, run_id: str) -> RunReport:
     """Everything a run's report shows; raises NotFound for an unknown run."""
-    run = svc.run_doc(run_id)
-    curves = svc.curves(run_id)
+    run = svc.get_run(run_id).doc()
+    curves = svc.curves(run_id).model_dump(mode="json")
     results = svc.store.results.of_run(run_id)
     steps = [step_data(svc, run_id, s["step"], results) for s in run["steps"]]
     facts = svc.store.runs.get(run_id).target_facts

@@ -85,10 +85,10 @@ def repetition_lines(run: dict[str, Any]) -> list[str]:
     kept = sorted((a for a in aggs if not a.get("discarded")), key=lambda a: a["step"])
     steps = [(int(a["clients"]), str(a.get("point") or ""), _iops(a)) for a in kept]
     return [
-        f"spread across {r['repetitions']} repetitions ({clients_text(r['clients'])}"
-        + (f", {r['point']}" if r["point"] else "")
-        + f"): mean {r['mean_iops']:,.0f}, min {r['min_iops']:,.0f}, max {r['max_iops']:,.0f} "
-        f"IOPS, CV {r['cv']:.1%}"
+        f"spread across {r.repetitions} repetitions ({clients_text(r.clients)}"
+        + (f", {r.point}" if r.point else "")
+        + f"): mean {r.mean_iops:,.0f}, min {r.min_iops:,.0f}, max {r.max_iops:,.0f} "
+        f"IOPS, CV {r.cv:.1%}"
         for r in spread_of_repetitions(steps)
     ]
 

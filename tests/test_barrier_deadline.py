@@ -26,7 +26,7 @@ def two_client_run(
     service = RunService(store, queues, artifacts, pools=tuple(stack.pool_names), clock=clock)
     body = {**run_body(pool), "clients": 2, "barrier_timeout_s": TIMEOUT_S}
     run, _ = service.submit(body)
-    return service, clock, run["id"]
+    return service, clock, run.id
 
 
 def claim(service: RunService, store: CosmosStore, run_id: str, client: int) -> AgentRef:

@@ -71,10 +71,10 @@ def test_the_service_sets_the_instant_from_the_reported_round_trip(
     leads = []
     for rtt in (40, None):
         run, _ = service.submit(run_body(pool))
-        item = store.items.get_item(run["id"], f"{run['id']}.s0.c0").work_item
+        item = store.items.get_item(run.id, f"{run.id}.s0.c0").work_item
         assert service.claim(item, agent=agent, dequeue_count=1, message_id="m").action == "run"
         before = time.time() * 1000
-        go = service.ready(run["id"], item.item_id, agent, rtt)
+        go = service.ready(run.id, item.item_id, agent, rtt)
         after = time.time() * 1000
         assert go.status == "go" and go.start_at_ms is not None
         leads.append((go.start_at_ms - after, go.start_at_ms - before))

@@ -104,11 +104,11 @@ def test_a_creation_stored_late_is_void_and_never_runs(
 
     # Its target is free: the next run is admitted at once.
     other, _ = svc.submit(run_body(pool))
-    assert other["state"] == RunState.QUEUED
-    svc.cancel(other["id"])
+    assert other.state == RunState.QUEUED
+    svc.cancel(other.id)
     # A retry with the same Idempotency-Key makes the run anew, and it is sent.
     again, created = svc.submit(body, "late-key-" + pool)
-    assert (again["id"], again["state"], created) == (run.id, RunState.QUEUED, True)
+    assert (again.id, again.state, created) == (run.id, RunState.QUEUED, True)
     assert store.runs.get(run.id).accepted is True
     assert len(store.items.of_run(run.id)[1]) == 1
     svc.cancel(run.id)

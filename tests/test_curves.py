@@ -78,7 +78,7 @@ def test_latency_curve_in_step_order_without_discarded_steps() -> None:
         agg(0, 1, 1000, 50, point="max"),
         agg(1, 1, 100, 5, point="rate=10%", discarded=True),
     ]
-    curve = latency_curve(aggs)
+    curve = [p.model_dump() for p in latency_curve(aggs)]
     got = [(p["step"], p["iops"], p["read_clat_p99_ns"]) for p in curve]
     assert got == [(0, 1000, 50), (2, 300, 9)]
     # Without total latency a point has only completion latency, named as such.
@@ -88,7 +88,7 @@ def test_latency_curve_in_step_order_without_discarded_steps() -> None:
 def test_latency_curve_names_each_kind_and_gives_the_maximum() -> None:
     lat = {"p50": 30, "p90": 60, "p99": 70, "p99.9": 90, "p99.99": 100, "max": 120}
     a = agg(0, 1, 1000, 50, point="max", mode="rate-max", lat_ns=lat, lat_mean_ns=35)
-    (p,) = latency_curve([a])
+    (p,) = [p.model_dump() for p in latency_curve([a])]
     assert p["mode"] == "rate-max"
     assert (p["read_lat_p50_ns"], p["read_lat_p99_ns"], p["read_lat_p99.9_ns"]) == (30, 70, 90)
     assert (p["read_lat_max_ns"], p["read_lat_mean_ns"]) == (120, 35)
@@ -96,7 +96,10 @@ def test_latency_curve_names_each_kind_and_gives_the_maximum() -> None:
 
 
 def test_scaleout_curve_has_a_linear_reference() -> None:
-    curve = scaleout_curve([agg(0, 1, 1000, 1), agg(1, 2, 1800, 1), agg(2, 4, 3000, 1)])
+    curve = [
+        p.model_dump()
+        for p in scaleout_curve([agg(0, 1, 1000, 1), agg(1, 2, 1800, 1), agg(2, 4, 3000, 1)])
+    ]
     assert [p["linear_iops"] for p in curve] == [1000, 2000, 4000]
     assert [p["efficiency"] for p in curve] == pytest.approx([1.0, 0.9, 0.75])
 
@@ -108,7 +111,7 @@ def test_repetition_spread_keeps_only_kept_repetitions() -> None:
         agg(2, 1, 1100, 1, point="p"),
         agg(3, 1, 900, 1, point="p"),
     ]
-    (spread,) = repetition_spread(aggs)
+    (spread,) = [s.model_dump() for s in repetition_spread(aggs)]
     assert spread["repetitions"] == 3 and spread["mean_iops"] == pytest.approx(1000)
     assert (spread["min_iops"], spread["max_iops"]) == (900, 1100)
     assert spread["cv"] == pytest.approx((20000 / 3) ** 0.5 / 1000)
@@ -123,7 +126,7 @@ def test_scaleout_curve_never_mixes_workloads() -> None:
         agg(2, 2, 1900, 1, point="iodepth=1", like_key="d1"),
         agg(3, 2, 12000, 1, point="iodepth=64", like_key="d64"),
     ]
-    curve = scaleout_curve(aggs)
+    curve = [p.model_dump() for p in scaleout_curve(aggs)]
     rows = {(p["point"], p["clients"]): p for p in curve}
     assert set(rows) == {("iodepth=1", 1), ("iodepth=1", 2), ("iodepth=64", 1), ("iodepth=64", 2)}
     assert rows[("iodepth=1", 2)]["linear_iops"] == 2000

@@ -277,12 +277,10 @@ def test_the_run_verdict_is_its_worst_metric() -> None:
 def test_compare_never_has_bandwidth_disagree_with_iops() -> None:
     """Their noise estimates differ a little (bytes summed in another order, other runs);
     at the edge of the band they could fall either side: bandwidth follows IOPS."""
-    a, b = aggregate(100_000, 1e6).doc(), aggregate(93_950, 1e6).doc()  # as a run view serves them
-    rows = {
-        r["metric"]: r for r in compare_aggregates(a, b, {"read.iops": 2.0, "read.bw_bytes": 2.1})
-    }
-    assert rows["read.iops"]["verdict"] == "worse"  # -6.05 % beyond 3 x 2.0 %
-    assert rows["read.bw_bytes"]["verdict"] == "worse"  # would be within 3 x 2.1 % alone
+    a, b = aggregate(100_000, 1e6), aggregate(93_950, 1e6)
+    rows = {r.metric: r for r in compare_aggregates(a, b, {"read.iops": 2.0, "read.bw_bytes": 2.1})}
+    assert rows["read.iops"].verdict == "worse"  # -6.05 % beyond 3 x 2.0 %
+    assert rows["read.bw_bytes"].verdict == "worse"  # would be within 3 x 2.1 % alone
 
 
 def test_the_gate_watches_total_latency_and_reads_older_points_by_their_names() -> None:

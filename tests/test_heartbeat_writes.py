@@ -24,30 +24,30 @@ def test_heartbeats_write_only_a_move_or_a_stale_sign_of_life(
     clock = Clock()
     service = RunService(store, queues, artifacts, pools=tuple(stack.pool_names), clock=clock)
     run, _ = service.submit(run_body(pool))
-    item_id = f"{run['id']}.s0.c0"
+    item_id = f"{run.id}.s0.c0"
     agent = AgentRef("beat-test")
-    work = store.items.get_item(run["id"], item_id).work_item
+    work = store.items.get_item(run.id, item_id).work_item
     assert service.claim(work, agent=agent, dequeue_count=1, message_id="m").action == "run"
-    go = service.ready(run["id"], item_id, agent, 5_000)  # a long lead: the instant is ahead
+    go = service.ready(run.id, item_id, agent, 5_000)  # a long lead: the instant is ahead
     assert go.status == "go" and go.start_at_ms is not None
 
     def etag() -> str | None:
-        return store.items.get_item(run["id"], item_id).etag
+        return store.items.get_item(run.id, item_id).etag
 
     before = etag()
-    assert service.heartbeat(run["id"], item_id, agent) == {"cancel": False}
+    assert service.heartbeat(run.id, item_id, agent) == {"cancel": False}
     assert etag() == before  # ready, the instant not yet come: nothing to write
 
     clock.offset = (go.start_at_ms / 1000 - time.time()) + 0.1  # past the instant
-    service.heartbeat(run["id"], item_id, agent)
-    moved = store.items.get_item(run["id"], item_id)
+    service.heartbeat(run.id, item_id, agent)
+    moved = store.items.get_item(run.id, item_id)
     assert moved.state == ItemState.RUNNING and moved.etag != before
 
     for _ in range(3):  # every 2 s while fio runs: no write
-        service.heartbeat(run["id"], item_id, agent)
+        service.heartbeat(run.id, item_id, agent)
     assert etag() == moved.etag
 
     clock.offset += HEARTBEAT_RECORD_S  # half a minute later its sign of life is recorded
-    service.heartbeat(run["id"], item_id, agent)
-    later = store.items.get_item(run["id"], item_id)
+    service.heartbeat(run.id, item_id, agent)
+    later = store.items.get_item(run.id, item_id)
     assert later.etag != moved.etag and later.heartbeat_at != moved.heartbeat_at

@@ -265,27 +265,27 @@ def test_a_live_write_that_fails_fails_no_heartbeat() -> None:
     store = MemoryStore(clock, faults)
     svc = RunService(store, queues, MemoryArtifacts(), clock=clock)
     run, _ = svc.submit({"target": "scratch", "workload": {"runtime": 5}})
-    item = store.items.get_item(run["id"], f"{run['id']}.s0.c0")
+    item = store.items.get_item(run.id, f"{run.id}.s0.c0")
     agent = AgentRef("agent-1")
     assert svc.claim(item.work_item, agent=agent, dequeue_count=1, message_id="m").action == "run"
-    assert svc.ready(run["id"], item.id, agent).status == "go"
+    assert svc.ready(run.id, item.id, agent).status == "go"
     clock.advance(1)
     t0 = int(clock() * 1000)
     ring: list[LiveSample] = []
 
     def ends() -> list[int]:
-        return [s.end_ms - t0 for s in store.live.get(run["id"], item.id).samples]
+        return [s.end_ms - t0 for s in store.live.get(run.id, item.id).samples]
 
     effects: tuple[Effect, ...] = ("fail", "defer", "lost", "ok")
     for k, effect in enumerate(effects, start=1):
         faults.effect = effect
         ring.append(sample(t0 + 1000 * k))
-        assert svc.heartbeat(run["id"], item.id, agent, list(ring)) == {"cancel": False}
+        assert svc.heartbeat(run.id, item.id, agent, list(ring)) == {"cancel": False}
     assert ends() == [1000, 2000, 3000, 4000]  # the lost answer's write was applied too
     # The held write lands late: a ring a second stale, until the next beat.
     store.tables.apply_deferred()
     assert ends() == [1000, 2000]
     faults.effect = "ok"
     ring.append(sample(t0 + 5000))
-    assert svc.heartbeat(run["id"], item.id, agent, list(ring)) == {"cancel": False}
+    assert svc.heartbeat(run.id, item.id, agent, list(ring)) == {"cancel": False}
     assert ends() == [1000, 2000, 3000, 4000, 5000]

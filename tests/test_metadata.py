@@ -26,11 +26,15 @@ from core.engines.fio_output import percentile_from_bins
 from core.errors import Forbidden
 from core.limits.facts import run_target_facts
 from core.models import Metadata, RunRequest, Workload
+from core.models.aggregate import StepAggregate
 from core.models.series import StepPoint
+from core.models.state import RunState
+from core.models.views import RunView, StepView
 from core.monitoring.monitor import Monitor
 from core.runs.guardrails import ROLES, Caller, TargetInfo, check_run
 from core.runs.plan import plan_steps
 from tests.conftest import AgentFactory, wait_state
+from tests.documents import stored_aggregate
 
 META = {"ops": ["create", "stat", "delete"], "files_per_dir": 300, "dir_depth": 3}
 
@@ -292,34 +296,38 @@ def test_metadata_caching_fact_splits_the_series() -> None:
     assert [len(s) for s in segments(points)] == [2, 2]
 
 
-def _phase_agg(op: str, iops: float, mean_ns: float) -> dict[str, Any]:
+def _phase_agg(step: int, op: str, iops: float, mean_ns: float) -> StepAggregate:
     d = "read" if op in ("stat", "open") else "write"
     md = {**META, "ops": ["create", "open", "delete"], "op": op}
-    return {
-        "clients": 1,
-        "mode": "measure",
-        "point": op,
-        "workload": {**Workload(metadata=Metadata(**md)).model_dump(mode="json")},
-        d: {
-            "iops": iops,
-            "bw_bytes": 0.0,
-            "lat_mean_ns": mean_ns,
-            "clat_ns": {"p50": mean_ns, "p99": 3 * mean_ns, "p99.9": 3 * mean_ns},
-        },
+    figures: dict[str, Any] = {
+        "iops": iops,
+        "bw_bytes": 0.0,
+        "lat_mean_ns": mean_ns,
+        "clat_ns": {"p50": mean_ns, "p99": 3 * mean_ns, "p99.9": 3 * mean_ns},
     }
+    workload = Workload(metadata=Metadata(**md)).model_dump(mode="json")
+    sides: dict[str, Any] = {d: figures}
+    return stored_aggregate(step=step, point=op, workload=workload, **sides)
 
 
 def test_compare_of_caching_off_and_on_shows_each_operation(store: CosmosStore) -> None:
-    def run(rid: str, gain: float) -> dict[str, Any]:
-        steps = [
-            {"step": i, "point": op, "aggregate": _phase_agg(op, 1000 * gain, 4e6 / gain)}
+    def run(rid: str, gain: float) -> RunView:
+        aggs = [
+            _phase_agg(i, op, 1000 * gain, 4e6 / gain)
             for i, op in enumerate(("create", "open", "delete"))
         ]
-        return {"id": rid, "targets": ["share"], "engine": "fio", "steps": steps,
-                "aggregate": steps[-1]["aggregate"]}  # fmt: skip
+        # Only what a comparison reads (model_construct: the rest of a view is not needed).
+        steps: list[dict[str, Any]] = [{"step": a.step, "aggregate": a} for a in aggs]
+        run: dict[str, Any] = {
+            "id": rid, "state": RunState.COMPLETED, "target": "share", "targets": ["share"],
+            "engine": "fio", "profile": None, "created_at": "2031-01-01T00:00:00Z",
+            "tags": {}, "comparison_key": "k", "aggregate": aggs[-1],
+            "steps": [StepView.model_construct(**s) for s in steps],
+        }  # fmt: skip
+        return RunView.model_construct(**run)
 
     off, on = run("r-" + "0" * 32, 1.0), run("r-" + "1" * 32, 1.6)
-    rows = {r["metric"]: r for r in Monitor(store).compare(off, on)["rows"]}
+    rows = {r.metric: r.model_dump() for r in Monitor(store).compare(off, on).rows}
     assert set(rows) == {f"{op}.{m}" for op in ("create", "open", "delete")
                          for m in ("iops", "lat.mean", "lat.p50", "lat.p99")}  # fmt: skip
     assert rows["create.iops"]["delta_pct"] == pytest.approx(60)

@@ -92,7 +92,7 @@ def test_the_operators_metrics_read_what_the_queues_and_the_database_hold(
     second, _ = service.submit({**body, "target": "other"})
 
     # A delivery past the limit goes to the poison queue (a claim with its dequeue count).
-    work = store.items.get_item(first["id"], f"{first['id']}.s0.c1").work_item
+    work = store.items.get_item(first.id, f"{first.id}.s0.c1").work_item
     decision = service.claim(
         work, agent=AgentRef("m-poison"), dequeue_count=stack.max_deliveries + 1, message_id="p"
     )
@@ -100,18 +100,16 @@ def test_the_operators_metrics_read_what_the_queues_and_the_database_hold(
 
     # Barriers that fail: one at an agent's poll past the deadline, one by the timer.
     for run in (first, second):
-        agent = AgentRef(f"m-{run['id'][-6:]}")
-        w = store.items.get_item(run["id"], f"{run['id']}.s0.c0").work_item
+        agent = AgentRef(f"m-{run.id[-6:]}")
+        w = store.items.get_item(run.id, f"{run.id}.s0.c0").work_item
         assert service.claim(w, agent=agent, dequeue_count=1, message_id="m").action == "run"
-        assert service.ready(run["id"], w.item_id, agent).status == "wait"
+        assert service.ready(run.id, w.item_id, agent).status == "wait"
     clock.offset = 31
     assert (
-        service.barrier(
-            first["id"], f"{first['id']}.s0.c0", AgentRef(f"m-{first['id'][-6:]}")
-        ).status
+        service.barrier(first.id, f"{first.id}.s0.c0", AgentRef(f"m-{first.id[-6:]}")).status
         == "abort"
     )
-    service.timer.expire_barrier(store.items.get_step(second["id"], 0))
+    service.timer.expire_barrier(store.items.get_step(second.id, 0))
     clock.offset = 0
 
     # Agents of the pool: two heard from just now, one silent for an hour (gone).

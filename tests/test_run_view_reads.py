@@ -46,18 +46,18 @@ def test_reading_a_run_reads_only_what_it_can_have(
     service = RunService(store, queues, artifacts, pools=tuple(stack.pool_names))
     run, _ = service.submit(run_body(pool))
     calls = counted(store)
-    queued = service.get_run(run["id"])
+    queued = service.get_run(run.id)
     assert queued.state == "queued" and queued.aggregate is None
     assert calls == {"run": 1, "items": 1}  # no result nor aggregate can exist yet
 
     agent = AgentRef("view-test")
-    item = store.items.get_item(run["id"], f"{run['id']}.s0.c0").work_item
+    item = store.items.get_item(run.id, f"{run.id}.s0.c0").work_item
     assert service.claim(item, agent=agent, dequeue_count=1, message_id="m").action == "run"
-    assert service.ready(run["id"], item.item_id, agent, 10).status == "go"
+    assert service.ready(run.id, item.item_id, agent, 10).status == "go"
     assert service.store_result(result_from_capture(item, agent.id), agent) is True
 
     calls.clear()
-    done = service.get_run(run["id"])
+    done = service.get_run(run.id)
     assert done.state == "completed" and done.aggregate is not None
     assert done.items[0].result is not None
     assert calls == {"run": 1, "items": 1, "results": 1, "aggregates": 1}
@@ -66,13 +66,13 @@ def test_reading_a_run_reads_only_what_it_can_have(
     calls.clear()
     with pytest.raises(ValidationError):  # nobody changes what others are given
         done.tags = {"scribbled": "yes"}  # type: ignore[misc]
-    again = service.get_run(run["id"])
+    again = service.get_run(run.id)
     assert calls == {"run": 1}
     assert again == done
 
     # A write to the run's document (a new ETag) makes the next read a full one.
-    service.lifecycle.update_run(run["id"], lambda r: setattr(r, "tags", {"test": "again"}))
+    service.lifecycle.update_run(run.id, lambda r: setattr(r, "tags", {"test": "again"}))
     calls.clear()
-    changed = service.get_run(run["id"])
+    changed = service.get_run(run.id)
     assert changed.tags == {"test": "again"}
     assert calls == {"run": 1, "items": 1, "results": 1, "aggregates": 1}

@@ -59,7 +59,7 @@ def tick_for(w: World, seconds: float) -> None:
 
 def test_a_later_step_the_queue_never_takes_fails_the_run_with_the_reason() -> None:
     w = World()
-    run_id = w.apis[0].submit(body([1, 2]))[0]["id"]
+    run_id = w.apis[0].submit(body([1, 2]))[0].id
     run_first_step(w, run_id)
     run = w.store.runs.get(run_id)
     assert run.state == RunState.RUNNING and run.delivery.last_error is not None
@@ -87,13 +87,13 @@ def test_a_later_step_the_queue_never_takes_fails_the_run_with_the_reason() -> N
     assert holder_done(run)
     w.resume()
     second = w.apis[0].submit(body(1))[0]
-    assert second["state"] == RunState.QUEUED
+    assert second.state == RunState.QUEUED
 
 
 def test_the_first_step_fails_the_same_way_its_delivery_with_it() -> None:
     w = World()
     w.faults.queue_paused = True
-    run_id = w.apis[0].submit(body(1))[0]["id"]
+    run_id = w.apis[0].submit(body(1))[0].id
     run = w.store.runs.get(run_id)
     assert run.delivery.state == DeliveryState.PENDING and run.delivery.attempts == 1
     tick_for(w, DELIVERY_DEADLINE_MS / 1000 + TICK_S)
@@ -112,7 +112,7 @@ def test_the_first_step_fails_the_same_way_its_delivery_with_it() -> None:
 
 def test_a_queue_back_before_the_deadline_sends_the_step_and_clears_the_record() -> None:
     w = World()
-    run_id = w.apis[0].submit(body([1, 2]))[0]["id"]
+    run_id = w.apis[0].submit(body([1, 2]))[0].id
     run_first_step(w, run_id)
     tick_for(w, 5 * 60)
     w.resume()

@@ -108,9 +108,9 @@ def test_the_timer_reads_no_queue_and_admits_where_nobody_else_will(
     waiting for good)."""
     queue = [Waiter(run_id=f"r-{i}", created_ms=i) for i in range(3)]
     service = RunService(store, queues, artifacts, pools=tuple(stack.pool_names))
-    done = service.submit({**run_body(pool), "target": "vol1"})[0]["id"]
+    done = service.submit({**run_body(pool), "target": "vol1"})[0].id
     service.cancel(done)  # nothing claimed it: it ends at once
-    live = service.submit({**run_body(pool), "target": "vol2"})[0]["id"]
+    live = service.submit({**run_body(pool), "target": "vol2"})[0].id
     old = int(time.time() * 1000) - UNWRITTEN_HOLDER_GRACE_MS - 1
     locks = {
         "live": TargetLock(id=f"{pool}:live", run_id=live, queue=queue),

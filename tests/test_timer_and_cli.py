@@ -36,10 +36,10 @@ def test_two_timers_at_once_store_one_aggregate(
         pool_configs=stack.settings().pool_configs,
     )
     run, _ = service.submit(run_body(pool))
-    item = store.items.get_item(run["id"], f"{run['id']}.s0.c0").work_item
+    item = store.items.get_item(run.id, f"{run.id}.s0.c0").work_item
     agent = AgentRef("timer-test")  # results are taken only from the item's holder
     assert service.claim(item, agent=agent, dequeue_count=1, message_id="m1").action == "run"
-    assert service.ready(run["id"], item.item_id, agent).status == "go"
+    assert service.ready(run.id, item.item_id, agent).status == "go"
     result = result_from_capture(item, agent.id)
     assert service.store_result(result, agent) is True
     assert service.store_result(result, agent) is False  # redelivered: stored once
@@ -51,9 +51,9 @@ def test_two_timers_at_once_store_one_aggregate(
     for t in threads:
         t.join()
     service.tick()  # and once more, later
-    assert len(store.results.list_aggregates(run["id"])) == 1
-    assert len(store.results.of_run(run["id"])) == 1
-    assert store.runs.get(run["id"]).state == "completed"
+    assert len(store.results.list_aggregates(run.id)) == 1
+    assert len(store.results.of_run(run.id)) == 1
+    assert store.runs.get(run.id).state == "completed"
 
 
 def benchctl(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:

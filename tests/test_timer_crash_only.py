@@ -55,7 +55,7 @@ def test_a_poisoned_lone_client_does_not_stop_the_timer_for_the_other_runs(
     agent = AgentRef(f"crash-{pool}")
 
     # Run A: every delivery fails after the start, until the poison queue takes it.
-    a = service.submit(run_body(pool))[0]["id"]
+    a = service.submit(run_body(pool))[0].id
     work = store.items.get_item(a, f"{a}.s0.c0").work_item
     for delivery in range(1, MAX_DELIVERIES + 1):
         taken = service.claim(work, agent=agent, dequeue_count=delivery, message_id="ma")
@@ -72,7 +72,7 @@ def test_a_poisoned_lone_client_does_not_stop_the_timer_for_the_other_runs(
     # Run B on another target: its only item completed, but the advance that should have
     # followed did not happen (the API died in between): the timer must finish it.
     b_body = {**run_body(pool), "target": "other"}
-    b = service.submit(b_body)[0]["id"]
+    b = service.submit(b_body)[0].id
     b_work = store.items.get_item(b, f"{b}.s0.c0").work_item
     assert service.claim(b_work, agent=agent, dequeue_count=1, message_id="mb").action == "run"
     assert service.ready(b, b_work.item_id, agent).status == "go"
@@ -89,17 +89,17 @@ def test_a_poisoned_lone_client_does_not_stop_the_timer_for_the_other_runs(
     assert store.runs.get(b).state == RunState.RUNNING
     # Run C waits for B's target.
     c = service.submit(b_body)[0]
-    assert c["state"] == RunState.WAITING
+    assert c.state == RunState.WAITING
 
     # Past A's old barrier deadline and B's due time.
     clock.offset = 24 * 3600
     finalized = service.tick()
     assert b in finalized
     assert store.runs.get(b).state == RunState.COMPLETED
-    assert store.runs.get(c["id"]).state == RunState.QUEUED  # admitted, B's target freed
+    assert store.runs.get(c.id).state == RunState.QUEUED  # admitted, B's target freed
     run_a = store.runs.get(a)
     assert run_a.state == RunState.FAILED and "poison" in (run_a.error or "")
-    service.cancel(c["id"])
+    service.cancel(c.id)
 
 
 def test_a_step_left_with_a_deadline_and_no_claim_is_repaired_not_failed(
@@ -107,7 +107,7 @@ def test_a_step_left_with_a_deadline_and_no_claim_is_repaired_not_failed(
 ) -> None:
     """Documents written before the fix keep their stray deadline: the timer clears it."""
     service, clock = service_on(stack, store, queues, artifacts)
-    a = service.submit(run_body(pool))[0]["id"]
+    a = service.submit(run_body(pool))[0].id
     step = store.items.get_step(a, 0)
     step.deadline_ms = service.lifecycle.now_ms() + 1_000
     store.items.replace_step(step)
@@ -130,13 +130,13 @@ def test_a_run_that_keeps_crashing_the_timer_fails_alone_with_an_internal_error(
 ) -> None:
     service, clock = service_on(stack, store, queues, artifacts)
     agent = AgentRef(f"crash2-{pool}")
-    bad = service.submit(run_body(pool))[0]["id"]
-    good = service.submit({**run_body(pool), "target": "other"})[0]["id"]
+    bad = service.submit(run_body(pool))[0].id
+    good = service.submit({**run_body(pool), "target": "other"})[0].id
     for run_id in (bad, good):
         work = store.items.get_item(run_id, f"{run_id}.s0.c0").work_item
         assert service.claim(work, agent=agent, dequeue_count=1, message_id=run_id).action == "run"
         assert service.ready(run_id, work.item_id, agent).status == "go"
-    waiting = service.submit(run_body(pool))[0]["id"]  # behind the bad run, on its target
+    waiting = service.submit(run_body(pool))[0].id  # behind the bad run, on its target
 
     advance = Lifecycle.advance
 

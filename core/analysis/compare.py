@@ -10,11 +10,12 @@ MIN_NOISE_POINTS runs there is no estimate and the verdict says so.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
 from core.analysis.series import METRICS, metrics_of, segments
+from core.models.aggregate import StepAggregate
+from core.models.answers import CompareRow, Verdict
 from core.models.series import StepPoint
 
 NOISE_SIGMAS = 3.0
@@ -34,53 +35,56 @@ def noise_pct(points: Sequence[StepPoint], exclude_runs: set[str]) -> dict[str, 
 
 
 def compare_aggregates(
-    a: Mapping[str, Any], b: Mapping[str, Any], noise: Mapping[str, float]
-) -> list[dict[str, Any]]:
+    a: StepAggregate, b: StepAggregate, noise: Mapping[str, float]
+) -> list[CompareRow]:
     """Per metric, B against A. Bandwidth takes IOPS' verdict: one block size makes it IOPS
     times a constant, so the two must not disagree (core.analysis.gate, rule 6)."""
-    ma, mb = metrics_of(a), metrics_of(b)
+    ma, mb = metrics_of(a.doc()), metrics_of(b.doc())
     rows = [
         judged(metric, ma[metric], mb[metric], noise.get(metric), METRICS[metric])
         for metric in METRICS
         if metric in ma and metric in mb
     ]
-    verdicts = {r["metric"]: r["verdict"] for r in rows}
+    verdicts = {r.metric: r.verdict for r in rows}
+    out = []
     for r in rows:
-        direction, name = r["metric"].split(".", 1)
+        direction, name = r.metric.split(".", 1)
         if name == "bw_bytes" and f"{direction}.iops" in verdicts:
-            r["verdict"] = verdicts[f"{direction}.iops"]
-    return rows
+            r = r.model_copy(update={"verdict": verdicts[f"{direction}.iops"]})
+        out.append(r)
+    return out
 
 
 def judged(
     metric: str, va: float, vb: float, sigma: float | None, higher_better: bool
-) -> dict[str, Any]:
+) -> CompareRow:
     """One row of a comparison: B against A, judged against NOISE_SIGMAS x the series'
     noise (a percentage), or "no noise estimate" without one."""
     delta_pct = 100 * (vb - va) / va if va else None
+    verdict: Verdict
     if delta_pct is None or sigma is None:
         verdict = "no noise estimate"
     elif abs(delta_pct) <= NOISE_SIGMAS * sigma:
         verdict = "within noise"
     else:
         verdict = "better" if (delta_pct > 0) == higher_better else "worse"
-    return {
-        "metric": metric,
-        "a": va,
-        "b": vb,
-        "delta": vb - va,
-        "delta_pct": delta_pct,
-        "noise_pct": sigma,
-        "verdict": verdict,
-    }
+    return CompareRow(
+        metric=metric,
+        a=va,
+        b=vb,
+        delta=vb - va,
+        delta_pct=delta_pct,
+        noise_pct=sigma,
+        verdict=verdict,
+    )
 
 
-def summary(rows: Sequence[Mapping[str, Any]]) -> str:
-    worse = [r["metric"] for r in rows if r["verdict"] == "worse"]
-    better = [r["metric"] for r in rows if r["verdict"] == "better"]
+def summary(rows: Sequence[CompareRow]) -> str:
+    worse = [r.metric for r in rows if r.verdict == "worse"]
+    better = [r.metric for r in rows if r.verdict == "better"]
     if not rows:
         return "nothing to compare: a run has no aggregate"
-    if all(r["verdict"] == "no noise estimate" for r in rows):
+    if all(r.verdict == "no noise estimate" for r in rows):
         return "no noise estimate: the series has too few runs to judge"
     if worse:
         return "B is worse beyond noise on " + ", ".join(worse)
@@ -100,30 +104,29 @@ PHASE_METRICS: dict[str, bool] = {
 }
 
 
-def phase_metrics(aggregate: Mapping[str, Any]) -> dict[str, float]:
+def phase_metrics(aggregate: StepAggregate) -> dict[str, float]:
     """The one direction a metadata phase's operations are counted in (fio's: write for
     create and delete, read for stat and open)."""
-    for d in ("read", "write"):
-        a = aggregate.get(d)
-        if a:
-            lat = a.get("lat_ns") or a["clat_ns"]
+    for a in (aggregate.read, aggregate.write):
+        if a is not None:
+            lat = a.lat_ns or a.clat_ns
             return {
-                "iops": float(a["iops"]),
-                "lat.mean": float(a["lat_mean_ns"]),
-                "lat.p50": float(lat["p50"]),
-                "lat.p99": float(lat["p99"]),
+                "iops": float(a.iops),
+                "lat.mean": float(a.lat_mean_ns),
+                "lat.p50": float(lat.p50),
+                "lat.p99": float(lat.p99),
             }
     return {}
 
 
 def compare_phase(
-    op: str, a: Mapping[str, Any], b: Mapping[str, Any], series_noise: Mapping[str, float]
-) -> list[dict[str, Any]]:
+    op: str, a: StepAggregate, b: StepAggregate, series_noise: Mapping[str, float]
+) -> list[CompareRow]:
     """Rows ``<op>.iops``, ``<op>.lat.mean``, ``<op>.lat.p50``, ``<op>.lat.p99`` for one
     phase of two metadata runs; the noise of iops and percentiles is their series' (the
     direction's)."""
     ma, mb = phase_metrics(a), phase_metrics(b)
-    d = "read" if a.get("read") else "write"
+    d = "read" if a.read is not None else "write"
     return [
         judged(f"{op}.{metric}", ma[metric], mb[metric], series_noise.get(f"{d}.{metric}"), up)
         for metric, up in PHASE_METRICS.items()

@@ -4,9 +4,9 @@ throughput against client count with linear scaling as the reference."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from core.models import DirectionAggregate, StepAggregate
+from core.models.answers import LatencyPoint, RepetitionSpread, ScalePoint
 
 
 def _kept(aggregates: Sequence[StepAggregate]) -> list[StepAggregate]:
@@ -16,24 +16,19 @@ def _kept(aggregates: Sequence[StepAggregate]) -> list[StepAggregate]:
 CURVE_PERCENTILES = ("p50", "p99", "p99.9")
 
 
-def latency_curve(aggregates: Sequence[StepAggregate]) -> list[dict[str, Any]]:
+def latency_curve(aggregates: Sequence[StepAggregate]) -> list[LatencyPoint]:
     """One point per step: achieved IOPS and, per direction, total latency's p50, p99,
     p99.9, maximum and mean (``<dir>_lat_<p>_ns``) and completion latency's p50 and p99
     (``<dir>_clat_<p>_ns``), in step order (a rate sweep: the unthrottled step, ``mode``
     rate-max, then 10% ... 100%). Results without total latency have only the latter."""
     points = []
     for a in _kept(aggregates):
-        point: dict[str, Any] = {
-            "step": a.step,
-            "point": a.point,
-            "mode": a.mode,
-            "clients": a.clients,
-            "iops": a.total_iops,
-        }
+        columns: dict[str, float] = {}
         for d, entry in (("read", a.read), ("write", a.write)):
             if entry is not None:
-                point |= _latency_columns(d, entry)
-        points.append(point)
+                columns |= _latency_columns(d, entry)
+        point = {"step": a.step, "point": a.point, "mode": a.mode, "clients": a.clients}
+        points.append(LatencyPoint.model_validate({**point, "iops": a.total_iops, **columns}))
     return points
 
 
@@ -51,7 +46,7 @@ def _latency_columns(d: str, entry: DirectionAggregate) -> dict[str, float]:
     return out
 
 
-def scaleout_curve(aggregates: Sequence[StepAggregate]) -> list[dict[str, Any]]:
+def scaleout_curve(aggregates: Sequence[StepAggregate]) -> list[ScalePoint]:
     """For each workload (``like_key``: same resolved workload, or the same point of a
     sweep), one point per client count (the mean of its kept steps), with linear scaling
     from that workload's smallest count as the reference line. Workloads are never mixed:
@@ -72,24 +67,24 @@ def scaleout_curve(aggregates: Sequence[StepAggregate]) -> list[dict[str, Any]]:
             bw = sum(sum(d.bw_bytes for d in a.directions()) for a in group)
             linear = base * n / base_n
             out.append(
-                {
-                    "point": labels[key],
-                    "clients": n,
-                    "iops": iops,
-                    "bw_bytes": bw / len(group),
-                    "linear_iops": linear,
-                    "efficiency": iops / linear if linear else None,
-                }
+                ScalePoint(
+                    point=labels[key],
+                    clients=n,
+                    iops=iops,
+                    bw_bytes=bw / len(group),
+                    linear_iops=linear,
+                    efficiency=iops / linear if linear else None,
+                )
             )
     return out
 
 
-def repetition_spread(aggregates: Sequence[StepAggregate]) -> list[dict[str, Any]]:
+def repetition_spread(aggregates: Sequence[StepAggregate]) -> list[RepetitionSpread]:
     """Spread of IOPS across the kept repetitions of each (clients, point)."""
     return spread_of_repetitions([(a.clients, a.point, a.total_iops) for a in _kept(aggregates)])
 
 
-def spread_of_repetitions(steps: Iterable[tuple[int, str, float]]) -> list[dict[str, Any]]:
+def spread_of_repetitions(steps: Iterable[tuple[int, str, float]]) -> list[RepetitionSpread]:
     """Spread of IOPS across repetitions: ``steps`` are (clients, point, IOPS) of the kept
     steps in step order (from stored aggregates, or from a run view's JSON)."""
     groups: dict[tuple[int, str], list[float]] = {}
@@ -102,14 +97,14 @@ def spread_of_repetitions(steps: Iterable[tuple[int, str, float]]) -> list[dict[
         mean = sum(values) / len(values)
         sd = (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5
         out.append(
-            {
-                "clients": clients,
-                "point": point,
-                "repetitions": len(values),
-                "mean_iops": mean,
-                "min_iops": min(values),
-                "max_iops": max(values),
-                "cv": sd / mean if mean else 0.0,
-            }
+            RepetitionSpread(
+                clients=clients,
+                point=point,
+                repetitions=len(values),
+                mean_iops=mean,
+                min_iops=min(values),
+                max_iops=max(values),
+                cv=sd / mean if mean else 0.0,
+            )
         )
     return out

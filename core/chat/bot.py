@@ -160,7 +160,7 @@ class Bot:
         if command.verb == "cancel":
             return self._cancel(command.args.run, caller)
         simple: dict[str, Callable[[Command], Reply]] = {
-            "status": lambda c: self.status(self.runs.run_doc(c.args.run)),
+            "status": lambda c: self.status(self.runs.run_doc(c.args.run).doc()),
             "compare": self._compare,
             "profiles": lambda c: _profiles(),
             "targets": lambda c: self.list_targets(),
@@ -184,8 +184,9 @@ class Bot:
         )
 
     def _compare(self, command: Command) -> Reply:
-        a, b = (self.runs.run_doc(k) for k in (command.args.a, command.args.b))
-        cmp = self.monitor.compare(a, b)
+        view_a, view_b = (self.runs.run_doc(k) for k in (command.args.a, command.args.b))
+        cmp = self.monitor.compare(view_a, view_b).model_dump(mode="json")
+        a, b = view_a.doc(), view_b.doc()
         facts = [
             (r["metric"], f"{fmt(r['a'])} → {fmt(r['b'])} ({_pct(r)}, {r['verdict']})")
             for r in cmp["rows"]
@@ -218,7 +219,8 @@ class Bot:
         if args.runtime is not None:
             body["workload"] = {"runtime": args.runtime}
         # The chat platform's message id: a retried delivery starts nothing twice.
-        run, _ = self.runs.submit(body, f"{caller.door}:{request_id}", caller)
+        summary, _ = self.runs.submit(body, f"{caller.door}:{request_id}", caller)
+        run = summary.model_dump(mode="json")
         waiting = run.get("state") == "waiting"
         page = run_page(self.public_url, run["id"])
         then = (
@@ -246,7 +248,7 @@ class Bot:
         """As DELETE /api/runs/{id}: runners their own runs, engineers and admins any."""
         if caller.limits.max_clients == 0:
             raise Forbidden([FieldError("(caller)", f"role {caller.role} may not cancel runs")])
-        return self.runs.cancel(run_id, caller)
+        return self.runs.cancel(run_id, caller).model_dump(mode="json")
 
     def status(self, run: Doc) -> Reply:
         return status_reply(run, self.public_url)
@@ -254,7 +256,7 @@ class Bot:
     def list_targets(self) -> Reply:
         if not self.targets:
             return Reply("targets", "Targets", ["no target registry: any mounted alias works"])
-        data = self.runs.views.targets(self.targets)
+        data = [t.model_dump(mode="json") for t in self.runs.views.targets(self.targets)]
         facts = [
             (
                 t["alias"],

@@ -107,7 +107,9 @@ class TeamsBot:
     def _command(self, command: Command, caller: Caller, user: ChatUser, rid: str) -> Outcome:
         try:
             if command.verb == "status":
-                return Outcome(run_card(self.bot.runs.run_doc(command.args.run), self.public_url))
+                return Outcome(
+                    run_card(self.bot.runs.run_doc(command.args.run).doc(), self.public_url)
+                )
             if command.verb == "run":
                 return self._started(self.bot.answer(command, caller, rid), caller)
             if command.verb == "cancel":
@@ -129,7 +131,7 @@ class TeamsBot:
             if hint:
                 reply.lines.append(hint)
             return Outcome(reply_card(reply))
-        run = self.bot.runs.run_doc(str(reply.data["run_id"]))
+        run = self.bot.runs.run_doc(str(reply.data["run_id"])).doc()
         note = reply.lines[-1] if len(reply.lines) > 1 else "I'll post the result here"
         return Outcome(run_card(run, self.public_url, note=note), started=run)
 
@@ -175,14 +177,14 @@ class TeamsBot:
         if not _RUN_ID.fullmatch(run_id):
             raise ValidationFailed([FieldError("run_id", "not a run id")])
         if verb == "refresh":
-            return Outcome(run_card(self.bot.runs.run_doc(run_id), self.public_url))
+            return Outcome(run_card(self.bot.runs.run_doc(run_id).doc(), self.public_url))
         if verb == "cancel":
             run = self.bot.cancel(run_id, caller)
             return Outcome(run_card(run, self.public_url, note="cancel requested"))
         if verb == "rerun":
-            return self._rerun(self.bot.runs.run_doc(run_id), caller, rid)
+            return self._rerun(self.bot.runs.run_doc(run_id).doc(), caller, rid)
         if verb == "compare":
-            run = self.bot.runs.run_doc(run_id)
+            run = self.bot.runs.run_doc(run_id).doc()
             found = against_baseline(self.store, run).model_dump()
             return Outcome(baseline_card(run, found, self.public_url))
         raise ValidationFailed([FieldError("verb", f"unknown action {verb!r}")])
@@ -192,7 +194,7 @@ class TeamsBot:
         body = dict(run["request"])
         body["tags"] = {**(body.get("tags") or {}), "door": caller.door}
         new, _ = self.bot.runs.submit(body, f"{caller.door}:{rid}", caller)
-        started = self.bot.runs.run_doc(new["id"])
+        started = self.bot.runs.run_doc(new.id).doc()
         note = f"rerun of {run['id']}: I'll post the result here"
         return Outcome(run_card(started, self.public_url, note=note), started=started)
 

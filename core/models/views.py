@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.models.aggregate import StepAggregate, omitted
+from core.models.common import RUN_ID_PATTERN
 from core.models.gate import RunGate
 from core.models.request import RunRequest
 from core.models.result import ResultSummary
@@ -68,9 +69,9 @@ class ItemView(View):
     result: ResultSummary | None
 
 
-class RunView(View):
-    """A run as GET /api/runs/{id} shows it: the run, its steps with their aggregates, its
-    items with their results' summaries, and its last step's aggregate."""
+class RunSummary(View):
+    """A run as lists, its cancellation and its submission show it: the run without its
+    steps and items."""
 
     id: str
     state: RunState
@@ -80,29 +81,59 @@ class RunView(View):
     targets: list[str]
     pool: str
     tags: dict[str, str]
-    request: RunRequest
+    request: RunRequest = Field(description="the request as validated, defaults filled in")
     items_total: int
     engine: str
     profile: str | None
     profile_version: int | None
-    workload: Workload
+    workload: Workload = Field(description="the resolved workload (profile + overrides)")
     comparison_key: str
     fill: bool
     step_count: int
     error: str | None
     cancel_requested: bool
     requested_by: Requester
-    provisioning: Provisioning | None
-    gate: RunGate | None
+    provisioning: Provisioning | None = Field(
+        description="state provisioning: its elastic pool is growing; who is missing"
+    )
+    gate: RunGate | None = Field(
+        description="the regression gate's verdict, per step and metric, with the figures "
+        "behind it (the docs, Pipelines); set when the run is finalized"
+    )
     delivery: Delivery | None = omitted(description="while its delivery is pending or failed")
-    trace_id: str | None = omitted()
-    counts: dict[ItemState, int] | None = omitted(description="its items by state")
+    trace_id: str | None = omitted(
+        pattern=r"^[0-9a-f]{32}$",
+        description="the run's OpenTelemetry trace (Application Insights' operation id), "
+        "when the service records traces",
+    )
+    counts: dict[ItemState, int] | None = omitted(
+        description="its items by state (in a run's own view, not in lists)"
+    )
     queue_position: int | None = omitted(description="its place in line, while it waits")
+
+
+class RunView(RunSummary):
+    """A run as GET /api/runs/{id} shows it: the run, its steps with their aggregates, its
+    items with their results' summaries, and its last step's aggregate."""
+
     usage: Usage
     steps: list[StepView]
     items: list[ItemView]
     aggregate: StepAggregate | None = Field(description="the last step's")
 
     def doc(self) -> dict[str, Any]:
-        """The view's JSON, as the API serves it."""
+        """The view's JSON, as the API serves it (for the chat's cards and the HTML
+        reports, which render that JSON)."""
         return self.model_dump(mode="json")
+
+
+class RunList(View):
+    runs: list[RunSummary] = Field(description="newest first")
+    continuation: str | None = Field(description="pass back for the next page; null: no more")
+
+
+class RunAccepted(View):
+    id: str = Field(pattern=RUN_ID_PATTERN)
+    state: RunState
+    location: str = Field(description="the run's URL path, also in the Location header")
+    queue_position: int | None = omitted(description="only while waiting for the target")

@@ -35,6 +35,7 @@ from core.analysis.series import (
 )
 from core.errors import FieldError, NotFound, ValidationFailed
 from core.models import Result, StepAggregate
+from core.models.answers import CompareRow, Comparison, RunFacts
 from core.models.gate import GateRule, MetricVerdict, RunGate
 from core.models.regression import (
     TRIAGE_STATES,
@@ -46,6 +47,7 @@ from core.models.regression import (
 )
 from core.models.series import HistoryRow, SeriesHistory, SeriesSummary, StepPoint
 from core.models.stored import Run
+from core.models.views import RunView
 from core.monitoring.gating import (
     accepted,
     gate_changes,
@@ -61,8 +63,6 @@ from core.timestamps import iso_ms
 __all__ = ["TRIAGE_STATES", "Monitor", "Recorded", "TriageState", "step_series_key"]
 
 log = logging.getLogger(__name__)
-# A run's aggregates and results as the lifecycle hands them over.
-Figures = Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -272,38 +272,37 @@ class Monitor:
             regressions=self.store.series.regressions(key),
         )
 
-    def compare(self, run_a: Figures, run_b: Figures) -> dict[str, Any]:
-        """Final aggregates side by side (runs as ``RunService.get_run`` returns them),
-        judged against the noise of run A's series."""
-        agg_a, agg_b = run_a.get("aggregate") or {}, run_b.get("aggregate") or {}
+    def compare(self, run_a: RunView, run_b: RunView) -> Comparison:
+        """Final aggregates side by side, judged against the noise of run A's series."""
+        agg_a, agg_b = run_a.aggregate, run_b.aggregate
         noise: dict[str, float] = {}
         key = None
-        if agg_a:
-            key = step_series_key(run_a.get("engine", "fio"), run_a["targets"], agg_a)
-            noise = noise_pct(self._points(key), {run_a["id"], run_b["id"]})
+        if agg_a is not None:
+            key = step_series_key(run_a.engine, run_a.targets, agg_a.doc())
+            noise = noise_pct(self._points(key), {run_a.id, run_b.id})
         rows = compare_aggregates(agg_a, agg_b, noise) if agg_a and agg_b else []
         if _phases(run_a) and _phases(run_b):
             # Metadata runs: every phase (create, stat, open, delete) is its own step.
             rows = self._compare_phases(run_a, run_b)
-        return {
-            "a": _run_facts(run_a),
-            "b": _run_facts(run_b),
-            "comparable": run_a.get("comparison_key") == run_b.get("comparison_key"),
-            "series_key": key,
-            "noise_sigmas": NOISE_SIGMAS,
-            "rows": rows,
-            "summary": summary(rows),
-        }
+        return Comparison(
+            a=_run_facts(run_a),
+            b=_run_facts(run_b),
+            comparable=run_a.comparison_key == run_b.comparison_key,
+            series_key=key,
+            noise_sigmas=NOISE_SIGMAS,
+            rows=rows,
+            summary=summary(rows),
+        )
 
-    def _compare_phases(self, run_a: Figures, run_b: Figures) -> list[dict[str, Any]]:
+    def _compare_phases(self, run_a: RunView, run_b: RunView) -> list[CompareRow]:
         b_steps = _phases(run_b)
-        rows: list[dict[str, Any]] = []
+        rows: list[CompareRow] = []
         for op, agg_a in _phases(run_a).items():
             agg_b = b_steps.get(op)
             if agg_b is None:
                 continue
-            key = step_series_key(run_a.get("engine", "fio"), run_a["targets"], agg_a)
-            noise = noise_pct(self._points(key), {run_a["id"], run_b["id"]})
+            key = step_series_key(run_a.engine, run_a.targets, agg_a.doc())
+            noise = noise_pct(self._points(key), {run_a.id, run_b.id})
             rows += compare_phase(op, agg_a, agg_b, noise)
         return rows
 
@@ -344,19 +343,27 @@ def step_series_key(engine: str, targets: Sequence[str], aggregate: Mapping[str,
     )
 
 
-def _phases(run: Figures) -> dict[str, Figures]:
+def _phases(run: RunView) -> dict[str, StepAggregate]:
     """A metadata run's last aggregate of each phase, by phase ("create", ...)."""
     out = {}
-    for step in run.get("steps") or []:
-        agg = step.get("aggregate")
-        if agg and ((agg.get("workload") or {}).get("metadata") or {}).get("op"):
-            out[str(agg["workload"]["metadata"]["op"])] = agg
+    for step in run.steps:
+        agg = step.aggregate
+        if agg is not None and agg.workload.metadata is not None and agg.workload.metadata.op:
+            out[str(agg.workload.metadata.op)] = agg
     return out
 
 
-def _run_facts(run: Figures) -> dict[str, Any]:
-    keys = ("id", "state", "target", "profile", "engine", "created_at", "tags")
-    return {k: run.get(k) for k in keys} | {"clients": (run.get("aggregate") or {}).get("clients")}
+def _run_facts(run: RunView) -> RunFacts:
+    return RunFacts(
+        id=run.id,
+        state=run.state,
+        target=run.target,
+        profile=run.profile,
+        engine=run.engine,
+        created_at=run.created_at,
+        tags=run.tags,
+        clients=run.aggregate.clients if run.aggregate is not None else None,
+    )
 
 
 def _same_change(new: Change, old: Regression) -> bool:

@@ -170,8 +170,8 @@ class Scheduler:
             log.warning("schedule %s at %s refused: %s", schedule.id, fire.isoformat(), e)
             self._fired(schedule.id, fire, "", now)
             return None
-        self._fired(schedule.id, fire, run["id"], now)
-        return str(run["id"])
+        self._fired(schedule.id, fire, run.id, now)
+        return run.id
 
     def _fired(self, schedule_id: str, fire: datetime, run_id: str, now: datetime) -> None:
         for _ in range(10):

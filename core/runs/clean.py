@@ -39,6 +39,13 @@ class CleanOrder(BaseModel):
     requested_at_ms: int = Field(ge=0)
 
 
+class CleanOrdered(CleanOrder):
+    """The order as sent (POST /api/targets/{alias}/clean's answer): the first agent of
+    the pool that has the target carries it out (its log says what it removed)."""
+
+    state: Literal["queued"]
+
+
 def pick_target(targets: list[TargetInfo], alias: str, pool: str | None) -> TargetInfo:
     """The registry entry ``alias`` names (in ``pool``, which may be left out when only one
     pool has such a target). NotFound or ValidationFailed naming the field."""

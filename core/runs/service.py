@@ -14,11 +14,12 @@ from core.fleet.pools import PoolConfig
 from core.fleet.service import Fleet
 from core.models.state import FINISHED_RUN, ItemState
 from core.models.stored import Run
-from core.ports import Artifacts, Doc, Queue, Store
+from core.models.views import RunSummary, RunView
+from core.ports import Artifacts, Queue, Store
 from core.runs.admission import Admission
 from core.runs.agent_reports import AgentReports
 from core.runs.barrier_timing import BARRIER_LEAD_MS, REJOIN_LATE_MS
-from core.runs.clean import order_clean
+from core.runs.clean import CleanOrdered, order_clean
 from core.runs.commit import Answer
 from core.runs.guardrails import LOCAL_CALLER, Caller, TargetInfo
 from core.runs.intake import Intake
@@ -89,10 +90,9 @@ class RunService:
         self.curves = self.views.curves
         self.full_result = self.views.full_result
 
-    def run_doc(self, run_id: str) -> Doc:
-        """A run's view as the API serves it (its JSON), for those that read it so: the
-        chat's cards and the reports."""
-        return self.get_run(run_id).doc()
+    def run_doc(self, run_id: str) -> RunView:
+        """A run's view as the API serves it."""
+        return self.get_run(run_id)
 
     def submit(
         self,
@@ -100,7 +100,7 @@ class RunService:
         idempotency_key: str | None = None,
         caller: Caller = LOCAL_CALLER,
         answer: Answer | None = None,
-    ) -> tuple[Doc, bool]:
+    ) -> tuple[RunSummary, bool]:
         with telemetry.span("intake") as span:  # the run's trace starts here
             run, created = self.intake.submit(
                 body, idempotency_key, caller, answer, span.traceparent
@@ -112,7 +112,7 @@ class RunService:
         except StoreUnavailable:  # stored and committed: 202 without its place in line
             return public_run(run), created
 
-    def cancel(self, run_id: str, caller: Caller = LOCAL_CALLER) -> Doc:
+    def cancel(self, run_id: str, caller: Caller = LOCAL_CALLER) -> RunSummary:
         """Queued items are marked cancelled now and dropped by whichever agent receives
         them; held items are stopped at the agent's next heartbeat. Runners cancel their
         own runs; engineers and admins any."""
@@ -154,7 +154,7 @@ class RunService:
                 )
         return self.views.summary(self.lifecycle.advance(run_id))
 
-    def clean(self, alias: str, pool: str | None, caller: Caller = LOCAL_CALLER) -> Doc:
+    def clean(self, alias: str, pool: str | None, caller: Caller = LOCAL_CALLER) -> CleanOrdered:
         """Have an agent of the target's pool remove its benchmark files (core.runs.clean)."""
         order = order_clean(
             self.store,
@@ -165,7 +165,7 @@ class RunService:
             caller.name,
             now_ms=self.lifecycle.now_ms(),
         )
-        return {**order.model_dump(mode="json"), "state": "queued"}
+        return CleanOrdered(**dict(order), state="queued")
 
     def tick(self) -> list[str]:
         """The timer: whatever is due. Returns the runs finalized."""

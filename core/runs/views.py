@@ -11,16 +11,19 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+from pydantic import BaseModel, Field
+
 from core.analysis.curves import latency_curve, repetition_spread, scaleout_curve
 from core.artifacts import unpack_json
 from core.engines.fio_output import DIRECTIONS
 from core.errors import NotFound
 from core.fleet.usage import run_usage
 from core.models import Direction, FullResult, Result, ResultSummary, StepAggregate
+from core.models.answers import Curves
 from core.models.state import FINISHED_RUN, DeliveryState, ItemState, RunState
 from core.models.stored import Item, Run, Step
-from core.models.views import ItemView, RunView, StepView, Usage
-from core.ports import Doc, Store
+from core.models.views import ItemView, RunList, RunSummary, RunView, StepView, Usage
+from core.ports import Store
 from core.runs.admission import Admission, lock_keys
 from core.runs.guardrails import TargetInfo
 from core.runs.lifecycle import Lifecycle
@@ -54,22 +57,38 @@ _RUN_PUBLIC = (
 )
 
 
-def public_run(run: Run, items: list[Item] | None = None) -> Doc:
-    doc = run.doc()
-    out = {k: doc.get(k) for k in _RUN_PUBLIC}
+class TargetState(TargetInfo):
+    """A registered target, who holds it and how many runs wait for it."""
+
+    busy: bool
+    holder: str | None = Field(description="the run holding it")
+    waiting: int
+
+
+class TargetList(BaseModel):
+    targets: list[TargetState]
+
+
+def _troubled(run: Run) -> bool:
     # A step held while its pool grows is not a delivery in trouble: `provisioning` says it.
-    if run.delivery.state == DeliveryState.FAILED or (
+    return run.delivery.state == DeliveryState.FAILED or (
         run.delivery.state == DeliveryState.PENDING and run.provisioning is None
-    ):
-        out["delivery"] = run.delivery.model_dump(mode="json")
-    if run.traceparent:  # where an operator finds the run's trace (docs/operations.md)
-        out["trace_id"] = run.traceparent.split("-")[1]
+    )
+
+
+def public_run(run: Run, items: list[Item] | None = None) -> RunSummary:
+    counts: dict[ItemState, int] | None = None
     if items is not None:
-        counts: dict[str, int] = {}
+        counts = {}
         for i in items:
-            counts[i.state.value] = counts.get(i.state.value, 0) + 1
-        out["counts"] = counts
-    return out
+            counts[i.state] = counts.get(i.state, 0) + 1
+    return RunSummary(
+        **{k: getattr(run, k) for k in _RUN_PUBLIC},
+        delivery=run.delivery if _troubled(run) else None,
+        # Where an operator finds the run's trace (docs/operations.md).
+        trace_id=run.traceparent.split("-")[1] if run.traceparent else None,
+        counts=counts,
+    )
 
 
 def public_step(step: Step, aggregate: StepAggregate | None) -> StepView:
@@ -138,11 +157,11 @@ class Views:
         self._finished: OrderedDict[str, tuple[str, RunView]] = OrderedDict()
         self._finished_lock = threading.Lock()
 
-    def summary(self, run: Run, items: list[Item] | None = None) -> Doc:
+    def summary(self, run: Run, items: list[Item] | None = None) -> RunSummary:
         """The run as its submitter is told: its state, and its place in line if waiting."""
         out = public_run(run, items)
         if run.state == RunState.WAITING:
-            out["queue_position"] = self.admission.position(run)
+            return out.model_copy(update={"queue_position": self.admission.position(run)})
         return out
 
     def get_run(self, run_id: str) -> RunView:
@@ -171,7 +190,7 @@ class Views:
         ordered = sorted(items, key=lambda i: (i.step, i.client))
         usage = run_usage(items, self.life.now_ms(), self.price_of(run.pool))
         return RunView(
-            **self.summary(run, items),
+            **dict(self.summary(run, items)),
             usage=Usage.model_validate(usage),
             steps=public_steps,
             items=[public_item(i, results.get(i.id)) for i in ordered],
@@ -193,36 +212,32 @@ class Views:
         tag: tuple[str, str] | None = None,
         limit: int = 50,
         continuation: str | None = None,
-    ) -> tuple[list[Doc], str | None]:
+    ) -> RunList:
         runs, token = self.store.runs.page(
             target=target, state=state, tag=tag, limit=limit, continuation=continuation
         )
-        return [public_run(r) for r in runs], token
+        return RunList(runs=[public_run(r) for r in runs], continuation=token)
 
-    def curves(self, run_id: str) -> Doc:
+    def curves(self, run_id: str) -> Curves:
         self.store.runs.get(run_id)  # 404 for an unknown run
         aggs = sorted(self.store.results.list_aggregates(run_id), key=lambda a: a.step)
-        return {
-            "run_id": run_id,
-            "latency": latency_curve(aggs),
-            "scaleout": scaleout_curve(aggs),
-            "repetitions": repetition_spread(aggs),
-        }
+        return Curves(
+            run_id=run_id,
+            latency=latency_curve(aggs),
+            scaleout=scaleout_curve(aggs),
+            repetitions=repetition_spread(aggs),
+        )
 
-    def targets(self, registry: list[TargetInfo]) -> list[Doc]:
+    def targets(self, registry: list[TargetInfo]) -> list[TargetState]:
         """The target registry with who holds each target and how many wait: one lock
         document read per target."""
         out = []
         for t in registry:
             lock = self.admission.lock_of(lock_keys(t.pool, [t.alias])[0])
             holder = lock.run_id if lock and self.admission.holds(lock, "") else None
+            waiting = len(lock.queue) if lock else 0
             out.append(
-                {
-                    **t.model_dump(),
-                    "busy": holder is not None,
-                    "holder": holder,
-                    "waiting": len(lock.queue) if lock else 0,
-                }
+                TargetState(**dict(t), busy=holder is not None, holder=holder, waiting=waiting)
             )
         return out
 

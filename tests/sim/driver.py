@@ -129,7 +129,7 @@ class Sim:
         api = (index + key) % 2
         try:
             run, _ = w.api_call(api, lambda s: s.submit(body(index), idem, answer=answer), crash)
-            record.run_id = run["id"]
+            record.run_id = run.id
             # The handler answers at the deadline unless the creation committed by then.
             record.outcome = "ok" if answer.committed or not answer.abandon() else "unavailable"
         except (ValidationFailed, Forbidden, Conflict):
