@@ -64,7 +64,7 @@ class TargetList(BaseModel):
 class ScheduleBody(Schedule):
     """Body of POST /api/schedules."""
 
-    request: RunRequest = Field(description="the run request started at each fire time")  # type: ignore[assignment]
+    request: RunRequest = Field(description="the run request started at each fire time")
 
 
 class ScheduleView(OpenDoc):

@@ -9,12 +9,12 @@ import pytest
 from core.catalogue import resolve
 from core.errors import ValidationFailed
 from core.models import SCHEMA_MODELS, RunRequest
-from core.validation import generated_schema, schema_path, validate
+from core.validation import generated_schema, parse, schema_path
 
 
 def errors_of(body: object) -> dict[str, str]:
     with pytest.raises(ValidationFailed) as e:
-        validate("run-request", body, RunRequest)
+        parse(RunRequest, body)
     return {x.field: x.message for x in e.value.errors}
 
 
@@ -60,7 +60,7 @@ def test_missing_target_and_bad_tags() -> None:
 
 
 def test_valid_request_gets_defaults() -> None:
-    r = validate("run-request", {"target": "scratch"}, RunRequest)
+    r = parse(RunRequest, {"target": "scratch"})
     w = resolve(None, r.workload)
     assert w.rw == "randread" and w.bs_bytes == 4096 and r.clients == 1
 
