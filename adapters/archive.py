@@ -23,7 +23,6 @@ from pydantic import ValidationError
 from adapters.blob import BlobArtifacts
 from adapters.cosmos import CosmosStore
 from core.errors import Conflict, FieldError, NotFound, ValidationFailed
-from core.models import RunRequest
 from core.models.archive import (
     ArtifactName,
     Imported,
@@ -37,7 +36,7 @@ from core.models.state import FINISHED_RUN
 from core.models.stored import Item, Run, Step
 from core.monitoring.schedules import Schedule
 from core.retention import owned_regressions, runs_of_series
-from core.validation import validate
+from core.validation import parse
 
 log = logging.getLogger(__name__)
 RUN_PARTITIONED = ("items", "results", "aggregates")  # partition /run_id
@@ -249,14 +248,11 @@ def _checked_schedule(i: int, sent: object) -> StoredJson:
         raise ValidationFailed([FieldError(f"{where}.id", "a schedule id (sch-<16 hex>)")])
     fields = {k: v for k, v in doc.items() if k not in SCHEDULE_KEPT}
     try:
-        schedule = Schedule.model_validate(fields)
-        validate("run-request", schedule.request, RunRequest)
+        schedule = parse(Schedule, fields)
     except ValidationFailed as e:
         raise ValidationFailed(
-            [FieldError(f"{where}.request.{x.field}", x.message) for x in e.errors]
+            [FieldError(f"{where}.{x.field}", x.message) for x in e.errors]
         ) from None
-    except ValueError as e:
-        raise ValidationFailed([FieldError(where, _first_line(e))]) from None
     try:  # as the scheduler reads it: a schedule without its times would never fire
         stored = StoredSchedule.model_validate({**doc, **schedule.model_dump()})
     except ValidationError as e:

@@ -30,7 +30,7 @@ from benchctl.outcome import exit_code, finish, show
 from core.catalogue import get_profile
 from core.errors import ValidationFailed
 from core.models import RunRequest
-from core.validation import validate
+from core.validation import parse
 from tables.fleet import print_agents
 from tables.lists import curves_markdown, headline, list_table
 from tables.runs import (
@@ -83,7 +83,7 @@ def _workload(a: argparse.Namespace, body: dict[str, Any]) -> dict[str, Any]:
 def _check_request(body: dict[str, Any]) -> None:
     """As the API would check it: a typo is reported without a round trip, naming the field."""
     try:
-        validate("run-request", body, RunRequest)
+        parse(RunRequest, body)
     except ValidationFailed as e:
         lines = "\n".join(f"  {x.field}: {x.message}" for x in e.errors)
         raise CliError(f"invalid request:\n{lines}", EXIT_BAD_INPUT) from None

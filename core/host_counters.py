@@ -3,13 +3,21 @@ contract (core.models.Result.counters); the per-second series is an artifact."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+
+def _whole(value: object) -> object:
+    # As core.models.common.whole (a layer above this one): 4.0 is the integer 4.
+    return int(value) if type(value) is float and value.is_integer() else value
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+_Int = Annotated[int, BeforeValidator(_whole)]
 
 
 class CpuSummary(_Strict):
@@ -46,7 +54,7 @@ class NfsSummary(_Strict):
 
     mount_point: str
     ops_per_s: float = Field(ge=0)
-    retrans: int = Field(ge=0, description="RPC transmissions beyond the first, in all")
+    retrans: _Int = Field(ge=0, description="RPC transmissions beyond the first, in all")
     avg_rtt_ms: float = Field(ge=0, description="mean RPC round trip per operation")
     avg_exe_ms: float = Field(ge=0, description="mean execution time per operation")
 
@@ -55,7 +63,7 @@ class CountersSummary(_Strict):
     """The host's counters while the engine measured (the per-second series is the
     ``counters`` artifact), and the engine's own CPU figures."""
 
-    seconds: int = Field(ge=0, description="one-second samples inside the measured period")
+    seconds: _Int = Field(ge=0, description="one-second samples inside the measured period")
     cpu: CpuSummary | None = None
     net: NetSummary | None = None
     nfs: list[NfsSummary] = Field(default_factory=list)

@@ -1,22 +1,24 @@
-"""Validation of documents against the JSON Schema files in ``core/schemas/`` (package data,
-read through importlib.resources, so an installed wheel has them).
+"""Validation of the documents callers send (run requests, schedules, results, imports):
+one pass of the pydantic models in strict mode, so what they take is what the JSON Schema
+files in ``core/schemas/`` (generated from the same models, read through
+importlib.resources so an installed wheel has them) say: a value of the wrong JSON type is
+refused, never converted ("yes" is not a boolean, "1" not an integer; 4.0 is the integer 4,
+as in JSON Schema: core.models.common.Int).
 
 Every violation is reported with a dotted field path (``workload.bs``), so a caller can fix
-them all at once. The JSON Schema pass catches type, enum, pattern, range and unknown-key
-errors; the pydantic pass adds the cross-field rules (bs <= size, bs a multiple of 512).
+them all at once, in the JSON Schema's words: the rule's own message (``x-error``), the
+field's description for a pattern, or what the value is not ("'yes' is not of type
+'boolean'", "0 is less than the minimum of 1").
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from functools import cache
 from importlib import resources
 from importlib.resources.abc import Traversable
 from typing import Any, TypeVar
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError as SchemaError
 from pydantic import BaseModel
 from pydantic import ValidationError as PydanticError
 
@@ -24,6 +26,7 @@ from core.errors import FieldError, ValidationFailed
 from core.models import SCHEMA_MODELS
 
 M = TypeVar("M", bound=BaseModel)
+Schema = dict[str, Any]  # a JSON Schema node, as pydantic writes it
 
 
 def schema_path(name: str) -> Traversable:
@@ -41,62 +44,8 @@ def generated_schema(name: str) -> dict[str, Any]:
     }
 
 
-@cache
-def _validator(name: str) -> Draft202012Validator:
-    schema = json.loads(schema_path(name).read_text())
-    Draft202012Validator.check_schema(schema)
-    return Draft202012Validator(schema)
-
-
-def _dotted(parts: Any) -> str:
+def _dotted(parts: Iterable[Any]) -> str:
     return ".".join(str(p) for p in parts)
-
-
-def _schema_errors(name: str, doc: Any) -> list[FieldError]:
-    return [e for err in _validator(name).iter_errors(doc) for e in _explain(err)]
-
-
-def _explain(err: SchemaError) -> list[FieldError]:
-    """What one schema violation says, named by its field."""
-    schema: dict[str, Any] = err.schema if isinstance(err.schema, dict) else {}
-    if err.context and "x-error" in schema:  # a rule of several branches, said once
-        return [FieldError(_dotted(err.absolute_path) or "(body)", schema["x-error"])]
-    if err.context:  # anyOf/oneOf: the branch errors say more than the summary
-        return [e for sub in _best_branch(err) for e in _explain(sub)]
-    path = list(err.absolute_path)
-    if err.validator == "additionalProperties" and isinstance(err.instance, dict):
-        allowed = set(schema.get("properties", {}))
-        unknown = sorted(set(err.instance) - allowed)
-        return [FieldError(_dotted([*path, key]), "unknown field") for key in unknown]
-    if err.validator == "required":
-        missing = str(err.message).split("'")[1] if "'" in err.message else ""
-        where = _dotted([*path, missing]) if missing else _dotted(path)
-        return [FieldError(where, schema.get("x-error", "required field is missing"))]
-    return [FieldError(_dotted(path) or "(body)", _message(err, schema))]
-
-
-def _message(err: SchemaError, schema: dict[str, Any]) -> str:
-    """The rule's own words (``x-error``), or what the value is not, from its description."""
-    if err.validator in ("pattern", "not") and "description" in schema:
-        return f"{err.instance!r} is not valid: {schema['description']}"
-    return str(schema.get("x-error", err.message))
-
-
-def _best_branch(err: SchemaError) -> list[SchemaError]:
-    """Of an anyOf/oneOf's failing branches, the one that says what is wrong."""
-    # A branch of another type ("not of type 'null'") is noise when a branch of the right
-    # type says what is wrong.
-    relevant = [
-        c
-        for c in err.context or ()
-        if c.validator != "type" or (isinstance(c.schema, dict) and "x-error" in c.schema)
-    ] or list(err.context or ())
-    # Of the branches left, the one that got furthest into the document says it (a wrong
-    # sweep value, not the other sweep's "unknown field"s).
-    branches: dict[Any, list[SchemaError]] = {}
-    for c in relevant:
-        branches.setdefault(c.relative_schema_path[0], []).append(c)
-    return max(branches.values(), key=lambda b: (max(len(c.absolute_path) for c in b), -len(b)))
 
 
 def field_errors(errors: Iterable[Mapping[str, Any]], prefix: str = "") -> list[FieldError]:
@@ -112,34 +61,153 @@ def field_errors(errors: Iterable[Mapping[str, Any]], prefix: str = "") -> list[
 
 
 def parse(model: type[M], data: Any) -> M:
-    """Build ``model`` from ``data``, or raise ValidationFailed naming every field."""
+    """Build ``model`` from ``data`` (parsed JSON) in strict mode, or raise ValidationFailed
+    naming every field. Every door parses what callers send here."""
     try:
-        return model.model_validate(data)
+        return model.model_validate(data, strict=True)
     except PydanticError as e:
-        raise ValidationFailed(field_errors(e.errors())) from None
+        raise ValidationFailed(contract_errors(model, e.errors())) from None
 
 
-def validate(name: str, doc: Any, model: type[M]) -> M:
-    """Check ``doc`` against ``core/schemas/<name>.schema.json`` and build ``model``.
-
-    Raises ValidationFailed listing every violation; never returns a half-valid object.
-    """
-    errors = _schema_errors(name, doc)
-    try:
-        model_obj = model.model_validate(doc)
-    except PydanticError as exc:
-        # Keep the model's own findings (cross-field rules) for fields the schema pass did
-        # not already name, so one violation never hides another.
-        named = {e.field for e in errors}
-        errors += [e for e in field_errors(exc.errors()) if not _overlaps(e.field, named)]
-        raise ValidationFailed(_dedupe(errors)) from None
-    if errors:
-        raise ValidationFailed(_dedupe(errors))
-    return model_obj
+def contract_errors(
+    model: type[BaseModel], errors: Iterable[Mapping[str, Any]]
+) -> list[FieldError]:
+    """pydantic's errors for ``model`` as field errors worded from its JSON Schema."""
+    schema = _schema(model)
+    out = []
+    for e in errors:
+        loc = tuple(e["loc"])
+        node = _node(schema, loc[:-2] if loc[-1:] == ("[key]",) else loc)
+        if loc[-1:] == ("[key]",):  # a key of a map: named by its map (propertyNames)
+            loc, node = loc[:-2], node.get("propertyNames", {})
+        out.append(FieldError(_dotted(loc) or "(body)", _message(e, _branches(schema, node))))
+    return _dedupe(out)
 
 
-def _overlaps(field: str, named: set[str]) -> bool:
-    return any(field == n or field.startswith(n + ".") or n.startswith(field + ".") for n in named)
+@cache
+def _schema(model: type[BaseModel]) -> Schema:
+    return model.model_json_schema()
+
+
+def _deref(schema: Schema, node: Schema) -> Schema:
+    while "$ref" in node:
+        target = schema["$defs"][node["$ref"].rsplit("/", 1)[1]]
+        node = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+    return node
+
+
+def _branches(schema: Schema, node: Schema) -> list[Schema]:
+    """The node and each of its anyOf branches (a union's members; null's left out)."""
+    node = _deref(schema, node)
+    return [node, *(_deref(schema, b) for b in node.get("anyOf", ()) if b != {"type": "null"})]
+
+
+def _node(schema: Schema, loc: tuple[Any, ...]) -> Schema:
+    """The schema of the value at ``loc`` (a union's branch that has it), or {}."""
+    node: Schema = schema
+    for part in loc:
+        found = next((c for b in _branches(schema, node) if (c := _child(b, part))), None)
+        if found is None:
+            return {}
+        node = found
+    return node
+
+
+def _child(node: Schema, part: Any) -> Schema | None:
+    if isinstance(part, int):
+        items = node.get("items")
+        return items if isinstance(items, dict) else None
+    if part in node.get("properties", {}):
+        return dict(node["properties"][part])
+    pattern_properties = node.get("patternProperties")
+    if pattern_properties:
+        return dict(next(iter(pattern_properties.values())))
+    extra = node.get("additionalProperties")
+    return extra if isinstance(extra, dict) else None
+
+
+_TYPES = {
+    "int_type": "integer",
+    "float_type": "number",
+    "bool_type": "boolean",
+    "string_type": "string",
+    "list_type": "array",
+    "dict_type": "object",
+    "model_type": "object",
+    "model_attributes_type": "object",
+}
+# pydantic's error type -> the JSON Schema keywords that hold the broken rule.
+_KEYWORDS = {
+    "greater_than_equal": ("minimum",),
+    "greater_than": ("exclusiveMinimum",),
+    "less_than_equal": ("maximum",),
+    "less_than": ("exclusiveMaximum",),
+    "string_pattern_mismatch": ("pattern",),
+    "string_too_short": ("minLength",),
+    "string_too_long": ("maxLength",),
+    "too_short": ("minItems", "minProperties"),
+    "too_long": ("maxItems", "maxProperties"),
+    "literal_error": ("enum", "const"),
+}
+
+
+def _shown(value: Any) -> Any:
+    """The value as the caller wrote it: a huge whole float (1e300) was made an int of
+    hundreds of digits on its way to an integer field (core.models.common.whole)."""
+    return float(value) if type(value) is int and abs(value) > 2**53 else value
+
+
+def _message(e: Mapping[str, Any], branches: list[Schema]) -> str:
+    kind, value = e["type"], _shown(e.get("input"))
+    if kind == "missing":
+        return "required field is missing"
+    if kind == "extra_forbidden":
+        return "unknown field"
+    if kind in _TYPES:
+        return f"{value!r} is not of type {_TYPES[kind]!r}"
+    keywords = _KEYWORDS.get(kind)
+    if keywords is None:  # a rule of the model's own (value_error) or a custom error
+        return str(e["msg"]).removeprefix("Value error, ")
+    node = next((b for b in branches if any(k in b for k in keywords)), branches[0])
+    if kind == "string_pattern_mismatch" and "description" in node:
+        return f"{value!r} is not valid: {node['description']}"
+    if "x-error" in node:
+        return str(node["x-error"])
+    return _schema_words(kind, value, node, e.get("ctx") or {})
+
+
+def _schema_words(kind: str, value: Any, node: Schema, ctx: Mapping[str, Any]) -> str:
+    """What jsonschema says of the same violation (its messages, which callers know)."""
+    # The bound as the document writes it (pydantic's is a float on a float field: 0.0).
+    limit = next((node[k] for k in _KEYWORDS[kind] if k in node), None)
+    words = {
+        "greater_than_equal": f"{value!r} is less than the minimum of {limit!r}",
+        "greater_than": f"{value!r} is less than or equal to the minimum of {limit!r}",
+        "less_than_equal": f"{value!r} is greater than the maximum of {limit!r}",
+        "less_than": f"{value!r} is greater than or equal to the maximum of {limit!r}",
+        "string_pattern_mismatch": f"{value!r} does not match {ctx.get('pattern')!r}",
+    }
+    if kind in words:
+        return words[kind]
+    if kind == "literal_error":
+        if "enum" in node:
+            return f"{value!r} is not one of {node['enum']!r}"
+        return f"{node.get('const')!r} was expected"
+    if kind.endswith("too_short"):
+        if ctx.get("min_length") == 1:
+            return f"{value!r} should be non-empty"
+        return (
+            f"{value!r} does not have enough properties"
+            if isinstance(value, dict)
+            else (f"{value!r} is too short")
+        )
+    if ctx.get("max_length") == 0:
+        return f"{value!r} is expected to be empty"
+    return (
+        f"{value!r} has too many properties"
+        if isinstance(value, dict)
+        else (f"{value!r} is too long")
+    )
 
 
 def _dedupe(errors: list[FieldError]) -> list[FieldError]:

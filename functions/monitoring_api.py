@@ -47,7 +47,7 @@ CATALOGUE: list[str | Enum] = ["catalogue and targets"]
 class ScheduleBody(Schedule):
     """Body of POST /api/schedules."""
 
-    request: RunRequest = Field(description="the run request started at each fire time")  # type: ignore[assignment]
+    request: RunRequest = Field(description="the run request started at each fire time")
 
 
 class SchedulePatchBody(BaseModel):

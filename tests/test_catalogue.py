@@ -19,7 +19,7 @@ from core.errors import ValidationFailed
 from core.models import RunRequest, Workload
 from core.models.ids import comparison_key
 from core.runs.plan import outstanding_for, plan_steps, resolve_dynamic
-from core.validation import validate
+from core.validation import parse
 
 
 @dataclass(frozen=True)
@@ -105,14 +105,13 @@ def test_published_defaults_are_pinned() -> None:
 
 
 def test_override_resolves_on_top_of_the_profile() -> None:
-    req = validate(
-        "run-request",
+    req = parse(
+        RunRequest,
         {
             "target": "s",
             "profile": "anf-vdbench-randread-8k",
             "workload": {"bs": "16k", "runtime": 5},
         },
-        RunRequest,
     )
     w = resolve(get_profile(req.profile or ""), req.workload)
     assert (w.bs, w.runtime, w.numjobs, w.ramp_time) == ("16k", 5, 25, 60)
@@ -127,7 +126,7 @@ def test_comparison_key_ignores_tags_not_workload() -> None:
 
 
 def request(**fields: object) -> RunRequest:
-    return validate("run-request", {"target": "s", **fields}, RunRequest)
+    return parse(RunRequest, {"target": "s", **fields})
 
 
 def test_field_sweep_times_clients_times_repetitions() -> None:

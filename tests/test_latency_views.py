@@ -15,6 +15,7 @@ from core.errors import ValidationFailed
 from core.latency import format_ns, means_text, shown
 from core.models import RunRequest, Workload
 from core.runs.plan import plan_steps
+from core.validation import parse
 from functions.api import create_app
 from reports.curve_figures import curve_groups
 from reports.figures import _bucket_edges
@@ -101,9 +102,11 @@ def test_a_two_field_sweep_plans_one_step_per_pair() -> None:
     ]
     assert [(s.workload.iodepth, s.workload.bs) for s in steps if s.workload][-1] == (4, "64k")
     bad = {"grid": [{"field": "iodepth", "values": [1, 9999]}, {"field": "numjobs", "values": [1]}]}
-    with pytest.raises(ValidationFailed) as e:
-        plan_steps(RunRequest.model_validate({"target": "scratch", "sweep": bad}), Workload())
-    assert e.value.errors[0].field == "sweep.grid.0.values.1"
+    with pytest.raises(ValidationFailed) as e:  # the model itself says it (issue 28)
+        parse(RunRequest, {"target": "scratch", "sweep": bad})
+    assert [(x.field, x.message) for x in e.value.errors] == [
+        ("sweep.grid.0.values.1", "1 to 1024")
+    ]
     with pytest.raises(ValueError, match="must differ"):
         RunRequest.model_validate(
             {"target": "t", "sweep": {"grid": [{"field": "bs", "values": ["4k"]}] * 2}}

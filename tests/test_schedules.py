@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from pydantic import ValidationError
 
+from core.errors import ValidationFailed
 from core.monitoring.schedules import (
     Schedule,
     ScheduleError,
@@ -16,6 +17,7 @@ from core.monitoring.schedules import (
     next_fire,
     validate_cron,
 )
+from core.validation import parse
 
 
 def t(hh: int, mm: int, ss: int = 0, *, day: int = 1) -> datetime:
@@ -163,8 +165,9 @@ def test_schedule_model() -> None:
     )
     assert s.cron == "0 * * * *" and s.enabled is True and s.name is None
 
+    request = {"target": "scratch"}
     with pytest.raises(ValidationError) as e:
-        Schedule.model_validate({"cron": "* * *", "request": {}, "owner": "a", "colour": "x"})
+        Schedule.model_validate({"cron": "* * *", "request": request, "owner": "a", "colour": "x"})
     errors = {err["loc"]: err for err in e.value.errors()}
     assert set(errors) == {("cron",), ("colour",)}
     assert errors[("colour",)]["type"] == "extra_forbidden"
@@ -172,12 +175,52 @@ def test_schedule_model() -> None:
     assert "cron" in str(e.value)
 
     with pytest.raises(ValidationError) as e:
-        Schedule.model_validate({"cron": "@hourly", "request": {}, "owner": ""})
+        Schedule.model_validate({"cron": "@hourly", "request": request, "owner": ""})
     assert [err["loc"] for err in e.value.errors()] == [("owner",)]
 
     with pytest.raises(ValidationError) as e:
-        Schedule.model_validate({"cron": "@hourly", "request": {}, "owner": "a", "name": "n" * 129})
+        Schedule.model_validate(
+            {"cron": "@hourly", "request": request, "owner": "a", "name": "n" * 129}
+        )
     assert [err["loc"] for err in e.value.errors()] == [("name",)]
+
+
+def test_a_schedule_is_checked_in_one_pass_with_its_request_strictly() -> None:
+    """The template is a RunRequest: its errors come with the schedule's, named
+    request.<field>, every one at once; values of the wrong JSON type are refused (lax
+    pydantic took "yes" and 1 as booleans); and the template is kept as it was given."""
+    body = {
+        "cron": "* * *",
+        "request": {"target": "/mnt", "workload": {"direct": "yes", "iodepth": "4"}},
+        "owner": "a",
+        "enabled": 1,
+    }
+    with pytest.raises(ValidationFailed) as e:
+        parse(Schedule, body)
+    errors = {x.field: x.message for x in e.value.errors}
+    assert set(errors) == {
+        "cron",
+        "enabled",
+        "request.target",
+        "request.workload.direct",
+        "request.workload.iodepth",
+    }
+    assert errors["enabled"] == "1 is not of type 'boolean'"
+    assert errors["request.workload.direct"] == "'yes' is not of type 'boolean'"
+    assert errors["request.workload.iodepth"] == "'4' is not of type 'integer'"
+    assert "not a path" in errors["request.target"]
+    for enabled in ("yes", "true", 0, 1.0):
+        with pytest.raises(ValidationFailed):
+            parse(SchedulePatch, {"enabled": enabled})
+    given = {"target": "scratch", "clients": 2.0, "workload": {"bs": "8k"}}
+    s = parse(Schedule, {"cron": "@hourly", "request": given, "owner": "a"})
+    assert s.model_dump()["request"] == {
+        "target": "scratch",
+        "clients": 2,
+        "workload": {"bs": "8k"},
+    }
+    patch = parse(SchedulePatch, {"request": given}).model_dump(exclude_unset=True)
+    assert patch == {"request": {"target": "scratch", "clients": 2, "workload": {"bs": "8k"}}}
 
 
 def test_schedule_patch_model() -> None:
@@ -202,7 +245,6 @@ def test_an_imported_schedule_needs_the_times_the_scheduler_reads() -> None:
     """The admin import checks a schedule as the scheduler will read it (StoredSchedule):
     one without its creation time would never fire, so it is refused, naming it."""
     from adapters.archive import _checked_schedule
-    from core.errors import ValidationFailed
     from core.models.schedule import StoredSchedule
     from tests.conftest import run_body
 

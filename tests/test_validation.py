@@ -9,12 +9,12 @@ import pytest
 from core.catalogue import resolve
 from core.errors import ValidationFailed
 from core.models import SCHEMA_MODELS, RunRequest
-from core.validation import generated_schema, schema_path, validate
+from core.validation import generated_schema, parse, schema_path
 
 
 def errors_of(body: object) -> dict[str, str]:
     with pytest.raises(ValidationFailed) as e:
-        validate("run-request", body, RunRequest)
+        parse(RunRequest, body)
     return {x.field: x.message for x in e.value.errors}
 
 
@@ -60,7 +60,7 @@ def test_missing_target_and_bad_tags() -> None:
 
 
 def test_valid_request_gets_defaults() -> None:
-    r = validate("run-request", {"target": "scratch"}, RunRequest)
+    r = parse(RunRequest, {"target": "scratch"})
     w = resolve(None, r.workload)
     assert w.rw == "randread" and w.bs_bytes == 4096 and r.clients == 1
 
@@ -69,3 +69,52 @@ def test_valid_request_gets_defaults() -> None:
 def test_schema_files_match_the_models(name: str) -> None:
     """core/schemas/ is the published contract; `make schemas` regenerates it from the models."""
     assert json.loads(schema_path(name).read_text()) == generated_schema(name)
+
+
+@pytest.mark.parametrize(
+    ("workload", "field", "message"),
+    [
+        ({"direct": "yes"}, "workload.direct", "'yes' is not of type 'boolean'"),
+        ({"direct": 1}, "workload.direct", "1 is not of type 'boolean'"),
+        ({"iodepth": "4"}, "workload.iodepth", "'4' is not of type 'integer'"),
+        ({"iodepth": True}, "workload.iodepth", "True is not of type 'integer'"),
+        ({"iodepth": 4.5}, "workload.iodepth", "4.5 is not of type 'integer'"),
+        ({"runtime": 1e300}, "workload.runtime", "1e+300 is greater than the maximum of 86400"),
+        ({"steadystate": {"limit_pct": "1"}}, "workload.steadystate.limit_pct", "'1' is not"),
+    ],
+)
+def test_one_strict_pass_refuses_what_lax_pydantic_would_convert(
+    workload: dict[str, object], field: str, message: str
+) -> None:
+    """One pass, pydantic in strict mode (issue 28): what lax pydantic converts ("yes" to
+    true, "4" to 4) is refused, in the words the JSON Schema pass gave."""
+    errors = errors_of({"target": "scratch", "workload": workload})
+    assert list(errors) == [field]
+    assert errors[field].startswith(message)
+
+
+def test_whole_floats_are_integers_as_in_json_schema() -> None:
+    """JSON Schema's "integer" takes 4.0, and so did the schema pass: so does the model."""
+    r = parse(RunRequest, {"target": "s", "clients": [1.0, 2], "workload": {"iodepth": 4.0}})
+    assert r.clients == [1, 2] and r.workload is not None and r.workload.iodepth == 4
+    assert type(r.workload.iodepth) is int
+
+
+@pytest.mark.parametrize(
+    ("body", "errors"),
+    [
+        ({"clients": "x"}, {"clients": "'x' is not of type 'integer'"}),
+        ({"clients": []}, {"clients": "a sweep has 1 to 16 steps"}),
+        ({"clients": [0]}, {"clients.0": "0 is less than the minimum of 1"}),
+        ({"sweep": 5}, {"sweep": "5 is not of type 'object'"}),
+        ({"sweep": {"rate_pct": [0]}}, {"sweep.rate_pct.0": "0 is less than the minimum of 1"}),
+        ({"sweep": {"field": "bs", "values": [4096]}}, {"sweep.values.0": "a size: 4k"}),
+        ({"sweep": {"field": "iodepth", "values": ["4k", 2.0]}}, {"sweep.values.0": "1 to 1024"}),
+    ],
+)
+def test_a_union_is_judged_by_the_member_its_shape_names(
+    body: dict[str, object], errors: dict[str, str]
+) -> None:
+    """clients (a count or a list) and sweep (field, grid or rates) are validated as the one
+    their shape names: one error saying what is wrong, not one per member it is not."""
+    assert errors_of({"target": "s", **body}) == errors

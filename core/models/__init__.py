@@ -1,8 +1,8 @@
 """Typed contract of the service: run requests, work items and results.
 
 These pydantic models are the single source of ``core/schemas/*.schema.json`` (regenerate with
-``make schemas``; a test fails when they drift). The API validates request bodies against the
-JSON Schema files, then builds these models for typed use.
+``make schemas``; a test fails when they drift). The API validates request bodies with these
+models in strict mode (core.validation.parse), one pass, so it takes what the files say.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
 )
@@ -48,7 +49,26 @@ DATASET_NAME_PATTERN = r"^[A-Za-z0-9._-]{0,30}\{i\}[A-Za-z0-9._-]{0,30}$"
 ReadWrite = Literal["read", "write", "randread", "randwrite", "rw", "randrw"]
 IoEngine = Literal["libaio", "io_uring", "psync", "sync", "posixaio"]
 Engine = Literal["fio", "diskspd"]
-Clients = Annotated[int, Field(ge=1, le=MAX_CLIENTS)]
+
+
+def whole(value: object) -> object:
+    """A float with no fractional part as the int it is: JSON has one number type, and JSON
+    Schema's "integer" includes 4.0 (draft 2020-12, section 6.1.1 of its Validation part),
+    so a contract's integer field takes it. Anything else is left to the strict check
+    (core.validation.parse validates what callers send in pydantic's strict mode)."""
+    if type(value) is float and value.is_integer():
+        return int(value)
+    return value
+
+
+# An integer of a contract: strict (no "1", no true), but 4.0 is 4. Bounds of one inside a
+# union or a list go before the validator (``Annotated[int, Field(...), AS_INT]``): after
+# it, pydantic writes them into the JSON Schema as "ge"/"le", which no validator reads.
+AS_INT = BeforeValidator(whole)
+Int = Annotated[int, AS_INT]
+Clients = Annotated[int, Field(ge=1, le=MAX_CLIENTS), AS_INT]
+MAX_IOPS = 100_000_000
+Iops = Annotated[int, Field(ge=1, le=MAX_IOPS), AS_INT]
 MetadataOp = Literal["create", "stat", "open", "delete"]
 # A phase's files: files_per_dir per job (fio's nrfiles), one leaf directory per job.
 MAX_FILES_PER_DIR = 1_000_000

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     ConfigDict,
     Field,
+    TypeAdapter,
     ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
     field_validator,
     model_validator,
 )
@@ -25,6 +28,8 @@ from core.models.common import (
     Alias,
     Clients,
     Engine,
+    Int,
+    Iops,
     Strict,
 )
 from core.models.workload import DataSet, FieldSweep, GridSweep, RateSweep, Workload
@@ -38,6 +43,35 @@ ClientSweep = Annotated[
         json_schema_extra={"x-error": f"a sweep has 1 to {MAX_STEPS} steps"},
     ),
 ]
+_COUNT: TypeAdapter[int] = TypeAdapter(Clients)
+_CLIENT_SWEEP: TypeAdapter[list[int]] = TypeAdapter(ClientSweep)
+
+
+def _count_or_sweep(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """A list is a sweep, anything else a count: each validated alone, so an error says
+    what is wrong with the one given, not why it is neither."""
+    adapter: TypeAdapter[Any] = _CLIENT_SWEEP if isinstance(value, list) else _COUNT
+    return adapter.validate_python(value, strict=True)
+
+
+def _one_sweep(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """The sweep its keys name (grid; field and values; else rates), validated alone, for
+    the same reason. Both are strict whoever validates the request: a validator's own
+    validation does not inherit the caller's mode."""
+    if isinstance(value, FieldSweep | GridSweep | RateSweep):
+        return value
+    keys = value if isinstance(value, dict) else {}
+    kind = (
+        GridSweep
+        if "grid" in keys
+        else FieldSweep
+        if {"field", "values"} & set(keys)
+        else RateSweep
+    )
+    return kind.model_validate(value, strict=True)
+
+
+Sweep = Annotated[FieldSweep | GridSweep | RateSweep, WrapValidator(_one_sweep)]
 ONE_TARGET = "give either target or targets, not both"
 SOME_TARGET = "give target (one mount alias) or targets (several)"
 
@@ -83,21 +117,19 @@ class RunRequest(Strict):
     fill: bool | None = Field(
         None, description="write the working set before measuring (default: the profile's)"
     )
-    sweep: FieldSweep | GridSweep | RateSweep | None = None
-    target_iops: int | None = Field(
+    sweep: Sweep | None = None
+    target_iops: Iops | None = Field(
         None,
-        ge=1,
-        le=100_000_000,
         description="size concurrency by Little's law from a first 1-thread latency step",
     )
-    repetitions: int = Field(1, ge=1, le=10)
+    repetitions: Int = Field(1, ge=1, le=10)
     discard_first: bool = Field(False, description="treat the first repetition as warm-up")
-    clients: Clients | ClientSweep = Field(
+    clients: Annotated[Clients | ClientSweep, WrapValidator(_count_or_sweep)] = Field(
         1,
         description="distinct agents loading the target at once; a list sweeps it, one "
         "measured step per entry, run one after another",
     )
-    barrier_timeout_s: int = Field(
+    barrier_timeout_s: Int = Field(
         120, ge=5, le=3_600, description="how long all clients of a step have to claim"
     )
     on_busy: Literal["wait", "refuse"] = Field(
@@ -152,17 +184,17 @@ class WorkItem(Strict):
     v: Literal[1] = 1
     run_id: str = Field(pattern=RUN_ID_PATTERN)
     item_id: str = Field(pattern=ITEM_ID_PATTERN)
-    step: int = Field(ge=0, le=9_999)
-    client: int = Field(ge=0, le=MAX_CLIENTS - 1)
-    clients: int = Field(ge=1, le=MAX_CLIENTS)
+    step: Int = Field(ge=0, le=9_999)
+    client: Int = Field(ge=0, le=MAX_CLIENTS - 1)
+    clients: Int = Field(ge=1, le=MAX_CLIENTS)
     pool: str = Field(pattern=POOL_PATTERN)
     targets: list[Alias] = Field(min_length=1, max_length=MAX_TARGETS)
     engine: Engine
     workload: Workload
-    barrier_timeout_s: int = Field(120, ge=5, le=3_600)
+    barrier_timeout_s: Int = Field(120, ge=5, le=3_600)
     fill: bool = False
-    files_per_target: int = Field(1, ge=1, le=64)
-    cooldown_s: int = Field(
+    files_per_target: Int = Field(1, ge=1, le=64)
+    cooldown_s: Int = Field(
         0,
         ge=0,
         le=3_600,

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field
 
 from core.host_counters import CountersSummary
-from core.models.common import ITEM_ID_PATTERN, RUN_ID_PATTERN, Engine, Strict
+from core.models.common import ITEM_ID_PATTERN, RUN_ID_PATTERN, Engine, Int, Strict
 from core.models.workload import Workload
 
 Direction = Literal["read", "write"]
@@ -31,9 +31,9 @@ class DirectionResult(Strict):
     submission to completion by the device or server). DiskSpd measures one latency, from
     issue to completion, which is total latency; it is kept in both."""
 
-    io_bytes: int = Field(ge=0)
-    total_ios: int = Field(ge=0)
-    runtime_ms: int = Field(ge=0)
+    io_bytes: Int = Field(ge=0)
+    total_ios: Int = Field(ge=0)
+    runtime_ms: Int = Field(ge=0)
     iops: float = Field(ge=0)
     bw_bytes: float = Field(ge=0, description="Bytes per second")
     lat_ns: LatencyStats = Field(description="total latency: submission + completion")
@@ -44,14 +44,14 @@ class DirectionResult(Strict):
     clat_percentiles_ns: dict[str, float] = Field(
         description="fio's completion-latency percentiles, key '99.900000'"
     )
-    clat_bins_ns: dict[str, int] = Field(
+    clat_bins_ns: dict[str, Int] = Field(
         description="fio json+ completion-latency histogram: bucket value -> count"
     )
     lat_percentiles_ns: dict[str, float] = Field(
         default_factory=dict,
         description="fio's total-latency percentiles (lat_percentiles=1), key '99.900000'",
     )
-    lat_bins_ns: dict[str, int] = Field(
+    lat_bins_ns: dict[str, Int] = Field(
         default_factory=dict,
         description="fio json+ total-latency histogram: bucket value -> count",
     )
@@ -69,7 +69,7 @@ class HostFacts(Strict):
     hostname: str
     kernel: str
     os: str
-    cpu_count: int
+    cpu_count: Int
     vm_size: str | None = None
     region: str | None = None
 
@@ -92,7 +92,7 @@ class FillInfo(Strict):
 class StartInfo(Strict):
     """When this client was told to start and when it did: the start skew it saw."""
 
-    scheduled_ms: int = Field(description="the step's common start instant, Unix ms")
+    scheduled_ms: Int = Field(description="the step's common start instant, Unix ms")
     released_ms: float = Field(
         description="when this agent released fio's jobs (its start FIFO), Unix ms"
     )
@@ -111,7 +111,7 @@ class ArtifactRef(Strict):
     raw logs. Stored gzip-compressed."""
 
     name: ArtifactName
-    bytes: int = Field(ge=0, description="compressed size")
+    bytes: Int = Field(ge=0, description="compressed size")
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
 
 
@@ -126,15 +126,15 @@ class Result(Strict):
     id: str = Field(pattern=ITEM_ID_PATTERN)
     run_id: str = Field(pattern=RUN_ID_PATTERN)
     item_id: str = Field(pattern=ITEM_ID_PATTERN)
-    step: int
-    client: int
+    step: Int
+    client: Int
     agent_id: str
     engine: Engine
     engine_version: str
     targets: list[str]
     workload: Workload
-    started_at_ms: int = Field(description="Unix ms when measuring started (after ramp)")
-    ended_at_ms: int
+    started_at_ms: Int = Field(description="Unix ms when measuring started (after ramp)")
+    ended_at_ms: Int
     read: DirectionResult | None = None
     write: DirectionResult | None = None
     start: StartInfo | None = None

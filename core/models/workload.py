@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
     ConfigDict,
     Field,
+    ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from core.models.common import (
+    AS_INT,
     DATASET_DIR_PATTERN,
     DATASET_NAME_PATTERN,
     DEFAULT_METADATA_OPS,
@@ -26,10 +31,13 @@ from core.models.common import (
     MAX_STEPS,
     MIN_BS,
     MIN_FILE_SIZE,
+    Int,
     IoEngine,
+    Iops,
     MetadataOp,
     ReadWrite,
     Strict,
+    whole,
 )
 from core.units import SIZE_PATTERN, parse_size
 
@@ -40,8 +48,8 @@ class SteadyState(Strict):
 
     metric: Literal["iops", "iops_slope", "bw", "bw_slope"] = "iops_slope"
     limit_pct: float = Field(0.3, gt=0, le=100)
-    duration_s: int = Field(60, ge=5, le=3_600)
-    ramp_s: int = Field(0, ge=0, le=3_600)
+    duration_s: Int = Field(60, ge=5, le=3_600)
+    ramp_s: Int = Field(0, ge=0, le=3_600)
 
 
 def _typed_values(name: str, item: dict[str, Any]) -> dict[str, Any]:
@@ -56,13 +64,40 @@ def _count(most: int) -> dict[str, Any]:
     return {"type": "integer", "minimum": 1, "maximum": most, "x-error": f"1 to {most}"}
 
 
-_SWEEP_VALUES: dict[str, Any] = {
-    "allOf": [
-        _typed_values("iodepth", _count(MAX_IODEPTH)),
-        _typed_values("numjobs", _count(MAX_NUMJOBS)),
-        _typed_values("bs", {"type": "string", "pattern": SIZE_PATTERN, "x-error": "a size: 4k"}),
-    ]
+_SIZE_VALUE = {"type": "string", "pattern": SIZE_PATTERN, "x-error": "a size: 4k"}
+# What each swept field's values are: said in the document (JSON Schema's if/then) and
+# checked by FieldSweep from the same table.
+_VALUE_ITEMS: dict[str, dict[str, Any]] = {
+    "iodepth": _count(MAX_IODEPTH),
+    "numjobs": _count(MAX_NUMJOBS),
+    "bs": _SIZE_VALUE,
 }
+_SWEEP_VALUES: dict[str, Any] = {
+    "allOf": [_typed_values(name, item) for name, item in _VALUE_ITEMS.items()]
+}
+
+
+def _takes(item: dict[str, Any], value: object) -> bool:
+    """Whether ``value`` is one of ``item``'s (an integer in its bounds, or a size)."""
+    if item["type"] == "string":
+        return isinstance(value, str) and re.fullmatch(item["pattern"], value) is not None
+    value = whole(value)
+    return type(value) is int and item["minimum"] <= value <= item["maximum"]
+
+
+def _not_taken(values: list[Any], rule: str | None) -> ValidationError:
+    """Each value the field does not take, named by its index (``values.2``)."""
+    return ValidationError.from_exception_data(
+        "FieldSweep",
+        [
+            InitErrorDetails(
+                type=PydanticCustomError("sweep_value", rule or "{kind}", {"kind": kind}),
+                loc=(i,),
+                input=value,
+            )
+            for i, value, kind in values
+        ],
+    )
 
 
 class FieldSweep(Strict):
@@ -76,7 +111,28 @@ class FieldSweep(Strict):
     )
 
     field: Literal["iodepth", "numjobs", "bs"]
-    values: list[int | str] = Field(min_length=1, max_length=MAX_STEPS)
+    values: list[Int | str] = Field(min_length=1, max_length=MAX_STEPS)
+
+    @field_validator("values", mode="before")
+    @classmethod
+    def _of_the_field(cls, v: Any, info: ValidationInfo) -> Any:
+        """Values of the field's own kind: counts in its bounds, or sizes (a field that is
+        not one of the three is named by its own error; its values need only be integers
+        or strings)."""
+        if not isinstance(v, list):
+            return v
+        item = _VALUE_ITEMS.get(info.data.get("field", ""))
+        if item is None:
+            bad = [
+                (i, x, f"{x!r} is not of type 'integer', 'string'")
+                for i, x in enumerate(v)
+                if not (isinstance(x, str) or type(whole(x)) is int)
+            ]
+        else:
+            bad = [(i, x, "") for i, x in enumerate(v) if not _takes(item, x)]
+        if bad:
+            raise _not_taken(bad, item["x-error"] if item else None)
+        return v
 
 
 class GridSweep(Strict):
@@ -101,7 +157,7 @@ class RateSweep(Strict):
     """Vdbench's curve: a first unthrottled step finds the maximum, then one step at each
     percentage of it (rate_iops), for the latency-versus-IOPS curve."""
 
-    rate_pct: list[Annotated[int, Field(ge=1, le=100)]] = Field(
+    rate_pct: list[Annotated[int, Field(ge=1, le=100), AS_INT]] = Field(
         default_factory=lambda: [10, 20, 30, 40, 50, 60, 70, 80, 90, 100],
         min_length=1,
         max_length=MAX_STEPS,
@@ -164,13 +220,13 @@ class Metadata(Strict):
         # Every order the validator below takes, listed for the document (issue 24.5).
         json_schema_extra={"enum": [list(o) for o in METADATA_ORDERS], "x-error": OPS_ORDER},
     )
-    files_per_dir: int = Field(
+    files_per_dir: Int = Field(
         1000, ge=1, le=MAX_FILES_PER_DIR, description="files in each job's leaf directory"
     )
-    dir_depth: int = Field(
+    dir_depth: Int = Field(
         1, ge=1, le=MAX_DIR_DEPTH, description="directory levels from the tree root to files"
     )
-    file_size: int = Field(
+    file_size: Int = Field(
         0,
         ge=0,
         le=MAX_META_FILE_SIZE,
@@ -202,20 +258,20 @@ class Workload(Strict):
     bs: str = Field(
         "4k", pattern=SIZE_PATTERN, description="a block size such as 4k, 64k or 1m (512 B to 16m)"
     )
-    iodepth: int = Field(1, ge=1, le=MAX_IODEPTH)
-    numjobs: int = Field(1, ge=1, le=MAX_NUMJOBS, description="Threads (fio jobs) per client")
-    rwmixread: int = Field(50, ge=0, le=100, description="Read share of rw/randrw, percent")
+    iodepth: Int = Field(1, ge=1, le=MAX_IODEPTH)
+    numjobs: Int = Field(1, ge=1, le=MAX_NUMJOBS, description="Threads (fio jobs) per client")
+    rwmixread: Int = Field(50, ge=0, le=100, description="Read share of rw/randrw, percent")
     size: str = Field(
         "64m",
         pattern=SIZE_PATTERN,
         description="a file size per job such as 64m or 10g (1m to 16t)",
     )
-    runtime: int = Field(30, ge=1, le=86_400, description="Measured seconds")
-    ramp_time: int = Field(0, ge=0, le=3_600, description="Warm-up seconds, not measured")
+    runtime: Int = Field(30, ge=1, le=86_400, description="Measured seconds")
+    ramp_time: Int = Field(0, ge=0, le=3_600, description="Warm-up seconds, not measured")
     direct: bool = True
     ioengine: IoEngine = "libaio"
-    rate_iops: int | None = Field(
-        None, ge=1, le=100_000_000, description="cap on this client's total IOPS (fio rate_iops)"
+    rate_iops: Iops | None = Field(
+        None, description="cap on this client's total IOPS (fio rate_iops)"
     )
     steadystate: SteadyState | None = Field(
         None, description="fio steady-state criterion (fio ss=): stop early once attained"
@@ -276,7 +332,7 @@ class DataSet(Strict):
         max_length=200,
         description="the data set's directory, relative to the mount (e.g. bench-data)",
     )
-    files: int = Field(ge=1, le=MAX_DATASET_FILES, description="files in the data set")
+    files: Int = Field(ge=1, le=MAX_DATASET_FILES, description="files in the data set")
     file_size: str = Field(
         pattern=SIZE_PATTERN,
         description="the size every file has at least, fully written (1m to 16t)",

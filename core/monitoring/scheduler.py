@@ -15,10 +15,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel
-
 from core.errors import Conflict, FieldError, Forbidden, StoreUnavailable, ValidationFailed
-from core.models import RunRequest
 from core.models.schedule import StoredSchedule
 from core.monitoring.schedules import Schedule, SchedulePatch, due_fire, fire_key, next_fire
 from core.ports import Store
@@ -26,26 +23,13 @@ from core.runs.guardrails import LOCAL_CALLER, Caller
 from core.runs.ownership import check_owner
 from core.runs.service import RunService
 from core.runs.timer import TickMark
-from core.validation import parse, validate
+from core.validation import parse
 
 log = logging.getLogger(__name__)
 SCHEDULE_ROLE = "engineer"  # schedules are made by engineers (checked at creation)
 # What the runner who owns a schedule may change: its runs start as SCHEDULE_ROLE, so a new
 # request or cron from a runner would run with more than the runner's rights.
 OWNER_FIELDS = frozenset({"enabled", "name"})
-
-
-def _model(model: type[BaseModel], body: Any) -> Any:
-    return parse(model, body)
-
-
-def _check_template(request: dict[str, Any]) -> None:
-    try:
-        validate("run-request", request, RunRequest)
-    except ValidationFailed as e:
-        raise ValidationFailed(
-            [FieldError(f"request.{x.field}", x.message) for x in e.errors]
-        ) from None
 
 
 class Scheduler:
@@ -61,8 +45,7 @@ class Scheduler:
         return datetime.fromtimestamp(self.clock(), UTC)
 
     def create(self, body: Any) -> StoredSchedule:
-        s: Schedule = _model(Schedule, body)
-        _check_template(s.request)
+        s = parse(Schedule, body)
         now = self._now()
         schedule = StoredSchedule(
             id="sch-" + uuid.uuid4().hex[:16],
@@ -83,10 +66,7 @@ class Scheduler:
     def patch(self, schedule_id: str, body: Any, caller: Caller = LOCAL_CALLER) -> StoredSchedule:
         """Engineers and admins change any schedule; a runner only ``enabled`` and
         ``name`` of its own (``owner``)."""
-        p: SchedulePatch = _model(SchedulePatch, body)
-        changes = p.model_dump(exclude_unset=True)
-        if "request" in changes:
-            _check_template(changes["request"])
+        changes = parse(SchedulePatch, body).model_dump(exclude_unset=True)
         for _ in range(10):
             current = self.store.schedules.get(schedule_id)
             check_owner(caller, current.owner, "owner", f"schedule {schedule_id}")

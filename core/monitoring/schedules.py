@@ -17,7 +17,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from croniter import CroniterError, croniter
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
+
+from core.models import RunRequest
 
 MAX_CRON_LEN = 256
 # The form a cron must have (an alias, or 5 fields of printable ASCII), said in the OpenAPI
@@ -145,8 +147,16 @@ def fire_key(schedule_id: str, fire: datetime) -> str:
     return f"schedule:{schedule_id}:{_utc(fire, 'fire').isoformat()}"
 
 
+def template(request: RunRequest) -> dict[str, Any]:
+    """A run request as its caller gave it (the fields it set, none of the defaults): what a
+    schedule stores and submits at each fire time, so the profile and defaults in force
+    then apply."""
+    return request.model_dump(mode="json", exclude_unset=True)
+
+
 class Schedule(BaseModel):
-    """API body that creates a schedule."""
+    """API body that creates a schedule. The run request is checked with it (strictly, as
+    core.validation.parse checks every contract), its errors named ``request.<field>``."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -154,7 +164,7 @@ class Schedule(BaseModel):
         description="5-field cron in UTC (minute hour day month weekday)",
         json_schema_extra=CRON_SCHEMA,
     )
-    request: dict[str, Any] = Field(description="run request template, validated by the service")
+    request: RunRequest = Field(description="the run request started at each fire time")
     enabled: bool = True
     owner: str = Field(min_length=1, max_length=MAX_OWNER_LEN)
     name: str | None = Field(None, max_length=MAX_NAME_LEN)
@@ -164,6 +174,10 @@ class Schedule(BaseModel):
     def _cron(cls, v: str) -> str:
         return validate_cron(v)
 
+    @field_serializer("request")
+    def _as_given(self, request: RunRequest) -> dict[str, Any]:
+        return template(request)
+
 
 class SchedulePatch(BaseModel):
     """API body for PATCH: only the fields sent change (use ``model_fields_set``)."""
@@ -171,7 +185,7 @@ class SchedulePatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     cron: str | None = Field(None, description="5-field cron in UTC", json_schema_extra=CRON_SCHEMA)
-    request: dict[str, Any] | None = None
+    request: RunRequest | None = None
     enabled: bool | None = None
     owner: str | None = Field(None, min_length=1, max_length=MAX_OWNER_LEN)
     name: str | None = Field(None, max_length=MAX_NAME_LEN)
@@ -191,3 +205,7 @@ class SchedulePatch(BaseModel):
         if v is None:
             raise ValueError("cannot be null")
         return v
+
+    @field_serializer("request")
+    def _as_given(self, request: RunRequest | None) -> dict[str, Any] | None:
+        return None if request is None else template(request)

@@ -21,7 +21,7 @@ from core.models.stored import Item, ItemError, Step
 from core.runs import live
 from core.runs.lifecycle import Lifecycle
 from core.timestamps import iso_ms
-from core.validation import validate
+from core.validation import parse
 
 log = logging.getLogger(__name__)
 
@@ -208,7 +208,7 @@ class AgentReports:
 
         Every artifact the result names must already be in Blob Storage at the size it
         says: a result never points at a file that is not there."""
-        result = validate("result", body, Result)
+        result = parse(Result, body)
         errors = []
         if result.id != result.item_id:
             errors.append(FieldError("id", "must equal item_id"))

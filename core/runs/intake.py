@@ -54,7 +54,7 @@ from core.runs.guardrails import (
 from core.runs.lifecycle import Lifecycle
 from core.runs.plan import plan_steps
 from core.timestamps import iso_ms
-from core.validation import validate
+from core.validation import parse
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +151,7 @@ class Intake:
     def _check(self, body: Any, caller: Caller) -> _Plan:
         """The request, valid and allowed, and its steps; ValidationFailed naming each field
         otherwise (nothing is written before this)."""
-        request = validate("run-request", body, RunRequest)
+        request = parse(RunRequest, body)
         profile, errors = self._profile(request)
         errors += unknown_targets(request, self.targets)
         if errors:
