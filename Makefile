@@ -110,7 +110,7 @@ schemas: $(VENV)/.installed
 # About 25 minutes on 2 cores; run it on a quiet machine and compare ratios, not absolutes.
 BENCHES := bench.overhead bench.start_skew bench.aggregate_scale bench.detect_scale \
 	bench.detect bench.api_latency bench.profile_api bench.intake bench.idle_polls \
-	bench.bot_latency bench.live_cost
+	bench.bot_latency bench.live_cost bench.cost
 bench: install
 	$(VENV)/bin/pip install -q -r requirements-bench.txt
 	@set -e; for b in $(BENCHES); do echo "== $$b"; $(PY) -m $$b; done

@@ -7,7 +7,8 @@ repetitions, the service first on odd ones), so the machine's drift hits both al
 
 - raw: N ``fio`` processes at once, each with the job file the agent writes
   (core.engines.fio_job.job_file, without the start FIFO), on the same mount, with the
-  stack's agents stopped (SIGSTOP) meanwhile, as on a VM without the agent;
+  stack's agents stopped (SIGSTOP) meanwhile, as on a VM without the agent; each in a
+  session of its own, as the agents' are (one scheduling group each, issue 29.3);
 - service: ``POST /api/runs`` with ``clients`` N, then ``GET`` once, none until fio
   should be done, and every 50 ms after, until completed.
 
@@ -80,7 +81,11 @@ def raw_fio(workload: Workload, n: int, mount: Path, work: Path, tag: str) -> fl
         out = work / f"{tag}-{i}.json"
         outputs.append(out)
         argv = ["fio", "--output-format=json", f"--output={out}", str(job)]
-        procs.append(subprocess.Popen(argv, cwd=work, stdout=subprocess.DEVNULL))
+        # A session of its own, as each agent's fio has (each agent is started in one):
+        # with the kernel's autogroup, one scheduling group each, not one shared by all N.
+        procs.append(
+            subprocess.Popen(argv, cwd=work, stdout=subprocess.DEVNULL, start_new_session=True)
+        )
     for p in procs:
         if p.wait(workload.runtime + 120) != 0:
             raise RuntimeError(f"raw fio exited {p.returncode}")

@@ -7,20 +7,26 @@ For N in 4, 8, 16 it runs the same short job (4 KiB random read, QD1, 3 s) two w
 - fio's own client/server mode: N ``fio --server`` processes on loopback ports and one
   ``fio --client=… job …`` per server, which starts them as soon as each has the job.
 
-Two figures per run:
+Figures per run:
 - start skew (ours): how late after the common instant each client's I/O began, as the
-  service stores it (``result.start.skew_ms``, from fio's own log clock); the maximum.
+  service stores it (``result.start.skew_ms``, from fio's own log clock); the maximum, and
+  the 99th percentile over every client of every repetition;
 - I/O start spread (both): the difference between the earliest and latest client's first
-  I/O, from each client's 1 s log (``log_unix_epoch``: fio's own clock, to the ms).
+  I/O, from each client's 1 s log (``log_unix_epoch``: fio's own clock, to the ms);
+- (ours) POST answered: the POST's round trip; POST -> start: from sending the POST to the
+  step's common start instant (``result.start.scheduled_ms``); POST -> completed.
 
-Usage: .venv/bin/python bench/start_skew.py [--clients 4 8 16] [--repeat 3]
-Writes bench/out/start_skew.json and prints a table.
+The machine's load average (1 min) is recorded before and after each N: read the ratios.
+
+Usage: .venv/bin/python bench/start_skew.py [--clients 4 8 16] [--repeat 3] [--out PATH]
+Writes bench/out/start_skew.json (or PATH) and prints a table.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -40,10 +46,10 @@ WORKLOAD = Workload(rw="randread", bs="4k", iodepth=1, size="4m", runtime=3)
 OUT = Path(__file__).parent / "out"
 
 
-def ours(n: int, repeat: int, root: Path) -> list[dict[str, float]]:
+def ours(n: int, repeat: int, root: Path, all_skews: list[float]) -> list[dict[str, float]]:
     scratch = root / "scratch"
     stack = localstack.up(agents=n, targets={"scratch": str(scratch)}, directory=root / "stack")
-    figures = []
+    figures: list[dict[str, float]] = []
     try:
         with httpx.Client(base_url=stack.api_url, timeout=60) as api:
             for _ in range(repeat):
@@ -53,7 +59,9 @@ def ours(n: int, repeat: int, root: Path) -> list[dict[str, float]]:
                     "workload": WORKLOAD.model_dump(),
                     "tags": {"bench": "start_skew"},
                 }
+                sent_ms = time.time() * 1000
                 run_id = api.post("/api/runs", json=body).json()["id"]
+                answered_ms = time.time() * 1000
                 deadline = time.monotonic() + 300
                 while True:
                     run = api.get(f"/api/runs/{run_id}").json()
@@ -67,13 +75,18 @@ def ours(n: int, repeat: int, root: Path) -> list[dict[str, float]]:
                 results = [i["result"] for i in run["items"]]
                 skews = [r["start"]["skew_ms"] for r in results]
                 starts = [r["started_at_ms"] for r in results]
+                instant = min(r["start"]["scheduled_ms"] for r in results)
                 figures.append(
                     {
                         "skew_max_ms": max(skews),
                         "skew_mean_ms": statistics.fmean(skews),
                         "io_start_spread_ms": max(starts) - min(starts),
+                        "post_answered_ms": answered_ms - sent_ms,
+                        "post_to_start_ms": instant - sent_ms,
+                        "post_to_completed_ms": time.time() * 1000 - sent_ms,
                     }
                 )
+                all_skews.extend(skews)
     finally:
         localstack.down(root / "stack")
     return figures
@@ -130,37 +143,54 @@ def summarize(figures: list[dict[str, float]]) -> dict[str, float]:
     return out
 
 
+def p99(values: list[float]) -> float:
+    """The nearest-rank 99th percentile."""
+    ordered = sorted(values)
+    return ordered[max(0, -(-99 * len(ordered) // 100) - 1)]
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--clients", type=int, nargs="+", default=[4, 8, 16])
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--out", type=Path, default=OUT / "start_skew.json")
     a = p.parse_args()
     localstack.ensure_installed()
     report: dict[str, Any] = {"workload": WORKLOAD.model_dump(), "repeat": a.repeat, "runs": {}}
     for n in a.clients:
         root = Path(tempfile.mkdtemp(prefix=f"skew-{n}-"))
+        skews: list[float] = []
+        load_before = os.getloadavg()[0]
         try:
             report["runs"][n] = {
-                "ours": summarize(ours(n, a.repeat, root)),
+                "ours": {
+                    **summarize(ours(n, a.repeat, root, skews)),
+                    "skew_p99_ms": p99(skews),
+                },
                 "fio_client_server": summarize(fio_client_server(n, a.repeat, root)),
+                "load_1min": [load_before, os.getloadavg()[0]],
             }
         finally:
             shutil.rmtree(root, ignore_errors=True)
         print(f"{n} clients: {json.dumps(report['runs'][n])}", flush=True)
-    OUT.mkdir(exist_ok=True)
-    (OUT / "start_skew.json").write_text(json.dumps(report, indent=2))
+    a.out.parent.mkdir(exist_ok=True)
+    a.out.write_text(json.dumps(report, indent=2))
     print()
     print(
-        "| clients | ours: max start skew | ours: I/O start spread | fio client/server: I/O "
-        "start spread |"
+        "| clients | POST answered | POST -> start | ours: max start skew | skew p99 "
+        "| ours: I/O start spread | fio client/server: I/O start spread | load |"
     )
-    print("|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for n, r in report["runs"].items():
         o, f = r["ours"], r["fio_client_server"]
         cells = [
+            f"{o['post_answered_ms_median']:.0f} ms (worst {o['post_answered_ms_worst']:.0f})",
+            f"{o['post_to_start_ms_median']:.0f} ms (worst {o['post_to_start_ms_worst']:.0f})",
             f"{o['skew_max_ms_median']:.1f} ms (worst {o['skew_max_ms_worst']:.1f})",
+            f"{o['skew_p99_ms']:.1f} ms",
             f"{o['io_start_spread_ms_median']:.0f} ms (worst {o['io_start_spread_ms_worst']:.0f})",
             f"{f['io_start_spread_ms_median']:.0f} ms (worst {f['io_start_spread_ms_worst']:.0f})",
+            " to ".join(f"{x:.1f}" for x in r["load_1min"]),
         ]
         print(f"| {n} | " + " | ".join(cells) + " |")
 

@@ -8,6 +8,7 @@ that changed (compare-and-swap), ``StoreUnavailable`` when the service cannot be
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -156,6 +157,9 @@ class Queue(Protocol):
     """The service's side of the pools' work queues (Azure Storage queues)."""
 
     def send(self, item: WorkItem) -> None: ...  # BenchError over the 64 KiB message limit
+    # Every item, perhaps several at once; the first error once all were tried (some may
+    # have gone); BenchError for an item over the limit before any is sent.
+    def send_all(self, items: Sequence[WorkItem]) -> None: ...
     def send_poison(self, pool: str, body: str) -> None: ...
     def send_clean(self, pool: str, body: str) -> None: ...  # core.runs.clean's order
 

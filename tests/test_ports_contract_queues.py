@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from adapters.queue import poison_queue_name
-from core.errors import BenchError, LeaseLost, NotFound
+from core.errors import BenchError, LeaseLost, NotFound, StoreUnavailable
 from core.memory import Effect, MemoryStore, SimClock
 from core.models import WorkItem
 from tests.ports_world import Ports, a_run, new_id, open_ports, work
@@ -69,6 +69,39 @@ def test_poison_and_the_64_kib_limit(ports: Ports) -> None:
     too_big = work(new_id(), ports.pool).model_copy(update={"targets": ["x" * 49_000]})
     with pytest.raises(BenchError, match="64 KiB"):
         q.send(too_big)
+
+
+def drain(ports: Ports) -> list[WorkItem]:
+    got = []
+    while (m := ports.queues.receive(ports.pool, visibility_timeout=30)) is not None:
+        ports.queues.delete(ports.pool, m)
+        got.append(WorkItem.model_validate_json(m.content))
+    return got
+
+
+def test_a_steps_messages_go_out_together_each_once_or_the_first_error_after_all(
+    ports: Ports,
+) -> None:
+    """send_all (issue 29.3: the adapter sends several at once): every item once; an item
+    over the limit refuses the lot before any is sent; a send that fails (a queue that is
+    not there) fails the call once the others were sent (the outbox sends the step again)."""
+    q = ports.queues
+    drain(ports)
+    run_id = new_id()
+    step = [work(run_id, ports.pool, c) for c in range(20)]
+    q.send_all(step)
+    got = drain(ports)
+    assert sorted(w.item_id for w in got) == sorted(w.item_id for w in step)
+    too_big = step[5].model_copy(update={"targets": ["x" * 49_000]})
+    with pytest.raises(BenchError, match="64 KiB"):
+        q.send_all([*step[:5], too_big, *step[6:]])
+    assert drain(ports) == []
+    lost = step[3].model_copy(update={"pool": f"{ports.pool}-none"})
+    with pytest.raises(StoreUnavailable):
+        q.send_all([*step[:3], lost, *step[4:]])
+    assert sorted(w.item_id for w in drain(ports)) == sorted(
+        w.item_id for w in step if w.item_id != lost.item_id
+    )
 
 
 def test_a_clean_order_goes_on_the_pools_work_queue(ports: Ports) -> None:

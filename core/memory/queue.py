@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from core.errors import BenchError, LeaseLost, StoreUnavailable
@@ -25,6 +25,11 @@ def work_queue_name(pool: str) -> str:
 
 def poison_queue_name(pool: str) -> str:
     return f"{work_queue_name(pool)}-poison"
+
+
+def _check_size(item: WorkItem, body: str) -> None:
+    if len(body.encode()) * 4 // 3 + 4 > MAX_MESSAGE_BYTES:
+        raise BenchError(f"work item {item.item_id} exceeds the 64 KiB queue message limit")
 
 
 @dataclass
@@ -68,9 +73,23 @@ class MemoryQueues:
 
     def send(self, item: WorkItem) -> None:
         body = item.model_dump_json()
-        if len(body.encode()) * 4 // 3 + 4 > MAX_MESSAGE_BYTES:
-            raise BenchError(f"work item {item.item_id} exceeds the 64 KiB queue message limit")
+        _check_size(item, body)
         self._send(work_queue_name(item.pool), body)
+
+    def send_all(self, items: Sequence[WorkItem]) -> None:
+        """One after another here (the simulation stays deterministic), with the adapter's
+        contract: an item over the limit is refused before any is sent; every item is
+        tried, then the first error is raised."""
+        for item in items:
+            _check_size(item, item.model_dump_json())
+        errors: list[Exception] = []
+        for item in items:
+            try:
+                self.send(item)
+            except (BenchError, StoreUnavailable) as e:
+                errors.append(e)
+        if errors:
+            raise errors[0]
 
     def send_poison(self, pool: str, body: str) -> None:
         self._send(poison_queue_name(pool), body)

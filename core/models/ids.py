@@ -41,3 +41,14 @@ def item_id(run_id: str, step: int, client: int) -> str:
 
 def step_id(run_id: str, step: int) -> str:
     return f"{run_id}.s{step}"
+
+
+def step_of_item(run_id: str, item: str) -> int | None:
+    """The step an item id of this run names (``item_id``'s inverse), None if it names none."""
+    prefix = f"{run_id}.s"
+    if not item.startswith(prefix):
+        return None
+    number, sep, client = item[len(prefix) :].partition(".c")
+    if not (sep and number.isdigit() and client.isdigit()):
+        return None
+    return int(number)

@@ -77,6 +77,9 @@ class Item(_Stored):
     ended_at: str | None = None
     start_at_ms: int | None = None  # an instant of its own (see Rebarrier)
     rebarriered: Rebarrier | None = None
+    # Its run was cancelled while an agent held it: the holder's next heartbeat, which
+    # reads only its item, tells it to stop (core.runs.agent_reports).
+    cancel_requested: bool = False
     work_item: WorkItem
 
     def move(self, to: ItemState, **changes: Any) -> None:
@@ -94,6 +97,16 @@ class Item(_Stored):
             return False
         self.move(to, reason=reason)
         return True
+
+    def cancel(self) -> bool:
+        """Its run was cancelled: a queued item ends now; a held one is marked, for its
+        holder to hear at its next heartbeat. True when it changed."""
+        if self.state == ItemState.QUEUED:
+            return self.end(ItemState.CANCELLED, "run cancelled")
+        if self.held and not self.cancel_requested:
+            self.cancel_requested = True
+            return True
+        return False
 
     @property
     def held(self) -> bool:
@@ -126,7 +139,15 @@ class Step(_Stored):
     start_at_ms: int | None = None  # the common start instant
     failed_reason: str | None = None
     ready: dict[str, str] = Field(default_factory=dict)  # item id -> agent id
+    # item id -> the principal its agent's credential proved when it reported ready (only
+    # for agents with one): a barrier poll is answered from this document alone.
+    principals: dict[str, str] = Field(default_factory=dict)
     rtt_ms: dict[str, int] = Field(default_factory=dict)  # item id -> its agent's round trip
+
+    def waits_for(self, item_id: str, agent_id: str, principal: str | None) -> bool:
+        """Whether this agent, with this credential, reported ready for the item, and the
+        step has not taken that back since (a claim again, a failure)."""
+        return self.ready.get(item_id) == agent_id and self.principals.get(item_id) == principal
 
     @property
     def state(self) -> StepState:
@@ -165,6 +186,7 @@ class Step(_Stored):
         expire a barrier nobody claimed, issue 24.1)."""
         self._check(StepState.OPEN if self.enqueued else StepState.PLANNED)
         self.start_at_ms, self.first_claim_ms, self.deadline_ms, self.ready = None, None, None, {}
+        self.principals = {}
 
     def move_start(self, at_ms: int) -> None:
         """A lone client heard "go" too late: the step's instant moves with it."""

@@ -25,7 +25,7 @@ from core.validation import parse
 
 log = logging.getLogger(__name__)
 
-# An agent heartbeats its item every 2 s (for cancellation and the start of its step);
+# An agent heartbeats its item every second (for cancellation and the start of its step);
 # the item records that sign of life at most this often, so heartbeats write little.
 HEARTBEAT_RECORD_S = 30
 
@@ -45,19 +45,26 @@ class AgentReports:
         """Tells the agent to stop when the run was cancelled; marks a ready item running
         once its start instant has passed. An item its agent no longer holds (taken over,
         failed, gone) is refused: the agent stops and writes nothing. The live ``samples``
-        it relays (fio's status since the last beat) are kept for the live view."""
-        run = self.store.runs.get(run_id)
+        it relays (fio's status since the last beat) are kept for the live view.
+
+        One read, of the item, and no write, for most beats: the cancel marks held items
+        (``Item.cancel``); the step is read only while the item is ready (for its start
+        instant), and the run only with the sign of life recorded every
+        HEARTBEAT_RECORD_S (should a cancel have died before it marked this item)."""
         doc = self.store.items.get_item(run_id, item_id)
         if not holds(doc, agent) or not doc.held:
             raise refuse(doc, agent, "heartbeat")
+        now = self.life.now_ms()
         started = False
         if doc.state == ItemState.READY:  # only a ready item moves on (to running)
             start = doc.start_at_ms
             if start is None:
                 start = self.store.items.get_step(run_id, doc.step).start_at_ms
-            started = start is not None and start <= self.life.now_ms()
+            started = start is not None and start <= now
+        cancel = doc.cancel_requested
+        if not cancel and _stale(doc.heartbeat_at, now):
+            cancel = self.store.runs.get(run_id).cancel_requested
         held: list[bool] = []
-        now = self.life.now_ms()
 
         def beat(d: Item) -> bool | None:
             held[:] = [holds(d, agent) and d.held]
@@ -65,10 +72,10 @@ class AgentReports:
                 return False
             promote = started and d.state == ItemState.READY
             if not promote and not _stale(d.heartbeat_at, now):
-                return False  # nothing to record: no write (they come every 2 s per agent)
-            d.heartbeat_at = iso_ms(self.life.now_ms())
+                return False  # nothing to record: no write (they come every second)
+            d.heartbeat_at = iso_ms(now)
             if promote:
-                d.move(ItemState.RUNNING, started_at=iso_ms(self.life.now_ms()))
+                d.move(ItemState.RUNNING, started_at=iso_ms(now))
             return None
 
         doc = self.life.update_item(run_id, item_id, beat, read=doc)
@@ -76,7 +83,7 @@ class AgentReports:
             raise refuse(doc, agent, "heartbeat")
         if samples and doc.state in (ItemState.READY, ItemState.RUNNING):
             self._keep_live(doc, agent, samples)
-        return {"cancel": run.cancel_requested}
+        return {"cancel": cancel or doc.cancel_requested}
 
     def _keep_live(self, doc: Item, agent: AgentRef, samples: list[LiveSample]) -> None:
         """Best effort: a live view that misses a second must not fail the heartbeat that

@@ -255,10 +255,11 @@ class Lifecycle:
                 )
             except Conflict:
                 pass  # a replay finishing an interrupted send
-        # Each message carries this span's trace context to its agent (adapters/queue.py).
+        # Each message carries this span's trace context to its agent (adapters/queue.py),
+        # sent several at once there; should one fail, the step is not marked sent and the
+        # outbox sends it again in full.
         with telemetry.span("enqueue step", run.traceparent, run_id=run.id, step=number):
-            for w in work:
-                self.queue.send(w)
+            self.queue.send_all(work)
 
         self.update_step(run.id, number, lambda s: s.mark_sent())
         w0 = step.workload

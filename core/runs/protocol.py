@@ -23,6 +23,7 @@ from typing import Literal
 from core.errors import NotFound
 from core.models import WorkItem
 from core.models.holder import AgentRef, holds, refuse
+from core.models.ids import step_of_item
 from core.models.state import ItemState, RunState
 from core.models.stored import Item, Rebarrier, Run, Step
 from core.runs.barrier_timing import BARRIER_LEAD_MS, REJOIN_LATE_MS, barrier_lead_ms
@@ -242,6 +243,10 @@ class AgentProtocol:
             if s.start_at_ms is not None or s.failed_reason:
                 return False
             s.ready[item_id] = agent.id
+            if agent.principal is not None:
+                s.principals[item_id] = agent.principal
+            else:
+                s.principals.pop(item_id, None)
             if rtt_ms is not None:
                 s.rtt_ms[item_id] = rtt_ms
             if len(s.ready) == s.clients and len(set(s.ready.values())) == s.clients:
@@ -259,22 +264,53 @@ class AgentProtocol:
                 step.start_at_ms - now,
                 sorted(step.rtt_ms.values()),
             )
-        return self._barrier(run_id, doc, agent)
+        return self._barrier(run_id, doc, agent, step)
 
     def barrier(self, run_id: str, item_id: str, agent: AgentRef) -> BarrierDecision:
-        """An agent's poll while it waits: a read of its item and of the step document,
-        unless the deadline has passed."""
+        """An agent's poll while it waits: one read, of the step document, while the step
+        waits or has just started; its item as well for anything else."""
+        quick = self._from_step(run_id, item_id, agent)
+        if quick is not None:
+            return quick
         doc = self.store.items.get_item(run_id, item_id)
         if not holds(doc, agent) or doc.state == ItemState.QUEUED:
             raise refuse(doc, agent, "barrier")
         return self._barrier(run_id, doc, agent)
 
-    def _barrier(self, run_id: str, doc: Item, agent: AgentRef) -> BarrierDecision:
+    def _from_step(self, run_id: str, item_id: str, agent: AgentRef) -> BarrierDecision | None:
+        """The answer from the step document alone, for the agent the step records as ready
+        for this item (so it held it then, with this credential; a claim by another or a
+        failure takes the entry back): "wait" before the deadline, "go" up to
+        ``rejoin_late_ms`` after the instant. None: decide on the item too (a failed step,
+        a deadline passed, a late client, an agent the step does not know)."""
+        number = step_of_item(run_id, item_id)
+        if number is None:
+            return None
+        try:
+            step = self.store.items.get_step(run_id, number)
+        except NotFound:
+            return None
+        if step.failed_reason or not step.waits_for(item_id, agent.id, agent.principal):
+            return None
+        now = self.life.now_ms()
+        if step.start_at_ms is not None:
+            if now - step.start_at_ms <= self.rejoin_late_ms:
+                return BarrierDecision("go", start_at_ms=step.start_at_ms)
+            return None
+        if step.deadline_ms is None or now <= step.deadline_ms:
+            return BarrierDecision("wait")
+        return None
+
+    def _barrier(
+        self, run_id: str, doc: Item, agent: AgentRef, step: Step | None = None
+    ) -> BarrierDecision:
+        """``step``: the step as its caller just wrote it (else read here)."""
         if doc.ended:
             return _ended(doc)
         if doc.start_at_ms is not None:  # an instant of its own (see _rebarrier)
             return BarrierDecision("go", start_at_ms=doc.start_at_ms)
-        step = self.store.items.get_step(run_id, doc.step)
+        if step is None:
+            step = self.store.items.get_step(run_id, doc.step)
         if step.failed_reason:
             return BarrierDecision("abort", reason=step.failed_reason)
         if step.start_at_ms is not None:

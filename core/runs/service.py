@@ -12,7 +12,7 @@ from core import telemetry
 from core.errors import StoreUnavailable
 from core.fleet.pools import PoolConfig
 from core.fleet.service import Fleet
-from core.models.state import FINISHED_RUN, ItemState
+from core.models.state import FINISHED_RUN
 from core.models.stored import Run
 from core.models.views import RunSummary, RunView
 from core.ports import Artifacts, Queue, Store
@@ -139,19 +139,10 @@ class RunService:
             self.admission.leave(run)
         _, items = self.store.items.of_run(run_id)
         for item in items:
-            if item.state == ItemState.QUEUED:
-                # Decided again on the fresh document: an item claimed meanwhile is stopped
-                # by its agent's heartbeat instead.
-                self.lifecycle.update_item(
-                    run_id,
-                    item.id,
-                    lambda d: (
-                        None
-                        if d.state == ItemState.QUEUED
-                        and d.end(ItemState.CANCELLED, "run cancelled")
-                        else False
-                    ),
-                )
+            if not item.ended and not item.cancel_requested:
+                # Decided again on the fresh document (Item.cancel): a queued item ends, a
+                # held one is marked for its agent's next heartbeat, which reads only it.
+                self.lifecycle.update_item(run_id, item.id, lambda d: None if d.cancel() else False)
         return self.views.summary(self.lifecycle.advance(run_id))
 
     def clean(self, alias: str, pool: str | None, caller: Caller = LOCAL_CALLER) -> CleanOrdered:

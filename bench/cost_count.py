@@ -1,0 +1,103 @@
+"""One run of N clients through the real core services over the in-memory ports, with N
+simulated agents (tests/sim), every storage call counted with its size (bench/cost.py)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from bench.cost import Counts
+from core.fleet.pools import PoolConfig
+from core.memory import Effect
+from core.memory.documents import Doc, Table
+from core.runs.service import RunService
+from tests.sim.agents import SimAgent
+from tests.sim.world import POOL, World, simulated
+
+RESULT = 3  # SimAgent.step's choice: its item ends with a result
+WORKLOAD = {"rw": "randread", "bs": "4k", "size": "8m", "iodepth": 1}
+
+
+def _kb(docs: Doc | list[Doc]) -> float:
+    return len(json.dumps(docs, separators=(",", ":")).encode()) / 1024
+
+
+def _sized(table: Table, counts: Counts) -> None:
+    """Record each call's operation and the KB it read or wrote."""
+    read, query = table.read, table.query
+    writes = {op: getattr(table, op) for op in ("create", "replace", "upsert")}
+
+    def sized_read(id_: str, pk: str) -> Doc:
+        doc = read(id_, pk)
+        counts.db_kb.append(("read", _kb(doc)))
+        return doc
+
+    def sized_query(keep: Callable[[Doc], bool], pk: str | None = None) -> list[Doc]:
+        docs = query(keep, pk)
+        counts.db_kb.append(("query", _kb(docs)))
+        return docs
+
+    def sized(op: str) -> Callable[..., Doc]:
+        def write(doc: Doc, *rest: Any) -> Doc:
+            counts.db_kb.append((op, _kb(doc)))
+            out: Doc = writes[op](doc, *rest)
+            return out
+
+        return write
+
+    table.read, table.query = sized_read, sized_query  # type: ignore[method-assign]
+    for op in writes:
+        setattr(table, op, sized(op))
+
+
+def counted_run(clients: int, runtime_s: int = 10) -> Counts:
+    world = World()
+    counts = Counts()
+    inner = world.faults
+
+    def hook(op: str, table: str, key: str) -> Effect:
+        if table == "queue":
+            counts.queue[op] += 1
+        elif table != "artifacts":
+            counts.db[op] += 1
+        return inner(op, table, key)
+
+    world.store.tables.faults = hook
+    world.queues.faults = hook
+    for t in world.store.table.values():
+        _sized(t, counts)
+    config = PoolConfig(name=POOL, size=clients)
+    service = RunService(
+        world.store,
+        world.queues,
+        world.artifacts,
+        clock=world.clock,
+        pools=(POOL,),
+        pool_configs=(config,),
+    )
+    world.apis = [service]
+    calls = world.api_call
+
+    def api_call(api: int, call: Any, crash_in: int | None) -> Any:
+        counts.http_requests += 1
+        return calls(api, call, crash_in)
+
+    world.api_call = api_call  # type: ignore[method-assign]
+    with simulated(world):
+        body = {"pool": POOL, "target": "a", "clients": clients}
+        body["workload"] = {**WORKLOAD, "runtime": runtime_s}
+        run, _ = service.submit(body)
+        counts.http_requests += 1  # the POST
+        agents = [SimAgent(f"agent-{i}") for i in range(clients)]
+        for _ in range(runtime_s * 10 + 600):
+            for agent in agents:
+                agent.step(world, 0, None, RESULT)
+            world.clock.advance(1)  # a second: a heartbeat each while fio runs
+            # The loop looks at the stored document itself: not a call of the service's.
+            final = world.store.table["runs"].docs[(run["id"], run["id"])]
+            if final["finished"] and all(a.work is None for a in agents):
+                break
+    if final["state"] != "completed":
+        raise RuntimeError(f"the counted run ended {final['state']}: {final.get('error')}")
+    return counts

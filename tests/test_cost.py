@@ -1,0 +1,93 @@
+"""bench/cost.py's arithmetic (issue 29.4): request units from sizes as Microsoft's figures
+give them, dollars from counts at a price, a run scaled, an idle agent-hour; checked
+against hand computation and, for any counts, against a brute-force sum."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bench import cost
+from bench.cost import Counts, Prices, RuModel, costs, idle_hour, scale, usd
+
+MODEL = RuModel()
+OPS = st.sampled_from(["read", "query", "create", "replace", "upsert", "delete"])
+CALLS = st.lists(st.tuples(OPS, st.floats(0, 2048, allow_nan=False)), max_size=40)
+
+
+def test_a_point_read_costs_what_microsoft_says_at_1_and_100_kb() -> None:
+    assert MODEL.point_read(1) == 1.0
+    assert MODEL.point_read(0.2) == 1.0  # a small document costs what 1 KB does
+    assert MODEL.point_read(100) == pytest.approx(10.0)
+    assert MODEL.point_read(50.5) == pytest.approx(5.5)  # halfway between the two figures
+
+
+def test_dollars_are_counts_at_the_price_and_unknown_without_one() -> None:
+    assert usd(2_000_000, 0.25, 1e6) == pytest.approx(0.5)
+    assert usd(30_000, 0.004, 1e4) == pytest.approx(0.012)
+    assert usd(123, None, 1e6) is None
+    with pytest.raises(ValueError):
+        usd(-1, 0.25, 1e6)
+
+
+@given(CALLS)
+def test_request_units_are_the_sum_over_calls(calls: list[tuple[str, float]]) -> None:
+    c = Counts(db_kb=calls)
+    brute = 0.0
+    for op, kb in calls:
+        if op == "read":
+            brute += 1 + 9 * max(0.0, kb - 1) / 99
+        elif op == "query":
+            brute += 2.5 + kb
+        else:
+            brute += 5 * max(1.0, kb)
+    assert c.request_units(MODEL) == pytest.approx(brute)
+
+
+@given(CALLS, st.integers(0, 10_000), st.integers(0, 10_000), st.integers(1, 7))
+def test_a_run_scaled_k_times_costs_k_times(
+    calls: list[tuple[str, float]], queue_ops: int, http: int, k: int
+) -> None:
+    c = Counts(db=Counter(op for op, _ in calls), db_kb=calls, http_requests=http)
+    c.queue["send"] = queue_ops
+    prices = Prices(per_million_ru=0.25, per_10k_queue_ops=0.004, per_million_executions=0.4)
+    one, many = costs(c, MODEL, prices), costs(scale(c, k), MODEL, prices)
+    for key, value in one.items():
+        assert value is not None
+        assert many[key] == pytest.approx(value * k)
+
+
+def test_an_idle_agent_hour_is_its_receives_and_120_registry_beats() -> None:
+    hour = idle_hour(14_400, 30, beat_read_kb=1.0)
+    assert hour.queue["receive"] == 14_400 and hour.http_requests == 120
+    assert hour.request_units(MODEL) == pytest.approx(120 * (1 + 5))
+
+
+def test_the_table_from_counted_runs_and_the_price_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prices = json.loads((Path(cost.__file__).parent / "prices.json").read_text())
+    prices["prices"]["cosmos_serverless_usd_per_million_ru"]["usd"] = 0.25
+    (tmp_path / "prices.json").write_text(json.dumps(prices))
+    (tmp_path / "idle.json").write_text(json.dumps({"rows": [{"steady_per_agent_hour": 240}]}))
+    monkeypatch.setattr(cost, "OUT", tmp_path)
+
+    def fake(n: int) -> Counts:
+        c = Counts(db=Counter(read=n), db_kb=[("read", 1.0)] * n, http_requests=3 * n)
+        c.queue["send"] = n
+        return c
+
+    argv = ["--clients", "1", "4", "--extrapolate", "8", "--prices", str(tmp_path / "prices.json")]
+    cost.main([*argv, "--idle", str(tmp_path / "idle.json")], count=fake)
+    table = json.loads((tmp_path / "cost.json").read_text())["costs"]
+    assert table["run of 4 clients"]["request_units"] == 4.0
+    assert table["run of 4 clients"]["cosmos_usd"] == pytest.approx(4 * 0.25 / 1e6)
+    assert table["run of 4 clients"]["queue_usd"] is None  # no price read
+    assert table["8 clients (from 4, per client)"]["executions"] == 24
+    assert table["idle agent-hour"]["queue_operations"] == 240
+    assert "| run of 1 client | 1 | 1 | 3 | $0.000000 | n/a | n/a |" in capsys.readouterr().out

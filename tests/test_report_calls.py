@@ -1,0 +1,156 @@
+"""What an agent's heartbeat and barrier poll cost the database: a constant number of calls
+per client, whatever the number of clients in the step, and no whole-run read (issue 29.3:
+a 32-client profile found 3 reads and a write per heartbeat, 2 reads per poll, the run
+read by every client every second).
+
+Counted on the in-memory store (core.memory) through its hook, which sees every call the
+Cosmos DB adapter would make; the same step at 2 and at 50 clients must cost the same."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import pytest
+
+from core.fleet.pools import PoolConfig
+from core.memory import Effect, MemoryArtifacts, MemoryQueues, MemoryStore, SimClock
+from core.models import WorkItem
+from core.models.holder import AgentRef
+from core.models.state import ItemState
+from core.runs.agent_reports import HEARTBEAT_RECORD_S
+from core.runs.service import RunService
+
+POOL = "calls"
+WORKLOAD = {"rw": "randread", "bs": "4k", "size": "8m", "runtime": 60, "iodepth": 1}
+
+
+@dataclass
+class Counting:
+    """The store's hook: counts each call by (container, operation); lets all through."""
+
+    calls: Counter[tuple[str, str]] = field(default_factory=Counter)
+
+    def __call__(self, op: str, table: str, key: str) -> Effect:
+        self.calls[(table, op)] += 1
+        return "ok"
+
+
+@dataclass
+class Step:
+    service: RunService
+    store: MemoryStore
+    clock: SimClock
+    hook: Counting
+    run_id: str
+    work: list[WorkItem]
+    agents: list[AgentRef]
+
+    def cost(self, call: object) -> dict[tuple[str, str], int]:
+        """The database calls ``call`` (a thunk) makes."""
+        self.hook.calls.clear()
+        assert callable(call)
+        call()
+        return dict(self.hook.calls)
+
+
+def claimed_step(clients: int) -> Step:
+    """A run of ``clients`` clients, every item claimed by an agent of its own."""
+    clock, hook = SimClock(), Counting()
+    store, queues = MemoryStore(clock, hook), MemoryQueues(clock)
+    queues.ensure_pool(POOL)
+    service = RunService(
+        store,
+        queues,
+        MemoryArtifacts(),
+        clock=clock,
+        pools=(POOL,),
+        pool_configs=(PoolConfig(name=POOL, size=clients),),
+    )
+    body = {"pool": POOL, "target": "a", "clients": clients, "workload": WORKLOAD}
+    run, _ = service.submit(body)
+    work, agents = [], []
+    for i in range(clients):
+        msg = queues.receive(POOL, 600)
+        assert msg is not None
+        w = WorkItem.model_validate_json(msg.content)
+        agent = AgentRef(f"agent-{i}", principal=f"oid-{i}")
+        decision = service.claim(w, agent=agent, dequeue_count=1, message_id=msg.id)
+        assert decision.action == "run", decision
+        work.append(w)
+        agents.append(agent)
+    return Step(service, store, clock, hook, run["id"], work, agents)
+
+
+ONE_ITEM_READ = {("items", "read"): 1}
+
+
+def costs(clients: int) -> dict[str, dict[tuple[str, str], int]]:
+    s = claimed_step(clients)
+    svc, run_id = s.service, s.run_id
+    ids = [w.item_id for w in s.work]
+    out: dict[str, dict[tuple[str, str], int]] = {}
+    for i in range(clients - 1):
+        assert svc.ready(run_id, ids[i], s.agents[i], 20).status == "wait"
+    s.clock.advance(0.5)
+    out["claimed heartbeat"] = s.cost(lambda: svc.heartbeat(run_id, ids[-1], s.agents[-1]))
+    out["ready heartbeat"] = s.cost(lambda: svc.heartbeat(run_id, ids[0], s.agents[0]))
+    out["waiting poll"] = s.cost(lambda: svc.barrier(run_id, ids[0], s.agents[0]))
+    last = svc.ready(run_id, ids[-1], s.agents[-1], 20)
+    assert last.status == "go" and last.start_at_ms is not None
+    polled: list[object] = []
+    out["go poll"] = s.cost(lambda: polled.append(svc.barrier(run_id, ids[0], s.agents[0])))
+    assert getattr(polled[0], "start_at_ms", None) == last.start_at_ms
+    s.clock.advance((last.start_at_ms - s.clock.ms()) / 1000 + 0.1)  # past the instant
+    out["heartbeat at the start"] = s.cost(lambda: svc.heartbeat(run_id, ids[0], s.agents[0]))
+    assert s.store.items.get_item(run_id, ids[0]).state == ItemState.RUNNING
+    s.clock.advance(1)
+    out["running heartbeat"] = s.cost(lambda: svc.heartbeat(run_id, ids[0], s.agents[0]))
+    s.clock.advance(HEARTBEAT_RECORD_S)
+    out["sign of life"] = s.cost(lambda: svc.heartbeat(run_id, ids[0], s.agents[0]))
+    svc.cancel(run_id)
+    beats: list[dict[str, bool]] = []
+    out["cancelled"] = s.cost(lambda: beats.append(svc.heartbeat(run_id, ids[0], s.agents[0])))
+    assert beats == [{"cancel": True}]
+    return out
+
+
+@pytest.fixture(scope="module")
+def at_2_and_50() -> tuple[dict[str, dict[tuple[str, str], int]], ...]:
+    return costs(2), costs(50)
+
+
+def test_heartbeats_and_polls_cost_the_same_at_2_and_at_50_clients(
+    at_2_and_50: tuple[dict[str, dict[tuple[str, str], int]], ...],
+) -> None:
+    two, fifty = at_2_and_50
+    assert two == fifty
+
+
+def test_each_heartbeat_and_poll_costs_what_it_needs_and_no_run_read(
+    at_2_and_50: tuple[dict[str, dict[tuple[str, str], int]], ...],
+) -> None:
+    got = at_2_and_50[1]
+    step_too = {("items", "read"): 2}  # the item, and its step for the start instant
+    assert got == {
+        "claimed heartbeat": ONE_ITEM_READ,
+        "ready heartbeat": step_too,
+        "waiting poll": ONE_ITEM_READ,  # the step document alone
+        "go poll": ONE_ITEM_READ,
+        "heartbeat at the start": {**step_too, ("items", "replace"): 1},  # ready -> running
+        "running heartbeat": ONE_ITEM_READ,
+        # Every HEARTBEAT_RECORD_S: the sign of life, and the run's cancellation checked.
+        "sign of life": {("items", "read"): 1, ("runs", "read"): 1, ("items", "replace"): 1},
+        "cancelled": ONE_ITEM_READ,  # the cancel marked the held item
+    }
+
+
+def test_a_poll_from_another_agent_or_credential_is_refused_as_before() -> None:
+    """The step answers alone only for the agent, with the credential, it recorded as
+    ready: anyone else is decided on the item, and refused."""
+    s = claimed_step(2)
+    item = s.work[0].item_id
+    assert s.service.ready(s.run_id, item, s.agents[0], 20).status == "wait"
+    for other in (AgentRef("agent-1", principal="oid-1"), AgentRef("agent-0", principal="x")):
+        with pytest.raises(Exception, match="barrier refused"):
+            s.service.barrier(s.run_id, item, other)
