@@ -150,7 +150,7 @@ class World:
 
     def start(self) -> World:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
         return self
 
     def stop(self) -> None:

@@ -305,7 +305,7 @@ def test_the_credentials_file_is_written_mode_0600_whatever_the_umask(tmp_path: 
     server = ThreadingHTTPServer(("127.0.0.1", 0), _VaultStandIn)
     _VaultStandIn.secrets = {"smb-share1": "username=benchfiles\npassword=not-a-real-key\n"}
     _VaultStandIn.seen = []
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}"
     try:
         config = json.loads(write_file("/etc/benchsvc/smb.json"))

@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from benchctl import cli
 from benchctl.cli import main, parser
 from benchctl.localstack import Stack
 from tests.conftest import FUZZ_POOL, FUZZ_TARGET
@@ -134,6 +135,16 @@ def assert_clean(argv: list[str]) -> tuple[int, str]:
     if code == 2:
         assert err.strip(), argv  # a reason, naming what is wrong
     return code, err
+
+
+@pytest.fixture(autouse=True)
+def one_parser(monkeypatch: pytest.MonkeyPatch) -> None:
+    """benchctl's parser, built once per test: main() builds it for each argv list (once a
+    process in use), which was nearly all of this module's time (argparse asks gettext for a
+    translation of every help string). Parsing leaves the parser as it was: no handler
+    changes the lists an append flag defaults to, the one state a parse could share."""
+    built = parser()
+    monkeypatch.setattr(cli, "parser", lambda: built)
 
 
 @pytest.fixture

@@ -282,7 +282,7 @@ def test_spans_go_to_an_otlp_collector_when_one_is_named(tmp_path: Path) -> None
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Collector)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     try:
         env = {
             **os.environ,
