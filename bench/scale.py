@@ -1,0 +1,298 @@
+"""The control plane with 10, 100 and 1,000 clients (issue 29.2): simulated clients
+(simagent) on the local stack, one run of N clients each, measured from outside.
+
+For each N it starts a fresh stack with N simulated clients on pool ``sim`` (each declaring
+``--iops`` I/Os per second of ``--latency-us``), counts every call to Cosmos DB, the
+queues and Blob Storage (adapters.counting, BENCH_COUNT_CALLS, in the API and the clients)
+and every request of the clients to the API, submits one run of N clients and reports:
+
+- ``intake_s``: from the POST to the N-th work item sent to the queue (the calls' log);
+  ``post_answered_s``: the POST's own answer;
+- ``skew_ms``: each client's start instant (simagent.client: the step's instant when it
+  heard "go" in time, else when it heard it) less the step's instant, p50/p99/max;
+  ``heard_late_ms`` the same for hearing "go", ``sim_wake_ms`` the simulator's own wake-up
+  delay (not the control plane's);
+- ``last_result_to_completed_s``: from the API's answer to the last result to the run's
+  state ``completed`` (the run document read from Cosmos DB every 100 ms by this process,
+  whose calls are not counted);
+- ``aggregation_s``, ``aggregation_peak_mib``: the timer's aggregation (core.runs.finalize's
+  ``timelines`` and ``build_aggregates``) run again here on the stored run, under
+  tracemalloc;
+- ``db_calls``, ``queue``, ``blob``: per client, from the POST to completed; ``http_requests``:
+  the clients' requests to the API per client; ``idle``: the same per client per hour with
+  every client idle (measured over ``--idle-s`` before the POST);
+- ``aggregate_iops`` against ``expected_iops`` (N x iops): the figures are known exactly.
+
+Usage: .venv/bin/python bench/scale.py [--clients 10 100 1000] [--runtime 3]
+Writes bench/out/scale.json (merged by client count) and prints a line per N.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import tempfile
+import time
+import tracemalloc
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from adapters.blob import BlobArtifacts
+from adapters.cosmos import CosmosStore
+from adapters.counting import SETTING
+from benchctl import localstack
+from benchctl.local_sim import SIM_POOL, sim_pool_spec, start_sim_agents, with_sim_targets
+from core.analysis.step_aggregates import build_aggregates
+from core.errors import NotFound
+from core.runs.finalize import timelines
+
+OUT = Path(__file__).parent / "out" / "scale.json"
+DB_OPS = ("read", "query", "create", "upsert", "replace", "patch", "delete", "other")
+QUEUE_OPS = ("send", "receive", "delete", "update", "peek", "other")
+BLOB_OPS = ("put", "get", "head", "delete", "other")
+
+
+def pct(values: list[float], p: float) -> float:
+    """The p-th percentile, nearest rank (no interpolation)."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {"p50": math.nan, "p99": math.nan, "max": math.nan}
+    return {"p50": pct(values, 50), "p99": pct(values, 99), "max": max(values)}
+
+
+def read_calls(path: Path) -> list[tuple[float, int, str, str]]:
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        t, pid, service, op = line.split()
+        out.append((float(t), int(pid), service, op))
+    return out
+
+
+def per_client(
+    calls: list[tuple[float, int, str, str]], window: tuple[float, float], n: int, scale: float = 1
+) -> dict[str, Any]:
+    inside = Counter((s, op) for t, _, s, op in calls if window[0] <= t <= window[1])
+
+    def of(service: str, ops: tuple[str, ...]) -> dict[str, float]:
+        return {op: round(inside[(service, op)] * scale / n, 2) for op in ops}
+
+    return {
+        "db_calls": of("cosmos", DB_OPS),
+        "queue": of("queue", QUEUE_OPS),
+        "blob": of("blob", BLOB_OPS),
+        "http_requests": round(sum(v for (s, _), v in inside.items() if s == "api") * scale / n, 2),
+    }
+
+
+@dataclass(frozen=True)
+class Instants:
+    """Unix seconds: the idle window, the POST, its answer, the step marked sent (its
+    items all on the queue, as the service records it), the run seen completed."""
+
+    idle_from: float
+    idle_to: float
+    post: float
+    answered: float
+    enqueued: float
+    done: float
+
+
+def follow(store: CosmosStore, run_id: str, timeout: float) -> tuple[float, float]:
+    """When the run's first step was marked sent and when the run completed, read from
+    Cosmos DB every 50 ms (this process's calls are not counted)."""
+    deadline = time.monotonic() + timeout
+    enqueued = None
+    while True:
+        if enqueued is None:
+            with contextlib.suppress(NotFound):
+                if store.items.get_step(run_id, 0).enqueued:
+                    enqueued = time.time()
+        run = store.runs.get(run_id)
+        if run.state in ("completed", "failed", "cancelled"):
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"run {run_id} not done after {timeout} s: {run.state}")
+        time.sleep(0.05)
+    if run.state != "completed" or enqueued is None:
+        raise RuntimeError(f"run {run_id}: {run.state}: {run.error}")
+    return enqueued, time.time()
+
+
+def wait_registered(api: httpx.Client, n: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        agents = api.get("/api/agents", params={"pool": SIM_POOL}).json().get("agents", [])
+        if sum(a.get("status") == "live" for a in agents) >= n:
+            return
+        time.sleep(1)
+    raise RuntimeError(f"the {n} simulated clients did not all register in {timeout:.0f} s")
+
+
+def aggregation(store: CosmosStore, blobs: BlobArtifacts, run_id: str) -> dict[str, Any]:
+    """The timer's aggregation of the stored run, again, timed and traced."""
+    run = store.runs.get(run_id)
+    steps, items = store.items.of_run(run_id)
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    results = store.results.of_run(run_id)
+    found = timelines(blobs, run_id, results)
+    aggs = build_aggregates(run, steps, items, results, found, now_ms=int(time.time() * 1000))
+    seconds = time.perf_counter() - t0
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    read = aggs[0].read if aggs else None
+    return {
+        "aggregation_s": round(seconds, 3),
+        "aggregation_peak_mib": round(peak / 2**20, 2),
+        "aggregate_iops": read.iops if read else None,
+        "aggregate_p99_ns": read.clat_ns.p99 if read else None,
+    }
+
+
+def measure(n: int, a: argparse.Namespace, root: Path) -> dict[str, Any]:
+    directory = root / f"scale-{n}"
+    calls = directory / "calls.log"
+    records = directory / "records.jsonl"
+    directory.mkdir(parents=True, exist_ok=True)
+    registry = json.dumps([{"alias": "scratch", "pool": "default"}])
+    stack = localstack.up(
+        agents=0,
+        targets={"scratch": str(directory / "scratch")},
+        directory=directory / "stack",
+        fresh=True,
+        api_env={"BENCH_TARGETS": with_sim_targets(registry), SETTING: str(calls)},
+        extra_pools=[sim_pool_spec(n)],
+    )
+    try:
+        idle_max = max(0.25, n / a.polls_per_s)  # the fleet polls the queue this often idle
+        extra = ["--records", str(records), "--threads", str(min(n, a.threads))]
+        extra += ["--idle-max", f"{idle_max:g}"]
+        start_sim_agents(
+            stack,
+            n,
+            iops=a.iops,
+            latency_us=a.latency_us,
+            extra=extra,
+            env={SETTING: str(calls)},
+        )
+        settings = stack.settings()
+        store = CosmosStore.from_settings(settings)
+        blobs = BlobArtifacts.connect(settings.blob_uri, local_emulators=True)
+        with httpx.Client(base_url=stack.api_url, timeout=120) as api:
+            wait_registered(api, n, timeout=60 + n * 0.2)
+            time.sleep(2)  # let the registrations' burst pass
+            idle_from = time.time()
+            time.sleep(a.idle_s)
+            idle_to = time.time()
+            body = {
+                "target": "scratch",
+                "pool": SIM_POOL,
+                "clients": n,
+                "workload": {"rw": "randread", "bs": "4k", "size": "8m", "runtime": a.runtime},
+                "tags": {"bench": "scale"},
+            }
+            t_post = time.time()
+            r = api.post("/api/runs", json=body)
+            t_answered = time.time()
+            r.raise_for_status()
+            run_id = r.json()["id"]
+        enqueued, done = follow(store, run_id, a.timeout)
+        instants = Instants(idle_from, idle_to, t_post, t_answered, enqueued, done)
+        return _figures(n, a, (calls, records), run_id, instants, store, blobs)
+    finally:
+        localstack.down(directory / "stack")
+
+
+def wait_records(path: Path, run_id: str, n: int) -> list[dict[str, Any]]:
+    """The clients' records of the run: a client writes its record after its last delete."""
+    deadline = time.monotonic() + 30
+    while True:
+        recs = [json.loads(x) for x in path.read_text().splitlines()]
+        done = [r for r in recs if r["run_id"] == run_id and r["outcome"] == "completed"]
+        if len(done) >= n:
+            return done
+        if time.monotonic() > deadline:
+            outcomes = Counter((r["outcome"], r["reason"][:60]) for r in recs)
+            raise RuntimeError(f"{len(done)} of {n} clients completed: {outcomes}")
+        time.sleep(0.5)
+
+
+def client_figures(done: list[dict[str, Any]]) -> dict[str, Any]:
+    starts = [float(r["start_ms"] - r["start_at_ms"]) for r in done]
+    heard = [float(max(0, r["heard_ms"] - r["start_at_ms"])) for r in done]
+    woke = [float(r["woke_ms"] - r["start_at_ms"]) for r in done]
+    return {"skew_ms": spread(starts), "heard_late_ms": spread(heard), "sim_wake_ms": spread(woke)}
+
+
+def _figures(
+    n: int,
+    a: argparse.Namespace,
+    paths: tuple[Path, Path],
+    run_id: str,
+    instants: Instants,
+    store: CosmosStore,
+    blobs: BlobArtifacts,
+) -> dict[str, Any]:
+    i = instants
+    done = wait_records(paths[1], run_id, n)
+    calls = read_calls(paths[0])
+    sends = sorted(t for t, _, s, op in calls if s == "queue" and op == "send" and t >= i.post)
+    last_result = max(r["result_sent_ms"] for r in done) / 1000
+    idle_scale = 3600 / (i.idle_to - i.idle_from)
+    return {
+        "clients": n,
+        "intake_s": round(i.enqueued - i.post, 3),
+        "nth_send_s": round(sends[n - 1] - i.post, 3) if len(sends) >= n else None,
+        "post_answered_s": round(i.answered - i.post, 3),
+        **client_figures(done),
+        "last_result_to_completed_s": round(i.done - last_result, 3),
+        "post_to_completed_s": round(i.done - i.post, 3),
+        **aggregation(store, blobs, run_id),
+        "expected_iops": n * a.iops,
+        **per_client(calls, (i.post, i.done), n),
+        "idle_per_client_hour": per_client(calls, (i.idle_from, i.idle_to), n, idle_scale),
+        "runtime_s": a.runtime,
+        "load": os.getloadavg()[0],
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--clients", type=int, nargs="+", default=[10, 100])
+    p.add_argument("--runtime", type=int, default=3, help="each client's measured seconds")
+    p.add_argument("--iops", type=int, default=1000)
+    p.add_argument("--latency-us", type=float, default=100.0)
+    p.add_argument("--threads", type=int, default=128, help="the fleet's calling threads")
+    p.add_argument("--polls-per-s", type=float, default=200.0, help="idle queue polls, all clients")
+    p.add_argument("--idle-s", type=float, default=5.0)
+    p.add_argument("--timeout", type=float, default=900.0)
+    p.add_argument("--out", type=Path, default=OUT)
+    p.add_argument("--work", type=Path, help="keep the stacks, logs and calls here")
+    a = p.parse_args()
+    kept: dict[str, Any] = json.loads(a.out.read_text()) if a.out.exists() else {}
+    with tempfile.TemporaryDirectory(prefix="scale-") as tmp:
+        for n in a.clients:
+            fig = measure(n, a, a.work or Path(tmp))
+            kept[str(n)] = fig
+            a.out.parent.mkdir(parents=True, exist_ok=True)
+            a.out.write_text(json.dumps(kept, indent=2, sort_keys=True) + "\n")
+            print(json.dumps(fig))
+
+
+if __name__ == "__main__":
+    main()
