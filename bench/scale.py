@@ -38,6 +38,7 @@ import tempfile
 import time
 import tracemalloc
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -52,6 +53,7 @@ from benchctl import localstack
 from benchctl.local_sim import SIM_POOL, sim_pool_spec, start_sim_agents, with_sim_targets
 from core.analysis.step_aggregates import build_aggregates
 from core.errors import NotFound
+from core.models import MAX_CLIENTS
 from core.runs.finalize import timelines
 
 OUT = Path(__file__).parent / "out" / "scale.json"
@@ -98,38 +100,66 @@ def per_client(
     }
 
 
-@dataclass(frozen=True)
-class Instants:
-    """Unix seconds: the idle window, the POST, its answer, the step marked sent (its
+@dataclass
+class Followed:
+    """One run, in Unix seconds: its POST, the answer, its first step marked sent (its
     items all on the queue, as the service records it), the run seen completed."""
 
-    idle_from: float
-    idle_to: float
+    run_id: str
+    clients: int
     post: float
     answered: float
-    enqueued: float
-    done: float
+    enqueued: float | None = None
+    done: float | None = None
 
 
-def follow(store: CosmosStore, run_id: str, timeout: float) -> tuple[float, float]:
-    """When the run's first step was marked sent and when the run completed, read from
-    Cosmos DB every 50 ms (this process's calls are not counted)."""
+def follow(store: CosmosStore, runs: list[Followed], timeout: float) -> None:
+    """Read the runs from Cosmos DB every 50 ms until each has completed (this process's
+    calls are not counted): one read of the step, one of the run."""
     deadline = time.monotonic() + timeout
-    enqueued = None
-    while True:
-        if enqueued is None:
-            with contextlib.suppress(NotFound):
-                if store.items.get_step(run_id, 0).enqueued:
-                    enqueued = time.time()
-        run = store.runs.get(run_id)
-        if run.state in ("completed", "failed", "cancelled"):
-            break
+    while any(f.done is None for f in runs):
+        for f in runs:
+            if f.enqueued is None:
+                with contextlib.suppress(NotFound):
+                    if store.items.get_step(f.run_id, 0).enqueued:
+                        f.enqueued = time.time()
+            if f.done is None:
+                run = store.runs.get(f.run_id)
+                if run.state in ("failed", "cancelled"):
+                    raise RuntimeError(f"run {f.run_id}: {run.state}: {run.error}")
+                if run.state == "completed":
+                    f.done = time.time()
         if time.monotonic() > deadline:
-            raise RuntimeError(f"run {run_id} not done after {timeout} s: {run.state}")
+            raise RuntimeError(f"runs not done after {timeout} s")
         time.sleep(0.05)
-    if run.state != "completed" or enqueued is None:
-        raise RuntimeError(f"run {run_id}: {run.state}: {run.error}")
-    return enqueued, time.time()
+
+
+def split_runs(n: int, most: int = MAX_CLIENTS) -> list[int]:
+    """N clients as runs of at most MAX_CLIENTS each, as even as can be."""
+    k = math.ceil(n / most)
+    return [n // k + (1 if i < n % k else 0) for i in range(k)]
+
+
+def submit(api_url: str, sizes: list[int], runtime: int) -> list[Followed]:
+    """One run per size, each on a target of its own, all POSTed at once."""
+
+    def post(i: int) -> Followed:
+        body = {
+            "target": f"scratch-{i + 1}",
+            "pool": SIM_POOL,
+            "clients": sizes[i],
+            "workload": {"rw": "randread", "bs": "4k", "size": "8m", "runtime": runtime},
+            "tags": {"bench": "scale"},
+        }
+        with httpx.Client(base_url=api_url, timeout=300) as api:
+            t_post = time.time()
+            r = api.post("/api/runs", json=body)
+            answered = time.time()
+        r.raise_for_status()
+        return Followed(r.json()["id"], sizes[i], t_post, answered)
+
+    with ThreadPoolExecutor(len(sizes)) as pool:
+        return list(pool.map(post, range(len(sizes))))
 
 
 def wait_registered(api: httpx.Client, n: int, timeout: float) -> None:
@@ -168,10 +198,12 @@ def measure(n: int, a: argparse.Namespace, root: Path) -> dict[str, Any]:
     calls = directory / "calls.log"
     records = directory / "records.jsonl"
     directory.mkdir(parents=True, exist_ok=True)
-    registry = json.dumps([{"alias": "scratch", "pool": "default"}])
+    sizes = split_runs(n)
+    targets = {f"scratch-{i}": str(directory / f"scratch-{i}") for i in range(1, len(sizes) + 1)}
+    registry = json.dumps([{"alias": t, "pool": "default"} for t in targets])
     stack = localstack.up(
         agents=0,
-        targets={"scratch": str(directory / "scratch")},
+        targets=targets,
         directory=directory / "stack",
         fresh=True,
         api_env={"BENCH_TARGETS": with_sim_targets(registry), SETTING: str(calls)},
@@ -181,48 +213,29 @@ def measure(n: int, a: argparse.Namespace, root: Path) -> dict[str, Any]:
         idle_max = max(0.25, n / a.polls_per_s)  # the fleet polls the queue this often idle
         extra = ["--records", str(records), "--threads", str(min(n, a.threads))]
         extra += ["--idle-max", f"{idle_max:g}"]
-        start_sim_agents(
-            stack,
-            n,
-            iops=a.iops,
-            latency_us=a.latency_us,
-            extra=extra,
-            env={SETTING: str(calls)},
-        )
+        env = {SETTING: str(calls)}
+        start_sim_agents(stack, n, iops=a.iops, latency_us=a.latency_us, extra=extra, env=env)
         settings = stack.settings()
         store = CosmosStore.from_settings(settings)
         blobs = BlobArtifacts.connect(settings.blob_uri, local_emulators=True)
         with httpx.Client(base_url=stack.api_url, timeout=120) as api:
             wait_registered(api, n, timeout=60 + n * 0.2)
-            time.sleep(2)  # let the registrations' burst pass
-            idle_from = time.time()
-            time.sleep(a.idle_s)
-            idle_to = time.time()
-            body = {
-                "target": "scratch",
-                "pool": SIM_POOL,
-                "clients": n,
-                "workload": {"rw": "randread", "bs": "4k", "size": "8m", "runtime": a.runtime},
-                "tags": {"bench": "scale"},
-            }
-            t_post = time.time()
-            r = api.post("/api/runs", json=body)
-            t_answered = time.time()
-            r.raise_for_status()
-            run_id = r.json()["id"]
-        enqueued, done = follow(store, run_id, a.timeout)
-        instants = Instants(idle_from, idle_to, t_post, t_answered, enqueued, done)
-        return _figures(n, a, (calls, records), run_id, instants, store, blobs)
+        time.sleep(2)  # let the registrations' burst pass
+        idle = (time.time(), time.time() + a.idle_s)
+        time.sleep(a.idle_s)
+        runs = submit(stack.api_url, sizes, a.runtime)
+        follow(store, runs, a.timeout)
+        return _figures(n, a, (calls, records), runs, idle, store, blobs)
     finally:
         localstack.down(directory / "stack")
 
 
-def wait_records(path: Path, run_id: str, n: int) -> list[dict[str, Any]]:
-    """The clients' records of the run: a client writes its record after its last delete."""
+def wait_records(path: Path, run_ids: set[str], n: int) -> list[dict[str, Any]]:
+    """The clients' records of the runs: a client writes its record after its last delete."""
     deadline = time.monotonic() + 30
     while True:
         recs = [json.loads(x) for x in path.read_text().splitlines()]
-        done = [r for r in recs if r["run_id"] == run_id and r["outcome"] == "completed"]
+        done = [r for r in recs if r["run_id"] in run_ids and r["outcome"] == "completed"]
         if len(done) >= n:
             return done
         if time.monotonic() > deadline:
@@ -238,33 +251,72 @@ def client_figures(done: list[dict[str, Any]]) -> dict[str, Any]:
     return {"skew_ms": spread(starts), "heard_late_ms": spread(heard), "sim_wake_ms": spread(woke)}
 
 
+def _one_run(
+    f: Followed, done: list[dict[str, Any]], store: CosmosStore, blobs: BlobArtifacts
+) -> dict[str, float]:
+    assert f.enqueued is not None and f.done is not None, "followed to the end"
+    last = max(r["result_sent_ms"] for r in done if r["run_id"] == f.run_id) / 1000
+    agg = aggregation(store, blobs, f.run_id)
+    return {
+        "intake_s": f.enqueued - f.post,
+        "post_answered_s": f.answered - f.post,
+        "last_result_to_completed_s": f.done - last,
+        "done": f.done,
+        "aggregation_s": agg["aggregation_s"],
+        "aggregation_peak_mib": agg["aggregation_peak_mib"],
+        "aggregate_iops": agg["aggregate_iops"] or 0.0,
+        "aggregate_p99_ns": agg["aggregate_p99_ns"] or 0.0,
+    }
+
+
+def _run_figures(
+    runs: list[Followed], done: list[dict[str, Any]], store: CosmosStore, blobs: BlobArtifacts
+) -> dict[str, Any]:
+    """Per run, then the worst (times) or the sum (IOPS, aggregation time) over the runs."""
+    each = [_one_run(f, done, store, blobs) for f in runs]
+
+    def worst(key: str) -> float:
+        return round(max(e[key] for e in each), 3)
+
+    def total(key: str) -> float:
+        return round(sum(e[key] for e in each), 3)
+
+    return {
+        "intake_s": worst("intake_s"),
+        "post_answered_s": worst("post_answered_s"),
+        "last_result_to_completed_s": worst("last_result_to_completed_s"),
+        "post_to_completed_s": round(worst("done") - runs[0].post, 3),
+        "aggregation_s": total("aggregation_s"),
+        "aggregation_peak_mib": worst("aggregation_peak_mib"),
+        "aggregate_iops": total("aggregate_iops"),
+        "aggregate_p99_ns": worst("aggregate_p99_ns"),
+    }
+
+
 def _figures(
     n: int,
     a: argparse.Namespace,
     paths: tuple[Path, Path],
-    run_id: str,
-    instants: Instants,
+    runs: list[Followed],
+    idle: tuple[float, float],
     store: CosmosStore,
     blobs: BlobArtifacts,
 ) -> dict[str, Any]:
-    i = instants
-    done = wait_records(paths[1], run_id, n)
+    done = wait_records(paths[1], {f.run_id for f in runs}, n)
     calls = read_calls(paths[0])
-    sends = sorted(t for t, _, s, op in calls if s == "queue" and op == "send" and t >= i.post)
-    last_result = max(r["result_sent_ms"] for r in done) / 1000
-    idle_scale = 3600 / (i.idle_to - i.idle_from)
+    first = min(f.post for f in runs)
+    window = (first, max(f.done or 0 for f in runs))
+    sends = sorted(t for t, _, s, op in calls if s == "queue" and op == "send" and t >= first)
     return {
         "clients": n,
-        "intake_s": round(i.enqueued - i.post, 3),
-        "nth_send_s": round(sends[n - 1] - i.post, 3) if len(sends) >= n else None,
-        "post_answered_s": round(i.answered - i.post, 3),
+        "runs": len(runs),
+        "clients_per_run": [f.clients for f in runs],
+        **_run_figures(runs, done, store, blobs),
+        "nth_send_s": round(sends[n - 1] - first, 3) if len(sends) >= n else None,
         **client_figures(done),
-        "last_result_to_completed_s": round(i.done - last_result, 3),
-        "post_to_completed_s": round(i.done - i.post, 3),
-        **aggregation(store, blobs, run_id),
         "expected_iops": n * a.iops,
-        **per_client(calls, (i.post, i.done), n),
-        "idle_per_client_hour": per_client(calls, (i.idle_from, i.idle_to), n, idle_scale),
+        **per_client(calls, window, n),
+        "idle_per_client_hour": per_client(calls, idle, n, 3600 / (idle[1] - idle[0])),
         "runtime_s": a.runtime,
         "load": os.getloadavg()[0],
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
