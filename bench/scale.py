@@ -330,7 +330,9 @@ def main() -> None:
     p.add_argument("--iops", type=int, default=1000)
     p.add_argument("--latency-us", type=float, default=100.0)
     p.add_argument("--threads", type=int, default=128, help="the fleet's calling threads")
-    p.add_argument("--polls-per-s", type=float, default=200.0, help="idle queue polls, all clients")
+    p.add_argument(
+        "--polls-per-s", type=float, default=50.0, help="idle queue polls, all clients (Azurite)"
+    )
     p.add_argument("--idle-s", type=float, default=5.0)
     p.add_argument("--timeout", type=float, default=900.0)
     p.add_argument("--out", type=Path, default=OUT)
@@ -339,7 +341,11 @@ def main() -> None:
     kept: dict[str, Any] = json.loads(a.out.read_text()) if a.out.exists() else {}
     with tempfile.TemporaryDirectory(prefix="scale-") as tmp:
         for n in a.clients:
-            fig = measure(n, a, a.work or Path(tmp))
+            try:
+                fig = measure(n, a, a.work or Path(tmp))
+            except RuntimeError as e:  # a run that failed is a figure too: say why, dated
+                fig = {"clients": n, "error": str(e)[:500], "load": os.getloadavg()[0]}
+                fig["date"] = datetime.now(UTC).isoformat(timespec="seconds")
             kept[str(n)] = fig
             a.out.parent.mkdir(parents=True, exist_ok=True)
             a.out.write_text(json.dumps(kept, indent=2, sort_keys=True) + "\n")
