@@ -231,8 +231,8 @@ def measure(n: int, a: argparse.Namespace, root: Path) -> dict[str, Any]:
 
 
 def wait_records(path: Path, run_ids: set[str], n: int) -> list[dict[str, Any]]:
-    """The clients' records of the runs: a client writes its record after its last delete."""
-    deadline = time.monotonic() + 30
+    """The clients' records of the runs, written when the API answered their results."""
+    deadline = time.monotonic() + 60
     while True:
         recs = [json.loads(x) for x in path.read_text().splitlines()]
         done = [r for r in recs if r["run_id"] in run_ids and r["outcome"] == "completed"]

@@ -206,7 +206,8 @@ class SimClient:
         finally:
             await lease.stop()
             self.item_id = None
-        self.fleet.write(rec)
+        if rec.outcome != "completed":  # a completed item's record is written at its result
+            self.fleet.write(rec)
 
     async def _run_item(self, item: WorkItem, lease: _Lease, rec: Record) -> str:
         decision = await self.call(
@@ -246,6 +247,8 @@ class SimClient:
         rec.result_sent_ms = now_ms()
         await self.call(self.api.put_result, result.model_dump(mode="json"))
         rec.stored_ms = now_ms()
+        rec.outcome = "completed"
+        self.fleet.write(rec)  # now: its message's delete may wait on a busy queue
         await lease.stop()
         await self._delete(lease.message)
         return "completed"

@@ -181,7 +181,7 @@ def test_sixteen_simulated_clients_give_the_figures_they_declare_and_start_toget
         run_id = api.post("/api/runs", json=body).json()["id"]
         run = wait_state(api, run_id, ("completed", "failed"), timeout=120)
         assert run["state"] == "completed", run["error"]
-        # A client writes its record once it has deleted its message, after its result.
+        # A client writes its record when the API has answered its result.
         done = wait_until(lambda: completed(records, run_id, CLIENTS), 30, what="records")
     finally:
         localstack.stop_proc(sims, signal.SIGKILL, timeout=5)
