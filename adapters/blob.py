@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from azure.core.exceptions import AzureError, ResourceExistsError, ResourceNotFoundError
 from azure.storage.blob import BlobClient, BlobServiceClient, ContainerClient
 
+from adapters import counting
 from adapters.storage import bounded_client_options, storage_credential
 from core.errors import NotFound, StoreUnavailable, TooLarge
 from core.retention import RAW_ARTIFACTS
@@ -53,7 +54,9 @@ class BlobArtifacts:
         credential = storage_credential(
             blob_uri, local_emulators=local_emulators, client_id=client_id
         )
-        service = BlobServiceClient(blob_uri, credential=credential, **bounded_client_options())
+        service = BlobServiceClient(
+            blob_uri, credential=credential, **bounded_client_options(), **counting.hooks("blob")
+        )
         return cls(service.get_container_client(CONTAINER))
 
     def ensure_container(self) -> None:

@@ -19,6 +19,7 @@ from azure.storage.queue import (
     TextBase64EncodePolicy,
 )
 
+from adapters import counting
 from adapters.config import Settings
 from adapters.storage import bounded_client_options, storage_credential
 from adapters.telemetry import producer
@@ -78,7 +79,12 @@ class WorkQueues:
             queue_uri, local_emulators=local_emulators, client_id=client_id
         )
         return cls(
-            QueueServiceClient(queue_uri, credential=credential, **bounded_client_options(retries))
+            QueueServiceClient(
+                queue_uri,
+                credential=credential,
+                **bounded_client_options(retries),
+                **counting.hooks("queue"),
+            )
         )
 
     def client(self, name: str) -> QueueClient:

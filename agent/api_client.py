@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import ssl
 import threading
 import time
 import uuid
@@ -74,9 +75,15 @@ class ApiClient:
         api_key: str | None = None,
         timeout: float = 30.0,
         retry_budget_s: float = RETRY_BUDGET_S,
+        verify: ssl.SSLContext | bool = True,
     ) -> None:
         self._transport = Transport(
-            base_url, api_key=api_key, credential=credential, scope=scope, timeout=timeout
+            base_url,
+            api_key=api_key,
+            credential=credential,
+            scope=scope,
+            timeout=timeout,
+            verify=verify,
         )
         self.retry_budget_s = retry_budget_s
         self._give_up = threading.Event()  # never set: retry for the whole budget

@@ -4,6 +4,7 @@ status and JSON body. The agent and the CLI each turn these into their own error
 
 from __future__ import annotations
 
+import ssl
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -40,6 +41,7 @@ class Transport:
         credential: TokenCredential | None = None,
         scope: str | None = None,
         timeout: float = 30.0,
+        verify: ssl.SSLContext | bool = True,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         headers = {}
@@ -55,8 +57,10 @@ class Transport:
             if url.scheme != "https" and url.host not in LOOPBACK_HOSTS:
                 raise ValueError(f"{self.base_url}: a token is sent only over https")
             auth = EntraAuth(credential, scope)
+        # ``verify``: an SSL context to share (simagent's thousand clients: loading the CA
+        # bundle for each took 0.3 s and 0.85 MiB).
         self._http = httpx.Client(
-            base_url=self.base_url, timeout=timeout, headers=headers, auth=auth
+            base_url=self.base_url, timeout=timeout, headers=headers, auth=auth, verify=verify
         )
 
     def request(self, method: str, path: str, **kw: Any) -> httpx.Response:

@@ -269,6 +269,20 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="record no traces or metrics (default: JSON lines under <stack dir>/telemetry/)",
     )
+    lu.add_argument(
+        "--sim-agents",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also start N simulated clients (no fio, declared figures) on pool 'sim'",
+    )
+    si = losub.add_parser(
+        "sim-agents", help="start simulated clients against the running stack (pool 'sim')"
+    )
+    si.add_argument("count", type=int)
+    si.add_argument("--pool", default="sim", help="a pool the stack declares")
+    si.add_argument("--iops", type=int, default=1000, help="each client's I/Os per second")
+    si.add_argument("--latency-us", type=float, default=100.0, help="each I/O's latency, µs")
     losub.add_parser("down")
     losub.add_parser("status")
     lo.set_defaults(func=cmd_local)

@@ -168,6 +168,8 @@ def cmd_local(a: argparse.Namespace) -> int:
 
     if a.local_cmd == "up":
         return _local_up(a)
+    if a.local_cmd == "sim-agents":
+        return _local_sims(a)
     if a.local_cmd == "down":
         stopped = localstack.down()
         print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
@@ -177,6 +179,7 @@ def cmd_local(a: argparse.Namespace) -> int:
 
 def _local_up(a: argparse.Namespace) -> int:
     from benchctl import localstack
+    from benchctl.local_sim import SIM_POOL, sim_pool_spec, start_sim_agents, with_sim_targets
 
     targets = _pairs(a.target, "--target")
     if not targets:
@@ -187,17 +190,24 @@ def _local_up(a: argparse.Namespace) -> int:
         raise CliError(str(e), EXIT_BAD_INPUT) from None
     _target_dirs(targets, a.create)
     localstack.ensure_installed()
+    sims = a.sim_agents
+    if sims < 0:
+        raise CliError("--sim-agents must be 0 or more", EXIT_BAD_INPUT)
     stack = localstack.up(
         agents=a.agents,
         targets=targets,
         visibility_timeout=a.visibility_timeout,
         fresh=a.fresh,
-        api_env={"BENCH_TARGETS": registry},
+        api_env={"BENCH_TARGETS": with_sim_targets(registry) if sims else registry},
         max_agents=a.max_agents,
         idle_s=a.idle,
         price=a.price,
         telemetry=_telemetry(a.otlp_endpoint, a.no_telemetry),
+        extra_pools=[sim_pool_spec(sims)] if sims else None,
     )
+    if sims:
+        start_sim_agents(stack, sims)
+        print(f"{sims} simulated client(s) on pool {SIM_POOL}: runs reach them with --pool sim")
     print(
         f"local stack up: API {stack.api_url}, {a.agents} agent(s), "
         f"targets {', '.join(f'{k}={v}' for k, v in stack.targets.items())}"
@@ -205,6 +215,23 @@ def _local_up(a: argparse.Namespace) -> int:
     if stack.port_note:
         print(stack.port_note)
     print(_data_line(stack.dir, "started empty" if a.fresh else "kept from before"))
+    return EXIT_OK
+
+
+def _local_sims(a: argparse.Namespace) -> int:
+    from benchctl import localstack
+    from benchctl.local_sim import start_sim_agents
+
+    current = localstack.Stack.load()
+    if current is None or not any(p.alive() for p in current.procs):
+        raise CliError("no local stack is running: benchctl local up first", EXIT_BAD_INPUT)
+    if a.count < 1 or a.iops < 1 or a.latency_us <= 0:
+        raise CliError("count and --iops must be at least 1, --latency-us above 0", EXIT_BAD_INPUT)
+    if a.pool not in current.pool_names:
+        known = ", ".join(current.pool_names)
+        raise CliError(f"--pool {a.pool}: the stack declares {known}", EXIT_BAD_INPUT)
+    p = start_sim_agents(current, a.count, pool=a.pool, iops=a.iops, latency_us=a.latency_us)
+    print(f"{a.count} simulated client(s) on pool {a.pool}, pid {p.pid}, log {p.log}")
     return EXIT_OK
 
 

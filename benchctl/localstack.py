@@ -271,8 +271,10 @@ def up(
     heartbeat_s: float = 30.0,
     price: float | None = None,
     telemetry: dict[str, str] | None = None,
+    extra_pools: list[str] | None = None,
 ) -> Stack:
-    """Start the stack in ``directory``, on the data kept there (none with ``fresh``)."""
+    """Start the stack in ``directory``, on the data kept there (none with ``fresh``);
+    ``extra_pools``: more BENCH_POOLS entries (the simulated clients', benchctl.local_sim)."""
     directory = directory or state_dir()
     _refuse_a_second(directory)
     if fresh:
@@ -294,7 +296,7 @@ def up(
         heartbeat_s=heartbeat_s,
         telemetry=telemetry or {},
     )
-    stack.pools = _pools(agents, max_agents, idle_s, price)
+    stack.pools = _pools(agents, max_agents, idle_s, price) + (extra_pools or [])
     stack.save()
     # The stack's targets are the API's target registry (GET /api/targets, the bot's
     # `targets`), unless the caller declared more of them (benchctl.local_targets).
@@ -373,12 +375,11 @@ def down(directory: Path | None = None) -> list[str]:
     if stack is None:
         return []
     stopped = []
-    # Agents first (they finish with the API still there), then the API, then storage.
-    order = (
-        stack.agents()
-        + [p for p in stack.procs if p.name == "api"]
-        + [p for p in stack.procs if p.name in ("azurite", "azurite-blob", "cosmosdb")]
-    )
+    # Agents (and simulated ones) first: they finish with the API still there; then the
+    # API, then storage.
+    storage = [p for p in stack.procs if p.name in ("azurite", "azurite-blob", "cosmosdb")]
+    api = [p for p in stack.procs if p.name == "api"]
+    order = [p for p in stack.procs if p not in api + storage] + api + storage
     for p in order:
         if p.alive():
             # A second SIGTERM makes an agent stop at once instead of finishing its item.

@@ -37,6 +37,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.exceptions import InsecureRequestWarning
 from urllib3.util.retry import Retry
 
+from adapters import counting
 from adapters.config import Settings, azure_credential
 from adapters.cosmos.agents import CosmosAgents
 from adapters.cosmos.base import Container, wrap
@@ -145,6 +146,7 @@ class CosmosStore(Store):
                 enable_endpoint_discovery=False,
                 transport=_pooled_transport(pool_size),
                 **BOUNDED,
+                **counting.hooks("cosmos"),
             )
         else:
             credential = azure_credential(settings.managed_identity_client_id)
@@ -153,6 +155,7 @@ class CosmosStore(Store):
                 credential=credential,
                 transport=_pooled_transport(pool_size),
                 **BOUNDED,
+                **counting.hooks("cosmos"),
             )
         # The API's worker threads share this client: see adapters/cosmos/threadsafe.py.
         per_thread_headers(client)

@@ -1,0 +1,91 @@
+"""Counting the calls to Cosmos DB, the queues and Blob Storage (bench/scale.py), off by
+default.
+
+With ``BENCH_COUNT_CALLS`` set to a file, every HTTP request the Cosmos, Queue and Blob
+clients send (each attempt: what Azure bills) appends one line to it: ``<unix s> <pid>
+<service> <operation>``. The hook is azure-core's ``raw_request_hook``, which both SDKs run
+after their retry policy, so a retried call counts once per attempt. One ``write`` of a
+short line to a file opened with O_APPEND: lines of several processes never interleave.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+from urllib.parse import urlparse
+
+SETTING = "BENCH_COUNT_CALLS"
+Service = str  # cosmos, queue, blob, api
+
+
+def _cosmos(method: str, path: str, headers: Mapping[str, str]) -> str:
+    parts = path.strip("/").split("/")
+    if "docs" not in parts:
+        return "other"  # databases, containers, partition key ranges: the SDK's metadata
+    by_id = parts[-1] != "docs"
+    if method == "GET":
+        return "read" if by_id else "query"  # a read feed is a query without a filter
+    if method == "POST":
+        if headers.get("x-ms-documentdb-isquery", "").lower() == "true":
+            return "query"
+        if headers.get("Content-Type", "").startswith("application/query+json"):
+            return "query"
+        if headers.get("x-ms-documentdb-is-upsert", "").lower() == "true":
+            return "upsert"
+        return "create"
+    return {"PUT": "replace", "PATCH": "patch", "DELETE": "delete"}.get(method, "other")
+
+
+def _queue(method: str, path: str, query: str) -> str:
+    parts = path.strip("/").split("/")
+    if "messages" not in parts:
+        return "other"  # creating a queue, its properties
+    one = parts[-1] != "messages"
+    if method == "POST":
+        return "send"
+    if method == "GET":
+        return "peek" if "peekonly=true" in query.lower() else "receive"
+    if method == "DELETE":
+        return "delete" if one else "clear"
+    if method == "PUT" and one:
+        return "update"
+    return "other"
+
+
+def operation(service: Service, method: str, url: str, headers: Mapping[str, str]) -> str:
+    """What one HTTP request to ``service`` is, in the terms of its price list."""
+    parsed = urlparse(url)
+    method = method.upper()
+    if service == "cosmos":
+        return _cosmos(method, parsed.path, headers)
+    if service == "queue":
+        return _queue(method, parsed.path, parsed.query)
+    return {"GET": "get", "PUT": "put", "HEAD": "head", "DELETE": "delete"}.get(method, "other")
+
+
+def record(service: Service, op: str) -> None:
+    """Append one call to the file ``BENCH_COUNT_CALLS`` names (nothing when unset)."""
+    path = os.environ.get(SETTING)
+    if not path:
+        return
+    line = f"{time.time():.4f} {os.getpid()} {service} {op}\n".encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def hooks(service: Service) -> dict[str, Any]:
+    """Keyword arguments for an SDK client: the counting hook when counting is on."""
+    if not os.environ.get(SETTING):
+        return {}
+
+    def hook(request: Any) -> None:
+        http = request.http_request
+        record(service, operation(service, http.method, http.url, http.headers))
+
+    counting: Callable[[Any], None] = hook
+    return {"raw_request_hook": counting}

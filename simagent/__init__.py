@@ -1,0 +1,1 @@
+"""Simulated clients: the agent protocol at a declared rate, no fio (see __main__)."""

@@ -1,0 +1,170 @@
+"""Many simulated clients in one process: one asyncio loop runs them, a pool of threads
+makes their blocking calls (the agent's API client and queue adapter), and each one
+registers in the registry and beats as an agent does (agent.beacon), as a simulated host:
+``os`` and ``version`` say "simulated", its mounts' file system type too.
+
+Each client has its own API client and queue client, as each agent on its own VM has: the
+calls, connections and counts are a real fleet's, only the hosts are not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import socket
+import threading
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+
+from adapters import counting
+from adapters.queue import WorkQueues
+from agent.api_client import ApiClient
+from core.errors import BenchError
+from core.models import HostFacts
+from core.models.agents import AgentMount, Registration
+from core.units import parse_size
+from simagent.client import Record, SimClient
+from simagent.figures import DeclaredRate
+from simagent.measured import SIM_FSTYPE, Measurements
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+SIMULATED = "simulated"
+
+
+class CountingApiClient(ApiClient):
+    """The agent's API client, every request it sends counted (adapters.counting)."""
+
+    def _send(self, method: str, path: str, body: Any = None, **kw: Any) -> dict[str, Any]:
+        counting.record("api", path.split("?", 1)[0].rsplit("/", 1)[-1] or path)
+        return super()._send(method, path, body, **kw)
+
+
+@dataclass
+class Fleet:
+    """``count`` simulated clients ``<prefix>-1`` ... on ``pool``, each at ``rate``."""
+
+    api_url: str
+    queue_uri: str
+    pool: str
+    count: int
+    rate: DeclaredRate
+    targets: list[str]
+    prefix: str = "sim"
+    api_key: str | None = None
+    local_emulators: bool = True
+    visibility_timeout: int = 60
+    retry_delay_s: int = 5
+    idle_min_s: float = 0.25
+    idle_max_s: float = 0.25
+    heartbeat_s: float = 30.0
+    threads: int = 64
+    records: Path | None = None
+    measurements: Measurements = field(default_factory=Measurements)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.tls = httpx.create_ssl_context()  # one for all: each costs 0.3 s to load
+        self.pool_threads = ThreadPoolExecutor(self.threads, thread_name_prefix="sim")
+        self.host = HostFacts(
+            hostname=f"{SIMULATED}-{socket.gethostname()}"[:255],
+            kernel="",
+            os=SIMULATED,
+            cpu_count=0,
+        )
+
+    def api_client(self) -> ApiClient:
+        return CountingApiClient(self.api_url, api_key=self.api_key, verify=self.tls)
+
+    def work_queues(self) -> WorkQueues:
+        return WorkQueues.connect(self.queue_uri, local_emulators=self.local_emulators)
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.pool_threads, partial(fn, *args))
+
+    def jitter(self) -> float:
+        """Idle waits spread by +-20 %: a thousand clients do not poll in lockstep."""
+        return random.uniform(0.8, 1.2)
+
+    @staticmethod
+    def block_bytes(bs: str) -> int:
+        return parse_size(bs)
+
+    def write(self, rec: Record) -> None:
+        if self.records is None:
+            return
+        line = json.dumps(asdict(rec)) + "\n"
+        with self._lock, self.records.open("a") as f:
+            f.write(line)
+
+    def registration(self, client: SimClient, session: str, state: str) -> dict[str, Any]:
+        busy = state != "stopped" and client.item_id is not None
+        reg = Registration(
+            agent_id=client.agent_id,
+            pool=self.pool,
+            session=session,
+            state="busy" if busy else state,
+            item_id=client.item_id if busy else None,
+            mounts=[
+                AgentMount(
+                    alias=t,
+                    path=f"/{SIMULATED}/{t}",
+                    fstype=SIM_FSTYPE,
+                    source=SIMULATED,
+                    options="",
+                    usable=True,
+                )
+                for t in self.targets
+            ],
+            engines=["fio"],
+            os=SIMULATED,
+            hostname=self.host.hostname,
+            version=SIMULATED,
+            heartbeat_s=self.heartbeat_s,
+        )
+        return reg.model_dump(mode="json")
+
+    async def _beacon(self, client: SimClient, stop: asyncio.Event) -> None:
+        """agent.beacon: register, then beat every ``heartbeat_s``; ``stopped`` at the end."""
+        session = uuid.uuid4().hex
+        while True:
+            try:
+                await self.call(client.api.register, self.registration(client, session, "idle"))
+                wait = self.heartbeat_s
+            except BenchError as e:
+                log.warning("%s: registration failed: %s", client.agent_id, e)
+                wait = min(2.0, self.heartbeat_s)
+            try:
+                await asyncio.wait_for(stop.wait(), wait * self.jitter())
+                break
+            except TimeoutError:
+                continue
+        try:
+            await self.call(client.api.register, self.registration(client, session, "stopped"))
+        except BenchError as e:
+            log.warning("%s: could not say stopped: %s", client.agent_id, e)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Serve until ``stop`` is set; the clients then finish their current items."""
+        clients = await asyncio.gather(
+            *(self.call(SimClient, self, f"{self.prefix}-{i}") for i in range(1, self.count + 1))
+        )
+        log.info("%d simulated clients on pool %s at %s", len(clients), self.pool, self.rate)
+        try:
+            await asyncio.gather(
+                *(c.serve(stop) for c in clients), *(self._beacon(c, stop) for c in clients)
+            )
+        finally:
+            for c in clients:
+                c.api.close()
+            self.pool_threads.shutdown(wait=False, cancel_futures=True)
