@@ -10,7 +10,8 @@ from typing import Any
 from bench.cost import Counts
 from core.fleet.pools import PoolConfig
 from core.memory import Effect
-from core.memory.documents import Doc, Table
+from core.memory.documents import Table
+from core.models.document import StoredJson
 from core.runs.service import RunService
 from tests.sim.agents import SimAgent
 from tests.sim.world import POOL, World, simulated
@@ -19,7 +20,7 @@ RESULT = 3  # SimAgent.step's choice: its item ends with a result
 WORKLOAD = {"rw": "randread", "bs": "4k", "size": "8m", "iodepth": 1}
 
 
-def _kb(docs: Doc | list[Doc]) -> float:
+def _kb(docs: StoredJson | list[StoredJson]) -> float:
     return len(json.dumps(docs, separators=(",", ":")).encode()) / 1024
 
 
@@ -28,20 +29,20 @@ def _sized(table: Table, counts: Counts) -> None:
     read, query = table.read, table.query
     writes = {op: getattr(table, op) for op in ("create", "replace", "upsert")}
 
-    def sized_read(id_: str, pk: str) -> Doc:
+    def sized_read(id_: str, pk: str) -> StoredJson:
         doc = read(id_, pk)
         counts.db_kb.append(("read", _kb(doc)))
         return doc
 
-    def sized_query(keep: Callable[[Doc], bool], pk: str | None = None) -> list[Doc]:
+    def sized_query(keep: Callable[[StoredJson], bool], pk: str | None = None) -> list[StoredJson]:
         docs = query(keep, pk)
         counts.db_kb.append(("query", _kb(docs)))
         return docs
 
-    def sized(op: str) -> Callable[..., Doc]:
-        def write(doc: Doc, *rest: Any) -> Doc:
+    def sized(op: str) -> Callable[..., StoredJson]:
+        def write(doc: StoredJson, *rest: Any) -> StoredJson:
             counts.db_kb.append((op, _kb(doc)))
-            out: Doc = writes[op](doc, *rest)
+            out: StoredJson = writes[op](doc, *rest)
             return out
 
         return write
@@ -95,7 +96,7 @@ def counted_run(clients: int, runtime_s: int = 10) -> Counts:
                 agent.step(world, 0, None, RESULT)
             world.clock.advance(1)  # a second: a heartbeat each while fio runs
             # The loop looks at the stored document itself: not a call of the service's.
-            final = world.store.table["runs"].docs[(run["id"], run["id"])]
+            final = world.store.table["runs"].docs[(run.id, run.id)]
             if final["finished"] and all(a.work is None for a in agents):
                 break
     if final["state"] != "completed":

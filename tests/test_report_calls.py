@@ -79,7 +79,7 @@ def claimed_step(clients: int) -> Step:
         assert decision.action == "run", decision
         work.append(w)
         agents.append(agent)
-    return Step(service, store, clock, hook, run["id"], work, agents)
+    return Step(service, store, clock, hook, run.id, work, agents)
 
 
 ONE_ITEM_READ = {("items", "read"): 1}
