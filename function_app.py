@@ -1,7 +1,8 @@
 """Azure Functions entry point (Python v2 programming model).
 
 The HTTP API is the same ASGI app uvicorn serves locally; the timer triggers are registered
-on the same app object. Authentication in Azure is App Service Authentication (Entra ID) in
+on the same app object, and both work on the same parts (functions.context.current).
+Authentication in Azure is App Service Authentication (Entra ID) in
 front of the app, so the functions themselves are anonymous.
 """
 
@@ -11,6 +12,7 @@ import azure.functions as func
 
 from functions import timers
 from functions.api import create_app
+from functions.context import current
 
 app = func.AsgiFunctionApp(app=create_app(), http_auth_level=func.AuthLevel.ANONYMOUS)
 
@@ -22,7 +24,7 @@ def advance_runs(timer: func.TimerRequest) -> None:
     """Move every run on that is due (functions.timers.runs_tick): scale elastic pools, admit
     waiting runs, send and resend steps, expire start barriers, aggregate and complete
     finished runs (idempotent: deterministic ids), update the Teams run cards."""
-    timers.runs_tick()
+    timers.runs_tick(current())
 
 
 @app.timer_trigger(
@@ -30,4 +32,4 @@ def advance_runs(timer: func.TimerRequest) -> None:
 )
 def start_scheduled_runs(timer: func.TimerRequest) -> None:
     """Start each due scheduled run once (Idempotency-Key per schedule and fire time)."""
-    timers.schedules_tick()
+    timers.schedules_tick(current())

@@ -18,11 +18,14 @@ import re
 from collections import Counter
 from typing import Any
 
+from pydantic import ValidationError
+
 from adapters.blob import BlobArtifacts
 from adapters.cosmos import CosmosStore
 from adapters.cosmos.base import Doc
 from core.errors import Conflict, FieldError, NotFound, ValidationFailed
 from core.models import RunRequest
+from core.models.schedule import StoredSchedule
 from core.models.state import FINISHED_RUN
 from core.models.stored import Item, Run, Step
 from core.monitoring.schedules import Schedule
@@ -82,7 +85,7 @@ class Archive:
         return out
 
     def schedules(self) -> list[Doc]:
-        return [_plain(d) for d in self.store.schedules.all()]
+        return [s.doc() for s in self.store.schedules.all()]
 
     # ---- an admin's deletes -------------------------------------------------------------
 
@@ -234,4 +237,10 @@ def _checked_schedule(i: int, doc: Any) -> Doc:
         ) from None
     except ValueError as e:
         raise ValidationFailed([FieldError(where, _first_line(e))]) from None
-    return {**doc, **schedule.model_dump()}
+    try:  # as the scheduler reads it: a schedule without its times would never fire
+        stored = StoredSchedule.model_validate({**doc, **schedule.model_dump()})
+    except ValidationError as e:
+        raise ValidationFailed(
+            [FieldError(".".join(map(str, (where, *x["loc"]))), x["msg"]) for x in e.errors()]
+        ) from None
+    return stored.doc()

@@ -3,13 +3,12 @@ webhook. A failed webhook is recorded, never raised: it must not fail the timer.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from typing import Any
 
 from adapters.config import Settings
 from adapters.webhook import Delivery, WebhookSender
-from core.ports import Doc
+from core.models.regression import DeliveryRecord, Regression
 
 log = logging.getLogger(__name__)
 
@@ -39,13 +38,14 @@ class WebhookNotifier:
             public_url=s.public_url,
         )
 
-    def notify(self, regression: Doc) -> list[dict[str, Any]]:
+    def notify(self, regression: Regression) -> list[DeliveryRecord]:
+        doc = regression.doc()  # the JSON the card is built from and the webhook carries
         sent: list[tuple[str, Delivery]] = []
         if self.teams_url:
             sent.append(
                 (
                     "teams",
-                    self.sender.send_teams(self.teams_url, regression, base_url=self.public_url),
+                    self.sender.send_teams(self.teams_url, doc, base_url=self.public_url),
                 )
             )
         if self.webhook_url and self.webhook_secret:
@@ -54,7 +54,7 @@ class WebhookNotifier:
                     "webhook",
                     self.sender.send_signed(
                         self.webhook_url,
-                        regression,
+                        doc,
                         base_url=self.public_url,
                         secret=self.webhook_secret,
                     ),
@@ -78,12 +78,14 @@ class WebhookNotifier:
                     ),
                 )
             )
-        return _records(sent)
+        return [r.model_dump() for r in _records(sent)]
 
 
-def _records(sent: list[tuple[str, Delivery]]) -> list[dict[str, Any]]:
+def _records(sent: list[tuple[str, Delivery]]) -> list[DeliveryRecord]:
     # Webhook URLs carry their own secrets (Teams'): keep them out of stored records.
     return [
-        {"channel": channel, **{k: v for k, v in dataclasses.asdict(d).items() if k != "url"}}
+        DeliveryRecord(
+            channel=channel, ok=d.ok, attempts=d.attempts, status=d.status, error=d.error
+        )
         for channel, d in sent
     ]

@@ -65,7 +65,8 @@ def measure(clients: int, seconds: int, repeat: int, histograms: bool) -> dict[s
         agg = aggregate(samples)
         walls.append(time.perf_counter() - w)
         cpus.append(time.process_time() - c)
-        got = agg["read"]["iops"]
+        assert agg.read is not None
+        got = agg.read.iops
         if abs(got - expected) > 1e-6 * expected:
             raise AssertionError(f"{clients} clients: aggregate {got} IOPS, the load is {expected}")
     return {

@@ -17,7 +17,7 @@ from benchctl.cli_common import (
     read_json_object,
 )
 from benchctl.client import CliError
-from core.monitoring.monitor import TRIAGE_STATES
+from core.models.regression import TRIAGE_STATES
 from tables.monitoring import regressions_table, schedule_card, schedules_table
 from tables.runs import console_for_stdout
 

@@ -98,7 +98,7 @@ def cmd_aggregate(a: argparse.Namespace) -> int:
             logs = ClientLogs(iops, bw, hist) if iops or bw else None
         inputs.append((name, text, logs))
     try:
-        agg = aggregate_files(inputs)
+        agg = aggregate_files(inputs).model_dump(mode="json")
     except InputError as e:
         raise CliError(str(e), EXIT_BAD_INPUT) from None
     if a.format == "json":

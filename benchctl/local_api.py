@@ -11,13 +11,15 @@ from pathlib import Path
 
 from fastapi import FastAPI
 
+from adapters.config import Settings
 from benchctl.local_scaler import LocalScaler
-from functions import context
 from functions.api import create_app as create_api
+from functions.context import Services
 
 
 def create_app() -> FastAPI:
-    if context.settings().local_timer_lease_s > 0:
+    settings = Settings.from_env()
+    if settings.local_timer_lease_s > 0:
         # One of several instances: its log says when it took or lost the timers' lease and
         # each tick it ran (the tests count them per instance).
         handler = logging.StreamHandler()
@@ -25,7 +27,6 @@ def create_app() -> FastAPI:
         for name in ("functions.timers", "adapters.timer_lease"):
             logging.getLogger(name).addHandler(handler)
             logging.getLogger(name).setLevel(logging.INFO)
-    directory = context.settings().local_scaler_dir
-    if directory:
-        context.use_local_scaler(LocalScaler(Path(directory)))
-    return create_api()
+    directory = settings.local_scaler_dir
+    scaler = LocalScaler(Path(directory)) if directory else None
+    return create_api(Services(settings, local_scaler=scaler))

@@ -6,66 +6,72 @@ deployment here). adapters/archive.py says what a run and a series own."""
 from __future__ import annotations
 
 import asyncio
-from functools import cache
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Body, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
 
-from adapters.archive import MAX_IMPORT_DOCUMENTS, Archive, settled
+from adapters.archive import MAX_IMPORT_DOCUMENTS, settled
 from adapters.blob import MAX_ARTIFACT_BYTES
 from core.errors import FieldError, Forbidden, ValidationFailed
+from core.runs.guardrails import Caller
 from functions import apidocs_admin as a
-from functions import context
-from functions.inputs import Continuation, parse_json
+from functions.inputs import Continuation
 from functions.openapi import doc
-from functions.params import STORE, RunId, SeriesKey, caller_of, read_body
+from functions.params import (
+    STORE,
+    CallerOf,
+    Parts,
+    RunId,
+    SeriesKey,
+    capped,
+    documented_as,
+    read_body,
+)
 
-router = APIRouter()
 ADMIN_ERRORS = (400, 403, 404, *STORE)
 Owner = Annotated[str, Path(pattern=r"^r-[0-9a-f]{32}\.s[0-9]{1,4}(\.c[0-9]{1,4})?$")]
 Name = Annotated[str, Path(pattern=r"^[a-z]{1,16}$")]
 # One import request, refused (413) before it is read beyond this: benchctl sends batches of
 # at most 8 MiB of documents (benchctl/cli_admin.py), each document at most 2 MB.
 MAX_IMPORT_BYTES = 16 << 20
+router = APIRouter(route_class=capped(MAX_IMPORT_BYTES))
+# Checked by adapters/archive.py, document by document, before anything is written.
+RunImportAsSent = Annotated[Any, documented_as(a.RunImport), Body()]
+SchedulesAsSent = Annotated[Any, documented_as(a.ScheduleImport), Body()]
 
 
-@cache
-def archive() -> Archive:
-    return Archive(context.store(), context.artifacts())
-
-
-def _admin(request: Request) -> None:
-    caller = caller_of(request)
+def _admin(caller: Caller) -> None:
     if caller.role != "admin":
         raise Forbidden([FieldError("(caller)", f"role {caller.role} is not admin")])
 
 
 @router.delete("/api/admin/runs/{run_id}", **doc(a.Removed, errors=(*ADMIN_ERRORS, 409)))
-async def delete_run(run_id: RunId, request: Request) -> dict[str, Any]:
+async def delete_run(run_id: RunId, parts: Parts, caller: CallerOf) -> dict[str, Any]:
     """Delete a finished run and all it owns: items, results, aggregates, its series points,
     the regressions first seen on it, its artifacts (409 while it is not finished)."""
-    _admin(request)
-    return {"removed": await asyncio.to_thread(archive().purge_run, run_id)}
+    _admin(caller)
+    return {"removed": await asyncio.to_thread(parts.archive.purge_run, run_id)}
 
 
 @router.delete("/api/admin/series/{series_key}", **doc(a.Removed, errors=(*ADMIN_ERRORS, 409)))
-async def delete_series(series_key: SeriesKey, request: Request) -> dict[str, Any]:
+async def delete_series(series_key: SeriesKey, parts: Parts, caller: CallerOf) -> dict[str, Any]:
     """Delete a series: its points and regressions, and every run it holds, whole."""
-    _admin(request)
-    return {"removed": await asyncio.to_thread(archive().purge_series, series_key)}
+    _admin(caller)
+    return {"removed": await asyncio.to_thread(parts.archive.purge_series, series_key)}
 
 
 @router.get("/api/admin/export/runs", **doc(a.ExportedRuns, errors=(400, 403, 404, *STORE)))
 async def export_runs(
-    request: Request,
+    parts: Parts,
+    caller: CallerOf,
     limit: Annotated[int, Query(ge=1, le=200)] = 100,
     continuation: Continuation = None,
 ) -> dict[str, Any]:
     """A page of the deployment's runs, newest first: the finished ones to move."""
-    _admin(request)
+    _admin(caller)
     runs, token = await asyncio.to_thread(
-        context.store().runs.page,
+        parts.store.runs.page,
         target=None,
         state=None,
         tag=None,
@@ -80,31 +86,32 @@ async def export_runs(
 
 
 @router.get("/api/admin/export/runs/{run_id}", **doc(a.RunBundle, errors=(*ADMIN_ERRORS, 409)))
-async def export_run(run_id: RunId, request: Request) -> dict[str, Any]:
+async def export_run(run_id: RunId, parts: Parts, caller: CallerOf) -> dict[str, Any]:
     """A finished run with everything it owns, documents as stored."""
-    _admin(request)
-    return await asyncio.to_thread(archive().bundle, run_id)
+    _admin(caller)
+    return await asyncio.to_thread(parts.archive.bundle, run_id)
 
 
 @router.get(
     "/api/admin/export/artifacts/{run_id}/{owner}/{name}",
     **doc(None, download="the artifact's bytes, as stored (gzip)", errors=ADMIN_ERRORS),
 )
-async def export_artifact(run_id: RunId, owner: Owner, name: Name, request: Request) -> Response:
-    _admin(request)
-    data = await asyncio.to_thread(context.artifacts().get, run_id, owner, name)
+async def export_artifact(
+    run_id: RunId, owner: Owner, name: Name, parts: Parts, caller: CallerOf
+) -> Response:
+    _admin(caller)
+    data = await asyncio.to_thread(parts.artifacts.get, run_id, owner, name)
     return Response(data, media_type="application/gzip")
 
 
 @router.get("/api/admin/export/schedules", **doc(a.ExportedSchedules, errors=(403, *STORE)))
-async def export_schedules(request: Request) -> dict[str, Any]:
-    _admin(request)
-    return {"schedules": await asyncio.to_thread(archive().schedules)}
+async def export_schedules(parts: Parts, caller: CallerOf) -> dict[str, Any]:
+    _admin(caller)
+    return {"schedules": await asyncio.to_thread(parts.archive.schedules)}
 
 
-async def _import_body(request: Request, listed: str, allowed: set[str]) -> dict[str, Any]:
+def _import_body(body: Any, listed: str, allowed: set[str]) -> dict[str, Any]:
     """The JSON object of an import: only ``allowed`` keys, ``listed`` a bounded list."""
-    body = parse_json(await read_body(request, MAX_IMPORT_BYTES))
     if not isinstance(body, dict):
         raise ValidationFailed([FieldError("(body)", "must be an object")])
     stray = sorted(set(body) - allowed)
@@ -118,30 +125,32 @@ async def _import_body(request: Request, listed: str, allowed: set[str]) -> dict
 
 @router.post(
     "/api/admin/import/runs/{run_id}",
-    **doc(a.Imported, body=a.RunImport, errors=(400, 403, 413, *STORE)),
+    **doc(a.Imported, body=True, errors=(400, 403, 413, *STORE)),
 )
-async def import_run(run_id: RunId, request: Request) -> dict[str, Any]:
+async def import_run(
+    run_id: RunId, sent: RunImportAsSent, parts: Parts, caller: CallerOf
+) -> dict[str, Any]:
     """A finished run's documents, created when missing after all are checked; ``commit``
     writes the run's own document last (benchctl's last batch of the run)."""
-    _admin(request)
-    body = await _import_body(request, "documents", {"run", "documents", "commit"})
+    _admin(caller)
+    body = _import_body(sent, "documents", {"run", "documents", "commit"})
     commit = body.get("commit")
     if not isinstance(commit, bool):
         raise ValidationFailed([FieldError("commit", "required: true or false")])
     return await asyncio.to_thread(
-        archive().import_run, run_id, body.get("run"), body["documents"], commit=commit
+        parts.archive.import_run, run_id, body.get("run"), body["documents"], commit=commit
     )
 
 
 @router.post(
     "/api/admin/import/schedules",
-    **doc(a.Imported, body=a.ScheduleImport, errors=(400, 403, 413, *STORE)),
+    **doc(a.Imported, body=True, errors=(400, 403, 413, *STORE)),
 )
-async def import_schedules(request: Request) -> dict[str, Any]:
+async def import_schedules(sent: SchedulesAsSent, parts: Parts, caller: CallerOf) -> dict[str, Any]:
     """Schedules as exported (ids and times kept), each checked as at creation."""
-    _admin(request)
-    body = await _import_body(request, "schedules", {"schedules"})
-    return await asyncio.to_thread(archive().import_schedules, body["schedules"])
+    _admin(caller)
+    body = _import_body(sent, "schedules", {"schedules"})
+    return await asyncio.to_thread(parts.archive.import_schedules, body["schedules"])
 
 
 @router.put(
@@ -154,12 +163,12 @@ async def import_schedules(request: Request) -> dict[str, Any]:
     ),
 )
 async def import_artifact(
-    run_id: RunId, owner: Owner, name: Name, request: Request
+    run_id: RunId, owner: Owner, name: Name, request: Request, parts: Parts, caller: CallerOf
 ) -> JSONResponse:
     """An artifact as exported (stored as given, overwriting the same name)."""
-    _admin(request)
+    _admin(caller)
     if not owner.startswith(run_id + "."):
         raise ValidationFailed([FieldError("owner", f"not an item or step of {run_id}")])
     data = await read_body(request, MAX_ARTIFACT_BYTES)
-    await asyncio.to_thread(context.artifacts().put, run_id, owner, name, data)
+    await asyncio.to_thread(parts.artifacts.put, run_id, owner, name, data)
     return JSONResponse({"stored": True, "bytes": len(data)}, status_code=201)

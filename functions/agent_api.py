@@ -2,33 +2,44 @@
 results. Agents hold no database rights; the API writes for them.
 
 Each report is accepted only from the agent holding the item, in a state where it may send
-it: anything else is 409 and changes nothing (core.runs.holder).
+it: anything else is 409 and changes nothing (core.models.holder).
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Body, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import FieldError, ValidationFailed
 from core.models import ITEM_ID_PATTERN, MAX_RTT_MS, RUN_ID_PATTERN, ArtifactName, WorkItem
 from core.models import Result as WorkResult
-from core.models.holder import AgentRef
 from core.models.live import LiveSample
 from core.runs.live import MAX_SAMPLES_PER_BEAT
 from core.runs.protocol import BarrierDecision
-from core.validation import parse
-from functions import apidocs as d
 from functions.auth import agent_ref
 from functions.openapi import doc
-from functions.params import MAX_DOCUMENT_BYTES, ItemId, caller_of, json_body, svc
+from functions.params import (
+    MAX_DOCUMENT_BYTES,
+    CallerOf,
+    ItemId,
+    JsonRoute,
+    Svc,
+    capped,
+    documented_as,
+)
 
-router = APIRouter()
+router = APIRouter(route_class=JsonRoute)
+# A result is stored as one Cosmos DB document: its body may be up to one's size.
+results = APIRouter(route_class=capped(MAX_DOCUMENT_BYTES))
 AGENT = (400, 404, 409, 503)  # 409: a report from an agent not holding the item
+
+
+# Validated by the core (core.runs.agent_reports), as a result's every other door.
+ResultAsSent = Annotated[Any, documented_as(WorkResult), Body()]
 
 
 class _AgentBody(BaseModel):
@@ -75,18 +86,51 @@ class FailureBody(ItemRef):
     )
 
 
-def _agent(request: Request, agent_id: str) -> AgentRef:
-    """The reporting agent, as its credential proves it (403 naming agent_id otherwise)."""
-    return agent_ref(caller_of(request), agent_id)
+# ---- the replies ----------------------------------------------------------------------------
 
 
-@router.post("/api/agent/claim", **doc(d.ClaimReply, body=ClaimBody, errors=AGENT))
-async def claim(request: Request) -> dict[str, str]:
-    b: ClaimBody = parse(ClaimBody, await json_body(request))
+class ClaimReply(BaseModel):
+    action: Literal["run", "drop", "release"] = Field(
+        description="run it; drop (delete the message); release (hand it back to the queue)"
+    )
+    reason: str
+
+
+class BarrierReply(BaseModel):
+    status: Literal["wait", "go", "abort"]
+    start_at_ms: int | None = Field(description="with go: the common start instant, Unix ms")
+    reason: str
+
+
+class HeartbeatReply(BaseModel):
+    cancel: bool = Field(description="stop now: the run was cancelled or the item taken over")
+
+
+class FailureReply(BaseModel):
+    status: Literal["recorded"]
+    final: bool = Field(description="true: no retry (delete the message)")
+
+
+class CancelledReply(BaseModel):
+    status: Literal["recorded"]
+
+
+class ArtifactStored(BaseModel):
+    stored: Literal[True]
+    bytes: int = Field(description="size stored")
+
+
+class StoredReply(BaseModel):
+    stored: Literal[True]
+    duplicate: bool = Field(description="true: this item's result was already stored")
+
+
+@router.post("/api/agent/claim", **doc(ClaimReply, body=True, errors=AGENT))
+async def claim(b: ClaimBody, svc: Svc, caller: CallerOf) -> dict[str, str]:
     decision = await asyncio.to_thread(
-        svc().claim,
+        svc.claim,
         b.work_item,
-        agent=_agent(request, b.agent_id),
+        agent=agent_ref(caller, b.agent_id),
         dequeue_count=b.dequeue_count,
         message_id=b.message_id,
     )
@@ -97,34 +141,30 @@ def _barrier(x: BarrierDecision) -> dict[str, Any]:
     return {"status": x.status, "start_at_ms": x.start_at_ms, "reason": x.reason}
 
 
-@router.post("/api/agent/ready", **doc(d.BarrierReply, body=ReadyBody, errors=AGENT))
-async def ready(request: Request) -> dict[str, Any]:
-    b: ReadyBody = parse(ReadyBody, await json_body(request))
-    agent = _agent(request, b.agent_id)
-    decision = await asyncio.to_thread(svc().ready, b.run_id, b.item_id, agent, b.rtt_ms)
+@router.post("/api/agent/ready", **doc(BarrierReply, body=True, errors=AGENT))
+async def ready(b: ReadyBody, svc: Svc, caller: CallerOf) -> dict[str, Any]:
+    agent = agent_ref(caller, b.agent_id)
+    decision = await asyncio.to_thread(svc.ready, b.run_id, b.item_id, agent, b.rtt_ms)
     return _barrier(decision)
 
 
-@router.post("/api/agent/barrier", **doc(d.BarrierReply, body=ItemRef, errors=AGENT))
-async def barrier(request: Request) -> dict[str, Any]:
-    b: ItemRef = parse(ItemRef, await json_body(request))
-    agent = _agent(request, b.agent_id)
-    return _barrier(await asyncio.to_thread(svc().barrier, b.run_id, b.item_id, agent))
+@router.post("/api/agent/barrier", **doc(BarrierReply, body=True, errors=AGENT))
+async def barrier(b: ItemRef, svc: Svc, caller: CallerOf) -> dict[str, Any]:
+    agent = agent_ref(caller, b.agent_id)
+    return _barrier(await asyncio.to_thread(svc.barrier, b.run_id, b.item_id, agent))
 
 
-@router.post("/api/agent/heartbeat", **doc(d.HeartbeatReply, body=HeartbeatBody, errors=AGENT))
-async def heartbeat(request: Request) -> dict[str, bool]:
-    b: HeartbeatBody = parse(HeartbeatBody, await json_body(request))
-    agent = _agent(request, b.agent_id)
-    return await asyncio.to_thread(svc().heartbeat, b.run_id, b.item_id, agent, b.live)
+@router.post("/api/agent/heartbeat", **doc(HeartbeatReply, body=True, errors=AGENT))
+async def heartbeat(b: HeartbeatBody, svc: Svc, caller: CallerOf) -> dict[str, bool]:
+    agent = agent_ref(caller, b.agent_id)
+    return await asyncio.to_thread(svc.heartbeat, b.run_id, b.item_id, agent, b.live)
 
 
-@router.post("/api/agent/failure", **doc(d.FailureReply, body=FailureBody, errors=AGENT))
-async def failure(request: Request) -> dict[str, Any]:
-    b: FailureBody = parse(FailureBody, await json_body(request))
-    agent = _agent(request, b.agent_id)
+@router.post("/api/agent/failure", **doc(FailureReply, body=True, errors=AGENT))
+async def failure(b: FailureBody, svc: Svc, caller: CallerOf) -> dict[str, Any]:
+    agent = agent_ref(caller, b.agent_id)
     final = await asyncio.to_thread(
-        svc().report_failure,
+        svc.report_failure,
         b.run_id,
         b.item_id,
         agent,
@@ -135,53 +175,55 @@ async def failure(request: Request) -> dict[str, Any]:
     return {"status": "recorded", "final": final}
 
 
-@router.post("/api/agent/cancelled", **doc(d.CancelledReply, body=ItemRef, errors=AGENT))
-async def cancelled(request: Request) -> dict[str, str]:
-    b: ItemRef = parse(ItemRef, await json_body(request))
-    agent = _agent(request, b.agent_id)
-    await asyncio.to_thread(svc().report_cancelled, b.run_id, b.item_id, agent)
+@router.post("/api/agent/cancelled", **doc(CancelledReply, body=True, errors=AGENT))
+async def cancelled(b: ItemRef, svc: Svc, caller: CallerOf) -> dict[str, str]:
+    agent = agent_ref(caller, b.agent_id)
+    await asyncio.to_thread(svc.report_cancelled, b.run_id, b.item_id, agent)
     return {"status": "recorded"}
 
 
 @router.put(
     "/api/agent/artifacts/{item_id}/{name}",
-    **doc(d.ArtifactStored, status=201, binary="application/gzip", errors=(*AGENT, 413)),
+    **doc(ArtifactStored, status=201, binary="application/gzip", errors=(*AGENT, 413)),
 )
 async def put_artifact(
     item_id: ItemId,
     name: ArtifactName,
     request: Request,
+    svc: Svc,
+    caller: CallerOf,
     agent_id: Annotated[str, Query(min_length=1, max_length=128)],
 ) -> JSONResponse:
     """A large output of an item (gzip): its timeline, the engine's output, its logs;
     from the agent holding the item (``agent_id``), 409 otherwise."""
     run_id = item_id.rsplit(".", 2)[0]
     data = await request.body()
-    agent = _agent(request, agent_id)
-    size = await asyncio.to_thread(svc().put_artifact, run_id, item_id, name, data, agent)
+    agent = agent_ref(caller, agent_id)
+    size = await asyncio.to_thread(svc.put_artifact, run_id, item_id, name, data, agent)
     return JSONResponse({"stored": True, "bytes": size}, status_code=201)
 
 
-@router.put(
+@results.put(
     "/api/agent/results/{item_id}",
     **doc(
-        d.StoredReply,
+        StoredReply,
         status=201,
-        also={200: d.StoredReply},
-        body=WorkResult,
+        also={200: StoredReply},
+        body=True,
         errors=(*AGENT, 413),
     ),
 )
-async def put_result(item_id: ItemId, request: Request) -> JSONResponse:
+async def put_result(
+    item_id: ItemId, body: ResultAsSent, svc: Svc, caller: CallerOf
+) -> JSONResponse:
     """201 when stored, 200 when this item's result was stored before."""
-    body = await json_body(request, MAX_DOCUMENT_BYTES)  # stored as one Cosmos document
     if not isinstance(body, dict) or body.get("item_id") != item_id:
         raise ValidationFailed([FieldError("item_id", "must match the URL")])
     claimed = body.get("agent_id")
     if not isinstance(claimed, str) or not claimed:
         raise ValidationFailed([FieldError("agent_id", "required")])
-    agent = _agent(request, claimed)
-    created = await asyncio.to_thread(svc().store_result, body, agent)
+    agent = agent_ref(caller, claimed)
+    created = await asyncio.to_thread(svc.store_result, body, agent)
     return JSONResponse(
         {"stored": True, "duplicate": not created}, status_code=201 if created else 200
     )

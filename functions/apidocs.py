@@ -323,33 +323,7 @@ class Curves(BaseModel):
     repetitions: list[RepetitionSpread]
 
 
-# ---- agent protocol and chat doors --------------------------------------------------------
-
-
-class ClaimReply(BaseModel):
-    action: Literal["run", "drop", "release"] = Field(
-        description="run it; drop (delete the message); release (hand it back to the queue)"
-    )
-    reason: str
-
-
-class BarrierReply(BaseModel):
-    status: Literal["wait", "go", "abort"]
-    start_at_ms: int | None = Field(description="with go: the common start instant, Unix ms")
-    reason: str
-
-
-class HeartbeatReply(BaseModel):
-    cancel: bool = Field(description="stop now: the run was cancelled or the item taken over")
-
-
-class FailureReply(BaseModel):
-    status: Literal["recorded"]
-    final: bool = Field(description="true: no retry (delete the message)")
-
-
-class CancelledReply(BaseModel):
-    status: Literal["recorded"]
+# ---- a client's full result ---------------------------------------------------------------
 
 
 class SecondRow(OpenDoc):
@@ -372,67 +346,3 @@ class FullResult(Result):
     raw_removed: bool | None = Field(
         None, description="true: the engine's own output was deleted by retention (the docs)"
     )
-
-
-class ArtifactStored(BaseModel):
-    stored: Literal[True]
-    bytes: int = Field(description="size stored")
-
-
-class StoredReply(BaseModel):
-    stored: Literal[True]
-    duplicate: bool = Field(description="true: this item's result was already stored")
-
-
-class TeamsActivity(OpenDoc):
-    """The activity Teams posts to an outgoing webhook (only these fields are read)."""
-
-    id: str
-    text: str | None = None
-    timestamp: str = Field(description="ISO 8601 with offset; within 5 minutes of now")
-    from_: dict[str, Any] | None = Field(None, alias="from", description="name, aadObjectId")
-
-
-class TeamsMessage(OpenDoc):
-    type: Literal["message"]
-    attachments: list[dict[str, Any]] = Field(description="one Adaptive Card")
-
-
-class BotActivity(OpenDoc):
-    """A Bot Framework activity (the Teams bot, /api/messages); only these fields are read
-    before the Microsoft 365 Agents SDK takes it."""
-
-    type: str = Field(description="message, invoke (a card's Action.Execute), conversationUpdate")
-    id: str = Field(description="unique in its conversation: a second post of it is a replay")
-    serviceUrl: str = Field(description="where the bot answers: the token's serviceurl host")
-    conversation: dict[str, Any] = Field(description="id; isGroup, conversationType, tenantId")
-    from_: dict[str, Any] | None = Field(None, alias="from", description="id, name, aadObjectId")
-    text: str | None = None
-    value: dict[str, Any] | None = Field(None, description="invoke: {action: {verb, data}}")
-
-
-class BotAccepted(BaseModel):
-    accepted: bool = Field(description="a message or event: the bot answers through the channel")
-
-
-class BotInvokeReply(OpenDoc):
-    """An invoke's answer (a card's Action.Execute): the card that replaces the pressed one."""
-
-    statusCode: int
-    type: str = Field(description="application/vnd.microsoft.card.adaptive")
-    value: dict[str, Any] | None = Field(None, description="the Adaptive Card")
-
-
-class WebhookCommand(OpenDoc):
-    text: str = Field(description="a bot command, e.g. run smoke-randread-4k on scratch")
-    user: str | None = None
-
-
-class WebhookReply(BaseModel):
-    command: str
-    ok: bool
-    title: str
-    lines: list[str]
-    facts: dict[str, str]
-    data: dict[str, Any]
-    link: str | None

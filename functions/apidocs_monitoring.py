@@ -8,8 +8,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.models import Engine, RunRequest, Workload
+from core.models.regression import TriageState
 from core.models.state import RunState
-from core.monitoring.monitor import TriageState
 from core.monitoring.schedules import CRON_SCHEMA, Schedule
 from functions.apidocs import OpenDoc
 

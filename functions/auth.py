@@ -79,30 +79,41 @@ def resolve_caller(headers: Any, settings: Settings, *, allow_cookie: bool = Fal
     if settings.trust_easyauth:
         principal = _principal(headers)
         if principal is not None:
-            claims = principal.get("claims") or []
-            role_type = principal.get("role_typ", "roles")
-            roles = [str(c.get("val")) for c in claims if c.get("typ") == role_type]
-            oid = headers.get("x-ms-client-principal-id") or next(
-                (str(c.get("val")) for c in claims if c.get("typ") in (OBJECT_ID_CLAIM, "oid")),
-                "",
-            )
-            name = headers.get("x-ms-client-principal-name") or oid or "unknown"
-            if oid and oid in settings.agent_principals:
-                agent = MANAGED_IDENTITY_PREFIX + oid
-                return Caller(name=agent, role=AGENT_ROLE, door="api", is_agent=True)
-            role = best_role(roles, settings.default_role or "")
-            if not role:  # no role means no access (BENCH_DEFAULT_ROLE unset)
-                raise NoAppRole(f"{name} has no Bench.* app role for this API")
-            return Caller(name=name, role=role, door=door)
+            return _signed_in(principal, headers, settings, door)
     if settings.api_keys:
-        given = str(headers.get("x-api-key", "")) or (_cookie_key(headers) if allow_cookie else "")
-        for name, role, key in settings.api_keys:
-            if given and hmac.compare_digest(given.encode(), key.encode()):
-                return Caller(name=name, role=role, door=door, is_agent=role == AGENT_ROLE)
-        raise Unauthorized("missing or unknown X-Api-Key")
+        return _keyed(headers, settings, door, allow_cookie=allow_cookie)
     if settings.trust_easyauth:
         raise Unauthorized("not signed in")
     return Caller(name=LOCAL_CALLER.name, role=LOCAL_CALLER.role, door=door, is_agent=True)
+
+
+def _signed_in(principal: dict[str, Any], headers: Any, settings: Settings, door: str) -> Caller:
+    """The caller App Service Authentication signed in: an agent's managed identity, or a
+    person or pipeline with its best Bench.* role (NoAppRole without one)."""
+    claims = principal.get("claims") or []
+    role_type = principal.get("role_typ", "roles")
+    roles = [str(c.get("val")) for c in claims if c.get("typ") == role_type]
+    oid = headers.get("x-ms-client-principal-id") or next(
+        (str(c.get("val")) for c in claims if c.get("typ") in (OBJECT_ID_CLAIM, "oid")),
+        "",
+    )
+    name = headers.get("x-ms-client-principal-name") or oid or "unknown"
+    if oid and oid in settings.agent_principals:
+        agent = MANAGED_IDENTITY_PREFIX + oid
+        return Caller(name=agent, role=AGENT_ROLE, door="api", is_agent=True)
+    role = best_role(roles, settings.default_role or "")
+    if not role:  # no role means no access (BENCH_DEFAULT_ROLE unset)
+        raise NoAppRole(f"{name} has no Bench.* app role for this API")
+    return Caller(name=name, role=role, door=door)
+
+
+def _keyed(headers: Any, settings: Settings, door: str, *, allow_cookie: bool) -> Caller:
+    """The caller whose API key (X-Api-Key, or the web UI's cookie) is in BENCH_API_KEYS."""
+    given = str(headers.get("x-api-key", "")) or (_cookie_key(headers) if allow_cookie else "")
+    for name, role, key in settings.api_keys:
+        if given and hmac.compare_digest(given.encode(), key.encode()):
+            return Caller(name=name, role=role, door=door, is_agent=role == AGENT_ROLE)
+    raise Unauthorized("missing or unknown X-Api-Key")
 
 
 def agent_ref(caller: Caller, agent_id: str) -> AgentRef:

@@ -11,28 +11,31 @@ import asyncio
 import hashlib
 import time
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Body, Request
 from fastapi.responses import JSONResponse
 
 from core.chat.bot import parse_command
 from core.chat.cards import adaptive_card, json_reply
 from core.errors import ValidationFailed
+from core.models.activity import SeenActivity
 from core.monitoring.notify import SIGNATURE_HEADER, verify, verify_teams
 from core.runs.guardrails import Caller
-from functions import context
-from functions.apidocs import TeamsActivity, TeamsMessage, WebhookCommand, WebhookReply
+from functions.apidocs_chat import TeamsActivity, TeamsMessage, WebhookCommand, WebhookReply
 from functions.inputs import parse_json
 from functions.openapi import doc
-from functions.params import read_body
+from functions.params import Parts, SignedRoute, documented_as, read_body
 
 FRESH_S = 300  # Teams activities and signed webhook requests older than this are refused
 # A door not configured is not a passing failure (a 503 is retried by pipelines and SDK
 # retry policies for ever): it is not there.
 NOT_ENABLED = "the {door} chat door is not enabled on this service ({setting} is not set)"
 TEAMS_SETTING, WEBHOOK_SETTING = "BENCH_TEAMS_BOT_SECRET", "BENCH_BOT_SECRET"
-router = APIRouter()
+router = APIRouter(route_class=SignedRoute)
+# Documented by their models; parsed (strict JSON) once the signature is checked.
+TeamsAsSent = Annotated[Any, documented_as(TeamsActivity), Body()]
+CommandAsSent = Annotated[Any, documented_as(WebhookCommand), Body()]
 
 
 def _refuse(status: int, field: str, message: str) -> JSONResponse:
@@ -49,18 +52,20 @@ def _age_s(timestamp: Any) -> float | None:
     return abs(time.time() - ts.timestamp())
 
 
-async def _first_time(activity_id: str) -> bool:
-    doc = {"id": activity_id, "seen_at_ms": int(time.time() * 1000)}
-    return await asyncio.to_thread(context.store().activities.create, doc)
+async def _first_time(parts: Parts, activity_id: str) -> bool:
+    seen = SeenActivity(id=activity_id, seen_at_ms=int(time.time() * 1000))
+    return await asyncio.to_thread(parts.store.activities.create, seen)
 
 
-@router.post(
-    "/api/bot/teams", **doc(TeamsMessage, body=TeamsActivity, errors=(400, 401, 404, 409, 503))
-)
-async def teams(request: Request) -> JSONResponse:
+@router.post("/api/bot/teams", **doc(TeamsMessage, body=True, errors=(400, 401, 404, 409, 503)))
+async def teams(
+    request: Request,
+    sent: TeamsAsSent,  # for the document: read below, after the signature
+    parts: Parts,
+) -> JSONResponse:
     """Teams outgoing webhook: ``Authorization: HMAC <base64>`` over the raw body. 404 when
     this door is not enabled (no secret configured): nothing to retry."""
-    secret = context.settings().teams_bot_secret
+    secret = parts.settings.teams_bot_secret
     if not secret:
         return _refuse(404, "(path)", NOT_ENABLED.format(door="Teams", setting=TEAMS_SETTING))
     raw = await read_body(request)
@@ -80,22 +85,26 @@ async def teams(request: Request) -> JSONResponse:
         return _refuse(401, "timestamp", f"stale or missing activity timestamp (> {FRESH_S} s)")
     # A Cosmos DB id may not hold / \ ? # nor exceed 255 characters; Teams' ids are opaque.
     seen_id = hashlib.sha256(activity_id.encode()).hexdigest()[:32]
-    if not await _first_time(f"teams:{seen_id}"):
+    if not await _first_time(parts, f"teams:{seen_id}"):
         return _refuse(409, "id", "activity already handled (replay)")
     who = str(sender.get("name") or sender.get("aadObjectId") or "unknown")
-    caller = Caller(name=f"teams:{who}", role=context.settings().bot_role, door="bot-teams")
-    reply = await asyncio.to_thread(context.bot().answer, parse_command(text), caller, activity_id)
+    caller = Caller(name=f"teams:{who}", role=parts.settings.bot_role, door="bot-teams")
+    reply = await asyncio.to_thread(parts.bot.answer, parse_command(text), caller, activity_id)
     return JSONResponse(adaptive_card(reply))
 
 
 @router.post(
     "/api/bot/webhook",
-    **doc(WebhookReply, body=WebhookCommand, errors=(400, 401, 404, 409, 503)),
+    **doc(WebhookReply, body=True, errors=(400, 401, 404, 409, 503)),
 )
-async def webhook(request: Request) -> JSONResponse:
+async def webhook(
+    request: Request,
+    sent: CommandAsSent,  # for the document: read below, after the signature
+    parts: Parts,
+) -> JSONResponse:
     """Generic chat/script door: body ``{"text": "...", "user": "..."}`` signed with
     X-Bench-Timestamp / X-Bench-Signature (HMAC-SHA256 over ``<timestamp>.<body>``)."""
-    secret = context.settings().bot_secret
+    secret = parts.settings.bot_secret
     if not secret:
         return _refuse(404, "(path)", NOT_ENABLED.format(door="webhook", setting=WEBHOOK_SETTING))
     raw = await read_body(request)
@@ -111,8 +120,8 @@ async def webhook(request: Request) -> JSONResponse:
     # The signature is unique per body and timestamp: seen once means a replay.
     signature = headers.get(SIGNATURE_HEADER.lower(), "")
     request_id = hashlib.sha256(signature.encode()).hexdigest()[:32]
-    if not await _first_time(f"webhook:{request_id}"):
+    if not await _first_time(parts, f"webhook:{request_id}"):
         return _refuse(409, SIGNATURE_HEADER, "request already handled (replay)")
-    caller = Caller(name=f"webhook:{user}", role=context.settings().bot_role, door="bot-webhook")
-    reply = await asyncio.to_thread(context.bot().answer, parse_command(text), caller, request_id)
+    caller = Caller(name=f"webhook:{user}", role=parts.settings.bot_role, door="bot-webhook")
+    reply = await asyncio.to_thread(parts.bot.answer, parse_command(text), caller, request_id)
     return JSONResponse(json_reply(reply))

@@ -6,17 +6,16 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Path, Request
+from fastapi import APIRouter, Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import FieldError, Forbidden
 from core.models import ALIAS_PATTERN, POOL_PATTERN
 from core.runs.clean import CleanOrder
-from core.validation import parse
 from functions.openapi import doc
-from functions.params import STORE, caller_of, json_body, svc
+from functions.params import STORE, CallerOf, JsonRoute, Svc
 
-router = APIRouter()
+router = APIRouter(route_class=JsonRoute)
 
 
 class CleanOrdered(CleanOrder):
@@ -36,16 +35,17 @@ class CleanBody(BaseModel):
 
 @router.post(
     "/api/targets/{alias}/clean",
-    **doc(CleanOrdered, status=202, body=CleanBody, errors=(400, 403, 404, 409, *STORE)),
+    **doc(CleanOrdered, status=202, body=True, errors=(400, 403, 404, 409, *STORE)),
 )
 async def clean_target(
-    request: Request, alias: Annotated[str, Path(pattern=ALIAS_PATTERN)]
+    body: CleanBody,
+    alias: Annotated[str, Path(pattern=ALIAS_PATTERN)],
+    svc: Svc,
+    caller: CallerOf,
 ) -> dict[str, Any]:
     """Remove the benchmark files under ``<mount>/.benchsvc/`` on the target: the agents'
     kept working sets and what runs left. Engineers and admins; **409** naming the run
     while one holds or waits for the target, **400** for a read-only target."""
-    caller = caller_of(request)
     if not caller.limits.manage:
         raise Forbidden([FieldError("(caller)", f"role {caller.role} may not clean targets")])
-    body: CleanBody = parse(CleanBody, await json_body(request))
-    return await asyncio.to_thread(svc().clean, alias, body.pool, caller)
+    return await asyncio.to_thread(svc.clean, alias, body.pool, caller)

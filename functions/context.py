@@ -1,15 +1,23 @@
-"""Builds the service from settings once per process, on first use, so importing the app
-(e.g. by the Functions host indexing functions) opens no connection."""
+"""The service's parts, built from settings on first use, so creating the app (e.g. when
+the Functions host indexes it) opens no connection.
+
+One :class:`Services` per app: ``create_app(services)`` keeps it in ``app.state`` and the
+routes receive its parts as FastAPI dependencies (functions/params.py); the timers take it
+as an argument. What an app is built with (the local stack's pool scaler) is given to the
+constructor, never set afterwards. Without one, an app and the Functions timers share the
+process's default, :func:`current` (built from the environment).
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
-from functools import cache
+from functools import cache, cached_property
 from typing import TYPE_CHECKING
 
 from azure.identity import ManagedIdentityCredential
 
+from adapters.archive import Archive
 from adapters.blob import BlobArtifacts
 from adapters.config import Settings, azure_credential
 from adapters.cosmos import CosmosStore
@@ -36,193 +44,185 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-@cache
-def settings() -> Settings:
-    return Settings.from_env()
+class Services:
+    """The parts of one deployment of the service, each built once, when first used."""
 
+    def __init__(self, settings: Settings, *, local_scaler: PoolScaler | None = None) -> None:
+        self.settings = settings
+        # The local stack's scaler (its agent processes), given by the app the stack serves
+        # (benchctl.local_api): the server never imports the CLI.
+        self.local_scaler = local_scaler
+        self._teams_lock = threading.Lock()
 
-@cache
-def store() -> CosmosStore:
-    return CosmosStore.from_settings(settings())
+    @cached_property
+    def store(self) -> CosmosStore:
+        return CosmosStore.from_settings(self.settings)
 
+    @cached_property
+    def queues(self) -> WorkQueues:
+        return WorkQueues.from_settings(self.settings)
 
-@cache
-def queues() -> WorkQueues:
-    return WorkQueues.from_settings(settings())
-
-
-@cache
-def artifacts() -> BlobArtifacts:
-    s = settings()
-    return BlobArtifacts.connect(
-        s.blob_uri, local_emulators=s.local_emulators, client_id=s.managed_identity_client_id
-    )
-
-
-@cache
-def monitor() -> Monitor:
-    s = settings()
-    return Monitor(store(), notifier(), gate_pct=s.gate_pct, min_magnitude_pct=s.min_magnitude_pct)
-
-
-@cache
-def notifier() -> Notifier:
-    # Regressions go to the webhooks and to the Teams conversations subscribed to them.
-    return ChatNotifier(WebhookNotifier.from_settings(settings()), threads)
-
-
-@cache
-def service() -> RunService:
-    s = settings()
-    svc = RunService(
-        store(),
-        queues(),
-        artifacts(),
-        max_deliveries=s.max_deliveries,
-        pools=s.pools,
-        pool_configs=s.pool_configs,
-        monitor=monitor(),
-        targets=list(s.targets),
-    )
-    # A chat-requested run's result goes back to its chat when the run is finalized.
-    svc.lifecycle.on_finished = Announcer(
-        svc.get_run, notifier(), public_url=s.public_url, threads=threads
-    )
-    return svc
-
-
-# The local stack's scaler (its agent processes), handed over by the app the stack serves
-# (benchctl.local_api): the server never imports the CLI.
-_local_scaler: PoolScaler | None = None
-
-
-def use_local_scaler(scaler: PoolScaler) -> None:
-    """Scale elastic pools with the local stack's ``scaler`` (BENCH_LOCAL_SCALER_DIR)."""
-    global _local_scaler
-    _local_scaler = scaler
-    autoscaler.cache_clear()
-
-
-@cache
-def autoscaler() -> Autoscaler | None:
-    """Elastic pools' scaling, when there are elastic pools and a scaler for them."""
-    s = settings()
-    if not any(p.elastic for p in s.pool_configs):
-        return None
-    scaler: PoolScaler
-    if s.local_scaler_dir:
-        if _local_scaler is None:  # served by functions.api, not benchctl.local_api
-            log.warning("BENCH_LOCAL_SCALER_DIR is set but no local scaler was given")
-            return None
-        scaler = _local_scaler
-    elif s.azure_subscription_id and s.azure_resource_group:
-        from adapters.azure_scaler import AzureScaler, scale_sets
-
-        scaler = AzureScaler(
-            azure_credential(s.managed_identity_client_id),
-            s.azure_subscription_id,
-            s.azure_resource_group,
-            scale_sets(s.pool_configs),
+    @cached_property
+    def artifacts(self) -> BlobArtifacts:
+        s = self.settings
+        return BlobArtifacts.connect(
+            s.blob_uri, local_emulators=s.local_emulators, client_id=s.managed_identity_client_id
         )
-    else:
+
+    @cached_property
+    def archive(self) -> Archive:
+        return Archive(self.store, self.artifacts)
+
+    @cached_property
+    def monitor(self) -> Monitor:
+        s = self.settings
+        return Monitor(
+            self.store, self.notifier, gate_pct=s.gate_pct, min_magnitude_pct=s.min_magnitude_pct
+        )
+
+    @cached_property
+    def notifier(self) -> Notifier:
+        # Regressions go to the webhooks and to the Teams conversations subscribed to them.
+        return ChatNotifier(WebhookNotifier.from_settings(self.settings), self._threads)
+
+    def _threads(self) -> Threads | None:
+        return self.threads
+
+    @cached_property
+    def service(self) -> RunService:
+        s = self.settings
+        svc = RunService(
+            self.store,
+            self.queues,
+            self.artifacts,
+            max_deliveries=s.max_deliveries,
+            pools=s.pools,
+            pool_configs=s.pool_configs,
+            monitor=self.monitor,
+            targets=list(s.targets),
+            # Elastic pools' capacity, when there are elastic pools and a scaler for them.
+        )
+        svc.fleet.scaler = self.scaler
+        # A chat-requested run's result goes back to its chat when the run is finalized.
+        svc.lifecycle.on_finished = Announcer(
+            svc.run_doc, self.notifier, public_url=s.public_url, threads=self._threads
+        )
+        return svc
+
+    @cached_property
+    def scaler(self) -> PoolScaler | None:
+        """Elastic pools' scaler: the local stack's, or the Azure scale sets'."""
+        s = self.settings
+        if not any(p.elastic for p in s.pool_configs):
+            return None
+        if s.local_scaler_dir:
+            if self.local_scaler is None:  # served by functions.api, not benchctl.local_api
+                log.warning("BENCH_LOCAL_SCALER_DIR is set but no local scaler was given")
+            return self.local_scaler
+        if s.azure_subscription_id and s.azure_resource_group:
+            from adapters.azure_scaler import AzureScaler, scale_sets
+
+            return AzureScaler(
+                azure_credential(s.managed_identity_client_id),
+                s.azure_subscription_id,
+                s.azure_resource_group,
+                scale_sets(s.pool_configs),
+            )
         return None
-    svc = service()
-    svc.fleet.scaler = scaler
-    return Autoscaler(svc.fleet, svc.store.runs, scaler)
+
+    @cached_property
+    def autoscaler(self) -> Autoscaler | None:
+        scaler = self.scaler
+        if scaler is None:
+            return None
+        return Autoscaler(self.service.fleet, self.store.runs, scaler)
+
+    @cached_property
+    def bot(self) -> Bot:
+        s = self.settings
+        return Bot(
+            self.service,
+            self.scheduler,
+            self.monitor,
+            targets=list(s.targets),
+            public_url=s.public_url,
+            result_doors=result_doors(s),
+        )
+
+    @cached_property
+    def scheduler(self) -> Scheduler:
+        return Scheduler(self.store, self.service)
+
+    @cached_property
+    def connector(self) -> BotConnector | None:
+        """The Teams bot's Bot Connector, when the bot is configured (BENCH_BOT_APP_ID)."""
+        s = self.settings
+        if not (s.bot_app_id and s.bot_tenant_id):
+            return None
+        # The SDK: only where there is a bot (functions/messages.py).
+        from adapters.bot_auth import default_issuers
+        from adapters.bot_connector import BotConnector
+
+        issuers = dict(s.bot_issuers) or default_issuers(s.bot_tenant_id)
+        return BotConnector(s.bot_app_id, s.bot_tenant_id, issuers, local=s.local_emulators)
+
+    @cached_property
+    def threads(self) -> Threads | None:
+        sender = self.connector
+        if sender is None:
+            return None
+        conversations = CosmosConversations(self.store.container("conversations"))
+        return Threads(
+            conversations,
+            sender,
+            self.service.run_doc,
+            public_url=self.settings.public_url,
+            finished_ttl_s=self.settings.retention.finished_delivery_ttl(),
+        )
+
+    def teams_host(self) -> TeamsHost | None:
+        """The Teams bot (functions/teams_bot.py), built once: by the first activity or by
+        the start-up's warm-up, whichever comes first (they may race: the lock makes it
+        one)."""
+        with self._teams_lock:
+            return self._teams_host
+
+    @cached_property
+    def _teams_host(self) -> TeamsHost | None:
+        s = self.settings
+        sender, kept = self.connector, self.threads
+        if sender is None or kept is None:
+            return None
+        from functions.teams_bot import TeamsHost, build_app
+
+        if s.api_app_id:
+            directory = GraphRoles(
+                s.graph_url, s.api_app_id, ManagedIdentityCredential(client_id=s.bot_app_id)
+            ).lookup
+        else:
+            directory = _no_roles  # no registration to read roles from: the default role only
+        teams = TeamsBot(self.bot, kept, directory, self.store, default_role=s.default_role)
+        return TeamsHost(sender, build_app(sender, teams, kept), teams, kept)
 
 
 @cache
-def bot() -> Bot:
-    s = settings()
-    return Bot(
-        service(),
-        scheduler(),
-        monitor(),
-        targets=list(s.targets),
-        public_url=s.public_url,
-        result_doors=result_doors(s),
-    )
+def current() -> Services:
+    """The process's default parts, from the environment (the Functions app and its
+    timers; an app created without parts of its own)."""
+    return Services(Settings.from_env())
 
 
 def result_doors(s: Settings) -> frozenset[str]:
     """The chat doors a finished run's card can be posted back through: Teams' Workflows
     webhook, the signed generic webhook, and the Teams bot, which posts into the
     conversation the run came from (core.chat.threads) wherever it is configured
-    (connector()'s condition, without importing the SDK)."""
+    (the connector's condition, without importing the SDK)."""
     doors = {
         "bot-teams": bool(s.teams_webhook_url),
         "bot-webhook": bool(s.webhook_url and s.webhook_secret),  # its posts are signed
         BOT_DOOR: bool(s.bot_app_id and s.bot_tenant_id),
     }
     return frozenset(d for d, configured in doors.items() if configured)
-
-
-@cache
-def scheduler() -> Scheduler:
-    return Scheduler(store(), service())
-
-
-@cache
-def connector() -> BotConnector | None:
-    """The Teams bot's Bot Connector, when the bot is configured (BENCH_BOT_APP_ID)."""
-    s = settings()
-    if not (s.bot_app_id and s.bot_tenant_id):
-        return None
-    # The SDK: only where there is a bot (functions/messages.py).
-    from adapters.bot_auth import default_issuers
-    from adapters.bot_connector import BotConnector
-
-    issuers = dict(s.bot_issuers) or default_issuers(s.bot_tenant_id)
-    return BotConnector(s.bot_app_id, s.bot_tenant_id, issuers, local=s.local_emulators)
-
-
-@cache
-def threads() -> Threads | None:
-    sender = connector()
-    if sender is None:
-        return None
-    conversations = CosmosConversations(store().container("conversations"))
-    return Threads(
-        conversations,
-        sender,
-        service().get_run,
-        public_url=settings().public_url,
-        finished_ttl_s=settings().retention.finished_delivery_ttl(),
-    )
-
-
-_teams_lock = threading.Lock()
-
-
-def teams_host() -> TeamsHost | None:
-    """The Teams bot (functions/teams_bot.py), built once: by the first activity or by the
-    start-up's warm-up, whichever comes first (they may race: the lock makes it one)."""
-    with _teams_lock:
-        return _teams_host()
-
-
-@cache
-def _teams_host() -> TeamsHost | None:
-    s = settings()
-    sender, kept = connector(), threads()
-    if sender is None or kept is None:
-        return None
-    from functions.teams_bot import TeamsHost, build_app
-
-    if s.api_app_id:
-        directory = GraphRoles(
-            s.graph_url, s.api_app_id, ManagedIdentityCredential(client_id=s.bot_app_id)
-        ).lookup
-    else:
-        directory = _no_roles  # no registration to read roles from: the default role only
-    teams = TeamsBot(
-        bot(),
-        kept,
-        directory,
-        store(),
-        default_role=s.default_role,
-    )
-    return TeamsHost(sender, build_app(sender, teams, kept), teams, kept)
 
 
 def _no_roles(object_id: str) -> DirectoryEntry:

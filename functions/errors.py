@@ -69,8 +69,11 @@ def _leaves(routes: Iterable[BaseRoute]) -> Iterator[BaseRoute]:
 
 
 def _param(loc: tuple[int | str, ...]) -> str:
-    """FastAPI's error location as the caller named it: limit, Idempotency-Key, run_id."""
+    """FastAPI's error location as the caller named it: limit, Idempotency-Key, run_id, a
+    body path (workload.bs), or (body)."""
     where, *rest = loc
+    if where == "body" and not rest:  # the body as a whole: not an object, or none
+        return "(body)"
     name = ".".join(str(p) for p in rest) or str(where)
     if where == "header":
         return "-".join(part.capitalize() for part in name.split("-"))

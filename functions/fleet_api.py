@@ -6,35 +6,32 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query
 
 from core.models import POOL_PATTERN
 from core.models.agents import Registration
-from core.validation import parse
 from functions import apidocs_fleet as f
 from functions.auth import agent_ref
 from functions.openapi import doc
-from functions.params import STORE, caller_of, json_body, svc
+from functions.params import STORE, CallerOf, JsonRoute, Svc
 
-router = APIRouter()
+router = APIRouter(route_class=JsonRoute)
 
 
-@router.post(
-    "/api/agent/register", **doc(f.Registered, body=Registration, errors=(400, 403, 409, 503))
-)
-async def register(request: Request) -> dict[str, Any]:
+@router.post("/api/agent/register", **doc(f.Registered, body=True, errors=(400, 403, 409, 503)))
+async def register(b: Registration, svc: Svc, caller: CallerOf) -> dict[str, Any]:
     """An agent's registration at start and its heartbeat every ``heartbeat_s`` seconds;
     accepted only for the calling agent's own id (403 naming agent_id otherwise)."""
-    b: Registration = parse(Registration, await json_body(request))
-    agent = agent_ref(caller_of(request), b.agent_id)
-    record = await asyncio.to_thread(svc().fleet.register, b, agent)
+    agent = agent_ref(caller, b.agent_id)
+    record = await asyncio.to_thread(svc.fleet.register, b, agent)
     return {"status": "registered", "heartbeat_s": record.heartbeat_s}
 
 
 @router.get("/api/agents", **doc(f.AgentList, errors=(400, *STORE)))
 async def agents(
+    svc: Svc,
     pool: Annotated[str | None, Query(pattern=POOL_PATTERN)] = None,
 ) -> dict[str, Any]:
     """Every agent the registry knows (live, gone or stopped) and each pool's size, live
     agents, client VM time and cost."""
-    return await asyncio.to_thread(svc().fleet.view, pool)
+    return await asyncio.to_thread(svc.fleet.view, pool)

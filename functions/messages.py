@@ -14,16 +14,20 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Body, Request, Response
 from fastapi.responses import JSONResponse
 
-from functions import context
-from functions.apidocs import BotAccepted, BotActivity, BotInvokeReply
+from core.models.activity import SeenActivity
+from functions.apidocs_chat import BotAccepted, BotActivity, BotInvokeReply
 from functions.openapi import BOT_MESSAGES, doc
+from functions.params import JsonRoute, Parts, documented_as
 
-router = APIRouter()
+router = APIRouter(route_class=JsonRoute)
+# Checked here, then handed to the SDK as sent (functions/params.JsonRoute: strict JSON).
+ActivityAsSent = Annotated[Any, documented_as(BotActivity), Body()]
 
 
 def _refuse(status: int, field: str, message: str) -> JSONResponse:
@@ -45,13 +49,13 @@ def _same_host(a: str, b: str) -> bool:
         BotAccepted,
         status=202,
         also={200: BotInvokeReply},
-        body=BotActivity,
+        body=True,
         errors=(400, 401, 409, 503),
     ),
 )
-async def messages(request: Request) -> Response:
+async def messages(request: Request, sent: ActivityAsSent, parts: Parts) -> Response:
     """Bot Framework activities from Teams (Azure Bot Service), with the channel's token."""
-    host = await asyncio.to_thread(context.teams_host)  # the first call imports the SDK
+    host = await asyncio.to_thread(parts.teams_host)  # the first call imports the SDK
     if host is None:
         return _refuse(503, "(service)", "the Teams bot is not configured")
     from microsoft_agents.activity import Activity
@@ -64,7 +68,7 @@ async def messages(request: Request) -> Response:
     if identity is None:
         return _refuse(401, "Authorization", "missing, expired or badly signed token")
     try:
-        activity = Activity.model_validate(await request.json())
+        activity = Activity.model_validate(sent)
     except ValueError:
         return _refuse(400, "(body)", "not a Bot Framework activity")
     if not activity.id or not activity.conversation or not activity.conversation.id:
@@ -75,8 +79,8 @@ async def messages(request: Request) -> Response:
     ):
         return _refuse(401, "serviceUrl", "the activity's service URL is not the token's")
     seen = hashlib.sha256(f"{activity.conversation.id}\n{activity.id}".encode()).hexdigest()[:32]
-    doc_ = {"id": f"m365:{seen}", "seen_at_ms": int(time.time() * 1000)}
-    if not await asyncio.to_thread(context.store().activities.create, doc_):
+    first = SeenActivity(id=f"m365:{seen}", seen_at_ms=int(time.time() * 1000))
+    if not await asyncio.to_thread(parts.store.activities.create, first):
         return _refuse(409, "id", "activity already handled (replay)")
     request.state.claims_identity = identity
     response = await host.connector.adapter.process(request, host.app)

@@ -1,29 +1,23 @@
-"""The API's OpenAPI document: FastAPI's paths and parameters, with every request body,
-every answer (errors included) and the sign-in schemes filled in.
-
-Handlers read their bodies raw and validate them against ``core/schemas/`` (one 400 listing
-every violation), so FastAPI knows none of the body models: routes name them through
-:func:`doc`, and :func:`build` puts all models into ``components/schemas`` in one pydantic
-pass, so every ``$ref`` resolves inside the document. FastAPI's 422 is dropped: the API
-answers malformed parameters 400 like everything else.
+"""The API's OpenAPI document, as FastAPI writes it from the routes' declarations: each
+route names its answers' models and its error statuses (:func:`doc`, as FastAPI's
+``responses``); :func:`build` adds the sign-in schemes, the tags, the links,
+and the 401/403 every signed-in operation can answer. Request bodies are the handlers'
+typed parameters (functions/params.py). FastAPI generates every schema in one pass, so
+every ``$ref`` resolves inside the document. FastAPI's 422 is dropped: the API answers
+malformed input 400 like everything else.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import HTMLResponse, Response
 from pydantic import BaseModel
-from pydantic.json_schema import models_json_schema
 
 from functions.apidocs import ErrorBody
-
-Mode = Literal["validation", "serialization"]
-_MARK = "x-model"
-_registry: list[tuple[type[BaseModel], Mode]] = []
 
 ERRORS: dict[int, str] = {
     400: "Invalid input: every problem, by field (body path, query, header or path name)",
@@ -121,17 +115,18 @@ def _link(document: dict[str, Any]) -> None:
                 }
 
 
-def _mark(model: type[BaseModel], mode: Mode) -> dict[str, int]:
-    if (model, mode) not in _registry:
-        _registry.append((model, mode))
-    return {_MARK: _registry.index((model, mode))}
+ERROR_CONTENT = {
+    "content": {
+        "application/json": {"schema": {"$ref": f"#/components/schemas/{ErrorBody.__name__}"}}
+    }
+}
 
 
-_ERROR_BODY = _mark(ErrorBody, "serialization")  # the middleware's 401/403 use it too
-
-
-def _json(schema: dict[str, Any]) -> dict[str, Any]:
-    return {"content": {"application/json": {"schema": schema}}}
+def _error(code: int, *, json_route: bool) -> dict[str, Any]:
+    if json_route:
+        return {"model": ErrorBody, "description": ERRORS[code]}
+    # FastAPI would give an error the media type of the route's answer (an HTML page).
+    return {"description": ERRORS[code], **ERROR_CONTENT}
 
 
 def doc(
@@ -139,7 +134,7 @@ def doc(
     *,
     status: int = 200,
     errors: Iterable[int] = (),
-    body: type[BaseModel] | None = None,
+    body: bool = False,
     also: Mapping[int, type[BaseModel]] | None = None,
     headers: Mapping[str, Any] | None = None,
     binary: str | None = None,
@@ -148,52 +143,40 @@ def doc(
 ) -> dict[str, Any]:
     """Route arguments documenting an operation: its answer ``ok`` with ``status`` (no
     content when ``ok`` is None), other successful answers ``also``, the error statuses it
-    can answer, and its JSON request ``body`` (or raw bytes of media type ``binary``).
+    can answer, whether it reads a JSON ``body`` (its model: the handler's parameter; 413
+    past its cap), or raw bytes of media type ``binary``.
     ``html`` describes an answer that is an HTML page instead of JSON, ``download`` one of
-    raw bytes (its description).
-    Responses are described, never filtered."""
+    raw bytes (its description). Answers are described, never filtered: the stored
+    documents they carry are typed in the core, where they are checked."""
     responses: dict[int | str, Any] = {}
     if html is not None:
-        page = {"schema": {"type": "string"}}
-        responses[status] = {"description": html, "content": {"text/html": page}}
+        responses[status] = {"description": html}
     if download is not None:
         raw = {"schema": {"type": "string", "format": "binary"}}
         responses[status] = {"description": download, "content": {"application/gzip": raw}}
     for code, model in {**({status: ok} if ok else {}), **(also or {})}.items():
-        responses[code] = _json(_mark(model, "serialization"))
+        responses[code] = {"model": model}
         if headers:
             responses[code]["headers"] = dict(headers)
     # Every JSON body is read with a size cap (functions/params.read_body): 413 over it.
-    for code in (*errors, *((413,) if body is not None else ())):
-        responses[code] = {"description": ERRORS[code], **_json(_mark(ErrorBody, "serialization"))}
+    for code in (*errors, *((413,) if body else ())):
+        responses[code] = _error(code, json_route=html is None and download is None)
     extra: dict[str, Any] = {}
-    if body is not None:
-        extra["requestBody"] = {"required": True, **_json(_mark(body, "validation"))}
     if binary is not None:
         content = {binary: {"schema": {"type": "string", "format": "binary"}}}
         extra["requestBody"] = {"required": True, "content": content}
-    extra_args: dict[str, Any] = {}
+    kind: dict[str, Any] = {}
     if html is not None:
-        extra_args["response_class"] = HTMLResponse
+        kind["response_class"] = HTMLResponse
     if download is not None:
-        extra_args["response_class"] = Response
+        kind["response_class"] = Response
     return {
-        **extra_args,
+        **kind,
         "status_code": status,
         "response_model": None,
         "responses": responses,
         "openapi_extra": extra or None,
     }
-
-
-def _resolve(node: Any, refs: list[dict[str, Any]]) -> Any:
-    if isinstance(node, dict):
-        if set(node) == {_MARK}:
-            return refs[node[_MARK]]
-        return {k: _resolve(v, refs) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_resolve(v, refs) for v in node]
-    return node
 
 
 # Swagger UI groups operations by their first tag, in this order: what people call first,
@@ -278,16 +261,12 @@ def build(app: FastAPI) -> dict[str, Any]:
         description=app.description,
         routes=app.routes,
     )
-    mapping, defs = models_json_schema(_registry, ref_template="#/components/schemas/{model}")
-    refs = [mapping[key] for key in _registry]
-    document = dict(_resolve(document, refs))
-    schemas = document.setdefault("components", {}).setdefault("schemas", {})
+    schemas = document["components"]["schemas"]
     for name in ("HTTPValidationError", "ValidationError"):
         schemas.pop(name, None)
-    schemas.update(defs.get("$defs", {}))
     document["components"]["securitySchemes"] = SECURITY_SCHEMES
     _link(document)
-    error = _json(refs[_ERROR_BODY[_MARK]])
+    error = ERROR_CONTENT
     document["tags"] = TAGS
     for path, operations in document["paths"].items():
         for operation in operations.values():

@@ -21,18 +21,19 @@ from pydantic import StringConstraints
 
 from core.errors import NotFound
 from core.models import RUN_ID_PATTERN, TAG_KEY_PATTERN, Alias
+from core.models.regression import TriageState
 from core.models.state import RunState
-from core.monitoring.monitor import TriageState
-from functions import context
+from core.monitoring.monitor import Monitor
+from core.runs.service import RunService
 from functions.auth import API_KEY_COOKIE
 from functions.openapi import doc
-from functions.params import STORE, RunId, SeriesKey, svc
+from functions.params import STORE, JsonRoute, Monitoring, RunId, SeriesKey, Svc
 from reports import ui
 from reports.compare import MAX_COMPARED, compare_page, gather_compare
 from reports.data import gather_run, series_report
 from reports.page import run_page, series_page
 
-router = APIRouter()
+router = APIRouter(route_class=JsonRoute)
 
 DOCS_ASSETS = "/api/docs/assets"
 TagFilter = Annotated[
@@ -60,11 +61,11 @@ def mount_docs(app: object) -> None:
         )
 
 
-async def _series(key: str) -> dict[str, object]:
-    found: dict[str, object] = await asyncio.to_thread(context.monitor().history, key)
-    if not found["history"]:
+async def _series(monitor: Monitor, key: str) -> dict[str, object]:
+    found = await asyncio.to_thread(monitor.history, key)
+    if not found.history:
         raise NotFound(f"series {key}")
-    return found
+    return found.model_dump(mode="json")
 
 
 CompareRuns = Annotated[
@@ -81,32 +82,32 @@ SERIES_REPORT = "The series' report: one self-contained HTML file (plotly.js inl
 
 
 @router.get("/api/runs/{run_id}/report", **doc(None, html=RUN_REPORT, errors=(400, 404, *STORE)))
-async def run_report(run_id: RunId) -> HTMLResponse:
+async def run_report(run_id: RunId, svc: Svc) -> HTMLResponse:
     """Charts (per-second IOPS and bandwidth, curves, latency histogram, share and skew,
     limits, host counters), the CLI's tables, the resolved request, the infrastructure and
     every verdict."""
-    report = await asyncio.to_thread(gather_run, svc(), run_id)
+    report = await asyncio.to_thread(gather_run, svc, run_id)
     return HTMLResponse(await asyncio.to_thread(run_page, report))
 
 
 @router.get("/api/series/{key}/report", **doc(None, html=SERIES_REPORT, errors=(400, 404, *STORE)))
-async def series_report_page(key: SeriesKey) -> HTMLResponse:
+async def series_report_page(key: SeriesKey, monitor: Monitoring) -> HTMLResponse:
     """Each metric's history with infrastructure segments, change points and gate
     verdicts marked, and the regressions with their evidence."""
-    history = await _series(key)
+    history = await _series(monitor, key)
     return HTMLResponse(series_page(series_report(history)))
 
 
 @router.get("/api/compare/report", **doc(None, html=COMPARE_REPORT, errors=(400, 404, *STORE)))
-async def compare_report(run: CompareRuns) -> HTMLResponse:
+async def compare_report(run: CompareRuns, svc: Svc, monitor: Monitoring) -> HTMLResponse:
     """Each run's last step overlaid on the others (per-second IOPS of its window, latency
     curve, latency histogram) and a deltas table against the first run, judged against the
     noise of its series."""
-    return HTMLResponse(await asyncio.to_thread(_compare_page, run, False))
+    return HTMLResponse(await asyncio.to_thread(_compare_page, svc, monitor, run, False))
 
 
-def _compare_page(run_ids: list[str], nav: bool) -> str:
-    report = gather_compare(svc(), context.monitor().compare, run_ids)
+def _compare_page(svc: RunService, monitor: Monitor, run_ids: list[str], nav: bool) -> str:
+    report = gather_compare(svc, monitor.compare, run_ids)
     return compare_page(report, nav=nav)
 
 
@@ -135,6 +136,7 @@ async def ui_signin(request: Request) -> Response:
 
 @router.get("/ui/runs", include_in_schema=False)
 async def ui_runs(
+    svc: Svc,
     target: Annotated[Alias | None, Query()] = None,
     state: RunState | None = None,
     tag: TagFilter = None,
@@ -142,51 +144,51 @@ async def ui_runs(
 ) -> HTMLResponse:
     key, _, value = tag.partition("=") if tag is not None else ("", "", "")
     runs, _ = await asyncio.to_thread(
-        svc().list_runs,
+        svc.list_runs,
         target=target,
         state=state,
         tag=(key, value) if tag is not None else None,
         limit=limit,
     )
     filters = {"target": target or "", "state": state.value if state else "", "tag": tag or ""}
-    runs = await asyncio.to_thread(_with_aggregates, runs)
+    runs = await asyncio.to_thread(_with_aggregates, svc, runs)
     return HTMLResponse(ui.runs_page(runs, filters, [s.value for s in RunState]))
 
 
-def _with_aggregates(runs: list[dict[str, object]]) -> list[dict[str, object]]:
+def _with_aggregates(svc: RunService, runs: list[dict[str, object]]) -> list[dict[str, object]]:
     """Each run with its steps' aggregates (one query per run, in its partition), for the
     list's IOPS and latency columns."""
     out = []
     for r in runs:
-        aggs = sorted(svc().store.results.list_aggregates(str(r["id"])), key=lambda a: a["step"])
-        steps = [{"clients": a["clients"]} for a in aggs]
-        out.append({**r, "aggregate": aggs[-1] if aggs else None, "steps": steps})
+        aggs = sorted(svc.store.results.list_aggregates(str(r["id"])), key=lambda a: a.step)
+        steps = [{"clients": a.clients} for a in aggs]
+        out.append({**r, "aggregate": aggs[-1].doc() if aggs else None, "steps": steps})
     return out
 
 
 @router.get("/ui/runs/{run_id}", include_in_schema=False)
-async def ui_run(run_id: RunId) -> HTMLResponse:
-    report = await asyncio.to_thread(gather_run, svc(), run_id)
+async def ui_run(run_id: RunId, svc: Svc) -> HTMLResponse:
+    report = await asyncio.to_thread(gather_run, svc, run_id)
     return HTMLResponse(await asyncio.to_thread(run_page, report, nav=True))
 
 
 @router.get("/ui/compare", include_in_schema=False)
-async def ui_compare(run: CompareRuns) -> HTMLResponse:
-    return HTMLResponse(await asyncio.to_thread(_compare_page, run, True))
+async def ui_compare(run: CompareRuns, svc: Svc, monitor: Monitoring) -> HTMLResponse:
+    return HTMLResponse(await asyncio.to_thread(_compare_page, svc, monitor, run, True))
 
 
 @router.get("/ui/series", include_in_schema=False)
-async def ui_series() -> HTMLResponse:
-    found = await asyncio.to_thread(context.monitor().list_series)
-    return HTMLResponse(ui.series_list_page(found))
+async def ui_series(monitor: Monitoring) -> HTMLResponse:
+    found = await asyncio.to_thread(monitor.list_series)
+    return HTMLResponse(ui.series_list_page([s.model_dump(mode="json") for s in found]))
 
 
 @router.get("/ui/series/{key}", include_in_schema=False)
-async def ui_one_series(key: SeriesKey) -> HTMLResponse:
-    return HTMLResponse(series_page(series_report(await _series(key)), nav=True))
+async def ui_one_series(key: SeriesKey, monitor: Monitoring) -> HTMLResponse:
+    return HTMLResponse(series_page(series_report(await _series(monitor, key)), nav=True))
 
 
 @router.get("/ui/regressions", include_in_schema=False)
-async def ui_regressions(state: TriageState | None = None) -> HTMLResponse:
-    found = await asyncio.to_thread(context.monitor().regressions, state)
-    return HTMLResponse(ui.regressions_page(found))
+async def ui_regressions(monitor: Monitoring, state: TriageState | None = None) -> HTMLResponse:
+    found = await asyncio.to_thread(monitor.regressions, state)
+    return HTMLResponse(ui.regressions_page([r.model_dump(mode="json") for r in found]))

@@ -38,7 +38,7 @@ from core.errors import BenchError
 from core.models.agents import AgentRecord
 from core.models.state import RunState
 from core.runs.timer import TIMERS
-from functions import context
+from functions.context import Services
 
 log = logging.getLogger(__name__)
 SERVICE = "benchsvc-api"
@@ -74,12 +74,12 @@ class Sources:
     agents: Callable[[], list[AgentRecord]]  # the registry
 
 
-def sources() -> Sources:
+def sources(parts: Services) -> Sources:
     return Sources(
-        context.settings().pools,
-        context.queues(),
-        context.store(),
-        lambda: context.service().fleet.records(),
+        parts.settings.pools,
+        parts.queues,
+        parts.store,
+        lambda: parts.service.fleet.records(),
     )
 
 
@@ -189,9 +189,9 @@ class OperatorMetrics:
         )
 
 
-def instrument(app: FastAPI) -> None:
+def instrument(app: FastAPI, parts: Callable[[], Services]) -> None:
     """Once per process: the exporters, FastAPI's server spans and the operator's gauges.
-    Nothing at all when no destination is configured."""
+    Nothing at all when no destination is configured. The gauges read ``parts()``."""
     if _configured:
         return
     chosen = telemetry.setup(SERVICE, f"{socket.gethostname()}-{os.getpid()}")
@@ -203,5 +203,5 @@ def instrument(app: FastAPI) -> None:
     FastAPIInstrumentor.instrument_app(
         app, excluded_urls=",".join(UNTRACED_PATHS), exclude_spans=["receive", "send"]
     )
-    OperatorMetrics(lambda: read(sources())).register(metrics.get_meter(telemetry.SCOPE))
+    OperatorMetrics(lambda: read(sources(parts()))).register(metrics.get_meter(telemetry.SCOPE))
     log.info("telemetry: %s", chosen)

@@ -1,4 +1,5 @@
-"""Timer work, shared by the Functions timer trigger and the local stack's timer loop."""
+"""Timer work, shared by the Functions timer trigger and the local stack's timer loop; each
+tick works on the parts it is given (functions/context.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import time
 from adapters import retention
 from adapters.timer_lease import TimerLease
 from core.errors import BenchError
-from functions import context
+from functions.context import Services
 
 log = logging.getLogger(__name__)
 
@@ -17,12 +18,12 @@ RUNS_SCHEDULE = "0 */1 * * * *"  # NCRONTAB, every minute in Azure
 SCHEDULES_SCHEDULE = "5 */1 * * * *"  # every minute, a few seconds after the minute
 
 
-def runs_tick() -> list[str]:
+def runs_tick(parts: Services) -> list[str]:
     """The runs timer (``runs`` in /api/health): set elastic pools' capacity, then advance
     every run that is due (core.runs.timer: admission, deliveries and their retries, start
     barriers that expired, aggregation and completion), then update the Teams run cards.
     Returns the runs it finalized."""
-    scaling = context.autoscaler()
+    scaling = parts.autoscaler
     if scaling is not None:
         try:
             changed = scaling.tick()
@@ -30,10 +31,10 @@ def runs_tick() -> list[str]:
                 log.info("pool capacities set: %s", changed)
         except (BenchError, ValueError, RuntimeError) as e:  # runs still advance
             log.warning("scaling pools failed: %s", e)
-    done = context.service().tick()
+    done = parts.service.tick()
     if done:
         log.info("finalized runs: %s", ", ".join(done))
-    kept = context.threads()
+    kept = parts.threads
     if kept is not None:  # the Teams bot's run cards, updated in place as their runs move
         try:
             moved = kept.refresh_open()
@@ -44,8 +45,8 @@ def runs_tick() -> list[str]:
     return done
 
 
-def schedules_tick() -> list[str]:
-    started = context.scheduler().tick()
+def schedules_tick(parts: Services) -> list[str]:
+    started = parts.scheduler.tick()
     if started:
         log.info("scheduled runs started: %s", ", ".join(started))
     return started
@@ -55,19 +56,19 @@ RETENTION_EVERY_S = 5.0  # the local sweep's period (it lists every raw artifact
 _swept: list[float] = [0.0]
 
 
-def retention_tick() -> None:
+def retention_tick(parts: Services) -> None:
     """The local stack only: what Cosmos DB's TTL and Blob lifecycle management do in Azure
     (the local servers have neither; adapters/retention.py)."""
     now = time.time()
     if now - _swept[0] < RETENTION_EVERY_S:
         return
     _swept[0] = now
-    retention.sweep(context.store(), context.artifacts(), context.settings().retention, now)
+    retention.sweep(parts.store, parts.artifacts, parts.settings.retention, now)
 
 
-def _timer_lease() -> TimerLease | None:
+def _timer_lease(parts: Services) -> TimerLease | None:
     """The lease that elects the one instance that ticks, when the stack runs several."""
-    settings = context.settings()
+    settings = parts.settings
     if settings.local_timer_lease_s <= 0:
         return None
     return TimerLease.connect(
@@ -77,29 +78,29 @@ def _timer_lease() -> TimerLease | None:
     )
 
 
-async def local_timer_loop(interval_s: float) -> None:
+async def local_timer_loop(interval_s: float, parts: Services) -> None:
     """The local stack has no Functions host: run the same timer work on a short period.
     With several API instances, only the holder of the timers' blob lease ticks, as the
     Functions host runs a timer trigger on one instance; the lease is renewed each tick, so
     a holder that dies is replaced within the lease's duration and one tick."""
-    lease = await asyncio.to_thread(_timer_lease)
+    lease = await asyncio.to_thread(_timer_lease, parts)
     try:
         while True:
             if lease is None or await asyncio.to_thread(lease.hold):
                 if lease is not None:
                     log.info("timer tick")  # the tests count each instance's ticks
-                await _tick_once()
+                await _tick_once(parts)
             await asyncio.sleep(interval_s)
     finally:
         if lease is not None:
             await asyncio.to_thread(lease.release)  # the next holder need not wait
 
 
-async def _tick_once() -> None:
+async def _tick_once(parts: Services) -> None:
     # each goes on whatever the others do
     for tick in (schedules_tick, runs_tick, retention_tick):
         try:
-            await asyncio.to_thread(tick)
+            await asyncio.to_thread(tick, parts)
         except BenchError as e:
             log.warning("timer tick %s failed: %s", tick.__name__, e)
         except Exception:

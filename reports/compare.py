@@ -48,7 +48,7 @@ def gather_compare(
     run's series)."""
     runs = []
     for letter, run_id in zip(LETTERS, run_ids, strict=False):
-        run = svc.get_run(run_id)
+        run = svc.run_doc(run_id)
         last = next((s for s in reversed(run["steps"]) if s.get("aggregate")), None)
         step = None
         if last is not None:

@@ -7,6 +7,7 @@ The per-second points are computed by the same functions the aggregate uses
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,7 +16,7 @@ from pydantic import BaseModel
 from core.artifacts import unpack_json
 from core.counters import CounterPoint, CounterSeries
 from core.errors import NotFound
-from core.models import Direction
+from core.models import Direction, Result
 from core.runs.service import RunService
 from core.timeline import (
     DIRECTIONS,
@@ -109,61 +110,24 @@ def _counters(svc: RunService, run_id: str, item_id: str) -> list[CounterPoint]:
     return CounterSeries.model_validate(data).points
 
 
-def _per_client(
-    svc: RunService, run_id: str, mine: list[Doc], timelines: dict[str, ClientTimeline]
-) -> tuple[list[ClientSeries], list[ClientCounters]]:
-    """Each client's per-second series over its own span, and its host counters."""
-    clients, counters = [], []
-    for r in mine:
-        tl = timelines.get(r["item_id"])
-        if tl is not None:
-            own = (tl.start_ms, tl.end_ms)
-            series = {
-                d: _points(per_second([tl], d, own))
-                for d in DIRECTIONS
-                if tl.direction(d) is not None
-            }
-            clients.append(ClientSeries(client=r["client"], agent_id=r["agent_id"], series=series))
-        if "counters" in (r.get("artifacts") or {}):
-            points = _counters(svc, run_id, r["item_id"])
-            counters.append(
-                ClientCounters(client=r["client"], agent_id=r["agent_id"], points=points)
-            )
-    return clients, counters
-
-
-def _totals(
-    tls: list[ClientTimeline], window: Window | None
-) -> tuple[
-    dict[Direction, list[SecondPoint]], dict[Direction, list[tuple[int, float]]], LatencyKind
-]:
-    """The clients' summed per-second series, their merged histogram inside the window, and
-    its latency kind (total latency where every client has it, else completion)."""
-    total: dict[Direction, list[SecondPoint]] = {}
-    histogram: dict[Direction, list[tuple[int, float]]] = {}
-    kind: LatencyKind = "lat"
-    if not tls:
-        return total, histogram, kind
-    span = (min(t.start_ms for t in tls), max(t.end_ms for t in tls))
-    live = [d for d in DIRECTIONS if any(t.direction(d) is not None for t in tls)]
-    if not all(has_histograms(t, d, "lat") for t in tls for d in live if t.direction(d)):
-        kind = "clat"
-    for d in live:
-        total[d] = _points(per_second(tls, d, span))
-        if window is not None:
-            merged = window_histogram(tls, d, window, kind)
-            if merged:
-                histogram[d] = sorted(merged.items())
-    return total, histogram, kind
-
-
-def step_data(svc: RunService, run_id: str, number: int, results: list[Doc]) -> StepData:
-    mine = sorted((r for r in results if r["step"] == number), key=lambda r: r["client"])
+def step_data(svc: RunService, run_id: str, number: int, results: Sequence[Result]) -> StepData:
+    mine = sorted((r for r in results if r.step == number), key=lambda r: r.client)
     timelines: dict[str, ClientTimeline] = svc.lifecycle.timelines(run_id, mine)
-    clients, counters = _per_client(svc, run_id, mine, timelines)
+    clients = [
+        ClientSeries(client=r.client, agent_id=r.agent_id, series=_own_series(tl))
+        for r in mine
+        if (tl := timelines.get(r.item_id)) is not None
+    ]
+    counters = [
+        ClientCounters(
+            client=r.client, agent_id=r.agent_id, points=_counters(svc, run_id, r.item_id)
+        )
+        for r in mine
+        if "counters" in r.artifacts
+    ]
     tls = list(timelines.values())
     window = common_window(tls)
-    total, histogram, kind = _totals(tls, window)
+    total, histogram, kind = _step_series(tls, window)
     grid_t, grid = _client_grid(mine, timelines)
     return StepData(
         step=number,
@@ -178,16 +142,46 @@ def step_data(svc: RunService, run_id: str, number: int, results: list[Doc]) -> 
     )
 
 
+def _own_series(tl: ClientTimeline) -> dict[Direction, list[SecondPoint]]:
+    """A client's IOPS and bytes in each second of its own measured period."""
+    own = (tl.start_ms, tl.end_ms)
+    return {d: _points(per_second([tl], d, own)) for d in DIRECTIONS if tl.direction(d) is not None}
+
+
+def _step_series(
+    tls: list[ClientTimeline], window: Window | None
+) -> tuple[
+    dict[Direction, list[SecondPoint]], dict[Direction, list[tuple[int, float]]], LatencyKind
+]:
+    """The clients' summed seconds over the whole step, and their latency histogram in the
+    common window (total latency where every client has it, else completion)."""
+    total: dict[Direction, list[SecondPoint]] = {}
+    histogram: dict[Direction, list[tuple[int, float]]] = {}
+    kind: LatencyKind = "lat"
+    if not tls:
+        return total, histogram, kind
+    span = (min(t.start_ms for t in tls), max(t.end_ms for t in tls))
+    live = [d for d in DIRECTIONS if any(t.direction(d) is not None for t in tls)]
+    if not all(has_histograms(t, d, "lat") for t in tls for d in live if t.direction(d)):
+        kind = "clat"
+    for d in live:
+        total[d] = _points(per_second(tls, d, span))
+        merged = window_histogram(tls, d, window, kind) if window is not None else {}
+        if merged:
+            histogram[d] = sorted(merged.items())
+    return total, histogram, kind
+
+
 def _client_grid(
-    results: list[Doc], timelines: dict[str, ClientTimeline]
+    results: Sequence[Result], timelines: dict[str, ClientTimeline]
 ) -> tuple[list[float], list[ClientGridRow]]:
-    tls = [timelines[r["item_id"]] for r in results if r["item_id"] in timelines]
+    tls = [timelines[r.item_id] for r in results if r.item_id in timelines]
     if not tls:
         return [], []
     seconds = seconds_of((min(t.start_ms for t in tls), max(t.end_ms for t in tls)))
     rows = []
     for r in results:
-        tl = timelines.get(r["item_id"])
+        tl = timelines.get(r.item_id)
         if tl is None:
             continue
         iops: list[float | None] = []
@@ -197,7 +191,7 @@ def _client_grid(
                 continue
             ios = sum(totals_in(tl, d, part)[0] for d in DIRECTIONS)
             iops.append(ios / ((part[1] - part[0]) / 1000))
-        rows.append(ClientGridRow(client=r["client"], agent_id=r["agent_id"], iops=iops))
+        rows.append(ClientGridRow(client=r.client, agent_id=r.agent_id, iops=iops))
     return [float(b) for _, b in seconds], rows
 
 
@@ -215,7 +209,7 @@ def window_histogram(
 
 def gather_run(svc: RunService, run_id: str) -> RunReport:
     """Everything a run's report shows; raises NotFound for an unknown run."""
-    run = svc.get_run(run_id)
+    run = svc.run_doc(run_id)
     curves = svc.curves(run_id)
     results = svc.store.results.of_run(run_id)
     steps = [step_data(svc, run_id, s["step"], results) for s in run["steps"]]

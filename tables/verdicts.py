@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.analysis.curves import repetition_spread
+from core.analysis.curves import spread_of_repetitions
 from core.units import clients_text
 
 
@@ -76,14 +76,20 @@ def step_verdicts(run: dict[str, Any], step: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _iops(agg: dict[str, Any]) -> float:
+    return float(sum(agg[d]["iops"] for d in ("read", "write") if agg.get(d)))
+
+
 def repetition_lines(run: dict[str, Any]) -> list[str]:
     aggs = [s["aggregate"] for s in run.get("steps", []) if s.get("aggregate")]
+    kept = sorted((a for a in aggs if not a.get("discarded")), key=lambda a: a["step"])
+    steps = [(int(a["clients"]), str(a.get("point") or ""), _iops(a)) for a in kept]
     return [
         f"spread across {r['repetitions']} repetitions ({clients_text(r['clients'])}"
         + (f", {r['point']}" if r["point"] else "")
         + f"): mean {r['mean_iops']:,.0f}, min {r['min_iops']:,.0f}, max {r['max_iops']:,.0f} "
         f"IOPS, CV {r['cv']:.1%}"
-        for r in repetition_spread(aggs)
+        for r in spread_of_repetitions(steps)
     ]
 
 

@@ -85,7 +85,7 @@ def test_a_client_hearing_go_after_an_outage_gets_an_instant_of_its_own(
     api2.start()
 
     run = wait_state(api, run_id, ("completed", "failed"), timeout=120)
-    results = {r["agent_id"]: r for r in store.results.of_run(run_id)}
+    results = {r.agent_id: r.model_dump(mode="json") for r in store.results.of_run(run_id)}
     print(
         "step instant",
         common,
@@ -136,7 +136,7 @@ def test_a_result_put_during_an_api_outage_is_retried_not_redone(
     [item] = run["items"]
     assert item["attempts"] == 1 and item["agent_id"] == agent.name  # not redone
     [result] = store.results.of_run(run_id)
-    assert result["started_at_ms"] < killed_ms  # the run fio made before the outage
+    assert result.started_at_ms < killed_ms  # the run fio made before the outage
     assert "retry" in localstack.tail(agent.log, 200)
 
 

@@ -112,7 +112,7 @@ def test_fio_stopped_early_fails_the_attempt_with_fios_figures(
     # The retry measures properly: one result, of the full runtime.
     assert run["state"] == "completed" and item["attempts"] == 2, run
     (result,) = store.results.of_run(run_id)
-    assert result["read"]["runtime_ms"] >= 5400
+    assert result.read is not None and result.read.runtime_ms >= 5400
 
 
 def test_a_missing_mount_fails_on_first_delivery(
@@ -147,8 +147,8 @@ def test_declared_tmpfs_is_measured_and_recorded(
     run = wait_state(api, run_id, ("failed", "completed"), timeout=60)
     assert run["state"] == "completed", (run.get("error"), run["items"])
     (result,) = store.results.of_run(run_id)
-    mount = result["mounts"][0]
-    assert (mount["fstype"], mount["source"], mount["mount_point"]) == (
+    mount = result.mounts[0]
+    assert (mount.fstype, mount.source, mount.mount_point) == (
         "tmpfs",
         "benchvol",
         str(vol),
@@ -209,7 +209,7 @@ def test_an_agent_whose_mount_is_not_what_it_says_hands_the_item_to_one_whose_is
     run = wait_state(api, run_id, ("failed", "completed"), timeout=60)
     assert run["state"] == "completed", (run.get("error"), run["items"])
     (result,) = store.results.of_run(run_id)
-    assert result["mounts"][0]["fstype"] == "tmpfs"
+    assert result.mounts[0].fstype == "tmpfs"
     # The first agent's usable mount still serves (either agent may take this one).
     ok = wait_state(api, submit(api, run_body(pool)), ("failed", "completed"), timeout=60)
     assert ok["state"] == "completed", (ok.get("error"), ok["items"])
@@ -246,4 +246,4 @@ def test_unmount_during_a_run_fails_the_item_until_the_mount_is_back(
     run = wait_state(api, run_id, ("failed", "completed"), timeout=60)
     assert run["state"] == "completed" and run["items"][0]["attempts"] == 2, run
     (result,) = store.results.of_run(run_id)
-    assert result["mounts"][0]["fstype"] == "tmpfs"
+    assert result.mounts[0].fstype == "tmpfs"

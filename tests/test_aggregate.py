@@ -110,7 +110,7 @@ def test_common_window_excludes_a_late_client_and_the_naive_sum_differs() -> Non
     timelines = [s.timeline for s in samples if s.timeline is not None]
     # The seconds ending at t0+3 ... t0+9, in ms: from (t0+2) s to (t0+9) s.
     assert common_window(timelines) == ((t0 + 2) * 1000, (t0 + 9) * 1000)
-    agg = aggregate(samples)
+    agg = aggregate(samples).model_dump()
     assert agg["basis"] == "common-window" and agg["window"]["seconds"] == 7
     assert agg["read"]["iops"] == pytest.approx(3600.0)
     assert [row["t_ms"] for row in agg["series"]["read"]] == [(t0 + s) * 1000 for s in range(3, 10)]
@@ -127,7 +127,7 @@ def test_partial_aggregate_names_the_failed_client() -> None:
         [client(0, ok), client(1, ok)],
         failed=[FailedClient(2, "agent-9", "fio exited 1: no space")],
         expected_clients=3,
-    )
+    ).model_dump()
     assert agg["partial"] is True and agg["clients"] == 2 and agg["clients_expected"] == 3
     assert agg["failed_clients"] == [
         {"client": 2, "agent_id": "agent-9", "error": "fio exited 1: no space"}
@@ -138,14 +138,14 @@ def test_spread_scaling_and_littles_law() -> None:
     t0 = 1_800_000_000
     a = client(0, [(t0 + s, 1000.0) for s in range(5)], outstanding_ios=1)
     b = client(1, [(t0 + s, 3000.0) for s in range(5)], outstanding_ios=1)
-    agg = aggregate([a, b], single_client_iops=2500.0)
+    agg = aggregate([a, b], single_client_iops=2500.0).model_dump()
     assert agg["spread"] == {"min": 1000.0, "max": 3000.0, "cv": pytest.approx(0.5)}
     assert agg["scaling_efficiency"] == pytest.approx(4000.0 / (2 * 2500.0))
     # 4,000 IOPS x 150 us mean latency = 0.6 I/Os in flight, not the 2 configured: flagged.
     assert agg["littles_law"]["implied_ios"] == pytest.approx(0.6)
     assert agg["littles_law"]["flagged"] is True
     c = client(0, [(t0 + s, 6666.7) for s in range(5)], outstanding_ios=1)
-    assert aggregate([c])["littles_law"]["flagged"] is False
+    assert aggregate([c]).model_dump()["littles_law"]["flagged"] is False
 
 
 def test_sources_without_bins_say_percentiles_are_approximate() -> None:
@@ -158,7 +158,7 @@ def test_sources_without_bins_say_percentiles_are_approximate() -> None:
         ),
         has_bins=False,
     )
-    agg = aggregate([s])
+    agg = aggregate([s]).model_dump()
     assert agg["read"]["percentiles_exact"] is False
     assert agg["read"]["clat_ns"]["p99"] == 200000.0  # the source's own percentile
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,14 @@ from core.models import RunRequest, Workload
 from core.models.ids import comparison_key
 from core.runs.plan import outstanding_for, plan_steps, resolve_dynamic
 from core.validation import validate
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What a dynamic step takes from its reference step's aggregate."""
+
+    total_iops: float
+    mean_latency_s: float
 
 
 @pytest.mark.fio
@@ -155,7 +164,7 @@ def test_rate_curve_steps_follow_the_unthrottled_step() -> None:
     steps = plan_steps(request(sweep={"rate_pct": [25, 50, 100]}, clients=2), Workload())
     assert [s["mode"] for s in steps] == ["rate-max", "rate", "rate", "rate"]
     assert [s["ref_step"] for s in steps] == [None, 0, 0, 0]
-    agg = {"read": {"iops": 40_000.0, "total_ios": 1, "lat_mean_ns": 1}}
+    agg = Reference(total_iops=40_000.0, mean_latency_s=1 / 1e9)
     w = resolve_dynamic(steps[2], Workload(), agg)  # 50% of 40,000 over 2 clients
     assert w.rate_iops == 10_000
 
@@ -173,7 +182,7 @@ def test_littles_law_sizing() -> None:
     steps = plan_steps(request(target_iops=3500), Workload(numjobs=8, iodepth=8))
     assert steps[0]["mode"] == "probe" and steps[0]["workload"]["numjobs"] == 1
     assert steps[0]["workload"]["iodepth"] == 1
-    probe = {"read": {"iops": 770.0, "total_ios": 100, "lat_mean_ns": 1_300_000}}
+    probe = Reference(total_iops=770.0, mean_latency_s=1_300_000 / 1e9)
     sized = resolve_dynamic(steps[1], Workload(ioengine="psync"), probe)
     assert (sized.numjobs, sized.iodepth) == (5, 1)
 

@@ -46,7 +46,7 @@ def result(
     bs: int = 256 << 10,
     step: int = 0,
     p99_ns: float = 500_000,
-) -> dict[str, Any]:
+) -> Result:
     item = f"{RUN}.s{step}.c{client}"
     rw = "read" if not write else "write" if not read else "rw"
     return Result(
@@ -66,7 +66,7 @@ def result(
         write=direction(write, bs, p99_ns) if write else None,
         host=HostFacts(hostname="h", kernel="k", os="o", cpu_count=32, vm_size=vm),
         mounts=[],
-    ).model_dump(mode="json")
+    )
 
 
 def registry_entry(**declared: Any) -> str:
@@ -114,23 +114,24 @@ def typed(run: dict[str, Any], docs: list[dict[str, Any]]) -> tuple[Run, list[St
     return stored, steps, items
 
 
-def aggregate_of(registry: str, results: list[dict[str, Any]], **step: Any) -> dict[str, Any]:
-    """One step through the real path: registry -> run facts -> build_aggregates."""
+def aggregate_of(registry: str, results: list[Result], **step: Any) -> dict[str, Any]:
+    """One step through the real path: registry -> run facts -> build_aggregates; the
+    aggregate as stored."""
     facts = run_target_facts("default", ["vol1"], parse_targets(registry))
-    clients = len({r["client"] for r in results})
+    clients = len({r.client for r in results})
     run = {
         "id": RUN,
         "target": "vol1",
         "targets": ["vol1"],
-        "workload": results[0]["workload"],
+        "workload": results[0].workload,
         "target_facts": facts,
     }
     docs = [{"id": f"{RUN}.s0", "kind": "step", "step": 0, "clients": clients, **step}] + [
-        {"id": r["item_id"], "kind": "item", "step": 0, "client": r["client"], "state": "completed"}
+        {"id": r.item_id, "kind": "item", "step": 0, "client": r.client, "state": "completed"}
         for r in results
     ]
     (agg,) = build_aggregates(*typed(run, docs), results, now_ms=T0)
-    return agg
+    return agg.model_dump(mode="json")
 
 
 ULTRA_LARGE_101 = registry_entry(
@@ -192,13 +193,13 @@ def test_a_metered_limit_is_reached_at_90_percent_a_line_at_85() -> None:
     def cap(kind: str, used: float, reached_at: float = 0.90) -> Ceiling:
         return Ceiling(kind, kind, "bw_bytes", "read", 100.0, used, reached_at=reached_at)  # type: ignore[arg-type]
 
-    assert bound_by([cap("target", 89.9)])["kind"] == "none"
-    assert bound_by([cap("target", 90.0)])["kind"] == "target"
-    assert bound_by([cap("client-network", 84.9, 0.85)])["kind"] == "none"
-    assert bound_by([cap("client-network", 85.0, 0.85)])["kind"] == "client-network"
+    assert bound_by([cap("target", 89.9)]).kind == "none"
+    assert bound_by([cap("target", 90.0)]).kind == "target"
+    assert bound_by([cap("client-network", 84.9, 0.85)]).kind == "none"
+    assert bound_by([cap("client-network", 85.0, 0.85)]).kind == "client-network"
     # The nearest by utilisation among those reached: a line at 86 % over a volume at 91 %.
     both = bound_by([cap("target", 91.0), cap("client-network", 86.0, 0.85)])
-    assert both["kind"] == "target"
+    assert both.kind == "target"
 
 
 def test_d32s_v3_reading_2_7_gibps_from_a_premium_share_exceeds_its_egress() -> None:
@@ -265,7 +266,7 @@ def test_a_rate_curve_says_where_latency_rose_before_any_limit() -> None:
         )
         docs.append(
             {
-                "id": results[-1]["item_id"],
+                "id": results[-1].item_id,
                 "kind": "item",
                 "step": step,
                 "client": 0,
@@ -276,13 +277,13 @@ def test_a_rate_curve_says_where_latency_rose_before_any_limit() -> None:
         "id": RUN,
         "target": "vol1",
         "targets": ["vol1"],
-        "workload": results[0]["workload"],
+        "workload": results[0].workload,
         "target_facts": run_target_facts("default", ["vol1"], parse_targets(ULTRA_LARGE_101)),
     }
     aggs = build_aggregates(*typed(run, docs), results, now_ms=T0)
-    knees = [(a["step"], a["knee"]) for a in aggs if "knee" in a]
-    assert knees == [(3, pytest.approx(knees[0][1]))]
-    assert knees[0][1]["ratio"] == pytest.approx(2.5) and knees[0][1]["previous_step"] == 2
+    knees = [(a.step, a.knee) for a in aggs if a.knee is not None]
+    assert [step for step, _ in knees] == [3]
+    assert knees[0][1].ratio == pytest.approx(2.5) and knees[0][1].previous_step == 2
 
 
 def test_the_run_records_the_facts_and_limits_it_was_judged_with() -> None:

@@ -39,9 +39,9 @@ def test_bound_by_is_the_highest_applying_utilisation_reached_or_the_nearest(
     b = bound_by(found)
     applying = [c for c in found if c.applies]
     for c in found:
-        assert c.as_doc()["utilisation"] == c.measured / c.limit
+        assert c.as_doc().utilisation == c.measured / c.limit
     if not applying:
-        assert b["kind"] == "none" and b["utilisation"] is None
+        assert b.kind == "none" and b.utilisation is None
         return
     # Brute force of the rule: reached caps first, then a reached CPU, else the nearest.
     util = {id(c): c.measured / c.limit for c in applying}
@@ -49,18 +49,18 @@ def test_bound_by_is_the_highest_applying_utilisation_reached_or_the_nearest(
     cpus = [c for c in applying if c.kind == "client-cpu" and util[id(c)] >= REACHED]
     pool = caps or cpus or applying
     best = max(util[id(c)] for c in pool)
-    assert b["utilisation"] == best
-    assert (b["kind"] != "none") == (best >= REACHED)
-    chosen = [c for c in pool if c.name == b["name"] and util[id(c)] == best]
-    assert chosen and (b["kind"] == "none" or b["kind"] == chosen[0].kind)
+    assert b.utilisation == best
+    assert (b.kind != "none") == (best >= REACHED)
+    chosen = [c for c in pool if c.name == b.name and util[id(c)] == best]
+    assert chosen and (b.kind == "none" or b.kind == chosen[0].kind)
     assert best >= REACHED or best == max(util.values())  # none names the nearest of all
 
 
 def test_a_reached_cap_comes_before_a_busy_cpu() -> None:
     target = Ceiling("target", "t", "bw_bytes", "read", 100.0, 99.0)
     cpu = Ceiling("client-cpu", "cpu", "cpu_pct", "total", 100.0, 99.9)
-    assert bound_by([target, cpu])["kind"] == "target"
-    assert bound_by([Ceiling("target", "t", "bw_bytes", "read", 100.0, 50.0), cpu])["kind"] == (
+    assert bound_by([target, cpu]).kind == "target"
+    assert bound_by([Ceiling("target", "t", "bw_bytes", "read", 100.0, 50.0), cpu]).kind == (
         "client-cpu"
     )
 

@@ -138,7 +138,7 @@ def test_a_run_survives_killed_agent_api_azurite_and_cosmos(
         assert run["error"], run  # failed with a reason
     store = CosmosStore.from_settings(stack.settings())
     results = store.results.of_run(run_id)
-    per_client = [sum(1 for r in results if r["client"] == c) for c in (0, 1)]
+    per_client = [sum(1 for r in results if r.client == c) for c in (0, 1)]
     assert max(per_client) <= 1, per_client  # nothing stored twice
     survivor = next(i for i in run["items"] if i["agent_id"] != victim.name)
     assert survivor["state"] == "completed" and per_client[survivor["client"]] == 1

@@ -14,6 +14,7 @@ from benchctl.localstack import Stack
 from core.models.stored import Run
 from core.monitoring.monitor import Monitor
 from tests.conftest import FUZZ_TARGET
+from tests.documents import stored_aggregate, stored_result
 from tests.test_cli_inputs import run_main
 
 
@@ -55,22 +56,20 @@ def _slowdown(store: CosmosStore, target: str) -> list[str]:
         run = SimpleNamespace(
             id=run_id, engine="fio", targets=[target], target=target, target_facts=None, tags={}
         )
-        agg = {
-            "step": 0,
-            "clients": 1,
-            "workload": {"rw": "randread", "bs": "4k", "size": target},
-            "read": {
+        agg = stored_aggregate(
+            workload={"rw": "randread", "bs": "4k"},  # the series is the target's own
+            read={
                 "iops": iops,
                 "bw_bytes": iops * 4096,
                 "clat_ns": {"p50": 1, "p99": 2e5, "p99.9": 3},
             },
-        }
-        result = {
-            "step": 0,
-            "started_at_ms": 1_700_000_000_000 + i * 60_000,
-            "host": {},
-            "mounts": [{"alias": target, "fstype": "ext4", "source": "/dev/x", "options": ""}],
-        }
+            run_id=run_id,
+        )
+        result = stored_result(
+            started_at_ms=1_700_000_000_000 + i * 60_000,
+            mounts=[{"alias": target, "fstype": "ext4", "source": "/dev/x", "options": ""}],
+            run_id=run_id,
+        )
         mon.record(cast(Run, run), [agg], [result])
     return ids
 

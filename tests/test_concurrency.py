@@ -15,7 +15,7 @@ from core.catalogue import get_profile
 from core.models import MAX_IODEPTH, MAX_NUMJOBS, DirectionResult, Engine, LatencyStats, Workload
 from core.runs.plan import plan_steps, resolve_dynamic
 from core.timeline import ClientSample
-from tests.test_catalogue import request
+from tests.test_catalogue import Reference, request
 
 
 def test_the_azure_files_profile_keeps_640_ios_in_flight() -> None:
@@ -34,7 +34,7 @@ def test_fio_counts_every_mount_and_ignores_depth_on_sync_engines() -> None:
 def test_a_sized_step_over_six_mounts_keeps_the_planned_total() -> None:
     """target_iops over 6 mounts: the plan's outstanding I/Os in all, not 6 times them."""
     steps = plan_steps(request(target_iops=3500), Workload(numjobs=8, iodepth=8))
-    probe = {"read": {"iops": 770.0, "total_ios": 100, "lat_mean_ns": 1_300_000}}
+    probe = Reference(total_iops=770.0, mean_latency_s=1_300_000 / 1e9)
     sized = resolve_dynamic(steps[1], Workload(ioengine="psync"), probe, mounts=6)
     assert outstanding_ios("fio", sized, 6) == 6  # 5 needed, at least one per mount
 
@@ -93,10 +93,10 @@ def _sample(iops: float, lat_ns: float, outstanding: int, cap: float | None) -> 
 def test_a_rate_capped_step_is_judged_against_its_cap_not_littles_law() -> None:
     """Capped at 1,000 IOPS with 16 I/Os allowed in flight: 1,000 x 0.1 ms = 0.1 in flight,
     which Little's law would flag; the cap was met, so nothing is flagged."""
-    met = aggregate([_sample(1000.0, 100_000, 16, 1000.0)])["littles_law"]
+    met = aggregate([_sample(1000.0, 100_000, 16, 1000.0)]).model_dump()["littles_law"]
     assert met["mode"] == "rate-cap" and met["flagged"] is False
     assert met["ratio"] == pytest.approx(1.0)
-    missed = aggregate([_sample(700.0, 100_000, 16, 1000.0)])["littles_law"]
+    missed = aggregate([_sample(700.0, 100_000, 16, 1000.0)]).model_dump()["littles_law"]
     assert missed["flagged"] is True and missed["ratio"] == pytest.approx(0.7)
-    uncapped = aggregate([_sample(1000.0, 100_000, 16, None)])["littles_law"]
+    uncapped = aggregate([_sample(1000.0, 100_000, 16, None)]).model_dump()["littles_law"]
     assert uncapped["mode"] == "outstanding" and uncapped["flagged"] is True

@@ -2,25 +2,74 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pytest
 
 from core.analysis.curves import latency_curve, repetition_spread, scaleout_curve
+from core.models import StepAggregate
 
 
-def agg(step: int, clients: int, iops: float, p99: float, **kw: object) -> dict[str, object]:
-    return {
-        "step": step,
-        "clients": clients,
-        "point": kw.pop("point", ""),
-        "read": {
-            "iops": iops,
-            "bw_bytes": iops * 4096,
-            "total_ios": 1,
-            "lat_mean_ns": 1,
-            "clat_ns": {"p50": p99 / 2, "p99": p99},
-        },
-        **kw,
+def agg(
+    step: int,
+    clients: int,
+    iops: float,
+    p99: float,
+    *,
+    point: str = "",
+    mode: str = "measure",
+    discarded: bool = False,
+    like_key: str = "",
+    lat_ns: Mapping[str, float] | None = None,
+    lat_mean_ns: float = 1.0,
+) -> StepAggregate:
+    """A stored step aggregate of one reading client count: only what the curves read
+    differs between steps."""
+    pcts = {"p50": p99 / 2, "p90": p99, "p99": p99, "p99.9": p99, "p99.99": p99}
+    read: dict[str, object] = {
+        "iops": iops,
+        "bw_bytes": iops * 4096,
+        "clat_ns": pcts,
+        "percentiles_basis": "whole-run",
+        "total_ios": 1,
+        "percentiles_exact": True,
+        "lat_mean_ns": lat_mean_ns,
+        "clat_mean_ns": 1.0,
+        "slat_mean_ns": None,
     }
+    if lat_ns is not None:
+        read["lat_ns"] = lat_ns
+    nothing = {"kind": "none", "name": "no limit known"}
+    return StepAggregate.model_validate(
+        {
+            "id": f"r.s{step}",
+            "run_id": "r",
+            "step": step,
+            "target": "t",
+            "created_at": "2031-01-01T00:00:00.000Z",
+            "mode": mode,
+            "point": point,
+            "repetition": 0,
+            "discarded": discarded,
+            "workload": {},
+            "like_key": like_key,
+            "comparison_key": "k",
+            "clients": clients,
+            "clients_expected": clients,
+            "partial": False,
+            "failed_clients": [],
+            "basis": "whole-run",
+            "window": None,
+            "read": read,
+            "per_client": [],
+            "spread": None,
+            "scaling_efficiency": None,
+            "littles_law": None,
+            "start_skew_ms": None,
+            "ceilings": [],
+            "bound_by": {**nothing, "limit": None, "measured": None, "utilisation": None},
+        }
+    )
 
 
 def test_latency_curve_in_step_order_without_discarded_steps() -> None:
@@ -37,11 +86,8 @@ def test_latency_curve_in_step_order_without_discarded_steps() -> None:
 
 
 def test_latency_curve_names_each_kind_and_gives_the_maximum() -> None:
-    a = agg(0, 1, 1000, 50, point="max", mode="rate-max")
-    read = a["read"]
-    assert isinstance(read, dict)
-    read["lat_ns"] = {"p50": 30, "p99": 70, "p99.9": 90, "max": 120}
-    read["lat_mean_ns"] = 35
+    lat = {"p50": 30, "p90": 60, "p99": 70, "p99.9": 90, "p99.99": 100, "max": 120}
+    a = agg(0, 1, 1000, 50, point="max", mode="rate-max", lat_ns=lat, lat_mean_ns=35)
     (p,) = latency_curve([a])
     assert p["mode"] == "rate-max"
     assert (p["read_lat_p50_ns"], p["read_lat_p99_ns"], p["read_lat_p99.9_ns"]) == (30, 70, 90)

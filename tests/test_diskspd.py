@@ -191,7 +191,7 @@ def test_refuses_what_is_not_a_usable_result(doc: str, message: str) -> None:
 
 
 def test_aggregate_marks_percentiles_inexact_and_checks_littles_law() -> None:
-    out = aggregate([sample_from_xml(text(WITH_ALL), client=0, label="win-0")])
+    out = aggregate([sample_from_xml(text(WITH_ALL), client=0, label="win-0")]).model_dump()
     assert out["basis"] == "common-window" and out["window"]["seconds"] == 10
     for d in ("read", "write"):
         assert out[d]["percentiles_exact"] is False
@@ -207,14 +207,14 @@ def test_aggregate_two_clients_sums_the_common_window() -> None:
     doc = text(WITH_ALL)
     out = aggregate(
         [sample_from_xml(doc, client=i, label=f"win-{i}", start_unix_s=1_000) for i in (0, 1)]
-    )
+    ).model_dump()
     assert out["window"]["seconds"] == 10
     assert out["read"]["iops"] == pytest.approx(2 * 2801.2)
     assert out["write"]["bw_bytes"] == pytest.approx(2 * 12_004 * 4096 / 10)
 
 
 def test_aggregate_without_latency_is_whole_run_and_inexact() -> None:
-    out = aggregate([sample_from_xml(text(NO_LATENCY), client=0, label="win-0")])
+    out = aggregate([sample_from_xml(text(NO_LATENCY), client=0, label="win-0")]).model_dump()
     assert out["basis"] == "whole-run"
     assert out["read"]["percentiles_exact"] is False
     assert out["read"]["iops"] == pytest.approx(121_000 / 20.01)

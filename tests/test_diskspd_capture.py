@@ -46,7 +46,7 @@ def test_real_capture_from_perfkitbenchmarker() -> None:
 
 
 def test_real_capture_aggregates_as_whole_run_with_inexact_percentiles() -> None:
-    out = aggregate([sample_from_xml(text(), client=0, label="pkb-044ffc87-0")])
+    out = aggregate([sample_from_xml(text(), client=0, label="pkb-044ffc87-0")]).model_dump()
     assert out["basis"] == "whole-run"  # no -D series: the whole-run figures
     read = out["read"]
     assert read["iops"] == pytest.approx(90_970 / 30.02, rel=1e-3)

@@ -265,7 +265,7 @@ def test_agent_lays_out_before_ready_then_measures_on_the_files(
     doc = store.items.get_item(run_id, f"{run_id}.s0.c0")
     assert doc.ready_at is not None
     ready_s = datetime.fromisoformat(doc.ready_at.replace("Z", "+00:00")).timestamp()
-    (result,) = store.results.of_run(run_id)
+    result = store.results.of_run(run_id)[0].model_dump(mode="json")
     scheduled_s = result["start"]["scheduled_ms"] / 1000
     assert layout["stamped"] < ready_s <= scheduled_s <= measured["launched"]
 

@@ -78,7 +78,8 @@ def test_run_flows_to_a_stored_result(
     assert summary["read"]["iops"] > 100 and summary["read"]["clat_ns"]["p99"] > 0
     assert "write" not in summary
 
-    doc = store.results.get(run_id, item["id"])  # the document in Cosmos DB itself
+    # The document in Cosmos DB itself, as the adapter reads it back.
+    doc = store.results.get(run_id, item["id"]).model_dump(mode="json")
     assert doc["id"] == item["id"] and doc["engine"] == "fio"
     assert set(doc["artifacts"]) == {"timeline", "raw", "logs", "counters"}
     # fio's own output, its logs and the timeline are in Blob Storage beside the result.

@@ -22,6 +22,7 @@ from adapters.config import Settings
 from adapters.cosmos import CosmosStore
 from benchctl import cli, localstack
 from benchctl.localstack import Stack
+from core.models.regression import MeanStd, MedianSd, Regression
 from tests.conftest import FUZZ_POOL, run_body, wait_state
 from tests.second_api import SecondApi
 
@@ -107,17 +108,20 @@ def deployments(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Itera
         # A regression first seen on the second run, triaged.
         src_store = CosmosStore.from_settings(Settings.from_env(src_env))
         src_store.series.create_regression(
-            {
-                "id": f"{series_key}.read.iops.gate.{runs[1]}",
-                "series_key": series_key,
-                "target": "scratch",
-                "state": "acknowledged",
-                "kind": "regression",
-                "metric": "read.iops",
-                "method": "gate",
-                "first_run_id": runs[1],
-                "change_pct": -12.5,
-            }
+            Regression(
+                id=f"{series_key}.read.iops.gate.{runs[1]}",
+                series_key=series_key,
+                target="scratch",
+                state="acknowledged",
+                kind="regression",
+                metric="read.iops",
+                method="gate",
+                before=MedianSd(median=100.0, sd=1.0),
+                after=MeanStd(mean=87.5, std=0.0),
+                first_run_id=runs[1],
+                first_time_ms=0,
+                change_pct=-12.5,
+            )
         )
         yield Deployments(
             source.url,

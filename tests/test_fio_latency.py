@@ -94,7 +94,9 @@ def test_window_total_latency_from_status_outputs(fio_run: tuple[Path, StatusOut
     assert {str(k): round(v, 6) for k, v in whole.items() if round(v, 6)} == {
         k: float(v) for k, v in fio["lat_ns"]["bins"].items()
     }
-    agg = aggregate([ClientSample(client=0, dirs=directions_from_fio(output.final), timeline=tl)])
+    agg = aggregate(
+        [ClientSample(client=0, dirs=directions_from_fio(output.final), timeline=tl)]
+    ).model_dump()
     a = agg["read"]
     assert a["lat_percentiles_basis"] == "common-window" and a["lat_percentiles_exact"]
     for name, key in (("p50", "50.000000"), ("p99", "99.000000"), ("p99.9", "99.900000")):

@@ -109,7 +109,9 @@ def test_the_aggregate_is_fios_own_whole_run(runs: dict[int, Path]) -> None:
     tl = timeline_from_logs(
         _logs(d, "iops"), _logs(d, "bw"), _logs(d, "clat_hist"), final=final_output(doc)
     )
-    agg = aggregate([ClientSample(client=0, dirs=directions_from_fio(doc), timeline=tl)])
+    agg = aggregate(
+        [ClientSample(client=0, dirs=directions_from_fio(doc), timeline=tl)]
+    ).model_dump()
     fio_read = doc["jobs"][0]["read"]
     assert agg["read"]["window_ios"] == pytest.approx(fio_read["total_ios"], abs=1.0)
     assert agg["read"]["iops"] == pytest.approx(fio_read["iops"], rel=0.02)

@@ -94,7 +94,7 @@ def test_half_second_stamps_do_not_collide() -> None:
         FakeClient(rate=3000, start=T0 + 500, lines=12, jitter=(0,)),
         FakeClient(rate=4000, start=T0 + 7, lines=12, jitter=(-1, 2, 0)),
     ]
-    agg = aggregate([sample(i, c) for i, c in enumerate(clients)])
+    agg = aggregate([sample(i, c) for i, c in enumerate(clients)]).model_dump()
     assert agg["basis"] == "common-window"
     assert agg["read"]["iops"] == pytest.approx(10_000, rel=0.005)
     assert agg["read"]["bw_bytes"] == pytest.approx(10_000 * BS, rel=0.005)
@@ -102,7 +102,9 @@ def test_half_second_stamps_do_not_collide() -> None:
 
 def test_a_client_stamped_on_the_half_second() -> None:
     """1,000 IOPS stamped at 1.5, 2.5, 3.5, 4.5 s is 1,000 IOPS (round() keys gave 1,333)."""
-    agg = aggregate([sample(0, FakeClient(rate=1000, start=T0 + 500, lines=4, jitter=(0,)))])
+    agg = aggregate(
+        [sample(0, FakeClient(rate=1000, start=T0 + 500, lines=4, jitter=(0,)))]
+    ).model_dump()
     assert window_seconds(agg) == 4.0
     assert agg["read"]["iops"] == pytest.approx(1000.0)
     series = agg["series"]["read"]
@@ -117,13 +119,17 @@ def test_stamps_drifting_late_under_load_still_count_every_io() -> None:
     stamps = [T0 + 1024 * (k + 1) for k in range(6)]
     tl = timeline_from_logs([log_text(stamps, 1000)], [log_text(stamps, 1000 * BS / 1024)])
     assert tl is not None
-    agg = aggregate([ClientSample(client=0, dirs={"read": whole_run(1000)}, timeline=tl)])
+    agg = aggregate(
+        [ClientSample(client=0, dirs={"read": whole_run(1000)}, timeline=tl)]
+    ).model_dump()
     assert agg["read"]["iops"] == pytest.approx(1000.0, rel=0.001)
     # A gap of two intervals is an interval with no I/O (fio wrote no line): zero there.
     gap = [T0 + 1000, T0 + 2000, T0 + 4000, T0 + 5000]
     tl = timeline_from_logs([log_text(gap, 1000)], [log_text(gap, 1000 * BS / 1024)])
     assert tl is not None
-    agg = aggregate([ClientSample(client=0, dirs={"read": whole_run(800)}, timeline=tl)])
+    agg = aggregate(
+        [ClientSample(client=0, dirs={"read": whole_run(800)}, timeline=tl)]
+    ).model_dump()
     assert agg["read"]["iops"] == pytest.approx(4000 / 5, rel=0.001)
 
 
@@ -168,7 +174,7 @@ def scenarios(draw: st.DrawFn) -> tuple[list[FakeClient], int]:
 @given(scenarios())
 def test_aggregate_equals_the_known_load(scenario: tuple[list[FakeClient], int]) -> None:
     clients, _ = scenario
-    agg = aggregate([sample(i, c) for i, c in enumerate(clients)])
+    agg = aggregate([sample(i, c) for i, c in enumerate(clients)]).model_dump()
     seconds = window_seconds(agg)
     assert 1.99 <= seconds < 3.91  # the generator's promise
     load = sum(c.rate for c in clients)
@@ -236,7 +242,7 @@ def test_percentiles_come_from_the_seconds_all_clients_ran() -> None:
             ClientSample(client=0, dirs={"read": direction(whole_a)}, timeline=a),
             ClientSample(client=1, dirs={"read": direction(whole_b)}, timeline=b),
         ]
-    )
+    ).model_dump()
     assert agg["window"]["seconds"] == pytest.approx(1.998)
     assert agg["read"]["percentiles_basis"] == "common-window"
     assert agg["read"]["clat_ns"]["p50"] == slow_ns
@@ -245,7 +251,7 @@ def test_percentiles_come_from_the_seconds_all_clients_ran() -> None:
             ClientSample(client=0, dirs={"read": direction(whole_a)}),
             ClientSample(client=1, dirs={"read": direction(whole_b)}),
         ]
-    )
+    ).model_dump()
     assert whole["read"]["percentiles_basis"] == "whole-run"
     assert whole["read"]["clat_ns"]["p50"] == fast_ns
 

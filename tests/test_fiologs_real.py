@@ -105,7 +105,7 @@ def staggered(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 
 
 def test_staggered_rate_capped_clients_aggregate_to_their_caps(staggered: list[Path]) -> None:
-    agg = aggregate([client_sample(i, d) for i, d in enumerate(staggered)])
+    agg = aggregate([client_sample(i, d) for i, d in enumerate(staggered)]).model_dump()
     assert agg["basis"] == "common-window"
     # Each ran 6 s (its last, partial second completed from fio's final output), the last
     # client starting about a second after the first: some 5 s with all three loading.
@@ -127,7 +127,7 @@ def test_offline_aggregate_with_logs_matches_the_service(staggered: list[Path]) 
         check=True,
     )
     offline = json.loads(out.stdout)
-    service = aggregate([client_sample(i, d) for i, d in enumerate(staggered)])
+    service = aggregate([client_sample(i, d) for i, d in enumerate(staggered)]).model_dump()
     assert offline["read"]["iops"] == pytest.approx(sum(c for c, _ in CAPS), rel=0.005)
     assert offline["read"]["clat_ns"] == service["read"]["clat_ns"]
     assert offline["read"]["percentiles_basis"] == "common-window"

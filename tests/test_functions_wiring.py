@@ -109,7 +109,7 @@ def test_registered_functions(app_functions: dict[str, Any], pool: str) -> None:
 
     # Store a result for the run's item, built from real fio output, through the function,
     # as the agent holding the item (claimed and ready first).
-    item = context.store().items.get_item(run_id, f"{run_id}.s0.c0").work_item
+    item = context.current().store.items.get_item(run_id, f"{run_id}.s0.c0").work_item
     ref = {"run_id": run_id, "item_id": item.item_id, "agent_id": "fn-test"}
     claim = {**ref, "work_item": item.model_dump(mode="json"), "dequeue_count": 1}
     del claim["run_id"], claim["item_id"]

@@ -16,12 +16,16 @@ from hypothesis import strategies as st
 from core.analysis.compare import compare_aggregates
 from core.analysis.gate import MAD_TO_SD, judge_value, run_verdict
 from core.latency import format_ns
+from core.models import StepAggregate
 from core.models.gate import GateRule
+from core.models.regression import Regression
+from core.models.series import PointFacts, StepPoint
 from core.models.stored import Run
 from core.monitoring.monitor import Monitor
-from core.ports import Doc, Store
+from core.ports import Store
 from reports.data import SeriesReport
 from reports.page import series_page
+from tests.documents import stored_aggregate, stored_result
 
 BS = 4096
 
@@ -30,33 +34,33 @@ class Series:
     """The monitor's series repository, in memory (the same calls as adapters.cosmos)."""
 
     def __init__(self) -> None:
-        self.pts: dict[str, Doc] = {}
-        self.regs: dict[str, Doc] = {}
+        self.pts: dict[str, StepPoint] = {}
+        self.regs: dict[str, Regression] = {}
 
-    def create_point(self, doc: Doc) -> bool:
-        return self.pts.setdefault(doc["id"], dict(doc)) is not None
+    def create_point(self, point: StepPoint) -> bool:
+        return self.pts.setdefault(point.id, point.model_copy(deep=True)) is not None
 
-    def points(self, key: str) -> list[Doc]:
-        return [dict(p) for p in self.pts.values() if p["series_key"] == key]
+    def points(self, key: str) -> list[StepPoint]:
+        return [p.model_copy(deep=True) for p in self.pts.values() if p.series_key == key]
 
-    def all_points(self) -> list[Doc]:
-        return list(self.pts.values())
+    def all_points(self) -> list[PointFacts]:
+        return [PointFacts.model_validate(p.doc()) for p in self.pts.values()]
 
-    def create_regression(self, doc: Doc) -> bool:
-        if doc["id"] in self.regs:
+    def create_regression(self, regression: Regression) -> bool:
+        if regression.id in self.regs:
             return False
-        self.regs[doc["id"]] = dict(doc)
+        self.regs[regression.id] = regression.model_copy(deep=True)
         return True
 
-    def regressions(self, key: str | None = None) -> list[Doc]:
-        return [dict(r) for r in self.regs.values() if key in (None, r["series_key"])]
+    def regressions(self, key: str | None = None) -> list[Regression]:
+        return [r.model_copy(deep=True) for r in self.regs.values() if key in (None, r.series_key)]
 
-    def get_regression(self, key: str, reg_id: str) -> Doc:
-        return dict(self.regs[reg_id])
+    def get_regression(self, key: str, reg_id: str) -> Regression:
+        return self.regs[reg_id].model_copy(deep=True)
 
-    def replace_regression(self, doc: Doc) -> Doc:
-        self.regs[doc["id"]] = dict(doc)
-        return dict(doc)
+    def replace_regression(self, regression: Regression) -> Regression:
+        self.regs[regression.id] = regression.model_copy(deep=True)
+        return regression
 
 
 class Runs:
@@ -70,32 +74,29 @@ def monitor(pct: float = 10.0) -> tuple[Monitor, Series]:
     return Monitor(store, gate_pct=pct), series
 
 
-def aggregate(iops: float, p99_ns: float) -> Doc:
+def aggregate(iops: float, p99_ns: float, bw_bytes: float | None = None) -> StepAggregate:
     """``p99_ns`` is total latency's p99 (what the gate watches); completion latency sits a
     submission below it, as fio reports them."""
-    return {
-        "step": 0,
-        "clients": 1,
-        "workload": {"rw": "randread", "bs": "4k", "runtime": 10},
-        "read": {
+    return stored_aggregate(
+        workload={"rw": "randread", "bs": "4k", "runtime": 10},
+        read={
             "iops": iops,
-            "bw_bytes": iops * BS,
+            "bw_bytes": iops * BS if bw_bytes is None else bw_bytes,
             "lat_ns": {"p50": p99_ns / 3, "p99": p99_ns, "p99.9": p99_ns * 1.5},
             "clat_ns": {"p50": p99_ns / 3 - 2e3, "p99": p99_ns - 2e3, "p99.9": p99_ns * 1.5},
         },
-    }
+    )
 
 
 def record(mon: Monitor, i: int, iops: float, p99_ns: float, infra: str = "ext4") -> Any:
     run = SimpleNamespace(
         id=f"r-{i:032x}", engine="fio", targets=["vol1"], target="vol1", target_facts=None, tags={}
     )
-    result = {
-        "step": 0,
-        "started_at_ms": 1_000_000 + i * 60_000,
-        "host": {"vm_size": "E32s_v5", "region": "westeurope"},
-        "mounts": [{"alias": "vol1", "fstype": infra, "source": "/dev/x", "options": "rw"}],
-    }
+    result = stored_result(
+        started_at_ms=1_000_000 + i * 60_000,
+        host={"vm_size": "E32s_v5", "region": "westeurope"},
+        mounts=[{"alias": "vol1", "fstype": infra, "source": "/dev/x", "options": "rw"}],
+    )
     return mon.record(cast(Run, run), [aggregate(iops, p99_ns)], [result]).gate
 
 
@@ -123,13 +124,11 @@ def test_every_run_of_a_slowdown_fails_and_bandwidth_agrees_with_iops() -> None:
     assert verdicts == ["not-enough-history"] * 5 + ["pass"] + ["regression"] * 5
     # One event: the first slowed run's regression, which every later one counts in.
     regs = series.regressions()
-    assert {r["first_run_id"] for r in regs} == {f"r-{6:032x}"}
+    assert {r.first_run_id for r in regs} == {f"r-{6:032x}"}
     # Bandwidth's records are IOPS' records: the same method, change and first run.
     by_metric = {
         m: sorted(
-            (r["method"], r["first_run_id"], round(r["change_pct"], 6))
-            for r in regs
-            if r["metric"] == m
+            (r.method, r.first_run_id, round(r.change_pct or 0.0, 6)) for r in regs if r.metric == m
         )
         for m in ("read.iops", "read.bw_bytes")
     }
@@ -207,21 +206,18 @@ def test_bandwidth_never_disagrees_with_iops(iops: list[float], bs: int) -> None
         run = SimpleNamespace(
             id=f"r-{i:032x}", engine="fio", targets=["t"], target="t", target_facts=None, tags={}
         )
-        agg = aggregate(v, 1e6)
-        agg["read"]["bw_bytes"] = v * bs * (1 + 1e-12 * (i % 3))  # summed in another order
-        result = {
-            "step": 0,
-            "started_at_ms": i,
-            "host": {},
-            "mounts": [{"alias": "t", "fstype": "nfs", "source": "s", "options": ""}],
-        }
+        agg = aggregate(v, 1e6, bw_bytes=v * bs * (1 + 1e-12 * (i % 3)))  # summed in another order
+        result = stored_result(
+            started_at_ms=i,
+            mounts=[{"alias": "t", "fstype": "nfs", "source": "s", "options": ""}],
+        )
         gate = mon.record(cast(Run, run), [agg], [result]).gate
         by = {m.metric: m.verdict for m in gate.metrics}
         assert by["read.bw_bytes"] == by["read.iops"]
     changes: dict[str, set[str]] = {}
     for r in series.regressions():
-        if r["method"] == "e-divisive":
-            changes.setdefault(r["metric"], set()).add(r["first_run_id"])
+        if r.method == "e-divisive":
+            changes.setdefault(r.metric, set()).add(r.first_run_id)
     assert changes.get("read.bw_bytes") == changes.get("read.iops")
 
 
@@ -229,13 +225,13 @@ def test_a_change_triaged_expected_becomes_the_norm() -> None:
     mon, series = monitor()
     for i, iops in enumerate(GOOD + SLOW[:2]):
         record(mon, i, iops, 2e6)
-    reg = next(r for r in series.regressions() if r["metric"] == "read.iops")
-    mon.triage(reg["series_key"], reg["id"], "expected")
+    reg = next(r for r in series.regressions() if r.metric == "read.iops")
+    mon.triage(reg.series_key, reg.id, "expected")
     later = [record(mon, 20 + i, 15_250, 2e6) for i in range(4)]
     found = [{m.metric: m for m in g.metrics}["read.iops"] for g in later]
     # Two accepted points, then each new one joins: enough history at the fifth.
     assert [v.verdict for v in found] == ["not-enough-history"] * 3 + ["pass"]
-    assert found[-1].reference.since_run_id == reg["first_run_id"]
+    assert found[-1].reference.since_run_id == reg.first_run_id
     assert found[-1].reference.points == 5
 
 
@@ -243,14 +239,14 @@ def test_after_a_fix_the_old_level_passes_and_the_slow_runs_stay_out() -> None:
     mon, series = monitor()
     for i, iops in enumerate(GOOD + SLOW[:3]):
         record(mon, i, iops, 2e6)
-    reg = next(r for r in series.regressions() if r["metric"] == "read.iops")
-    mon.triage(reg["series_key"], reg["id"], "fixed")
+    reg = next(r for r in series.regressions() if r.metric == "read.iops")
+    mon.triage(reg.series_key, reg.id, "fixed")
     gate = record(mon, 30, 61_000, 2e6)
     iops = {m.metric: m for m in gate.metrics}["read.iops"]
     assert iops.verdict == "pass" and iops.reference.points == len(GOOD)
     # A new slowdown after the fix is a new event, reported again.
     record(mon, 31, 15_000, 2e6)
-    firsts = {r["first_run_id"] for r in series.regressions() if r["method"] == "gate"}
+    firsts = {r.first_run_id for r in series.regressions() if r.method == "gate"}
     assert firsts == {f"r-{6:032x}", f"r-{31:032x}"}
 
 
@@ -281,7 +277,7 @@ def test_the_run_verdict_is_its_worst_metric() -> None:
 def test_compare_never_has_bandwidth_disagree_with_iops() -> None:
     """Their noise estimates differ a little (bytes summed in another order, other runs);
     at the edge of the band they could fall either side: bandwidth follows IOPS."""
-    a, b = aggregate(100_000, 1e6), aggregate(93_950, 1e6)
+    a, b = aggregate(100_000, 1e6).doc(), aggregate(93_950, 1e6).doc()  # as a run view serves them
     rows = {
         r["metric"]: r for r in compare_aggregates(a, b, {"read.iops": 2.0, "read.bw_bytes": 2.1})
     }
@@ -298,18 +294,18 @@ def test_the_gate_watches_total_latency_and_reads_older_points_by_their_names() 
     key = ""
     for i, iops in enumerate(GOOD):
         record(mon, i, iops, 2e6)
-        (point,) = [p for p in series.all_points() if p["run_id"] == f"r-{i:032x}"]
-        key = point["series_key"]
+        (point,) = [p for p in series.pts.values() if p.run_id == f"r-{i:032x}"]
+        key = point.series_key
         # As a point of that time was stored: ``read.p99`` (completion), no total latency.
         legacy = {"read.iops": iops, "read.bw_bytes": iops * BS, "read.p99": 2e6 - 2e3}
-        series.pts[point["id"]] = {**point, "metrics": legacy, "gate": {}}
+        series.pts[point.id] = point.model_copy(update={"metrics": legacy, "gate": {}})
     gate = record(mon, 10, 61_000, 8e6)  # four times the tail, the same IOPS
     by = {m.metric: m for m in gate.metrics}
     assert set(by) == {"read.iops", "read.bw_bytes", "read.lat.p99"}
     assert by["read.iops"].verdict == "pass" and by["read.iops"].reference.points == len(GOOD)
     assert by["read.lat.p99"].verdict == "not-enough-history"
     assert by["read.lat.p99"].reference.points == 0
-    history = mon.history(key)["history"]
+    history = mon.history(key).model_dump(mode="json")["history"]
     assert history[0]["read.clat.p99"] == 2e6 - 2e3 and "read.p99" not in history[0]
     # Five runs with total latency later, the slower tail fails the gate.
     for i in range(5):
@@ -326,8 +322,9 @@ def test_the_series_report_shows_the_median_and_sd_the_gate_judged_by() -> None:
     mon, series = monitor()
     for i, iops in enumerate([*GOOD, SLOW[0]]):
         record(mon, i, iops, 2e6 * 61_000 / iops)
-    key = next(iter(series.pts.values()))["series_key"]
-    html = series_page(SeriesReport(history=mon.history(key), generated_at="now"))
+    key = next(iter(series.pts.values())).series_key
+    history = mon.history(key).model_dump(mode="json")
+    html = series_page(SeriesReport(history=history, generated_at="now"))
     table = html.split('id="regressions"', 1)[1].split("</table>", 1)[0]
     rows: dict[str, list[str]] = {}
     for row in re.findall(r"<tr>(.*?)</tr>", table, re.S)[1:]:

@@ -26,6 +26,7 @@ from core.engines.fio_output import percentile_from_bins
 from core.errors import Forbidden
 from core.limits.facts import run_target_facts
 from core.models import Metadata, RunRequest, Workload
+from core.models.series import StepPoint
 from core.monitoring.monitor import Monitor
 from core.runs.guardrails import ROLES, Caller, TargetInfo, check_run
 from core.runs.plan import plan_steps
@@ -68,7 +69,7 @@ def test_metadata_phases_measured_by_real_fio_through_the_stack(
         assert len(items) == 2
         fio_ios, fio_bins = 0, {}  # type: ignore[var-annotated]
         for item in items:
-            doc = store.results.get(run["id"], item["id"])
+            doc = store.results.get(run["id"], item["id"]).model_dump(mode="json")
             raw = unpack_json(artifacts.get(run["id"], item["id"], "raw"))
             job = raw["jobs"][0]
             assert (
@@ -123,7 +124,7 @@ def test_littles_law_uses_the_operations_kept_in_flight(
         assert law["mode"] == "outstanding" and law["outstanding_ios"] == 3
         assert law["implied_ios"] == pytest.approx(agg[d]["iops"] * agg[d]["lat_mean_ns"] / 1e9)
         (item,) = [i for i in run["items"] if i["step"] == step["step"]]
-        doc = store.results.get(run["id"], item["id"])
+        doc = store.results.get(run["id"], item["id"]).model_dump(mode="json")
         # fio's own time for the phase: a create of 600 files ends long before its cap.
         assert doc["ended_at_ms"] - doc["started_at_ms"] <= doc[d]["runtime_ms"] + 1000
         if step["point"] != "open":
@@ -268,12 +269,24 @@ def test_metadata_caching_fact_splits_the_series() -> None:
         "mounts": [{"alias": "share", "fstype": "cifs", "source": "//a/s", "options": "rw"}],
     }
     off, on = (infra_facts([result], _target_facts(v)) for v in (False, True))
-    assert off["targets"] == [["share", "metadata_caching", False]]
+    assert off.model_dump(mode="json")["targets"] == [["share", "metadata_caching", False]]
     assert infra_fingerprint(off) != infra_fingerprint(on)
     # Targets that declare no such switch keep the fingerprint they always had.
     assert infra_facts([result], _target_facts(None)) == infra_facts([result])
     points = [
-        {"id": str(i), "time_ms": i, "infra": infra_fingerprint(f)}
+        StepPoint(
+            id=str(i),
+            series_key="k",
+            run_id=f"r{i}",
+            step=0,
+            target="share",
+            time_ms=i,
+            infra=infra_fingerprint(f),
+            infra_facts=f,
+            metrics={},
+            clients=1,
+            engine="fio",
+        )
         for i, f in enumerate([off, off, on, on])
     ]
     assert [len(s) for s in segments(points)] == [2, 2]

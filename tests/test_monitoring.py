@@ -55,7 +55,7 @@ def test_schedule_fires_once_under_concurrency_and_once_after_a_gap(
 
     def runs() -> list[Run]:
         docs, _ = store.runs.page(
-            target=None, state=None, tag=("schedule", sched["id"]), limit=200, continuation=None
+            target=None, state=None, tag=("schedule", sched.id), limit=200, continuation=None
         )
         return docs
 
@@ -67,7 +67,7 @@ def test_schedule_fires_once_under_concurrency_and_once_after_a_gap(
         t.join()
     assert [r.tags["fire"] for r in runs()] == ["2031-03-04T10:01:00+00:00"]
     who = runs()[0].requested_by.model_dump()
-    assert who == {"name": f"schedule:{sched['id']} (ci)", "role": "engineer", "door": "schedule"}
+    assert who == {"name": f"schedule:{sched.id} (ci)", "role": "engineer", "door": "schedule"}
     clock.set("2031-03-04T10:01:40+00:00")
     scheduler.tick()
     assert len(runs()) == 1  # same minute: nothing new
@@ -77,10 +77,10 @@ def test_schedule_fires_once_under_concurrency_and_once_after_a_gap(
     scheduler.tick()
     fires = sorted(r.tags["fire"] for r in runs())
     assert fires == ["2031-03-04T10:01:00+00:00", "2031-03-04T10:11:00+00:00"]  # one catch-up
-    scheduler.patch(sched["id"], {"enabled": False})
+    scheduler.patch(sched.id, {"enabled": False})
     clock.set("2031-03-04T10:20:30+00:00")
     scheduler.tick()
-    scheduler.patch(sched["id"], {"enabled": True})  # re-enabled: no catch-up for 10:20
+    scheduler.patch(sched.id, {"enabled": True})  # re-enabled: no catch-up for 10:20
     scheduler.tick()
     assert len(runs()) == 2
     clock.set("2031-03-04T10:21:05+00:00")

@@ -12,6 +12,7 @@ import pytest
 
 from adapters.cosmos import CosmosStore
 from benchctl.localstack import Stack
+from core.models.regression import MeanStd, MedianSd, Regression
 from tests.conftest import run_body
 from tests.second_api import SecondApi
 
@@ -99,15 +100,18 @@ def test_runners_triage_only_regressions_first_seen_on_their_runs(
         key = f"ownership-test-{pool}"
         for run_id in runs.values():
             store.series.create_regression(
-                {
-                    "id": f"{key}.read.iops.gate.{run_id}",
-                    "series_key": key,
-                    "state": "new",
-                    "kind": "regression",
-                    "metric": "read.iops",
-                    "method": "gate",
-                    "first_run_id": run_id,
-                }
+                Regression(
+                    id=f"{key}.read.iops.gate.{run_id}",
+                    series_key=key,
+                    state="new",
+                    kind="regression",
+                    metric="read.iops",
+                    method="gate",
+                    before=MedianSd(median=100.0, sd=1.0),
+                    after=MeanStd(mean=80.0, std=0.0),
+                    first_run_id=run_id,
+                    first_time_ms=0,
+                )
             )
         ids = {who: f"{key}.read.iops.gate.{run_id}" for who, run_id in runs.items()}
         url = f"/api/regressions/{key}"
@@ -116,7 +120,7 @@ def test_runners_triage_only_regressions_first_seen_on_their_runs(
             ana.patch(f"{url}/{ids['root']}", json={"state": "acknowledged"}), "first_run_id"
         )
         assert "belongs to root" in message
-        assert store.series.get_regression(key, ids["root"])["state"] == "new"
+        assert store.series.get_regression(key, ids["root"]).state == "new"
         with as_(owned, "bo") as bo:
             refused(bo.patch(f"{url}/{ids['ana']}", json={"state": "fixed"}), "first_run_id")
 

@@ -9,16 +9,21 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from core.errors import Conflict, NotFound, TooLarge, ValidationFailed
+from core.models.activity import SeenActivity
 from core.models.agents import AgentRecord
+from core.models.gate import KeptVerdict
 from core.models.live import LiveDirection, LiveDoc, LiveSample
 from core.models.locks import TargetLock, Waiter
+from core.models.regression import MeanStd, MedianSd, Regression, ToldWith
+from core.models.schedule import StoredSchedule
+from core.models.series import InfraFacts, StepPoint
 from core.models.state import RunState
 from core.models.stored import Item, Step
+from tests.documents import stored_aggregate, stored_result
 from tests.ports_world import Ports, a_run, new_id, open_ports, work
 
 
@@ -177,19 +182,20 @@ def test_target_locks_and_free_targets_with_waiters(ports: Ports) -> None:
 def test_results_aggregates_agents_ticks_schedules_once(ports: Ports) -> None:
     s = ports.store
     run_id = new_id()
-    doc: dict[str, Any] = {
-        "id": f"{run_id}.s0.c0",
-        "run_id": run_id,
-        "item_id": f"{run_id}.s0.c0",
-        "step": 0,
-    }
-    assert s.results.create(doc) is True
-    assert s.results.create(doc) is False
-    assert s.results.get(run_id, doc["id"])["step"] == 0
-    assert [r["id"] for r in s.results.of_run(run_id)] == [doc["id"]]
-    agg = {"id": f"{run_id}.s0", "run_id": run_id, "step": 0}
+    item = f"{run_id}.s0.c0"
+    ids = {"id": item, "run_id": run_id, "item_id": item}
+    result = stored_result(run_id=run_id)
+    assert result.model_dump(include=set(ids)) == ids
+    assert s.results.create(result) is True
+    assert s.results.create(result) is False
+    # What is read back is what was stored, its JSON to the byte.
+    back = s.results.get(run_id, item)
+    assert back.model_dump_json() == result.model_dump_json()
+    assert [r.id for r in s.results.of_run(run_id)] == [item]
+    agg = stored_aggregate(run_id=run_id, read={"iops": 1000.0})
     assert s.results.create_aggregate(agg) and not s.results.create_aggregate(agg)
-    assert [a["id"] for a in s.results.list_aggregates(run_id)] == [agg["id"]]
+    (stored,) = s.results.list_aggregates(run_id)
+    assert stored.model_dump_json() == agg.model_dump_json()
 
     agent = f"contract-{uuid.uuid4().hex[:8]}"
     record = s.agents.create(
@@ -208,16 +214,73 @@ def test_results_aggregates_agents_ticks_schedules_once(ports: Ports) -> None:
     s.ticks.put(name, 7)
     assert s.ticks.get(name) == 7
 
-    schedule = s.schedules.create({"id": f"sch-{uuid.uuid4().hex[:16]}", "cron": "0 * * * *"})
-    schedule["cron"] = "5 * * * *"
-    assert s.schedules.replace(schedule)["cron"] == "5 * * * *"
+    schedule = s.schedules.create(
+        StoredSchedule(
+            id=f"sch-{uuid.uuid4().hex[:16]}",
+            cron="0 * * * *",
+            request={"targets": ["scratch"]},
+            created_at="2031-03-04T10:00:00+00:00",
+            next_fire="2031-03-04T11:00:00+00:00",
+        )
+    )
+    assert schedule.etag is not None
+    moved = s.schedules.replace(schedule.model_copy(update={"cron": "5 * * * *"}))
+    assert moved.cron == "5 * * * *" and s.schedules.get(schedule.id) == moved
     with pytest.raises(Conflict):
-        s.schedules.replace(schedule)  # its _etag is the one before
-    s.schedules.delete(schedule["id"])
+        s.schedules.replace(schedule)  # its ETag is the one before
+    assert schedule.id in {x.id for x in s.schedules.all()}
+    s.schedules.delete(schedule.id)
     with pytest.raises(NotFound):
-        s.schedules.get(schedule["id"])
-    seen = {"id": f"teams:{uuid.uuid4().hex}"}
+        s.schedules.get(schedule.id)
+    seen = SeenActivity(id=f"teams:{uuid.uuid4().hex}", seen_at_ms=1)
     assert s.activities.create(seen) is True and s.activities.create(seen) is False
+
+
+def test_series_points_and_regressions_round_trip_by_series(ports: Ports) -> None:
+    """What the monitor writes comes back equal, by series; a regression is replaced
+    with compare-and-swap on its ETag."""
+    s, key = ports.store, uuid.uuid4().hex[:16]
+    point = StepPoint(
+        id=f"{key}.r-1.s0",
+        series_key=key,
+        run_id="r-1",
+        step=0,
+        target="scratch",
+        time_ms=1000,
+        infra="i",
+        infra_facts=InfraFacts(hosts=[("D8s", None)], mounts=[("s", "nfs", "h:/v", "vers=3")]),
+        metrics={"read.iops": 5.0},
+        clients=1,
+        engine="fio",
+        workload={"rw": "randread"},
+        gate={"read.iops": KeptVerdict(verdict="pass", value=5.0)},
+    )
+    assert s.series.create_point(point) is True and s.series.create_point(point) is False
+    assert [p.doc() for p in s.series.points(key)] == [point.doc()]  # its ETag besides
+    facts = [p for p in s.series.all_points() if p.series_key == key]
+    assert [(p.time_ms, p.workload) for p in facts] == [(1000, {"rw": "randread"})]
+    reg = Regression(
+        id=f"{key}.read.iops.gate.r-1",
+        series_key=key,
+        metric="read.iops",
+        kind="regression",
+        method="gate",
+        before=MedianSd(median=10.0, sd=0.5),
+        after=MeanStd(mean=5.0, std=0.0),
+        first_run_id="r-1",
+        first_time_ms=1000,
+        notified=ToldWith.model_validate({"with": "other"}),
+    )
+    assert s.series.create_regression(reg) is True and s.series.create_regression(reg) is False
+    assert [r.doc() for r in s.series.regressions(key)] == [reg.doc()]
+    assert reg.id in {r.id for r in s.series.regressions()}
+    stored = s.series.get_regression(key, reg.id)
+    assert stored.etag is not None and stored.doc()["notified"] == {"with": "other"}
+    triaged = s.series.replace_regression(stored.model_copy(update={"state": "expected"}))
+    assert s.series.get_regression(key, reg.id).state == "expected"
+    with pytest.raises(Conflict):
+        s.series.replace_regression(stored)
+    assert triaged.etag != stored.etag
 
 
 def test_live_documents_are_put_whole_and_read_by_run(ports: Ports) -> None:

@@ -144,7 +144,8 @@ def test_a_read_only_mount_is_measured_from_its_data_set_and_left_untouched(
 
     assert listing(mount) == before  # inodes, sizes, mtimes and blocks as they were
     read: dict[int, list[str]] = {}
-    for result in store.results.of_run(run_id):
+    for stored in store.results.of_run(run_id):
+        result = stored.model_dump(mode="json")
         got = result["read"]
         assert result["write"] is None and got["total_ios"] > 0
         assert got["io_bytes"] == got["total_ios"] * 4096  # 4 KiB reads, counted by fio

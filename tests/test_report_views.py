@@ -24,6 +24,7 @@ from benchctl import localstack
 from benchctl.localstack import Stack
 from core.analysis.series import infra_fingerprint
 from core.latency import format_ns
+from core.models.series import InfraFacts, StepPoint
 from core.monitoring.monitor import Monitor
 from reports.series_figures import metric_value
 from tests.browser import Watched, benchctl, chromium, trace
@@ -220,10 +221,10 @@ def test_runs_compared_overlaid_with_deltas_against_the_noise(
     assert html.count("Plotly.newPlot") == 1 and "<script src" not in html
 
 
-def _points(key: str, n: int = 16) -> list[dict[str, Any]]:
+def _points(key: str, n: int = 16) -> list[StepPoint]:
     """A series whose total p99 latency rises by half and IOPS fall by a fifth from the
     9th run on (a known change), with a little noise."""
-    facts = {"hosts": [["Standard_D4s_v5", "westeurope"]], "mounts": []}
+    facts = InfraFacts(hosts=[("Standard_D4s_v5", "westeurope")], mounts=[])
     out = []
     for i in range(n):
         wobble = 1 + 0.01 * ((i * 7) % 5 - 2)
@@ -236,22 +237,24 @@ def _points(key: str, n: int = 16) -> list[dict[str, Any]]:
             "read.lat.p99.9": 2_899_968.0 * wobble,
         }
         out.append(
-            {
-                "id": f"{key}.r-{i:032d}.s0",
-                "series_key": key,
-                "run_id": f"r-{i:032d}",
-                "step": 0,
-                "target": "scratch",
-                "time_ms": 1_790_000_000_000 + i * 3_600_000,
-                "infra": infra_fingerprint(facts),
-                "infra_facts": facts,
-                "metrics": metrics,
-                "clients": 2,
-                "engine": "fio",
-                "workload": {"rw": "randread", "bs": "4k", "numjobs": 1, "iodepth": 4},
-                "tags": {},
-                "gate": {},
-            }
+            StepPoint.model_validate(
+                {
+                    "id": f"{key}.r-{i:032d}.s0",
+                    "series_key": key,
+                    "run_id": f"r-{i:032d}",
+                    "step": 0,
+                    "target": "scratch",
+                    "time_ms": 1_790_000_000_000 + i * 3_600_000,
+                    "infra": infra_fingerprint(facts),
+                    "infra_facts": facts,
+                    "metrics": metrics,
+                    "clients": 2,
+                    "engine": "fio",
+                    "workload": {"rw": "randread", "bs": "4k", "numjobs": 1, "iodepth": 4},
+                    "tags": {},
+                    "gate": {},
+                }
+            )
         )
     return out
 
@@ -263,7 +266,7 @@ def test_series_report_and_lists_read_as_people_name_things(
     for p in _points(key):
         store.series.create_point(p)
     found = Monitor(store).detect(key, "scratch")
-    assert {r["metric"] for r in found} >= {"read.lat.p99", "read.iops"}
+    assert {r.metric for r in found} >= {"read.lat.p99", "read.iops"}
     page = Watched(browser.new_page(viewport={"width": 1280, "height": 900}))
     page.page.goto(f"{stack.api_url}/ui/series/{key}")
     charts = page.charts()

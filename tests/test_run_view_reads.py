@@ -9,6 +9,9 @@ import collections
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+from pydantic import ValidationError
+
 from adapters.blob import BlobArtifacts
 from adapters.cosmos import CosmosStore
 from adapters.queue import WorkQueues
@@ -44,7 +47,7 @@ def test_reading_a_run_reads_only_what_it_can_have(
     run, _ = service.submit(run_body(pool))
     calls = counted(store)
     queued = service.get_run(run["id"])
-    assert queued["state"] == "queued" and queued["aggregate"] is None
+    assert queued.state == "queued" and queued.aggregate is None
     assert calls == {"run": 1, "items": 1}  # no result nor aggregate can exist yet
 
     agent = AgentRef("view-test")
@@ -55,22 +58,21 @@ def test_reading_a_run_reads_only_what_it_can_have(
 
     calls.clear()
     done = service.get_run(run["id"])
-    assert done["state"] == "completed" and done["aggregate"] is not None
-    assert done["items"][0]["result"] is not None
+    assert done.state == "completed" and done.aggregate is not None
+    assert done.items[0].result is not None
     assert calls == {"run": 1, "items": 1, "results": 1, "aggregates": 1}
 
     # Read again: one point read of the run, the same view.
     calls.clear()
-    done["scribbled"] = True  # a caller's change to what it was given is its own
+    with pytest.raises(ValidationError):  # nobody changes what others are given
+        done.tags = {"scribbled": "yes"}  # type: ignore[misc]
     again = service.get_run(run["id"])
     assert calls == {"run": 1}
-    assert "scribbled" not in again
-    del done["scribbled"]
     assert again == done
 
     # A write to the run's document (a new ETag) makes the next read a full one.
     service.lifecycle.update_run(run["id"], lambda r: setattr(r, "tags", {"test": "again"}))
     calls.clear()
     changed = service.get_run(run["id"])
-    assert changed["tags"] == {"test": "again"}
+    assert changed.tags == {"test": "again"}
     assert calls == {"run": 1, "items": 1, "results": 1, "aggregates": 1}

@@ -33,7 +33,7 @@ def test_four_agents_as_four_clients(
 
     items = run["items"]
     assert len(items) == 4 and len({i["agent_id"] for i in items}) == 4  # 4 distinct agents
-    results = store.results.of_run(run_id)
+    results = [r.model_dump(mode="json") for r in store.results.of_run(run_id)]
     assert len(results) == 4
     scheduled = {r["start"]["scheduled_ms"] for r in results}
     assert len(scheduled) == 1  # one common start instant
@@ -107,8 +107,8 @@ def test_client_sweep_over_two_mounts(
     )
     # Steps ran one after the other.
     assert run["steps"][1]["start_at_ms"] > max(
-        r["ended_at_ms"] for r in store.results.of_run(run_id) if r["step"] == 0
+        r.ended_at_ms for r in store.results.of_run(run_id) if r.step == 0
     )
     for r in store.results.of_run(run_id):
-        assert [m["alias"] for m in r["mounts"]] == ["vol1", "vol2"]
+        assert [m.alias for m in r.mounts] == ["vol1", "vol2"]
     assert all(list((Path(d) / ".benchsvc").iterdir()) for d in mounts.values())

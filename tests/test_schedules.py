@@ -196,3 +196,29 @@ def test_schedule_patch_model() -> None:
     with pytest.raises(ValidationError) as e:
         SchedulePatch.model_validate({"cron": None, "enabled": None, "owner": None})
     assert {err["loc"] for err in e.value.errors()} == {("cron",), ("enabled",), ("owner",)}
+
+
+def test_an_imported_schedule_needs_the_times_the_scheduler_reads() -> None:
+    """The admin import checks a schedule as the scheduler will read it (StoredSchedule):
+    one without its creation time would never fire, so it is refused, naming it."""
+    from adapters.archive import _checked_schedule
+    from core.errors import ValidationFailed
+    from core.models.schedule import StoredSchedule
+    from tests.conftest import run_body
+
+    whole = {
+        "id": "sch-0123456789abcdef",
+        "cron": "0 3 * * *",
+        "owner": "ops",
+        "request": run_body("default"),
+        "created_at": "2031-03-04T10:00:00+00:00",
+        "next_fire": "2031-03-05T03:00:00+00:00",
+        "_etag": '"1"',
+    }
+    kept = _checked_schedule(0, whole)
+    assert StoredSchedule.model_validate(kept).created_at == whole["created_at"]
+    assert "_etag" not in kept and kept["last_fired"] is None
+    without = {k: v for k, v in whole.items() if k != "created_at"}
+    with pytest.raises(ValidationFailed) as e:
+        _checked_schedule(3, without)
+    assert [x.field for x in e.value.errors] == ["schedules.3.created_at"]

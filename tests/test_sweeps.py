@@ -113,8 +113,9 @@ def test_fill_runs_once_per_target_and_size(
         run_id = api.post("/api/runs", json=body).json()["id"]
         done = wait_state(api, run_id, ("completed", "failed"), timeout=90)
         assert done["state"] == "completed", done["error"]
-        result: dict = store.results.of_run(run_id)[0]  # type: ignore[type-arg]
-        return result["fill"]  # type: ignore[no-any-return]
+        fill = store.results.of_run(run_id)[0].fill
+        assert fill is not None
+        return fill.model_dump()
 
     first = run("8m")
     assert first["ran"] is True
@@ -139,7 +140,7 @@ def test_diskspd_item_runs_through_the_agent(
     run_id = api.post("/api/runs", json=body).json()["id"]
     run = wait_state(api, run_id, ("completed", "failed"), timeout=90)
     assert run["state"] == "completed", run["error"]
-    (result,) = store.results.of_run(run_id)
+    result = store.results.of_run(run_id)[0].model_dump(mode="json")
     assert result["engine"] == "diskspd" and result["engine_version"]
     full = api.get(f"/api/runs/{run_id}/results/{result['id']}").json()
     assert result["read"]["clat_bins_ns"] == {} and full["series"]["read"]

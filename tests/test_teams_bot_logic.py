@@ -29,6 +29,7 @@ from core.models.stored import Run
 from core.monitoring.baseline import against_baseline
 from core.monitoring.monitor import Monitor, step_series_key
 from core.ports import Store
+from tests.documents import stored_aggregate, stored_result
 from tests.test_gate import Series
 
 ALICE = ChatUser("a11ce", "Alice Example")
@@ -109,7 +110,8 @@ def test_the_card_shows_the_gate_verdict_when_the_run_view_has_one() -> None:
     assert gate_text(two_steps) == "regression: step 1 read.iops -30.0%"
 
 
-AGG = {"clients": 1, "workload": {"rw": "randread", "bs": "4k"}, "read": {"iops": 1.0}}
+# A step's aggregate as a run's view serves it.
+AGG = stored_aggregate(workload={"rw": "randread", "bs": "4k"}, read={"iops": 1.0}).doc()
 
 
 def _monitor() -> tuple[Monitor, Series]:
@@ -122,13 +124,12 @@ def _record(mon: Monitor, n: int, iops: float, infra: str = "ext4", run: str = "
     who = SimpleNamespace(
         id=run or f"r-{n:032x}", engine="fio", targets=["t"], target="t", target_facts=None, tags={}
     )
-    agg = {**AGG, "step": 0, "read": {"iops": iops, "bw_bytes": iops * 4096, "lat_ns": LAT}}
-    result = {
-        "step": 0,
-        "started_at_ms": 1_000 + n,
-        "host": {},
-        "mounts": [{"alias": "t", "fstype": infra, "source": "/dev/x", "options": ""}],
-    }
+    read = {"iops": iops, "bw_bytes": iops * 4096, "lat_ns": LAT}
+    agg = stored_aggregate(workload=AGG["workload"], read=read)
+    result = stored_result(
+        started_at_ms=1_000 + n,
+        mounts=[{"alias": "t", "fstype": infra, "source": "/dev/x", "options": ""}],
+    )
     return mon.record(cast(Run, who), [agg], [result]).gate
 
 
@@ -158,9 +159,9 @@ def test_the_baseline_comparison_is_the_gates_verdict(
     gate = _record(mon, 100, value, run=ME)
     run = {"id": ME, "targets": ["t"], "engine": "fio", "aggregate": AGG}
     found = against_baseline(cast(Store, SimpleNamespace(series=series)), run)
-    assert found["series_key"] == step_series_key("fio", ["t"], AGG)
-    assert found["baseline_points"] == len(history)
-    rows = {r["metric"]: r for r in found["rows"]}
+    assert found.series_key == step_series_key("fio", ["t"], AGG)
+    assert found.baseline_points == len(history)
+    rows = {r.metric: r.model_dump() for r in found.rows}
     assert set(rows) == {"read.iops", "read.bw_bytes", "read.lat.p99"}
     judged = {m.metric: m for m in gate.metrics}
     for metric, row in rows.items():
@@ -187,12 +188,12 @@ def test_no_baseline_after_an_infrastructure_change_or_for_the_first_run() -> No
     mon, series = _monitor()
     store = cast(Store, SimpleNamespace(series=series))
     run = {"id": ME, "targets": ["t"], "engine": "fio", "aggregate": AGG}
-    assert against_baseline(store, run)["note"] == "not in a series"
+    assert against_baseline(store, run).note == "not in a series"
     _record(mon, 0, 100.0)
     _record(mon, 1, 100.0, infra="nfs4", run=ME)
     found = against_baseline(store, run)
-    assert found["rows"] == [] and "no baseline" in found["note"]
-    assert against_baseline(store, {**run, "aggregate": None})["rows"] == []
+    assert found.rows == [] and "no baseline" in str(found.note)
+    assert against_baseline(store, {**run, "aggregate": None}).rows == []
 
 
 def test_the_baseline_card_shows_each_figure_in_its_unit_with_the_gates_words() -> None:
@@ -203,7 +204,8 @@ def test_the_baseline_card_shows_each_figure_in_its_unit_with_the_gates_words() 
     run = {"id": ME, "targets": ["t"], "engine": "fio", "aggregate": AGG}
     found = against_baseline(cast(Store, SimpleNamespace(series=series)), run)
     shown = {
-        f["title"]: f["value"] for f in baseline_card(run, found, "http://x")["body"][2]["facts"]
+        f["title"]: f["value"]
+        for f in baseline_card(run, found.model_dump(), "http://x")["body"][2]["facts"]
     }
     assert shown["read IOPS"] == "50,000 → 12,500 (-75.0%, band 10.0%: regression)"
     assert shown["read MiB/s"] == "195.3 MiB/s → 48.8 MiB/s (-75.0%, band 10.0%: regression)"

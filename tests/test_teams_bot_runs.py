@@ -20,6 +20,7 @@ from benchctl.localstack import Stack
 from core.chat.cards import gate_text
 from core.chat.threads import ChatNotifier, Threads
 from core.latency import format_ns
+from core.models.regression import DeliveryRecord, MeanStd, Regression
 from core.ports import NoNotifier
 from tests.bot_world import ALICE, BOB, CAROL, DAVE, World, activity, press
 from tests.conftest import BOT_POOL, wait_state, wait_until
@@ -280,21 +281,22 @@ def test_regressions_go_to_the_conversations_subscribed_to_the_series(
         lambda run_id: {},
         public_url=stack.api_url,
     )
-    regression = {
-        "id": f"{key}.read.iops.gate.r-x",
-        "series_key": key,
-        "target": "chat",
-        "metric": "read.iops",
-        "kind": "regression",
-        "method": "gate",
-        "change_pct": -31.5,
-        "before": {"mean": 1000.0, "std": 10.0},
-        "after": {"mean": 685.0, "std": 0.0},
-        "first_run_id": "r-x",
-    }
+    regression = Regression(
+        id=f"{key}.read.iops.gate.r-x",
+        series_key=key,
+        target="chat",
+        metric="read.iops",
+        kind="regression",
+        method="gate",
+        change_pct=-31.5,
+        before=MeanStd(mean=1000.0, std=10.0),
+        after=MeanStd(mean=685.0, std=0.0),
+        first_run_id="r-x",
+        first_time_ms=0,
+    )
     before = len(bot_world.sent_to(conv))
     records = ChatNotifier(NoNotifier(), lambda: threads).notify(regression)
-    assert records == [{"channel": "teams-bot", "ok": True, "error": None}]
+    assert records == [DeliveryRecord(channel="teams-bot", ok=True, error=None)]
     posted = bot_world.sent_to(conv)[before:]
     assert len(posted) == 1 and posted[0].token_ok
     assert "read.iops" in words(posted[0].card()) and "-31.5%" in words(posted[0].card())

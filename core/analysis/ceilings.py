@@ -22,12 +22,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from core.host_counters import CountersSummary
-from core.latency import KIND_NAMES, shown
+from core.latency import KIND_NAMES
+from core.latency import Kind as LatencyKind
 from core.limits.sources import VM_NETWORK
 from core.limits.vms import VmSize, vm_size
+from core.models import (
+    BoundBy,
+    CeilingRow,
+    DirectionAggregate,
+    Knee,
+    PercentileSummary,
+    StepAggregate,
+    StepFigures,
+)
+from core.models.aggregate import CeilingDirection, CeilingKind, CeilingMetric
 
 REACHED = 0.90
 # A physical line is never filled with payload. On 100 Gbps at the VM's MTU of 1,500 bytes a
@@ -40,9 +51,9 @@ LINE_PAYLOAD_SHARE = 1448 / 1538
 LINE_REACHED = 0.85
 KNEE_RATIO = 2.0  # latency rising this much over the previous point of a rate curve
 
-Kind = Literal["target", "client-network", "client-cpu", "vm-disk"]
-Metric = Literal["bw_bytes", "iops", "cpu_pct"]
-Direction = Literal["read", "write", "total"]
+Kind = CeilingKind
+Metric = CeilingMetric
+Direction = CeilingDirection
 
 
 # How each source counts a busy CPU (core.counters for /proc/stat, core.engines.diskspd_cpu).
@@ -85,23 +96,23 @@ class Ceiling:
     def utilisation(self) -> float:
         return self.measured / self.limit if self.limit > 0 else 0.0
 
-    def as_doc(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "name": self.name,
-            "metric": self.metric,
-            "direction": self.direction,
-            "limit": self.limit,
-            "measured": self.measured,
-            "utilisation": self.utilisation,
-            "applies": self.applies,
-            "reached_at": self.reached_at,
-            "rule": self.rule,
-            "source": dict(self.source) if self.source else None,
-        }
+    def as_doc(self) -> CeilingRow:
+        return CeilingRow(
+            kind=self.kind,
+            name=self.name,
+            metric=self.metric,
+            direction=self.direction,
+            limit=self.limit,
+            measured=self.measured,
+            utilisation=self.utilisation,
+            applies=self.applies,
+            reached_at=self.reached_at,
+            rule=self.rule,
+            source=dict(self.source) if self.source else None,
+        )
 
 
-def bound_by(ceilings: Sequence[Ceiling]) -> dict[str, Any]:
+def bound_by(ceilings: Sequence[Ceiling]) -> BoundBy:
     """The limit the step reached (utilisation >= 90 %, a line rate 85 % of its payload
     capacity), else ``none`` with the nearest.
 
@@ -111,66 +122,53 @@ def bound_by(ceilings: Sequence[Ceiling]) -> dict[str, Any]:
     polling) is a symptom, not the cap."""
     candidates = [c for c in ceilings if c.applies]
     if not candidates:
-        return {
-            "kind": "none",
-            "name": "no limit known",
-            "limit": None,
-            "measured": None,
-            "utilisation": None,
-        }
+        return BoundBy(
+            kind="none", name="no limit known", limit=None, measured=None, utilisation=None
+        )
     reached = [c for c in candidates if c.reached]
     caps = [c for c in reached if c.kind != "client-cpu"]
     top = max(caps or reached or candidates, key=lambda c: c.utilisation)
-    return {
-        "kind": top.kind if top.reached else "none",
-        "name": top.name,
-        "limit": top.limit,
-        "measured": top.measured,
-        "utilisation": top.utilisation,
-    }
+    return BoundBy(
+        kind=top.kind if top.reached else "none",
+        name=top.name,
+        limit=top.limit,
+        measured=top.measured,
+        utilisation=top.utilisation,
+    )
 
 
-def _measured(agg: Mapping[str, Any], metric: str, direction: str) -> float | None:
-    dirs = ("read", "write") if direction == "total" else (direction,)
-    present = [agg[d] for d in dirs if agg.get(d)]
+def _measured(agg: StepFigures, metric: str, direction: str) -> float | None:
+    dirs = (agg.read, agg.write) if direction == "total" else (getattr(agg, direction),)
+    present: list[DirectionAggregate] = [d for d in dirs if d is not None]
     if not present:
         return None
-    return float(sum(float(d[metric]) for d in present))
+    return float(sum(float(getattr(d, metric)) for d in present))
 
 
-def target_ceilings(
-    agg: Mapping[str, Any], target_facts: Mapping[str, Any] | None
-) -> list[Ceiling]:
+def target_ceilings(agg: StepFigures, target_facts: Mapping[str, Any] | None) -> list[Ceiling]:
     """The run's targets' limits, summed over its targets (a client loads each of them),
     where every target has that limit."""
     if not target_facts:
         return []
     entries = target_facts.get("targets") or []
     keys = {(lim["metric"], lim["direction"]) for e in entries for lim in e["limits"]}
-    out = []
-    for metric, direction in sorted(keys):
-        per_target = [
-            [lim for lim in e["limits"] if (lim["metric"], lim["direction"]) == (metric, direction)]
-            for e in entries
-        ]
-        measured = _measured(agg, metric, direction)
-        if measured is None or not all(per_target):
-            continue
-        names = ", ".join(e["alias"] for e in entries)
-        out.append(_target_ceiling(names, metric, direction, per_target, measured))
-    return out
+    found = (_target_ceiling(agg, entries, metric, direction) for metric, direction in sorted(keys))
+    return [c for c in found if c is not None]
 
 
 def _target_ceiling(
-    names: str,
-    metric: Metric,
-    direction: Direction,
-    per_target: Sequence[Sequence[Mapping[str, Any]]],
-    measured: float,
-) -> Ceiling:
-    """One figure's limit over the targets: the sum of each target's tightest rule (a
-    target can have several for one figure: declared and from facts)."""
+    agg: StepFigures, entries: Sequence[Mapping[str, Any]], metric: Metric, direction: Direction
+) -> Ceiling | None:
+    per_target = [
+        [lim for lim in e["limits"] if (lim["metric"], lim["direction"]) == (metric, direction)]
+        for e in entries
+    ]
+    measured = _measured(agg, metric, direction)
+    if measured is None or not all(per_target):
+        return None
+    # Several rules for one figure (declared and from facts): the tightest applies.
     tightest = [min(lims, key=lambda lim: float(lim["value"])) for lims in per_target]
+    names = ", ".join(e["alias"] for e in entries)
     what = "throughput" if metric == "bw_bytes" else "IOPS"
     label = {"read": "read ", "write": "write ", "total": ""}[direction]
     return Ceiling(
@@ -197,7 +195,7 @@ def _size_names(sizes: Sequence[VmSize]) -> str:
     return f"{len(sizes)} x {names[0]}" if len(names) == 1 else ", ".join(names)
 
 
-def network_ceilings(agg: Mapping[str, Any], clients: Sequence[ClientFacts]) -> list[Ceiling]:
+def network_ceilings(agg: StepFigures, clients: Sequence[ClientFacts]) -> list[Ceiling]:
     sizes = _sizes(clients)
     if sizes is None:
         return []
@@ -277,7 +275,7 @@ def cpu_ceiling(clients: Sequence[ClientFacts]) -> list[Ceiling]:
 
 
 def vm_disk_ceilings(
-    agg: Mapping[str, Any], clients: Sequence[ClientFacts], target_facts: Mapping[str, Any] | None
+    agg: StepFigures, clients: Sequence[ClientFacts], target_facts: Mapping[str, Any] | None
 ) -> list[Ceiling]:
     """A VM's uncached disk limits, summed over clients, when the targets are managed disks."""
     entries = (target_facts or {}).get("targets") or []
@@ -309,10 +307,10 @@ def vm_disk_ceilings(
 
 
 def step_ceilings(
-    agg: Mapping[str, Any],
+    agg: StepFigures,
     target_facts: Mapping[str, Any] | None,
     clients: Sequence[ClientFacts],
-) -> dict[str, Any]:
+) -> tuple[list[CeilingRow], BoundBy]:
     """``ceilings`` and ``bound_by`` for one step's aggregate."""
     found = [
         *target_ceilings(agg, target_facts),
@@ -320,31 +318,34 @@ def step_ceilings(
         *cpu_ceiling(clients),
         *vm_disk_ceilings(agg, clients, target_facts),
     ]
-    return {"ceilings": [c.as_doc() for c in found], "bound_by": bound_by(found)}
+    return [c.as_doc() for c in found], bound_by(found)
 
 
-def _p99(agg: Mapping[str, Any]) -> tuple[float | None, str]:
-    """The worst direction's p99 of the latency views show, and its kind's name."""
-    kinds = [shown(agg[d]) for d in ("read", "write") if agg.get(d)]
-    values = [p["p99"] for _, p in kinds if p.get("p99") is not None]
+def _p99(agg: StepFigures) -> tuple[float | None, str]:
+    """The worst direction's p99 of the latency views show (core.latency.shown: total
+    latency where recorded, else completion), and its kind's name."""
+    kinds: list[tuple[LatencyKind, PercentileSummary]] = [
+        ("lat", d.lat_ns) if d.lat_ns is not None else ("clat", d.clat_ns) for d in agg.directions()
+    ]
+    values = [p.p99 for _, p in kinds]
     kind = KIND_NAMES[kinds[0][0]] if kinds else "total"
     return (max(values) if values else None), kind
 
 
-def latency_knee(aggregates: Sequence[Mapping[str, Any]]) -> tuple[int, dict[str, Any]] | None:
+def latency_knee(aggregates: Sequence[StepAggregate]) -> tuple[int, Knee] | None:
     """On a rate curve (steps in the order they ran, increasing load), the first step whose
     p99 latency is at least twice the previous step's while no limit was reached: where
     queueing starts before any published limit. Returns (index, knee) or None."""
     for i in range(1, len(aggregates)):
         (prev, _), (cur, kind) = _p99(aggregates[i - 1]), _p99(aggregates[i])
-        reached = (aggregates[i].get("bound_by") or {}).get("kind", "none") != "none"
+        reached = aggregates[i].bound_by.kind != "none"
         if prev and cur and cur >= KNEE_RATIO * prev and not reached:
-            return i, {
-                "p99_ns": cur,
-                "previous_p99_ns": prev,
-                "ratio": cur / prev,
-                "previous_step": aggregates[i - 1].get("step"),
-                "latency": kind,
-                "note": f"{kind} p99 latency rose before any known limit was reached",
-            }
+            return i, Knee(
+                p99_ns=cur,
+                previous_p99_ns=prev,
+                ratio=cur / prev,
+                previous_step=aggregates[i - 1].step,
+                latency=kind,
+                note=f"{kind} p99 latency rose before any known limit was reached",
+            )
     return None

@@ -14,19 +14,20 @@ from typing import Any
 
 import numpy as np
 
-from core.analysis.series import METRICS, metrics_of, named, segments
+from core.analysis.series import METRICS, metrics_of, segments
+from core.models.series import StepPoint
 
 NOISE_SIGMAS = 3.0
 MIN_NOISE_POINTS = 3
 
 
-def noise_pct(points: Sequence[Mapping[str, Any]], exclude_runs: set[str]) -> dict[str, float]:
+def noise_pct(points: Sequence[StepPoint], exclude_runs: set[str]) -> dict[str, float]:
     """Per metric: 100 x stdev / mean over the latest segment, without the compared runs."""
-    segs = segments([named(p) for p in points])
-    latest = [p for p in (segs[-1] if segs else []) if p["run_id"] not in exclude_runs]
+    segs = segments([p.named() for p in points])
+    latest = [p for p in (segs[-1] if segs else []) if p.run_id not in exclude_runs]
     out: dict[str, float] = {}
     for metric in METRICS:
-        values = np.array([p["metrics"][metric] for p in latest if metric in p["metrics"]])
+        values = np.array([p.metrics[metric] for p in latest if metric in p.metrics])
         if len(values) >= MIN_NOISE_POINTS and values.mean() > 0:
             out[metric] = float(100 * values.std(ddof=1) / values.mean())
     return out

@@ -3,20 +3,20 @@ throughput against client count with linear scaling as the reference."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from core.analysis.aggregate import total_iops
+from core.models import DirectionAggregate, StepAggregate
 
 
-def _kept(aggregates: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    return sorted((a for a in aggregates if not a.get("discarded")), key=lambda a: a["step"])
+def _kept(aggregates: Sequence[StepAggregate]) -> list[StepAggregate]:
+    return sorted((a for a in aggregates if not a.discarded), key=lambda a: a.step)
 
 
 CURVE_PERCENTILES = ("p50", "p99", "p99.9")
 
 
-def latency_curve(aggregates: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def latency_curve(aggregates: Sequence[StepAggregate]) -> list[dict[str, Any]]:
     """One point per step: achieved IOPS and, per direction, total latency's p50, p99,
     p99.9, maximum and mean (``<dir>_lat_<p>_ns``) and completion latency's p50 and p99
     (``<dir>_clat_<p>_ns``), in step order (a rate sweep: the unthrottled step, ``mode``
@@ -24,47 +24,52 @@ def latency_curve(aggregates: Sequence[Mapping[str, Any]]) -> list[dict[str, Any
     points = []
     for a in _kept(aggregates):
         point: dict[str, Any] = {
-            "step": a["step"],
-            "point": a.get("point"),
-            "mode": a.get("mode"),
-            "clients": a["clients"],
-            "iops": total_iops(a),
+            "step": a.step,
+            "point": a.point,
+            "mode": a.mode,
+            "clients": a.clients,
+            "iops": a.total_iops,
         }
-        for d in ("read", "write"):
-            entry = a.get(d)
-            if not entry:
-                continue
-            lat = entry.get("lat_ns") or {}
-            for p in (*CURVE_PERCENTILES, "max"):
-                if lat.get(p) is not None:
-                    point[f"{d}_lat_{p}_ns"] = lat[p]
-            if lat and entry.get("lat_mean_ns") is not None:
-                point[f"{d}_lat_mean_ns"] = entry["lat_mean_ns"]
-            for p in ("p50", "p99"):
-                point[f"{d}_clat_{p}_ns"] = entry["clat_ns"][p]
+        for d, entry in (("read", a.read), ("write", a.write)):
+            if entry is not None:
+                point |= _latency_columns(d, entry)
         points.append(point)
     return points
 
 
-def scaleout_curve(aggregates: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _latency_columns(d: str, entry: DirectionAggregate) -> dict[str, float]:
+    """``<dir>_lat_<p>_ns``, ``<dir>_lat_mean_ns`` and ``<dir>_clat_<p>_ns`` of a point."""
+    out: dict[str, float] = {}
+    if entry.lat_ns is not None:
+        lat = entry.lat_ns.model_dump()  # by alias: p99.9
+        out |= {
+            f"{d}_lat_{p}_ns": lat[p] for p in (*CURVE_PERCENTILES, "max") if lat.get(p) is not None
+        }
+        out[f"{d}_lat_mean_ns"] = entry.lat_mean_ns
+    out[f"{d}_clat_p50_ns"] = entry.clat_ns.p50
+    out[f"{d}_clat_p99_ns"] = entry.clat_ns.p99
+    return out
+
+
+def scaleout_curve(aggregates: Sequence[StepAggregate]) -> list[dict[str, Any]]:
     """For each workload (``like_key``: same resolved workload, or the same point of a
     sweep), one point per client count (the mean of its kept steps), with linear scaling
     from that workload's smallest count as the reference line. Workloads are never mixed:
     an iodepth sweep's points are separate curves, labelled by the swept value."""
-    by_workload: dict[str, dict[int, list[Mapping[str, Any]]]] = {}
+    by_workload: dict[str, dict[int, list[StepAggregate]]] = {}
     labels: dict[str, str] = {}
     for a in _kept(aggregates):
-        key = str(a.get("like_key") or a.get("point") or "")
-        labels.setdefault(key, str(a.get("point") or ""))
-        by_workload.setdefault(key, {}).setdefault(int(a["clients"]), []).append(a)
+        key = a.like_key or a.point
+        labels.setdefault(key, a.point)
+        by_workload.setdefault(key, {}).setdefault(a.clients, []).append(a)
     out = []
     for key, by_clients in by_workload.items():
         base_n = min(by_clients)
-        base = sum(total_iops(a) for a in by_clients[base_n]) / len(by_clients[base_n])
+        base = sum(a.total_iops for a in by_clients[base_n]) / len(by_clients[base_n])
         for n in sorted(by_clients):
             group = by_clients[n]
-            iops = sum(total_iops(a) for a in group) / len(group)
-            bw = sum(sum(a[d]["bw_bytes"] for d in ("read", "write") if a.get(d)) for a in group)
+            iops = sum(a.total_iops for a in group) / len(group)
+            bw = sum(sum(d.bw_bytes for d in a.directions()) for a in group)
             linear = base * n / base_n
             out.append(
                 {
@@ -79,11 +84,17 @@ def scaleout_curve(aggregates: Sequence[Mapping[str, Any]]) -> list[dict[str, An
     return out
 
 
-def repetition_spread(aggregates: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def repetition_spread(aggregates: Sequence[StepAggregate]) -> list[dict[str, Any]]:
     """Spread of IOPS across the kept repetitions of each (clients, point)."""
+    return spread_of_repetitions([(a.clients, a.point, a.total_iops) for a in _kept(aggregates)])
+
+
+def spread_of_repetitions(steps: Iterable[tuple[int, str, float]]) -> list[dict[str, Any]]:
+    """Spread of IOPS across repetitions: ``steps`` are (clients, point, IOPS) of the kept
+    steps in step order (from stored aggregates, or from a run view's JSON)."""
     groups: dict[tuple[int, str], list[float]] = {}
-    for a in _kept(aggregates):
-        groups.setdefault((int(a["clients"]), str(a.get("point") or "")), []).append(total_iops(a))
+    for clients, point, iops in steps:
+        groups.setdefault((clients, point), []).append(iops)
     out = []
     for (clients, point), values in groups.items():
         if len(values) < 2:

@@ -37,30 +37,37 @@ else ``pass`` when any is, else ``not-enough-history``.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from pydantic import BaseModel
+from core.models.gate import (
+    Accepted,
+    ChangePointRef,
+    GateRule,
+    MetricVerdict,
+    Reference,
+    RunGate,
+    Verdict,
+)
+from core.models.regression import Change, MeanStd
+from core.models.series import StepPoint
 
-from core.models.gate import ChangePointRef, GateRule, MetricVerdict, Reference, Verdict
+__all__ = [
+    "Accepted",
+    "GateRule",
+    "MetricVerdict",
+    "RunGate",
+    "Verdict",
+    "attribute",
+    "judge_point",
+    "judge_value",
+    "run_verdict",
+]
 
 DIRECTIONS = ("read", "write")
 # metric name within a direction -> higher is better; the order verdicts are listed in
 GATED: dict[str, bool] = {"iops": True, "bw_bytes": True, "lat.p99": False}
 FOLLOWS = {"bw_bytes": "iops"}  # bandwidth takes the IOPS verdict (one block size)
-
-
 MAD_TO_SD = 1.4826  # the median absolute deviation of normal noise is 0.6745 sd
-
-
-class Accepted(BaseModel):
-    """A change on a metric triaged ``expected``: the new level is the norm from its first
-    run on; points judged before ``accepted_ms`` were judged against the old level."""
-
-    metric: str
-    first_run_id: str
-    first_time_ms: int
-    accepted_ms: int
 
 
 def judge_value(
@@ -82,28 +89,29 @@ def judge_value(
     return ("improvement" if better else "regression"), median, sd, change, band
 
 
-def stored_verdict(point: Mapping[str, Any], metric: str) -> str | None:
-    return ((point.get("gate") or {}).get(metric) or {}).get("verdict")
+def stored_verdict(point: StepPoint, metric: str) -> str | None:
+    kept = point.gate.get(metric)
+    return kept.verdict if kept is not None else None
 
 
 def reference(
     metric: str,
-    point: Mapping[str, Any],
-    segment: Sequence[Mapping[str, Any]],
+    point: StepPoint,
+    segment: Sequence[StepPoint],
     accepted: Sequence[Accepted],
     rule: GateRule,
-) -> tuple[list[Mapping[str, Any]], str | None]:
+) -> tuple[list[StepPoint], str | None]:
     """The reference points of ``metric`` for ``point`` (rule 1 of the module doc) among the
     earlier points of its segment (time order), and the accepted change it starts at."""
     own = [a for a in accepted if a.metric == metric]
     since = max(own, key=lambda a: a.first_time_ms) if own else None
     kept = []
     for p in segment:
-        if p["id"] == point["id"] or metric not in p["metrics"]:
+        if p.id == point.id or metric not in p.metrics:
             continue
-        if (p["time_ms"], p["id"]) > (point["time_ms"], point["id"]):
+        if (p.time_ms, p.id) > (point.time_ms, point.id):
             continue  # a later run finalized first: not part of this one's past
-        if since is not None and p["time_ms"] < since.first_time_ms:
+        if since is not None and p.time_ms < since.first_time_ms:
             continue
         judged = stored_verdict(p, metric)
         before_acceptance = since is not None and _judged_ms(p) <= since.accepted_ms
@@ -113,85 +121,105 @@ def reference(
     return kept[-rule.max_points :], since.first_run_id if since else None
 
 
-def _judged_ms(point: Mapping[str, Any]) -> int:
-    return int(point.get("judged_at_ms") or point["time_ms"])
+def _judged_ms(point: StepPoint) -> int:
+    return point.judged_at_ms or point.time_ms
 
 
 def judge_point(
-    point: Mapping[str, Any],
-    segment: Sequence[Mapping[str, Any]] | None,
+    point: StepPoint,
+    segment: Sequence[StepPoint] | None,
     accepted: Sequence[Accepted],
     rule: GateRule,
 ) -> list[MetricVerdict]:
-    """Every gated metric of a series point (with ``id``, ``run_id``, ``step``,
-    ``series_key``, ``time_ms`` and ``metrics``) against the earlier points of its
+    """Every gated metric of a series point against the earlier points of its
     infrastructure segment; ``segment`` None: the point starts a new segment."""
     out: list[MetricVerdict] = []
-    metrics: Mapping[str, float] = point["metrics"]
     for d in DIRECTIONS:
         by_name: dict[str, MetricVerdict] = {}
         for name, higher in GATED.items():
-            metric = f"{d}.{name}"
-            if metric not in metrics:
-                continue
-            leader = FOLLOWS.get(name)
-            basis = f"{d}.{leader}" if leader and f"{d}.{leader}" in metrics else metric
-            refs: list[Mapping[str, Any]] = []
-            since: str | None = None
-            if segment is not None:
-                refs, since = reference(basis, point, segment, accepted, rule)
-            values = [float(p["metrics"][metric]) for p in refs if metric in p["metrics"]]
-            value = float(metrics[metric])
-            verdict, median, sd, change, band = judge_value(
-                values, value, higher_is_better=higher, rule=rule
-            )
-            follows = None
-            if basis != metric and leader in by_name:
-                verdict, follows = by_name[leader].verdict, basis
-            ref = Reference(
-                points=len(values),
-                median=median,
-                sd=sd,
-                first_run_id=refs[0]["run_id"] if refs else None,
-                last_run_id=refs[-1]["run_id"] if refs else None,
-                since_run_id=since,
-            )
-            mv = MetricVerdict(
-                step=int(point["step"]),
-                series_key=str(point["series_key"]),
-                metric=metric,
-                verdict=verdict,
-                value=value,
-                reference=ref,
-                change_pct=change,
-                band_pct=band,
-                follows=follows,
-                why="",
-            )
-            mv.why = explain(mv, rule, new_segment=segment is None)
-            by_name[name] = mv
+            if f"{d}.{name}" in point.metrics:
+                by_name[name] = _judge_metric(
+                    point, d, name, higher, by_name, segment, accepted, rule
+                )
         out += by_name.values()
     return out
 
 
+def _judge_metric(
+    point: StepPoint,
+    direction: str,
+    name: str,
+    higher: bool,
+    judged: dict[str, MetricVerdict],
+    segment: Sequence[StepPoint] | None,
+    accepted: Sequence[Accepted],
+    rule: GateRule,
+) -> MetricVerdict:
+    """One metric of a point; bandwidth takes the verdict of IOPS judged before it."""
+    metric = f"{direction}.{name}"
+    leader = FOLLOWS.get(name)
+    basis = (
+        f"{direction}.{leader}" if leader and f"{direction}.{leader}" in point.metrics else metric
+    )
+    refs: list[StepPoint] = []
+    since: str | None = None
+    if segment is not None:
+        refs, since = reference(basis, point, segment, accepted, rule)
+    values = [float(p.metrics[metric]) for p in refs if metric in p.metrics]
+    value = float(point.metrics[metric])
+    verdict, median, sd, change, band = judge_value(
+        values, value, higher_is_better=higher, rule=rule
+    )
+    follows = None
+    if basis != metric and leader in judged:
+        verdict, follows = judged[leader].verdict, basis
+    ref = Reference(
+        points=len(values),
+        median=median,
+        sd=sd,
+        first_run_id=refs[0].run_id if refs else None,
+        last_run_id=refs[-1].run_id if refs else None,
+        since_run_id=since,
+    )
+    mv = MetricVerdict(
+        step=point.step,
+        series_key=point.series_key,
+        metric=metric,
+        verdict=verdict,
+        value=value,
+        reference=ref,
+        change_pct=change,
+        band_pct=band,
+        follows=follows,
+        why="",
+    )
+    mv.why = explain(mv, rule, new_segment=segment is None)
+    return mv
+
+
 def attribute(
-    verdicts: list[MetricVerdict], changes: Sequence[Mapping[str, Any]], run_id: str, rule: GateRule
+    verdicts: list[MetricVerdict], changes: Sequence[Change], run_id: str, rule: GateRule
 ) -> None:
     """Rule 5: a change point whose first run is this run judges its metric too (a
     regression always wins; an improvement only over a pass)."""
     for v in verdicts:
         for c in changes:
-            if c["metric"] != v.metric or c["first_run_id"] != run_id:
+            if c.metric != v.metric or c.first_run_id != run_id:
                 continue
-            v.change_point = ChangePointRef(
-                change_pct=float(c["change_pct"]),
-                pvalue=c.get("pvalue"),
-                before_mean=float(c["before"]["mean"]),
-                after_mean=float(c["after"]["mean"]),
-            )
-            if c["kind"] == "regression" or v.verdict in ("pass", "not-enough-history"):
-                v.verdict = "regression" if c["kind"] == "regression" else "improvement"
+            v.change_point = _change_point(c)
+            if c.kind == "regression" or v.verdict in ("pass", "not-enough-history"):
+                v.verdict = c.kind
                 v.why = explain(v, rule)
+
+
+def _change_point(c: Change) -> ChangePointRef:
+    before = c.before.mean if isinstance(c.before, MeanStd) else c.before.median
+    return ChangePointRef(
+        change_pct=float(c.change_pct or 0.0),
+        pvalue=c.pvalue,
+        before_mean=float(before or 0.0),
+        after_mean=c.after.mean,
+    )
 
 
 def run_verdict(verdicts: Sequence[MetricVerdict]) -> Verdict:

@@ -21,6 +21,7 @@ from core.engines.diskspd_xml import sample_from_xml
 from core.engines.fio_logs import LogError, final_output, timeline_from_logs
 from core.engines.fio_output import ALL_CLIENTS, directions_from_fio, has_bins
 from core.engines.fio_status import StatusOutput, read_output, with_total_latency
+from core.models import StepFigures
 from core.timeline import ClientSample
 
 
@@ -104,7 +105,7 @@ def samples_from_doc(
 
 def aggregate_files(
     inputs: Sequence[tuple[str, str, ClientLogs | None]],
-) -> dict[str, Any]:
+) -> StepFigures:
     """``inputs``: (name, file text, optional logs) per file."""
     samples: list[ClientSample] = []
     for name, text, logs in inputs:

@@ -19,10 +19,11 @@ from typing import Any
 
 from core.analysis.changepoint import DEFAULT_MIN_MAGNITUDE_PCT, ChangePoint, at_splits, detect
 from core.latency import KIND_NAMES, format_ns
+from core.models.regression import Change, MeanStd
+from core.models.series import SERIES_PERCENTILES, InfraFacts, StepPoint, metric_name
 
 MIB = 1 << 20
 
-SERIES_PERCENTILES = ("p50", "p99", "p99.9")
 # metric -> True when higher is better. Latency metrics name their kind (core.latency):
 # ``read.lat.p99`` total latency, ``read.clat.p99`` completion latency.
 METRICS: dict[str, bool] = {
@@ -35,15 +36,7 @@ METRICS: dict[str, bool] = {
         *(f"clat.{p}" for p in SERIES_PERCENTILES),
     )
 }
-# Points recorded before latency metrics named their kind held completion latency as
-# ``read.p99``: read as what they are.
-LEGACY_METRICS = {
-    f"{d}.{p}": f"{d}.clat.{p}" for d in ("read", "write") for p in SERIES_PERCENTILES
-}
-
-
-def metric_name(metric: str) -> str:
-    return LEGACY_METRICS.get(metric, metric)
+__all__ = ["METRICS", "SERIES_PERCENTILES", "metric_name"]
 
 
 def metric_text(metric: str) -> str:
@@ -68,13 +61,6 @@ def metric_value(value: float | None, metric: str) -> str:
     if name.endswith("bw_bytes"):
         return f"{value / MIB:,.1f} MiB/s"
     return f"{value:,.0f}"
-
-
-def named(point: Mapping[str, Any]) -> dict[str, Any]:
-    """A series point with its metrics under their current names."""
-    metrics = {metric_name(k): v for k, v in (point.get("metrics") or {}).items()}
-    gate = {metric_name(k): v for k, v in (point.get("gate") or {}).items()}
-    return {**point, "metrics": metrics, "gate": gate}
 
 
 MIN_POINTS = 10  # E-divisive needs min_size points on each side of a change
@@ -110,7 +96,7 @@ def series_key(
 
 def infra_facts(
     results: Sequence[Mapping[str, Any]], target_facts: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
+) -> InfraFacts:
     """The facts that make two runs' infrastructure the same, across all clients, and the
     target facts a client cannot see but that change what is measured (a share's SMB
     metadata caching), as the run recorded them (``Run.target_facts``)."""
@@ -122,11 +108,11 @@ def infra_facts(
             for m in r["mounts"]
         }
     )
-    out: dict[str, Any] = {"hosts": [list(h) for h in hosts], "mounts": [list(m) for m in mounts]}
     switches = target_switches(target_facts)
-    if switches:  # only when declared, so earlier points keep their fingerprint
-        out["targets"] = switches
-    return out
+    # Only when declared, so earlier points keep their fingerprint.
+    return InfraFacts.model_validate(
+        {"hosts": hosts, "mounts": mounts, "targets": switches or None}
+    )
 
 
 TARGET_SWITCHES = ("metadata_caching",)
@@ -149,8 +135,8 @@ def _stable_options(options: str) -> str:
     return ",".join(sorted(o for o in options.split(",") if o and o not in ignore))
 
 
-def infra_fingerprint(facts: Mapping[str, Any]) -> str:
-    return _digest(dict(facts))
+def infra_fingerprint(facts: InfraFacts) -> str:
+    return _digest(facts.model_dump(mode="json"))
 
 
 def metrics_of(aggregate: Mapping[str, Any]) -> dict[str, float]:
@@ -169,11 +155,11 @@ def metrics_of(aggregate: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
-def segments(points: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+def segments(points: Sequence[StepPoint]) -> list[list[StepPoint]]:
     """Consecutive runs (in time order) with the same infrastructure fingerprint."""
-    out: list[list[Mapping[str, Any]]] = []
-    for p in sorted(points, key=lambda p: (p["time_ms"], p["id"])):
-        if out and out[-1][-1]["infra"] == p["infra"]:
+    out: list[list[StepPoint]] = []
+    for p in sorted(points, key=lambda p: (p.time_ms, p.id)):
+        if out and out[-1][-1].infra == p.infra:
             out[-1].append(p)
         else:
             out.append([p])
@@ -181,30 +167,30 @@ def segments(points: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]
 
 
 def find_changes(
-    points: Sequence[Mapping[str, Any]],
+    points: Sequence[StepPoint],
     *,
     pvalue: float = 0.001,
     min_magnitude_pct: float = DEFAULT_MIN_MAGNITUDE_PCT,
-) -> list[dict[str, Any]]:
+) -> list[Change]:
     """Change points of every metric within the latest infrastructure segment, with the
     evidence a person needs: before/after, change, p-value, first run after, runs around.
     Changes smaller than ``min_magnitude_pct`` percent are not reported. Bandwidth has the
     change points of IOPS (with its own figures): one block size makes it IOPS times a
     constant, so the two cannot disagree (core.analysis.gate, rule 6)."""
-    segs = segments([named(p) for p in points])
+    segs = segments([p.named() for p in points])
     if not segs:
         return []
     latest = segs[-1]
     out = []
     splits: dict[str, list[int]] = {}
     for metric, higher_is_better in METRICS.items():
-        rows = [p for p in latest if metric in p["metrics"]]
+        rows = [p for p in latest if metric in p.metrics]
         if len(rows) < MIN_POINTS:
             continue
-        values = [p["metrics"][metric] for p in rows]
+        values = [p.metrics[metric] for p in rows]
         direction, name = metric.split(".", 1)
         leader = f"{direction}.iops"
-        if name == "bw_bytes" and leader in splits and all(leader in p["metrics"] for p in rows):
+        if name == "bw_bytes" and leader in splits and all(leader in p.metrics for p in rows):
             found = at_splits(values, splits[leader])
         else:
             found = detect(values, pvalue=pvalue, min_magnitude_pct=min_magnitude_pct)
@@ -215,20 +201,19 @@ def find_changes(
 
 
 def _evidence(
-    metric: str, higher_is_better: bool, cp: ChangePoint, rows: Sequence[Mapping[str, Any]]
-) -> dict[str, Any]:
+    metric: str, higher_is_better: bool, cp: ChangePoint, rows: Sequence[StepPoint]
+) -> Change:
     worse = cp.after_mean < cp.before_mean if higher_is_better else cp.after_mean > cp.before_mean
     first = rows[cp.index]
-    around = [r["run_id"] for r in rows[max(0, cp.index - 3) : cp.index + 3]]
-    return {
-        "metric": metric,
-        "kind": "regression" if worse else "improvement",
-        "before": {"mean": cp.before_mean, "std": cp.before_std},
-        "after": {"mean": cp.after_mean, "std": cp.after_std},
-        "change_pct": cp.change_pct,
-        "pvalue": cp.pvalue,
-        "method": "e-divisive",
-        "first_run_id": first["run_id"],
-        "first_time_ms": first["time_ms"],
-        "runs_around": around,
-    }
+    return Change(
+        metric=metric,
+        kind="regression" if worse else "improvement",
+        before=MeanStd(mean=cp.before_mean, std=cp.before_std),
+        after=MeanStd(mean=cp.after_mean, std=cp.after_std),
+        change_pct=cp.change_pct,
+        pvalue=cp.pvalue,
+        method="e-divisive",
+        first_run_id=first.run_id,
+        first_time_ms=first.time_ms,
+        runs_around=[r.run_id for r in rows[max(0, cp.index - 3) : cp.index + 3]],
+    )

@@ -10,15 +10,15 @@ step exists there is no efficiency.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from core.analysis.aggregate import FailedClient, aggregate, total_iops
+from core.analysis.aggregate import FailedClient, aggregate
 from core.analysis.ceilings import ClientFacts, latency_knee, step_ceilings
 from core.analysis.concurrency import outstanding_ios
-from core.models import Direction, DirectionResult, Result
+from core.models import Direction, DirectionResult, Result, StepAggregate
 from core.models.ids import body_hash, comparison_key, step_id
 from core.models.stored import Item, Run, Step
-from core.ports import Doc
 from core.timeline import ClientSample, ClientTimeline
 from core.timestamps import iso_ms
 
@@ -35,7 +35,7 @@ def like_key(step: Step, run_workload: Mapping[str, Any]) -> str:
 
 
 def sample_from_result(
-    doc: Doc,
+    r: Result,
     *,
     files_per_target: int = 1,
     timeline: ClientTimeline | None = None,
@@ -44,7 +44,6 @@ def sample_from_result(
     """One client of a step. Its start skew is measured against the step's common instant
     when given (a client re-run later with a fresh instant of its own shows its true
     distance from the others), else against the instant it was given."""
-    r = Result.model_validate({k: v for k, v in doc.items() if not k.startswith("_")})
     w = r.workload
     dirs: dict[Direction, DirectionResult] = {}
     if r.read is not None:
@@ -67,43 +66,52 @@ def sample_from_result(
     )
 
 
-def client_facts(doc: Doc) -> ClientFacts:
+def client_facts(r: Result) -> ClientFacts:
     """What the ceilings need from a stored result: VM size, CPUs and counters."""
-    r = Result.model_validate({k: v for k, v in doc.items() if not k.startswith("_")})
     return ClientFacts(r.client, r.agent_id, r.host.vm_size, r.host.cpu_count, r.counters)
 
 
-def _mark_knees(out: list[Doc]) -> None:
+def _mark_knees(out: list[StepAggregate]) -> list[StepAggregate]:
     """Each rate curve (the rate steps of one client count and repetition, in the order
     they ran) gets its latency knee marked on the step where it is."""
-    curves: dict[tuple[int, Any], list[Doc]] = {}
-    for agg in out:
-        if agg.get("mode") in ("rate-max", "rate"):
-            curves.setdefault((agg["clients"], agg.get("repetition")), []).append(agg)
+    curves: dict[tuple[int, int], list[int]] = {}
+    for n, agg in enumerate(out):
+        if agg.mode in ("rate-max", "rate"):
+            curves.setdefault((agg.clients, agg.repetition), []).append(n)
+    marked = list(out)
     for curve in curves.values():
         # The unthrottled step finds the maximum first; the curve runs from the lowest rate.
-        ordered = sorted(curve, key=lambda a: (a.get("mode") == "rate-max", a["step"]))
-        knee = latency_knee(ordered)
+        ordered = sorted(curve, key=lambda n: (out[n].mode == "rate-max", out[n].step))
+        knee = latency_knee([out[n] for n in ordered])
         if knee is not None:
-            ordered[knee[0]]["knee"] = knee[1]
+            n = ordered[knee[0]]
+            marked[n] = out[n].model_copy(update={"knee": knee[1]})
+    return marked
 
 
-def build_aggregates(
+@dataclass(frozen=True)
+class _StepRun:
+    """A step that produced results: its clients' samples and those that failed."""
+
+    step: Step
+    samples: list[ClientSample]
+    failed: list[FailedClient]
+    results: list[Result]
+
+
+def _step_runs(
     run: Run,
     steps: Sequence[Step],
     items: Sequence[Item],
-    results: Sequence[Doc],
-    timelines: Mapping[str, ClientTimeline] | None = None,
-    *,
-    now_ms: int,
-) -> list[Doc]:
-    """One aggregate per step that produced results. ``timelines`` by item id; ``now_ms``
-    (the service's clock) stamps them."""
-    timelines = timelines or {}
-    by_item = {r["item_id"]: r for r in results}
-    per_step: list[tuple[Step, list[ClientSample], list[FailedClient]]] = []
+    by_item: Mapping[str, Result],
+    timelines: Mapping[str, ClientTimeline],
+) -> list[_StepRun]:
+    out = []
     for s in sorted(steps, key=lambda s: s.step):
         members = [i for i in items if i.step == s.step]
+        stored = [by_item[i] for i in sorted(i.id for i in members) if i in by_item]
+        if not stored:
+            continue  # a step that never ran (barrier failed) has no aggregate
         samples = [
             sample_from_result(
                 by_item[i.id],
@@ -114,55 +122,75 @@ def build_aggregates(
             for i in members
             if i.id in by_item
         ]
-        if not samples:
-            continue  # a step that never ran (barrier failed) has no aggregate
         failed = [
             FailedClient(i.client, i.agent_id, i.reason or i.state.value)
             for i in members
             if i.id not in by_item
         ]
-        per_step.append((s, samples, failed))
-
-    # The 1-client reference of each workload: the mean of its complete, kept steps.
-    run_workload = run.workload.model_dump(mode="json")
-    singles: dict[str, list[float]] = {}
-    for s, samples, failed in per_step:
-        if s.clients == 1 and not failed and not s.discarded:
-            one = aggregate(samples)
-            singles.setdefault(like_key(s, run_workload), []).append(total_iops(one))
-
-    out = []
-    for s, samples, failed in per_step:
-        refs = singles.get(like_key(s, run_workload))
-        agg = aggregate(
-            samples,
-            failed=failed,
-            expected_clients=s.clients,
-            single_client_iops=sum(refs) / len(refs) if refs else None,
-        )
-        workload = s.workload.model_dump(mode="json") if s.workload else run_workload
-        step_items = sorted(i.id for i in items if i.step == s.step)
-        clients = [client_facts(by_item[i]) for i in step_items if i in by_item]
-        # What bound the step (core.analysis.ceilings): the run's recorded target facts,
-        # each client's VM size and counters.
-        agg.update(step_ceilings(agg, run.target_facts, clients))
-        out.append(
-            {
-                "id": step_id(run.id, s.step),
-                "run_id": run.id,
-                "step": s.step,
-                "target": run.target,
-                "created_at": iso_ms(now_ms),
-                "mode": s.mode,
-                "point": s.point,
-                "repetition": s.repetition,
-                "discarded": s.discarded,
-                "workload": workload,
-                "like_key": like_key(s, run_workload),
-                # What makes this step's figures comparable with another run's (issue: series).
-                "comparison_key": comparison_key(run.engine, workload, run.targets, s.clients),
-                **agg,
-            }
-        )
-    _mark_knees(out)
+        out.append(_StepRun(s, samples, failed, stored))
     return out
+
+
+def _single_client_iops(
+    per_step: Sequence[_StepRun], run_workload: Mapping[str, Any]
+) -> dict[str, float]:
+    """The 1-client reference of each workload: the mean of its complete, kept steps."""
+    singles: dict[str, list[float]] = {}
+    for r in per_step:
+        if r.step.clients == 1 and not r.failed and not r.step.discarded:
+            one = aggregate(r.samples)
+            singles.setdefault(like_key(r.step, run_workload), []).append(one.total_iops)
+    return {key: sum(refs) / len(refs) for key, refs in singles.items()}
+
+
+def _step_aggregate(
+    run: Run, r: _StepRun, run_workload: Mapping[str, Any], single: float | None, now_ms: int
+) -> StepAggregate:
+    s = r.step
+    figures = aggregate(
+        r.samples, failed=r.failed, expected_clients=s.clients, single_client_iops=single
+    )
+    workload = s.workload.model_dump(mode="json") if s.workload else run_workload
+    # What bound the step (core.analysis.ceilings): the run's recorded target facts,
+    # each client's VM size and counters.
+    ceilings, bound = step_ceilings(figures, run.target_facts, [client_facts(x) for x in r.results])
+    return StepAggregate(
+        id=step_id(run.id, s.step),
+        run_id=run.id,
+        step=s.step,
+        target=run.target,
+        created_at=iso_ms(now_ms),
+        mode=s.mode,
+        point=s.point,
+        repetition=s.repetition,
+        discarded=s.discarded,
+        workload=s.workload or run.workload,
+        like_key=like_key(s, run_workload),
+        # What makes this step's figures comparable with another run's (issue: series).
+        comparison_key=comparison_key(run.engine, workload, run.targets, s.clients),
+        **dict(figures),
+        ceilings=ceilings,
+        bound_by=bound,
+    )
+
+
+def build_aggregates(
+    run: Run,
+    steps: Sequence[Step],
+    items: Sequence[Item],
+    results: Sequence[Result],
+    timelines: Mapping[str, ClientTimeline] | None = None,
+    *,
+    now_ms: int,
+) -> list[StepAggregate]:
+    """One aggregate per step that produced results. ``timelines`` by item id; ``now_ms``
+    (the service's clock) stamps them."""
+    by_item = {r.item_id: r for r in results}
+    per_step = _step_runs(run, steps, items, by_item, timelines or {})
+    run_workload = run.workload.model_dump(mode="json")
+    singles = _single_client_iops(per_step, run_workload)
+    out = [
+        _step_aggregate(run, r, run_workload, singles.get(like_key(r.step, run_workload)), now_ms)
+        for r in per_step
+    ]
+    return _mark_knees(out)

@@ -133,7 +133,7 @@ class Bot:
         if command.verb == "run":
             return self._run(command.args, caller, request_id)
         if command.verb == "status":
-            return self.status(self.runs.get_run(command.args["run"]))
+            return self.status(self.runs.run_doc(command.args["run"]))
         if command.verb == "cancel":
             run = self.cancel(command.args["run"], caller)
             done = run["state"] in _DONE
@@ -146,7 +146,7 @@ class Bot:
                 link=f"{self.public_url}/api/runs/{run['id']}",
             )
         if command.verb == "compare":
-            a, b = (self.runs.get_run(command.args[k]) for k in ("a", "b"))
+            a, b = (self.runs.run_doc(command.args[k]) for k in ("a", "b"))
             cmp = self.monitor.compare(a, b)
             facts = [
                 (r["metric"], f"{fmt(r['a'])} → {fmt(r['b'])} ({_pct(r)}, {r['verdict']})")
@@ -165,16 +165,13 @@ class Bot:
             return self.list_targets()
         if command.verb == "schedules":
             found = self.scheduler.list_all()
-            facts = [
-                (s.get("name") or s["id"], f"{s['cron']} ({'on' if s['enabled'] else 'off'})")
-                for s in found
-            ]
+            facts = [(s.name or s.id, f"{s.cron} ({'on' if s.enabled else 'off'})") for s in found]
             return Reply(
                 "schedules",
                 "Schedules",
                 [] if found else ["no schedules"],
                 facts,
-                data={"schedules": [s["id"] for s in found]},
+                data={"schedules": [s.id for s in found]},
             )
         lines = ([command.problem] if command.problem else []) + HELP
         return Reply("help", "What I can do", lines, ok=command.problem is None)

@@ -106,7 +106,7 @@ class TeamsBot:
         try:
             if command.verb == "status":
                 return Outcome(
-                    run_card(self.bot.runs.get_run(command.args["run"]), self.public_url)
+                    run_card(self.bot.runs.run_doc(command.args["run"]), self.public_url)
                 )
             if command.verb == "run":
                 return self._started(self.bot.answer(command, caller, rid), caller)
@@ -129,7 +129,7 @@ class TeamsBot:
             if hint:
                 reply.lines.append(hint)
             return Outcome(reply_card(reply))
-        run = self.bot.runs.get_run(reply.data["run_id"])
+        run = self.bot.runs.run_doc(reply.data["run_id"])
         note = reply.lines[-1] if len(reply.lines) > 1 else "I'll post the result here"
         return Outcome(run_card(run, self.public_url, note=note), started=run)
 
@@ -177,15 +177,15 @@ class TeamsBot:
         if not _RUN_ID.fullmatch(run_id):
             raise ValidationFailed([FieldError("run_id", "not a run id")])
         if verb == "refresh":
-            return Outcome(run_card(self.bot.runs.get_run(run_id), self.public_url))
+            return Outcome(run_card(self.bot.runs.run_doc(run_id), self.public_url))
         if verb == "cancel":
             run = self.bot.cancel(run_id, caller)
             return Outcome(run_card(run, self.public_url, note="cancel requested"))
         if verb == "rerun":
-            return self._rerun(self.bot.runs.get_run(run_id), caller, rid)
+            return self._rerun(self.bot.runs.run_doc(run_id), caller, rid)
         if verb == "compare":
-            run = self.bot.runs.get_run(run_id)
-            found = against_baseline(self.store, run)
+            run = self.bot.runs.run_doc(run_id)
+            found = against_baseline(self.store, run).model_dump()
             return Outcome(baseline_card(run, found, self.public_url))
         raise ValidationFailed([FieldError("verb", f"unknown action {verb!r}")])
 
@@ -194,7 +194,7 @@ class TeamsBot:
         body = dict(run["request"])
         body["tags"] = {**(body.get("tags") or {}), "door": caller.door}
         new, _ = self.bot.runs.submit(body, f"{caller.door}:{rid}", caller)
-        started = self.bot.runs.get_run(new["id"])
+        started = self.bot.runs.run_doc(new["id"])
         note = f"rerun of {run['id']}: I'll post the result here"
         return Outcome(run_card(started, self.public_url, note=note), started=started)
 

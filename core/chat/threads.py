@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 
 from core.chat.action_cards import attachment, run_card
 from core.errors import BenchError, NotFound
+from core.models.regression import DeliveryRecord, Regression
 from core.monitoring.notify import teams_card
 from core.ports import Doc, Notifier
 
@@ -178,18 +179,19 @@ class Threads:
         except NotFound:
             return False
 
-    def notify_regression(self, regression: Doc) -> list[dict[str, Any]]:
-        key = str(regression.get("series_key") or "")
+    def notify_regression(self, regression: Regression) -> list[DeliveryRecord]:
         records = []
-        for doc in self.repo.subscribers(key) if key else []:
+        for doc in self.repo.subscribers(regression.series_key):
             sub = Subscription.model_validate(doc)
-            record: dict[str, Any] = {"channel": "teams-bot", "ok": True, "error": None}
+            record = DeliveryRecord(channel="teams-bot", ok=True)
             try:
-                message = teams_card(regression, base_url=self.public_url)
+                message = teams_card(regression.doc(), base_url=self.public_url)
                 self.sender.send(sub.conversation, message["attachments"])
             except Exception as e:  # the other subscribers still hear of it
-                log.warning("posting regression %s failed: %s", regression.get("id"), e)
-                record.update(ok=False, error=f"{type(e).__name__}: {e}")
+                log.warning("posting regression %s failed: %s", regression.id, e)
+                record = DeliveryRecord(
+                    channel="teams-bot", ok=False, error=f"{type(e).__name__}: {e}"
+                )
             records.append(record)
         return records
 
@@ -201,14 +203,14 @@ class ChatNotifier:
         self.webhooks = webhooks
         self.threads = threads
 
-    def notify(self, regression: Doc) -> list[dict[str, Any]]:
+    def notify(self, regression: Regression) -> list[DeliveryRecord]:
         sent = self.webhooks.notify(regression)
         threads = self.threads()
         if threads is not None:
             try:
                 sent += threads.notify_regression(regression)
             except BenchError as e:  # the database: the webhooks were told all the same
-                sent.append({"channel": "teams-bot", "ok": False, "error": str(e)})
+                sent.append(DeliveryRecord(channel="teams-bot", ok=False, error=str(e)))
         return sent
 
     def post_result(

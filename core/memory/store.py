@@ -10,10 +10,15 @@ from typing import Any
 
 from core.errors import FieldError, NotFound, StoreUnavailable, ValidationFailed
 from core.memory.documents import Doc, Faults, Table, Tables
+from core.models import Result, StepAggregate, StoredResult
+from core.models.activity import SeenActivity
 from core.models.agents import AgentRecord
 from core.models.ids import step_id
 from core.models.live import LiveDoc
 from core.models.locks import TargetLock
+from core.models.regression import Regression
+from core.models.schedule import StoredSchedule, readable_schedules
+from core.models.series import PointFacts, StepPoint
 from core.models.stored import Item, Run, Step
 from core.ports import CONTINUATION_PATTERN, Store
 
@@ -147,6 +152,11 @@ class MemoryItems:
         return [Step.model_validate(d) for d in docs]
 
 
+def _fields(doc: Doc) -> Doc:
+    """Without the store's own properties (``_etag``)."""
+    return {k: v for k, v in doc.items() if not k.startswith("_")}
+
+
 def _id(doc: Doc) -> str:
     return str(doc["id"])
 
@@ -177,20 +187,22 @@ class MemoryResults:
         self._r = results
         self._a = aggregates
 
-    def create(self, doc: Doc) -> bool:
-        return self._r.create_once(doc)
+    def create(self, result: Result) -> bool:
+        return self._r.create_once(result.model_dump(mode="json"))
 
-    def get(self, run_id: str, item_id: str) -> Doc:
-        return self._r.read(item_id, run_id)
+    def get(self, run_id: str, item_id: str) -> StoredResult:
+        return StoredResult.model_validate(_fields(self._r.read(item_id, run_id)))
 
-    def of_run(self, run_id: str) -> list[Doc]:
-        return self._r.query(lambda d: d.get("run_id") == run_id, pk=run_id)
+    def of_run(self, run_id: str) -> list[StoredResult]:
+        docs = self._r.query(lambda d: d.get("run_id") == run_id, pk=run_id)
+        return [StoredResult.model_validate(_fields(d)) for d in docs]
 
-    def create_aggregate(self, doc: Doc) -> bool:
-        return self._a.create_once(doc)
+    def create_aggregate(self, aggregate: StepAggregate) -> bool:
+        return self._a.create_once(aggregate.model_dump(mode="json"))
 
-    def list_aggregates(self, run_id: str) -> list[Doc]:
-        return self._a.query(lambda d: d.get("run_id") == run_id, pk=run_id)
+    def list_aggregates(self, run_id: str) -> list[StepAggregate]:
+        docs = self._a.query(lambda d: d.get("run_id") == run_id, pk=run_id)
+        return [StepAggregate.model_validate(_fields(d)) for d in docs]
 
 
 POINT_FIELDS = ("series_key", "target", "time_ms", "clients", "engine", "workload")
@@ -201,56 +213,62 @@ class MemorySeries:
         self._p = points
         self._r = regressions
 
-    def create_point(self, doc: Doc) -> bool:
-        return self._p.create_once(doc)
+    def create_point(self, point: StepPoint) -> bool:
+        return self._p.create_once(point.doc())
 
-    def points(self, series_key: str) -> list[Doc]:
-        return self._p.query(lambda d: d.get("series_key") == series_key, pk=series_key)
+    def points(self, series_key: str) -> list[StepPoint]:
+        docs = self._p.query(lambda d: d.get("series_key") == series_key, pk=series_key)
+        return [StepPoint.model_validate(d) for d in docs]
 
-    def all_points(self) -> list[Doc]:
-        return [{k: d[k] for k in POINT_FIELDS if k in d} for d in self._p.query(lambda d: True)]
+    def all_points(self) -> list[PointFacts]:
+        return [
+            PointFacts.model_validate({k: d[k] for k in POINT_FIELDS if k in d})
+            for d in self._p.query(lambda d: True)
+        ]
 
-    def create_regression(self, doc: Doc) -> bool:
-        return self._r.create_once(doc)
+    def create_regression(self, regression: Regression) -> bool:
+        return self._r.create_once(regression.doc())
 
-    def regressions(self, series_key: str | None = None) -> list[Doc]:
+    def regressions(self, series_key: str | None = None) -> list[Regression]:
         if series_key is None:
-            return self._r.query(lambda d: True)
-        return self._r.query(lambda d: d.get("series_key") == series_key, pk=series_key)
+            docs = self._r.query(lambda d: True)
+        else:
+            docs = self._r.query(lambda d: d.get("series_key") == series_key, pk=series_key)
+        return [Regression.model_validate(d) for d in docs]
 
-    def get_regression(self, series_key: str, regression_id: str) -> Doc:
-        return self._r.read(regression_id, series_key)
+    def get_regression(self, series_key: str, regression_id: str) -> Regression:
+        return Regression.model_validate(self._r.read(regression_id, series_key))
 
-    def replace_regression(self, doc: Doc) -> Doc:
-        return self._r.replace(doc, doc.get("_etag"))
+    def replace_regression(self, regression: Regression) -> Regression:
+        return Regression.model_validate(self._r.replace(regression.doc(), regression.etag))
 
 
 class MemorySchedules:
     def __init__(self, t: Table) -> None:
         self._t = t
 
-    def create(self, doc: Doc) -> Doc:
-        return self._t.create(doc)
+    def create(self, schedule: StoredSchedule) -> StoredSchedule:
+        return StoredSchedule.model_validate(self._t.create(schedule.doc()))
 
-    def get(self, schedule_id: str) -> Doc:
-        return self._t.read(schedule_id, schedule_id)
+    def get(self, schedule_id: str) -> StoredSchedule:
+        return StoredSchedule.model_validate(self._t.read(schedule_id, schedule_id))
 
-    def replace(self, doc: Doc) -> Doc:
-        return self._t.replace(doc, doc.get("_etag"))
+    def replace(self, schedule: StoredSchedule) -> StoredSchedule:
+        return StoredSchedule.model_validate(self._t.replace(schedule.doc(), schedule.etag))
 
     def delete(self, schedule_id: str) -> None:
         self._t.delete(schedule_id, schedule_id)
 
-    def all(self) -> list[Doc]:
-        return self._t.query(lambda d: True)
+    def all(self) -> list[StoredSchedule]:
+        return readable_schedules(self._t.query(lambda d: True))
 
 
 class MemoryActivities:
     def __init__(self, t: Table) -> None:
         self._t = t
 
-    def create(self, doc: Doc) -> bool:
-        return self._t.create_once(doc)
+    def create(self, seen: SeenActivity) -> bool:
+        return self._t.create_once(seen.model_dump(mode="json"))
 
 
 class MemoryAgents:

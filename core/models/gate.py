@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 Verdict = Literal["pass", "regression", "improvement", "not-enough-history"]
 
@@ -41,6 +41,25 @@ class ChangePointRef(BaseModel):
     after_mean: float
 
 
+class KeptVerdict(BaseModel):
+    """One metric's verdict as a series point keeps it (``StepPoint.gate``): the history
+    shows it and the gate's rule 1 reads it. Points judged before the gate kept its
+    reference have none; points of the first, single-run gate hold ``no-baseline`` or
+    ``{verdict, value, change_pct, baseline_mean, baseline_points}``, served as stored
+    (hence the extra fields allowed)."""
+
+    model_config = ConfigDict(extra="allow")
+    verdict: Verdict | Literal["no-baseline"]
+    value: float | None = None
+    reference: Reference | None = None
+    change_pct: float | None = Field(None, description="(value - reference median) / median, %")
+    band_pct: float | None = Field(None, description="max(pct, sigmas x sd / median), percent")
+    change_point: ChangePointRef | None = None
+    follows: str | None = Field(None, description="bandwidth: the IOPS metric it follows")
+    regression_id: str | None = Field(None, description="the stored regression it counts in")
+    why: str = ""
+
+
 class MetricVerdict(BaseModel):
     step: int
     series_key: str
@@ -55,8 +74,22 @@ class MetricVerdict(BaseModel):
     regression_id: str | None = Field(None, description="the stored regression it counts in")
     why: str
 
+    def kept(self) -> KeptVerdict:
+        """What the series point keeps (its step, series and metric are the point's own)."""
+        return KeptVerdict.model_validate(self.model_dump(exclude={"step", "series_key", "metric"}))
+
 
 class RunGate(BaseModel):
     verdict: Verdict
     rule: GateRule
     metrics: list[MetricVerdict]
+
+
+class Accepted(BaseModel):
+    """A change on a metric triaged ``expected``: the new level is the norm from its first
+    run on; points judged before ``accepted_ms`` were judged against the old level."""
+
+    metric: str
+    first_run_id: str
+    first_time_ms: int
+    accepted_ms: int

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import (
-    Field,
-)
+from pydantic import ConfigDict, Field
 
 from core.host_counters import CountersSummary
 from core.models.common import ITEM_ID_PATTERN, RUN_ID_PATTERN, Engine, Strict
@@ -148,4 +146,106 @@ class Result(Strict):
         None,
         description="host CPU, network and NFS counters sampled each second (fio); the "
         "client's CPU as DiskSpd measured it (diskspd)",
+    )
+
+
+class StoredResult(Result):
+    """A result as the store hands it back: read leniently (a field no longer written is
+    ignored), as core.runs.state reads its documents; what an agent sends stays strict."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+def _none(value: object) -> bool:
+    return value is None
+
+
+class SummaryPercentiles(Strict):
+    """p50, p99 and p99.9 of one latency kind, in ns (left out where the result has none)."""
+
+    model_config = ConfigDict(
+        validate_by_name=True, validate_by_alias=True, serialize_by_alias=True
+    )
+    p50: float | None = Field(None, exclude_if=_none)
+    p99: float | None = Field(None, exclude_if=_none)
+    p99_9: float | None = Field(None, alias="p99.9", exclude_if=_none)
+
+    @classmethod
+    def of(cls, percentiles: dict[str, float]) -> SummaryPercentiles:
+        """From fio's percentile keys ('99.900000')."""
+        keys = {"p50": "50.000000", "p99": "99.000000", "p99_9": "99.900000"}
+        return cls(**{name: percentiles[k] for name, k in keys.items() if k in percentiles})
+
+
+class DirectionSummary(Strict):
+    """One direction of a result without its histogram bins (ns, bytes)."""
+
+    iops: float
+    bw_bytes: float
+    total_ios: int
+    lat_mean_ns: float
+    clat_mean_ns: float
+    slat_mean_ns: float | None
+    lat_ns: SummaryPercentiles | None = Field(description="total latency, where recorded")
+    clat_ns: SummaryPercentiles
+
+    @classmethod
+    def of(cls, r: DirectionResult) -> DirectionSummary:
+        return cls(
+            iops=r.iops,
+            bw_bytes=r.bw_bytes,
+            total_ios=r.total_ios,
+            lat_mean_ns=r.lat_ns.mean,
+            clat_mean_ns=r.clat_ns.mean,
+            slat_mean_ns=r.slat_ns.mean if r.slat_ns else None,
+            lat_ns=SummaryPercentiles.of(r.lat_percentiles_ns) if r.lat_percentiles_ns else None,
+            clat_ns=SummaryPercentiles.of(r.clat_percentiles_ns),
+        )
+
+
+class ResultSummary(Strict):
+    """A result as a run's view shows it: without its histogram bins, which can run to
+    tens of kilobytes."""
+
+    agent_id: str
+    engine_version: str
+    started_at_ms: int
+    ended_at_ms: int
+    start: StartInfo | None
+    host: HostFacts
+    mounts: list[MountFacts]
+    fill: FillInfo | None
+    steadystate: dict[str, Any] | None
+    read: DirectionSummary | None = Field(None, exclude_if=_none)
+    write: DirectionSummary | None = Field(None, exclude_if=_none)
+
+    @classmethod
+    def of(cls, r: Result) -> ResultSummary:
+        return cls(
+            agent_id=r.agent_id,
+            engine_version=r.engine_version,
+            started_at_ms=r.started_at_ms,
+            ended_at_ms=r.ended_at_ms,
+            start=r.start,
+            host=r.host,
+            mounts=r.mounts,
+            fill=r.fill,
+            steadystate=r.steadystate,
+            read=DirectionSummary.of(r.read) if r.read else None,
+            write=DirectionSummary.of(r.write) if r.write else None,
+        )
+
+
+class FullResult(StoredResult):
+    """A client's result with its per-second series and the engine's own output."""
+
+    series_window: Literal["own", "common"] = Field(
+        description="the client's own measured period, or its step's common window"
+    )
+    series: dict[Direction, list[dict[str, float]]] = Field(
+        description="IOPS and bytes in each second of the window: t_ms, iops, bw_bytes"
+    )
+    raw: Any = Field(description="the engine's own output (fio's JSON), while it is kept")
+    raw_removed: bool | None = Field(
+        None, exclude_if=_none, description="true once the raw output was removed (retention)"
     )

@@ -189,8 +189,10 @@ class Requester(BaseModel):
 
 
 class Delivery(BaseModel):
-    """The run's outbox: its first step is sent once the run is admitted; if the queue
-    could not be reached, the timer sends it, until ``deadline_ms`` (then the run fails)."""
+    """The run's outbox: ``state`` is its first step's (sent once the run is admitted);
+    ``attempts``, ``last_error`` and ``deadline_ms`` record the failed sends of whichever
+    step is being sent (cleared when it goes out): the timer sends it again until
+    ``deadline_ms``, then the step and the run fail (core.runs.delivery)."""
 
     model_config = ConfigDict(extra="ignore")
     state: DeliveryState = DeliveryState.WAITING

@@ -10,52 +10,74 @@ own card and ``benchctl run --fail-on-regression`` say: nothing is judged again 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from pydantic import BaseModel
+
 from core.analysis.gate import DIRECTIONS, GATED
-from core.analysis.series import named
+from core.models.gate import KeptVerdict
 from core.monitoring.monitor import step_series_key
-from core.ports import Doc, Store
+from core.ports import Store
 
 SHOWN = tuple(f"{d}.{m}" for d in DIRECTIONS for m in GATED)
 
 
-def against_baseline(store: Store, run: Doc) -> Doc:
-    """{series_key, baseline_points, rows: [{metric, value, median, sd, points, change_pct,
-    band_pct, verdict, why}], note} for a run as RunService.get_run returns it (its last
-    step, the one its ``aggregate`` is)."""
+class BaselineRow(BaseModel):
+    """One gated metric of the run against its reference, as the gate judged it."""
+
+    metric: str
+    value: float
+    median: float | None
+    sd: float | None
+    points: int
+    change_pct: float | None
+    band_pct: float | None
+    verdict: str
+    why: str
+
+
+class Baseline(BaseModel):
+    series_key: str | None
+    baseline_points: int
+    rows: list[BaselineRow]
+    note: str | None
+
+
+def against_baseline(store: Store, run: Mapping[str, Any]) -> Baseline:
+    """The run's last step (the one its ``aggregate`` is) against its series' baseline, for
+    a run as RunService.get_run returns it."""
     agg = run.get("aggregate") or {}
     if not agg:
-        return {"series_key": None, "baseline_points": 0, "rows": [], "note": "no figures yet"}
+        return Baseline(series_key=None, baseline_points=0, rows=[], note="no figures yet")
     key = step_series_key(run.get("engine", "fio"), run["targets"], agg)
-    mine = [named(p) for p in store.series.points(key) if p["run_id"] == run["id"]]
+    mine = [p.named() for p in store.series.points(key) if p.run_id == run["id"]]
     if not mine:
-        return {"series_key": key, "baseline_points": 0, "rows": [], "note": "not in a series"}
-    point = max(mine, key=lambda p: (p["time_ms"], p["step"]))
-    judged: dict[str, Any] = point.get("gate") or {}
-    rows = [r for m in SHOWN if (r := _row(m, judged.get(m))) is not None]
+        return Baseline(series_key=key, baseline_points=0, rows=[], note="not in a series")
+    point = max(mine, key=lambda p: (p.time_ms, p.step))
+    rows = [r for m in SHOWN if (r := _row(m, point.gate.get(m))) is not None]
     if not rows:
         note = "judged before the gate kept its figures: no baseline to show"
-        return {"series_key": key, "baseline_points": 0, "rows": [], "note": note}
-    n = max(r["points"] for r in rows)
+        return Baseline(series_key=key, baseline_points=0, rows=[], note=note)
+    n = max(r.points for r in rows)
     if n == 0:
         note = "the first run of its series (or of new infrastructure): no baseline yet"
-        return {"series_key": key, "baseline_points": 0, "rows": [], "note": note}
-    return {"series_key": key, "baseline_points": n, "rows": rows, "note": None}
+        return Baseline(series_key=key, baseline_points=0, rows=[], note=note)
+    return Baseline(series_key=key, baseline_points=n, rows=rows, note=None)
 
 
-def _row(metric: str, verdict: Any) -> dict[str, Any] | None:
-    ref = verdict.get("reference") if isinstance(verdict, dict) else None
-    if not isinstance(ref, dict):
+def _row(metric: str, verdict: KeptVerdict | None) -> BaselineRow | None:
+    ref = verdict.reference if verdict is not None else None
+    if verdict is None or ref is None or verdict.value is None:
         return None  # not gated, or a verdict of the gate before it kept its reference
-    return {
-        "metric": metric,
-        "value": float(verdict["value"]),
-        "median": ref.get("median"),
-        "sd": ref.get("sd"),
-        "points": int(ref.get("points") or 0),
-        "change_pct": verdict.get("change_pct"),
-        "band_pct": verdict.get("band_pct"),
-        "verdict": str(verdict["verdict"]),
-        "why": str(verdict.get("why") or ""),
-    }
+    return BaselineRow(
+        metric=metric,
+        value=verdict.value,
+        median=ref.median,
+        sd=ref.sd,
+        points=ref.points,
+        change_pct=verdict.change_pct,
+        band_pct=verdict.band_pct,
+        verdict=verdict.verdict,
+        why=verdict.why,
+    )

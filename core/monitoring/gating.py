@@ -1,6 +1,6 @@
 """The monitor's side of the regression gate (core.analysis.gate): the series point's
-earlier segment, the changes triaged expected, what a point keeps of its verdict, the
-gate's regressions with their evidence, and which stored regression a failure counts in."""
+earlier segment, the changes triaged expected, the gate's regressions with their evidence,
+and which stored regression a failure counts in."""
 
 from __future__ import annotations
 
@@ -10,10 +10,8 @@ from datetime import datetime
 from core.analysis.gate import Accepted
 from core.analysis.series import metric_name, segments
 from core.models.gate import MetricVerdict
-from core.ports import Doc
-
-OPEN_STATES = ("new", "acknowledged")  # a regression still to be fixed or accepted
-
+from core.models.regression import OPEN_STATES, Change, MeanStd, MedianSd, Regression
+from core.models.series import StepPoint
 
 # The gate's regressions are stored for IOPS, bandwidth (which follows IOPS: the records
 # of the two always match) and p99 total latency; p50 and p99.9, and completion latency,
@@ -23,14 +21,14 @@ GATE_RECORDED = tuple(
 )
 
 
-def segment_of(point: Doc, history: Sequence[Doc]) -> list[Doc] | None:
+def segment_of(point: StepPoint, history: Sequence[StepPoint]) -> list[StepPoint] | None:
     """The earlier points of the latest infrastructure segment, when this point shares its
     infrastructure; None after an infrastructure change (a new segment starts here)."""
     segs = segments(history)
     if not segs:
         return []
     latest = segs[-1]
-    return [dict(p) for p in latest] if latest[-1]["infra"] == point["infra"] else None
+    return list(latest) if latest[-1].infra == point.infra else None
 
 
 def _ms(iso: str | None) -> int | None:
@@ -39,29 +37,24 @@ def _ms(iso: str | None) -> int | None:
     return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000)
 
 
-def accepted(regressions: Sequence[Doc]) -> list[Accepted]:
+def accepted(regressions: Sequence[Regression]) -> list[Accepted]:
     """Changes triaged expected: the level after them is the norm (gate rule 1)."""
     out = []
     for r in regressions:
-        accepted_ms = r.get("triaged_at_ms") or _ms(r.get("triaged_at"))
-        if r.get("state") == "expected" and accepted_ms is not None:
+        accepted_ms = r.triaged_at_ms or _ms(r.triaged_at)
+        if r.state == "expected" and accepted_ms is not None:
             out.append(
                 Accepted(
-                    metric=metric_name(r["metric"]),
-                    first_run_id=r["first_run_id"],
-                    first_time_ms=int(r["first_time_ms"]),
-                    accepted_ms=int(accepted_ms),
+                    metric=metric_name(r.metric),
+                    first_run_id=r.first_run_id,
+                    first_time_ms=r.first_time_ms,
+                    accepted_ms=accepted_ms,
                 )
             )
     return out
 
 
-def kept(v: MetricVerdict) -> Doc:
-    """What a series point keeps of its verdict (the history shows it; rule 1 reads it)."""
-    return v.model_dump(mode="json", exclude={"step", "series_key", "metric"})
-
-
-def gate_changes(point: Doc, judged: Sequence[MetricVerdict]) -> list[Doc]:
+def gate_changes(point: StepPoint, judged: Sequence[MetricVerdict]) -> list[Change]:
     """The gate's regressions of this point, with their evidence."""
     out = []
     for v in judged:
@@ -69,47 +62,45 @@ def gate_changes(point: Doc, judged: Sequence[MetricVerdict]) -> list[Doc]:
             continue  # a change point attributed to the run is stored as found
         ref = v.reference
         out.append(
-            {
-                "metric": v.metric,
-                "kind": "regression",
-                "method": "gate",
+            Change(
+                metric=v.metric,
+                kind="regression",
+                method="gate",
                 # What the gate judged by (core.analysis.gate, rule 3): the reference's
                 # median and its robust sd, not a mean (change points give mean and std).
-                "before": {"median": ref.median, "sd": ref.sd},
-                "after": {"mean": v.value, "std": 0.0},
-                "change_pct": v.change_pct,
-                "pvalue": None,
-                "first_run_id": point["run_id"],
-                "first_time_ms": point["time_ms"],
-                "runs_around": [r for r in (ref.last_run_id,) if r] + [point["run_id"]],
-            }
+                before=MedianSd(median=ref.median, sd=ref.sd),
+                after=MeanStd(mean=v.value, std=0.0),
+                change_pct=v.change_pct,
+                pvalue=None,
+                first_run_id=point.run_id,
+                first_time_ms=point.time_ms,
+                runs_around=[r for r in (ref.last_run_id,) if r] + [point.run_id],
+            )
         )
     return out
 
 
-def open_regressions(regressions: Sequence[Doc], metric: str) -> list[Doc]:
+def open_regressions(regressions: Sequence[Regression], metric: str) -> list[Regression]:
     return [
         r
         for r in regressions
-        if metric_name(r["metric"]) == metric_name(metric)
-        and r["kind"] == "regression"
-        and r["state"] in OPEN_STATES
+        if metric_name(r.metric) == metric_name(metric)
+        and r.kind == "regression"
+        and r.state in OPEN_STATES
     ]
 
 
-def link(judged: Sequence[MetricVerdict], regressions: Sequence[Doc], run_id: str) -> None:
+def link(judged: Sequence[MetricVerdict], regressions: Sequence[Regression], run_id: str) -> None:
     """Each failed metric names the stored regression it counts in: one first seen on this
     run, else the metric's open one (the same event, still neither fixed nor accepted)."""
     for v in judged:
         if v.verdict != "regression":
             continue
         mine = [
-            r
-            for r in regressions
-            if metric_name(r["metric"]) == v.metric and r["first_run_id"] == run_id
+            r for r in regressions if metric_name(r.metric) == v.metric and r.first_run_id == run_id
         ]
         found = mine or sorted(
-            open_regressions(regressions, v.metric), key=lambda r: r["first_time_ms"]
+            open_regressions(regressions, v.metric), key=lambda r: r.first_time_ms
         )
         if found:
-            v.regression_id = found[-1]["id"]
+            v.regression_id = found[-1].id

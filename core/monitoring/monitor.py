@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from core.analysis.changepoint import DEFAULT_MIN_MAGNITUDE_PCT
 from core.analysis.compare import (
@@ -30,37 +30,52 @@ from core.analysis.series import (
     infra_fingerprint,
     metric_name,
     metrics_of,
-    named,
     segments,
     series_key,
 )
 from core.errors import FieldError, NotFound, ValidationFailed
+from core.models import Result, StepAggregate
 from core.models.gate import GateRule, MetricVerdict, RunGate
+from core.models.regression import (
+    TRIAGE_STATES,
+    Change,
+    Regression,
+    Told,
+    ToldWith,
+    TriageState,
+)
+from core.models.series import HistoryRow, SeriesHistory, SeriesSummary, StepPoint
 from core.models.stored import Run
 from core.monitoring.gating import (
     accepted,
     gate_changes,
-    kept,
     link,
     open_regressions,
     segment_of,
 )
-from core.ports import Doc, NoNotifier, Notifier, Store
+from core.ports import NoNotifier, Notifier, Store
 from core.runs.guardrails import LOCAL_CALLER, Caller
 from core.runs.ownership import check_owner
 from core.timestamps import iso_ms
 
+__all__ = ["TRIAGE_STATES", "Monitor", "Recorded", "TriageState", "step_series_key"]
+
 log = logging.getLogger(__name__)
-TRIAGE_STATES = ("new", "acknowledged", "expected", "fixed")
-TriageState = Literal["new", "acknowledged", "expected", "fixed"]
+# A run's aggregates and results as the lifecycle hands them over.
+Figures = Mapping[str, Any]
 
 
 @dataclass(frozen=True)
 class Recorded:
     """What recording a run did: the regressions it created, and the run's gate verdict."""
 
-    created: list[Doc]
+    created: list[Regression]
     gate: RunGate
+
+
+def _infra(r: Result) -> dict[str, Any]:
+    """What core.analysis.series.infra_facts reads of a result: its host and mounts."""
+    return r.model_dump(mode="json", include={"host", "mounts"})
 
 
 class Monitor:
@@ -82,158 +97,182 @@ class Monitor:
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
 
-    def record(self, run: Run, aggregates: Sequence[Doc], results: Sequence[Doc]) -> Recorded:
+    def record(
+        self, run: Run, aggregates: Sequence[StepAggregate], results: Sequence[Result]
+    ) -> Recorded:
         """Add the run's steps to their series, judge each by the gate (core.analysis.gate),
         run detection, store and announce new regressions."""
-        created: list[Doc] = []
+        created: list[Regression] = []
         verdicts: list[MetricVerdict] = []
         for agg in aggregates:
-            if agg.get("discarded") or agg.get("mode") in ("probe", "sized"):
+            if agg.discarded or agg.mode in ("probe", "sized"):
                 continue  # warm-ups and Little's-law probes are not the benchmark
-            step_results = [r for r in results if r["step"] == agg["step"]]
+            step_results = [r for r in results if r.step == agg.step]
             if not step_results:
                 continue
-            facts = infra_facts(step_results, run.target_facts)
-            key = step_series_key(run.engine, run.targets, agg)
-            point: Doc = {
-                "id": f"{key}.{run.id}.s{agg['step']}",
-                "series_key": key,
-                "run_id": run.id,
-                "step": agg["step"],
-                "target": run.target,
-                "time_ms": min(r["started_at_ms"] for r in step_results),
-                "judged_at_ms": self.now_ms(),
-                "infra": infra_fingerprint(facts),
-                "infra_facts": facts,
-                "metrics": metrics_of(agg),
-                "clients": agg["clients"],
-                "engine": run.engine,
-                "workload": agg.get("workload"),
-                "tags": run.tags,
-            }
-            history = [p for p in self._points(key) if p["id"] != point["id"]]
-            existing = self.store.series.regressions(key)
-            judged = judge_point(point, segment_of(point, history), accepted(existing), self.rule)
-            changes = find_changes([*history, point], min_magnitude_pct=self.min_magnitude_pct)
-            attribute(judged, changes, run.id, self.rule)
-            point["gate"] = {v.metric: kept(v) for v in judged}
-            self.store.series.create_point(point)
-            created += self._store_changes(
-                key, run.target, changes + gate_changes(point, judged), existing
-            )
-            link(judged, existing, run.id)
+            judged, new = self._record_step(run, agg, step_results)
+            created += new
             verdicts += judged
         gate = RunGate(verdict=run_verdict(verdicts), rule=self.rule, metrics=verdicts)
         return Recorded(created, gate)
 
-    def detect(self, key: str, target: str) -> list[Doc]:
+    def _record_step(
+        self, run: Run, agg: StepAggregate, step_results: Sequence[Result]
+    ) -> tuple[list[MetricVerdict], list[Regression]]:
+        """One measured step: its point stored with the gate's verdicts, its changes."""
+        point = self._point(run, agg, step_results)
+        key = point.series_key
+        history = [p for p in self._points(key) if p.id != point.id]
+        existing = self.store.series.regressions(key)
+        judged = judge_point(point, segment_of(point, history), accepted(existing), self.rule)
+        changes = find_changes([*history, point], min_magnitude_pct=self.min_magnitude_pct)
+        attribute(judged, changes, run.id, self.rule)
+        point.gate = {v.metric: v.kept() for v in judged}
+        self.store.series.create_point(point)
+        created = self._store_changes(
+            key, run.target, changes + gate_changes(point, judged), existing
+        )
+        link(judged, existing, run.id)
+        return judged, created
+
+    def _point(self, run: Run, agg: StepAggregate, step_results: Sequence[Result]) -> StepPoint:
+        # The series functions read the aggregate's and the results' JSON, as they read a
+        # run's view (core.monitoring.baseline).
+        doc = agg.doc()
+        facts = infra_facts([_infra(r) for r in step_results], run.target_facts)
+        key = step_series_key(run.engine, run.targets, doc)
+        return StepPoint(
+            id=f"{key}.{run.id}.s{agg.step}",
+            series_key=key,
+            run_id=run.id,
+            step=agg.step,
+            target=run.target,
+            time_ms=min(r.started_at_ms for r in step_results),
+            judged_at_ms=self.now_ms(),
+            infra=infra_fingerprint(facts),
+            infra_facts=facts,
+            metrics=metrics_of(doc),
+            clients=agg.clients,
+            engine=run.engine,
+            workload=doc.get("workload"),
+            tags=run.tags,
+        )
+
+    def detect(self, key: str, target: str) -> list[Regression]:
         """Change-point detection again over a series' stored points (after a change of
         threshold, or points written by a tool): stores and announces the changes not
         stored yet, as ``record`` does; returns those it created."""
         changes = find_changes(self._points(key), min_magnitude_pct=self.min_magnitude_pct)
         return self._store_changes(key, target, changes, self.store.series.regressions(key))
 
-    def _points(self, key: str) -> list[Doc]:
+    def _points(self, key: str) -> list[StepPoint]:
         """The series' stored points, their metrics under their current names."""
-        return [named(p) for p in self.store.series.points(key)]
+        return [p.named() for p in self.store.series.points(key)]
 
     def _store_changes(
-        self, key: str, target: str, changes: Sequence[Doc], existing: list[Doc]
-    ) -> list[Doc]:
+        self, key: str, target: str, changes: Sequence[Change], existing: list[Regression]
+    ) -> list[Regression]:
         """Store the changes not seen before (``existing`` grows with those stored)."""
         created = []
         for change in changes:
             if any(_same_change(change, e) for e in existing):
                 continue  # seen before: by the gate, or with its index moved by new points
-            reg = {
-                "id": f"{key}.{change['metric']}.{change['method']}.{change['first_run_id']}",
-                "series_key": key,
-                "target": target,
-                "state": "new",
-                "detected_at": iso_ms(self.now_ms()),
-                "notified": None,
-                **change,
-            }
+            reg = Regression.model_validate(
+                {
+                    **dict(change),
+                    "id": f"{key}.{change.metric}.{change.method}.{change.first_run_id}",
+                    "series_key": key,
+                    "target": target,
+                    "state": "new",
+                    "detected_at": iso_ms(self.now_ms()),
+                    "notified": None,
+                }
+            )
             if not self.store.series.create_regression(reg):
                 continue  # another timer instance stored it first
             created.append(reg)
-            if reg["kind"] == "regression":
-                # One message per event: metrics that moved together in the same run share it.
-                told = next(
-                    (
-                        e
-                        for e in existing
-                        if e["kind"] == "regression"
-                        and e.get("notified")
-                        and e["first_run_id"] == reg["first_run_id"]
-                    ),
-                    None,
-                )
-                notified = (
-                    {"with": told["id"]}
-                    if told
-                    else {"at": iso_ms(self.now_ms()), "deliveries": self.notifier.notify(reg)}
-                )
-                reg = self._update(key, reg["id"], lambda r, n=notified: r.update(notified=n))
+            if reg.kind == "regression":
+                reg = self._notify(reg, existing)
             existing.append(reg)
         return created
 
-    def _update(self, key: str, reg_id: str, change: Any) -> Doc:
-        doc = self.store.series.get_regression(key, reg_id)
-        change(doc)
-        return self.store.series.replace_regression(doc)
+    def _notify(self, reg: Regression, existing: Sequence[Regression]) -> Regression:
+        """One message per event: metrics that moved together in the same run share it."""
+        told = next(
+            (
+                e
+                for e in existing
+                if e.kind == "regression" and e.notified and e.first_run_id == reg.first_run_id
+            ),
+            None,
+        )
+        notified: Told | ToldWith = (
+            ToldWith.model_validate({"with": told.id})
+            if told
+            else Told(at=iso_ms(self.now_ms()), deliveries=self.notifier.notify(reg))
+        )
+        return self._update(
+            reg.series_key, reg.id, lambda r: r.model_copy(update={"notified": notified})
+        )
+
+    def _update(
+        self, key: str, reg_id: str, change: Callable[[Regression], Regression]
+    ) -> Regression:
+        return self.store.series.replace_regression(
+            change(self.store.series.get_regression(key, reg_id))
+        )
 
     # ---- queries ----------------------------------------------------------------------
 
-    def list_series(self) -> list[Doc]:
-        by_key: dict[str, Doc] = {}
+    def list_series(self) -> list[SeriesSummary]:
+        by_key: dict[str, SeriesSummary] = {}
         for p in self.store.series.all_points():
-            s = by_key.setdefault(
-                p["series_key"],
-                {
-                    "series_key": p["series_key"],
-                    "target": p["target"],
-                    "clients": p["clients"],
-                    "engine": p["engine"],
-                    "workload": p["workload"],
-                    "points": 0,
-                    "last_time_ms": 0,
-                },
-            )
-            s["points"] += 1
-            s["last_time_ms"] = max(s["last_time_ms"], p["time_ms"])
-        return sorted(by_key.values(), key=lambda s: -s["last_time_ms"])
-
-    def history(self, key: str) -> Doc:
-        points = sorted(self._points(key), key=lambda p: p["time_ms"])
-        segs = segments(points)
-        rows = []
-        for i, seg in enumerate(segs):
-            for j, p in enumerate(seg):
-                m = p["metrics"]
-                rows.append(
-                    {
-                        "time_ms": p["time_ms"],
-                        "run_id": p["run_id"],
-                        "segment": i,
-                        "new_segment": j == 0 and i > 0,
-                        "infra_facts": p["infra_facts"],
-                        **{k: m.get(k) for k in sorted(METRICS)},
-                        "gate": p.get("gate", {}),
-                    }
+            s = by_key.get(p.series_key)
+            if s is None:
+                s = by_key[p.series_key] = SeriesSummary(
+                    series_key=p.series_key,
+                    target=p.target,
+                    clients=p.clients,
+                    engine=p.engine,
+                    workload=p.workload,
+                    points=0,
+                    last_time_ms=0,
                 )
-        regs = [_public(r) for r in self.store.series.regressions(key)]
-        latest = points[-1] if points else {}
-        about = {k: latest.get(k) for k in ("target", "clients", "engine", "workload")}
-        return {
-            "series_key": key,
-            **about,
-            "segments": len(segs),
-            "history": rows,
-            "regressions": regs,
-        }
+            s.points += 1
+            s.last_time_ms = max(s.last_time_ms, p.time_ms)
+        return sorted(by_key.values(), key=lambda s: -s.last_time_ms)
 
-    def compare(self, run_a: Doc, run_b: Doc) -> Doc:
+    def history(self, key: str) -> SeriesHistory:
+        points = sorted(self._points(key), key=lambda p: p.time_ms)
+        segs = segments(points)
+        rows = [
+            HistoryRow.model_validate(
+                {
+                    "time_ms": p.time_ms,
+                    "run_id": p.run_id,
+                    "segment": i,
+                    "new_segment": j == 0 and i > 0,
+                    "infra_facts": p.infra_facts,
+                    **{k: p.metrics.get(k) for k in sorted(METRICS)},
+                    "gate": p.gate,
+                }
+            )
+            for i, seg in enumerate(segs)
+            for j, p in enumerate(seg)
+        ]
+        latest = points[-1] if points else None
+        return SeriesHistory(
+            series_key=key,
+            target=latest.target if latest else None,
+            clients=latest.clients if latest else None,
+            engine=latest.engine if latest else None,
+            workload=latest.workload if latest else None,
+            segments=len(segs),
+            history=rows,
+            regressions=self.store.series.regressions(key),
+        )
+
+    def compare(self, run_a: Figures, run_b: Figures) -> dict[str, Any]:
         """Final aggregates side by side (runs as ``RunService.get_run`` returns them),
         judged against the noise of run A's series."""
         agg_a, agg_b = run_a.get("aggregate") or {}, run_b.get("aggregate") or {}
@@ -256,7 +295,7 @@ class Monitor:
             "summary": summary(rows),
         }
 
-    def _compare_phases(self, run_a: Doc, run_b: Doc) -> list[dict[str, Any]]:
+    def _compare_phases(self, run_a: Figures, run_b: Figures) -> list[dict[str, Any]]:
         b_steps = _phases(run_b)
         rows: list[dict[str, Any]] = []
         for op, agg_a in _phases(run_a).items():
@@ -268,30 +307,29 @@ class Monitor:
             rows += compare_phase(op, agg_a, agg_b, noise)
         return rows
 
-    def regressions(self, state: str | None = None) -> list[Doc]:
-        return [
-            _public(r)
-            for r in self.store.series.regressions()
-            if state is None or r["state"] == state
-        ]
+    def regressions(self, state: str | None = None) -> list[Regression]:
+        return [r for r in self.store.series.regressions() if state is None or r.state == state]
 
-    def triage(self, key: str, reg_id: str, state: str, caller: Caller = LOCAL_CALLER) -> Doc:
+    def triage(
+        self, key: str, reg_id: str, state: str, caller: Caller = LOCAL_CALLER
+    ) -> Regression:
         """Engineers and admins triage any regression; a runner those first seen on its
         own runs."""
         if state not in TRIAGE_STATES:
             raise ValidationFailed([FieldError("state", f"one of {', '.join(TRIAGE_STATES)}")])
         reg = self.store.series.get_regression(key, reg_id)
         try:
-            owner: str | None = self.store.runs.get(str(reg.get("first_run_id"))).owner
+            owner: str | None = self.store.runs.get(reg.first_run_id).owner
         except NotFound:
             owner = None
         check_owner(caller, owner, "first_run_id", f"regression {reg_id}")
 
-        def triaged(r: Doc) -> None:
+        def triaged(r: Regression) -> Regression:
             now = self.now_ms()
-            r.update(state=state, triaged_at=iso_ms(now), triaged_at_ms=now)
+            update = {"state": state, "triaged_at": iso_ms(now), "triaged_at_ms": now}
+            return r.model_copy(update=update)
 
-        return _public(self._update(key, reg_id, triaged))
+        return self._update(key, reg_id, triaged)
 
 
 def step_series_key(engine: str, targets: Sequence[str], aggregate: Mapping[str, Any]) -> str:
@@ -306,7 +344,7 @@ def step_series_key(engine: str, targets: Sequence[str], aggregate: Mapping[str,
     )
 
 
-def _phases(run: Doc) -> dict[str, Doc]:
+def _phases(run: Figures) -> dict[str, Figures]:
     """A metadata run's last aggregate of each phase, by phase ("create", ...)."""
     out = {}
     for step in run.get("steps") or []:
@@ -316,23 +354,19 @@ def _phases(run: Doc) -> dict[str, Doc]:
     return out
 
 
-def _run_facts(run: Doc) -> Doc:
+def _run_facts(run: Figures) -> dict[str, Any]:
     keys = ("id", "state", "target", "profile", "engine", "created_at", "tags")
     return {k: run.get(k) for k in keys} | {"clients": (run.get("aggregate") or {}).get("clients")}
 
 
-def _same_change(new: Doc, old: Doc) -> bool:
+def _same_change(new: Change, old: Regression) -> bool:
     """The same event: a gate failure while the metric's regression is still open (new or
     acknowledged: the runs after it fail too until it is fixed or accepted), or changes
     whose runs overlap (a change point moves as points come in)."""
-    if new["method"] == "gate" and old in open_regressions([old], new["metric"]):
+    if new.method == "gate" and open_regressions([old], new.metric):
         return True
     return (
-        metric_name(new["metric"]) == metric_name(old["metric"])
-        and new["kind"] == old["kind"]
-        and (new["first_run_id"] in old["runs_around"] or old["first_run_id"] in new["runs_around"])
+        metric_name(new.metric) == metric_name(old.metric)
+        and new.kind == old.kind
+        and (new.first_run_id in old.runs_around or old.first_run_id in new.runs_around)
     )
-
-
-def _public(doc: Doc) -> Doc:
-    return {k: v for k, v in doc.items() if not k.startswith("_")}

@@ -19,8 +19,9 @@ from pydantic import BaseModel
 
 from core.errors import Conflict, FieldError, Forbidden, StoreUnavailable, ValidationFailed
 from core.models import RunRequest
+from core.models.schedule import StoredSchedule
 from core.monitoring.schedules import Schedule, SchedulePatch, due_fire, fire_key, next_fire
-from core.ports import Doc, Store
+from core.ports import Store
 from core.runs.guardrails import LOCAL_CALLER, Caller
 from core.runs.ownership import check_owner
 from core.runs.service import RunService
@@ -59,27 +60,27 @@ class Scheduler:
     def _now(self) -> datetime:
         return datetime.fromtimestamp(self.clock(), UTC)
 
-    def create(self, body: Any) -> Doc:
+    def create(self, body: Any) -> StoredSchedule:
         s: Schedule = _model(Schedule, body)
         _check_template(s.request)
         now = self._now()
-        doc = {
-            "id": "sch-" + uuid.uuid4().hex[:16],
+        schedule = StoredSchedule(
+            id="sch-" + uuid.uuid4().hex[:16],
             **s.model_dump(),
-            "created_at": now.isoformat(),
-            "last_fired": None,
-            "last_run_id": None,
-            "next_fire": next_fire(s.cron, after=now).isoformat(),
-        }
-        return _public(self.store.schedules.create(doc))
+            created_at=now.isoformat(),
+            last_fired=None,
+            last_run_id=None,
+            next_fire=next_fire(s.cron, after=now).isoformat(),
+        )
+        return self.store.schedules.create(schedule)
 
-    def get(self, schedule_id: str) -> Doc:
-        return _public(self.store.schedules.get(schedule_id))
+    def get(self, schedule_id: str) -> StoredSchedule:
+        return self.store.schedules.get(schedule_id)
 
-    def list_all(self) -> list[Doc]:
-        return [_public(d) for d in self.store.schedules.all()]
+    def list_all(self) -> list[StoredSchedule]:
+        return self.store.schedules.all()
 
-    def patch(self, schedule_id: str, body: Any, caller: Caller = LOCAL_CALLER) -> Doc:
+    def patch(self, schedule_id: str, body: Any, caller: Caller = LOCAL_CALLER) -> StoredSchedule:
         """Engineers and admins change any schedule; a runner only ``enabled`` and
         ``name`` of its own (``owner``)."""
         p: SchedulePatch = _model(SchedulePatch, body)
@@ -87,8 +88,8 @@ class Scheduler:
         if "request" in changes:
             _check_template(changes["request"])
         for _ in range(10):
-            doc = self.store.schedules.get(schedule_id)
-            check_owner(caller, doc.get("owner"), "owner", f"schedule {schedule_id}")
+            current = self.store.schedules.get(schedule_id)
+            check_owner(caller, current.owner, "owner", f"schedule {schedule_id}")
             beyond = sorted(set(changes) - OWNER_FIELDS)
             if beyond and not caller.limits.manage:
                 raise Forbidden(
@@ -97,20 +98,24 @@ class Scheduler:
                         for f in beyond
                     ]
                 )
-            if changes.get("enabled") and not doc.get("enabled", True):
-                # Re-enabled: fire times missed while it was off are not owed a catch-up.
-                doc["created_at"] = self._now().isoformat()
-            doc.update(changes)
-            doc["next_fire"] = next_fire(doc["cron"], after=self._now()).isoformat()
             try:
-                return _public(self.store.schedules.replace(doc))
+                return self.store.schedules.replace(self._patched(current, changes))
             except Conflict:
                 continue
         raise Conflict(f"schedule {schedule_id} kept changing")
 
+    def _patched(self, current: StoredSchedule, changes: dict[str, Any]) -> StoredSchedule:
+        update = dict(changes)
+        if changes.get("enabled") and not current.enabled:
+            # Re-enabled: fire times missed while it was off are not owed a catch-up.
+            update["created_at"] = self._now().isoformat()
+        cron = str(update.get("cron", current.cron))
+        update["next_fire"] = next_fire(cron, after=self._now()).isoformat()
+        return current.model_copy(update=update)
+
     def delete(self, schedule_id: str, caller: Caller = LOCAL_CALLER) -> None:
-        doc = self.store.schedules.get(schedule_id)
-        check_owner(caller, doc.get("owner"), "owner", f"schedule {schedule_id}")
+        schedule = self.store.schedules.get(schedule_id)
+        check_owner(caller, schedule.owner, "owner", f"schedule {schedule_id}")
         self.store.schedules.delete(schedule_id)
 
     def tick(self) -> list[str]:
@@ -119,68 +124,70 @@ class Scheduler:
         the others go on (issue 24.1)."""
         now = self._now()
         started = []
-        for doc in self.store.schedules.all():
+        for schedule in self.store.schedules.all():
             try:
-                run_id = self._fire(doc, now)
+                run_id = self._fire(schedule, now)
             except StoreUnavailable as e:
-                log.warning("schedule %s: %s (again at the next tick)", doc.get("id"), e)
+                log.warning("schedule %s: %s (again at the next tick)", schedule.id, e)
                 continue
             except Exception:  # crash-only: one schedule never ends the tick
-                log.exception("schedule %s failed", doc.get("id"))
+                log.exception("schedule %s failed", schedule.id)
                 continue
             if run_id is not None:
                 started.append(run_id)
         self.mark.done(int(now.timestamp() * 1000))
         return started
 
-    def _fire(self, doc: Doc, now: datetime) -> str | None:
+    def _fire(self, schedule: StoredSchedule, now: datetime) -> str | None:
         """Start the schedule's due run, if any; returns its id."""
-        if not doc.get("enabled", True):
+        if not schedule.enabled:
             return None
-        last = datetime.fromisoformat(doc["last_fired"]) if doc.get("last_fired") else None
         fire = due_fire(
-            doc["cron"],
+            schedule.cron,
             now=now,
-            last_fired=last,
-            created_at=datetime.fromisoformat(doc["created_at"]),
+            last_fired=schedule.last_fired_at(),
+            created_at=schedule.created(),
         )
         if fire is None:
             return None
-        body = dict(doc["request"])
-        body["tags"] = {**body.get("tags", {}), "schedule": doc["id"], "fire": fire.isoformat()}
+        body = dict(schedule.request)
+        tags = body.get("tags")
+        body["tags"] = {
+            **(tags if isinstance(tags, dict) else {}),
+            "schedule": schedule.id,
+            "fire": fire.isoformat(),
+        }
         caller = Caller(
-            name=f"schedule:{doc['id']} ({doc.get('owner', '?')})",
+            name=f"schedule:{schedule.id} ({schedule.owner or '?'})",
             role=SCHEDULE_ROLE,
             door="schedule",
         )
         try:
-            run, _ = self.runs.submit(body, fire_key(doc["id"], fire), caller)
+            run, _ = self.runs.submit(body, fire_key(schedule.id, fire), caller)
         except (ValidationFailed, Forbidden) as e:
             # The catalogue or the limits changed since the schedule was made: skip this
             # fire time (recorded) rather than retry it every tick.
-            log.warning("schedule %s at %s refused: %s", doc["id"], fire.isoformat(), e)
-            self._fired(doc["id"], fire, "", now)
+            log.warning("schedule %s at %s refused: %s", schedule.id, fire.isoformat(), e)
+            self._fired(schedule.id, fire, "", now)
             return None
-        self._fired(doc["id"], fire, run["id"], now)
+        self._fired(schedule.id, fire, run["id"], now)
         return str(run["id"])
 
     def _fired(self, schedule_id: str, fire: datetime, run_id: str, now: datetime) -> None:
         for _ in range(10):
-            doc = self.store.schedules.get(schedule_id)
-            last = doc.get("last_fired")
-            if last and datetime.fromisoformat(last) >= fire:
+            schedule = self.store.schedules.get(schedule_id)
+            last = schedule.last_fired_at()
+            if last and last >= fire:
                 return  # a racing timer recorded it already
-            doc.update(
-                last_fired=fire.isoformat(),
-                last_run_id=run_id,
-                next_fire=next_fire(doc["cron"], after=now).isoformat(),
+            fired = schedule.model_copy(
+                update={
+                    "last_fired": fire.isoformat(),
+                    "last_run_id": run_id,
+                    "next_fire": next_fire(schedule.cron, after=now).isoformat(),
+                }
             )
             try:
-                self.store.schedules.replace(doc)
+                self.store.schedules.replace(fired)
                 return
             except Conflict:
                 continue
-
-
-def _public(doc: Doc) -> Doc:
-    return {k: v for k, v in doc.items() if not k.startswith("_")}

@@ -241,7 +241,7 @@ class AgentReports:
                         )
                     ]
                 )
-        created = self.store.results.create(result.model_dump(mode="json"))
+        created = self.store.results.create(result)
         flipped: list[bool] = []
 
         def done(d: Item) -> bool | None:

@@ -14,7 +14,7 @@ before the answer's deadline. So:
   saw stored but could not commit (it had answered 503 meanwhile) is voided by the API
   at once (compare-and-swap on the document it created).
 - The decision is written on the run (``accepted``) by its first change: by the creator,
-  right before its first step is sent (``accept``), or by the timer. The timer decides a
+  right before its first step is sent (``accepting``), or by the timer. The timer decides a
   run nobody decided only after ``DECIDE_GRACE_MS`` (its creator may still be voiding it),
   from the document alone: stored in time, accepted; late, void.
 - A void run is failed, finished and never delivered: its targets are free, and its
@@ -24,23 +24,21 @@ One case is left, and said: the database stores the document in time and then ca
 reached again, neither for its answer nor for the API's void, until the grace has passed.
 Then the caller heard 503 and the run runs. A caller sending an Idempotency-Key (benchctl
 and the bots always do) retries and is answered with that run.
+
+Pure: the verdict (``verdict``, ``late``, ``in_time``) and the changes that record it
+(``accepting``, ``voiding``); ``core.runs.decide`` says when, ``core.runs.lifecycle`` writes
+them.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-from core.errors import Conflict, NotFound, StoreUnavailable
+from core.errors import StoreUnavailable
 from core.models.state import FINISHED_RUN, DeliveryState, RunState
 from core.models.stored import Run
 
-if TYPE_CHECKING:
-    from core.runs.lifecycle import Lifecycle
-
-log = logging.getLogger(__name__)
 ANSWER_MS = 3_500  # a POST is answered within this, plus the HTTP round (the docs: 5 s)
 SKEW_MS = 500  # the API's and the database's clocks may differ by this much
 DECIDE_GRACE_MS = 10_000  # after this, a run nobody decided is judged by its timestamp
@@ -135,49 +133,27 @@ def in_time(run: Run) -> bool:
     return run.accept_by_s is None or (at is not None and at <= run.accept_by_s)
 
 
-def accept(life: Lifecycle, run: Run) -> Run:
+def accepting(r: Run) -> bool | None:
     """Record that the run counts (its creator, or the timer once the grace has passed):
-    before its first step is sent. A run voided meanwhile is returned void."""
-
-    def yes(r: Run) -> bool | None:
-        if r.accepted is not None:
-            return False
-        r.accepted = True
-        if not r.admitted:
-            r.due_ms = None  # nothing to do for it until it is admitted
-        return None
-
-    return life.update_run(run.id, yes, read=run)
+    before its first step is sent. A run decided meanwhile is left as it is
+    (``core.runs.lifecycle.Lifecycle.accept`` writes it)."""
+    if r.accepted is not None:
+        return False
+    r.accepted = True
+    if not r.admitted:
+        r.due_ms = None  # nothing to do for it until it is admitted
+    return None
 
 
-def void(life: Lifecycle, run_id: str, read: Run | None = None) -> Run:
-    """Fail a run whose creation does not count, unless it was accepted meanwhile; free
-    what it took (its target locks, its places in line)."""
-
-    def no(r: Run) -> bool | None:
-        if r.accepted is not None or (r.finished and r.state in FINISHED_RUN):
-            return False
-        r.accepted = False
-        if r.state not in FINISHED_RUN:
-            r.move(RunState.FAILED)
-        r.error, r.finished, r.due_ms = VOID_REASON, True, None
-        if r.delivery.state == DeliveryState.PENDING:
-            r.delivery.move(DeliveryState.FAILED)
-        return None
-
-    run = life.update_run(run_id, no, read=read)
-    if run.accepted is False:
-        life.admission.leave(run)
-        life.free_targets(run)
-    return run
-
-
-def void_unknown(life: Lifecycle, run_id: str) -> None:
-    """The creation's outcome is unknown (the database did not answer): void the run if it
-    was stored. Best effort: a creation stored later is void by its timestamp anyway."""
-    try:
-        void(life, run_id)
-    except NotFound:
-        pass
-    except (StoreUnavailable, Conflict) as e:
-        log.warning("run %s: could not void its unconfirmed creation: %s", run_id, e)
+def voiding(r: Run) -> bool | None:
+    """Fail a run whose creation does not count, unless it was accepted meanwhile
+    (``core.runs.lifecycle.Lifecycle.void`` writes it and frees what it took)."""
+    if r.accepted is not None or (r.finished and r.state in FINISHED_RUN):
+        return False
+    r.accepted = False
+    if r.state not in FINISHED_RUN:
+        r.move(RunState.FAILED)
+    r.error, r.finished, r.due_ms = VOID_REASON, True, None
+    if r.delivery.state == DeliveryState.PENDING:
+        r.delivery.move(DeliveryState.FAILED)
+    return None

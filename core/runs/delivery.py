@@ -1,95 +1,105 @@
-"""A run's outbox (pure logic over the lifecycle): its first step is sent once the run is
-admitted; if the queue cannot be reached the delivery stays pending and the timer sends it,
-with backoff, until DELIVERY_DEADLINE_MS (then the run fails). The delivery moves along
-``core.runs.state.DELIVERY_MOVES``; later steps are sent by ``Lifecycle.advance``."""
+"""Sending a run's steps (pure: the changes ``core.runs.lifecycle`` writes on the run).
+
+Every step goes out the same way (issue 28.3). ``Lifecycle.advance`` sends it (its items
+created, then one message each); if the queue cannot be reached, the attempt is counted on
+the run's outbox record (``run.delivery``: attempts, last error, deadline) and the timer
+sends it again with backoff (DELIVERY_BACKOFF_MS) until DELIVERY_DEADLINE_MS after the
+first failed attempt. Then the step fails, saying why ("the queue service could not be
+reached for 10 min: ..."), its items with it, and the run fails with that reason, freeing
+its targets: a dead queue never leaves a run hanging, and never silently. A step sent
+clears the record, so the next step's failures have a deadline of their own.
+
+The first step also moves the outbox's state (``core.models.state.DELIVERY_MOVES``): pending
+once the run is admitted, sent, or failed at the deadline; nothing is sent before the run's
+creation is accepted (core.runs.commit).
+"""
 
 from __future__ import annotations
 
-import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass
 
-from core.errors import StoreUnavailable
-from core.models.state import DeliveryState, RunState
+from core.models.state import FINISHED_RUN, DeliveryState, RunState
 from core.models.stored import Run
-from core.runs.commit import accept, verdict, void
-from core.runs.provisioning import AwaitingAgents, hold
 
-if TYPE_CHECKING:
-    from core.runs.lifecycle import Lifecycle
-
-log = logging.getLogger(__name__)
 DELIVERY_DEADLINE_MS = 10 * 60_000  # after this long without reaching the queue, fail
 DELIVERY_BACKOFF_MS = (1_000, 2_000, 5_000, 10_000, 30_000)
 
+Change = Callable[[Run], bool | None]
 
-def deliver(life: Lifecycle, run: Run, *, creator: bool = False) -> Run:
-    """Send an admitted run's first step. If the queue cannot be reached the run stays
-    queued with its delivery pending, and the timer tries again, until the deadline.
 
-    Nothing is sent for a run whose creation does not count (core.runs.commit): the run
-    is accepted first, by its ``creator`` (which saw it stored in time and answers 202),
-    or by anyone once its creation can be judged from the document alone."""
-    if run.cancel_requested:  # cancelled before its first step went out: nothing to send
-        return _nothing_to_send(life, run)
-    now = life.now_ms()
-    if run.accepted is not True:
-        decided = True if creator else verdict(run, now)
-        if decided is None:
-            return run  # its creator may still void it: the timer looks again
-        run = accept(life, run) if decided else void(life, run.id, read=run)
-        if run.accepted is not True:
-            return run
-    try:
-        life.enqueue_step(run, 0)
-    except AwaitingAgents as e:
-        if run.cancel_requested:  # cancelled while its pool grew: nothing to send
-            return _nothing_to_send(life, run)
-        run = hold(life, run, 0, e.waiting)
-        return life.advance(run.id) if run.delivery.state == DeliveryState.FAILED else run
-    except StoreUnavailable as e:
-        log.warning("run %s: first step not sent yet: %s", run.id, e)
-        error = str(e)[:500]
+@dataclass
+class Outcome:
+    """What a change decided on the fresh document: whether it gave up on the step."""
 
-        def pending(r: Run) -> bool | None:
-            d = r.delivery
-            if d.state != DeliveryState.PENDING:
-                return False  # a racing call sent it, or gave up on it
-            d.attempts, d.last_error = d.attempts + 1, error
-            d.deadline_ms = d.deadline_ms or now + DELIVERY_DEADLINE_MS
-            if now >= d.deadline_ms:
-                d.move(DeliveryState.FAILED)
-                r.error = (
-                    f"the queue service could not be reached for "
-                    f"{DELIVERY_DEADLINE_MS // 60_000} min: {d.last_error}"
-                )
-                r.due_ms = now  # finish it (and free its targets) at once
-            else:
-                backoff = DELIVERY_BACKOFF_MS[min(d.attempts, len(DELIVERY_BACKOFF_MS)) - 1]
-                r.due_ms = now + backoff
+    gave_up: bool = False
+
+
+def backoff_ms(attempts: int) -> int:
+    """The wait before the next attempt, after ``attempts`` failed ones (at least one)."""
+    return DELIVERY_BACKOFF_MS[min(max(attempts, 1), len(DELIVERY_BACKOFF_MS)) - 1]
+
+
+def unreachable_reason(last_error: str | None) -> str:
+    return (
+        f"the queue service could not be reached for "
+        f"{DELIVERY_DEADLINE_MS // 60_000} min: {last_error}"
+    )
+
+
+def unreachable(step: int, error: str, now_ms: int, outcome: Outcome) -> Change:
+    """The queue could not be reached for ``step``: count the attempt and retry after a
+    backoff, or give up at the deadline (``outcome.gave_up``: the caller fails the step)."""
+
+    def change(r: Run) -> bool | None:
+        d = r.delivery
+        outcome.gave_up = False
+        if step == 0 and d.state != DeliveryState.PENDING:
+            return False  # a racing call sent it, or gave up on it
+        if step > 0 and (d.state != DeliveryState.SENT or r.state in FINISHED_RUN):
+            return False  # the run ended meanwhile: nothing to retry
+        ongoing = d.last_error is not None  # a series of failed attempts for this step
+        d.attempts = d.attempts + 1 if ongoing else 1
+        if not ongoing or d.deadline_ms is None:
+            d.deadline_ms = now_ms + DELIVERY_DEADLINE_MS
+        d.last_error = error
+        if now_ms < d.deadline_ms:
+            r.due_ms = now_ms + backoff_ms(d.attempts)
             return None
-
-        run = life.update_run(run.id, pending)
-        return life.advance(run.id) if run.delivery.state == DeliveryState.FAILED else run
-
-    def sent(r: Run) -> bool | None:
-        if r.delivery.state == DeliveryState.FAILED:
-            return False  # a racing call gave up at the deadline: the run has failed
-        r.delivery.move(DeliveryState.SENT)
-        r.delivery.last_error = None
-        if r.provisioning is not None:
-            r.provisioning = None
-            if r.state == RunState.PROVISIONING:
-                r.move(RunState.QUEUED)
+        outcome.gave_up = True
+        r.error = unreachable_reason(d.last_error)
+        if step == 0:
+            d.move(DeliveryState.FAILED)
+        r.due_ms = now_ms  # finish it (and free its targets) at once
         return None
 
-    return life.update_run(run.id, sent)
+    return change
 
 
-def _nothing_to_send(life: Lifecycle, run: Run) -> Run:
-    def nothing(r: Run) -> None:
-        if r.delivery.state == DeliveryState.PENDING:  # unless a racing call settled it
-            r.delivery.move(DeliveryState.SENT)
-        r.provisioning = None
+def sent(step: int, due_ms: int | None) -> Change:
+    """``step`` is on the queue: the outbox record is cleared and the run is due when the
+    step should have ended (``due_ms``; None: it was sent before, the due time stands)."""
 
-    life.update_run(run.id, nothing)
-    return life.advance(run.id)
+    def change(r: Run) -> bool | None:
+        d = r.delivery
+        if step == 0:
+            if d.state == DeliveryState.FAILED:
+                return False  # a racing call gave up at the deadline: the run has failed
+            d.move(DeliveryState.SENT)
+            if r.provisioning is not None:
+                r.provisioning = None
+                if r.state == RunState.PROVISIONING:
+                    r.move(RunState.QUEUED)
+        d.last_error = None
+        if due_ms is not None:
+            r.due_ms = due_ms
+        return None
+
+    return change
+
+
+def close_outbox(r: Run) -> None:
+    """Cancelled before its first step went out: nothing to send."""
+    if r.delivery.state == DeliveryState.PENDING:  # unless a racing call settled it
+        r.delivery.move(DeliveryState.SENT)
+    r.provisioning = None

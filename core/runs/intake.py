@@ -22,11 +22,11 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from core.catalogue import get_profile, resolve
+from core.catalogue import Profile, get_profile, resolve
 from core.errors import Conflict, FieldError, NotFound, StoreUnavailable, ValidationFailed
 from core.fleet.service import Fleet
 from core.limits.facts import run_target_facts
-from core.models import RunRequest
+from core.models import RunRequest, Workload
 from core.models.ids import body_hash, comparison_key, new_run_id, run_id_for_key, step_id
 from core.models.locks import TargetLock, Waiter
 from core.models.state import DeliveryState, RunState
@@ -38,12 +38,9 @@ from core.runs.commit import (
     DECIDE_GRACE_MS,
     Abandoned,
     Answer,
-    accept,
     accept_by_s,
     in_time,
     late,
-    void,
-    void_unknown,
 )
 from core.runs.guardrails import (
     LOCAL_CALLER,
@@ -63,6 +60,17 @@ log = logging.getLogger(__name__)
 
 class IdempotencyMismatch(Conflict):
     pass
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A request checked: valid, allowed, and planned into steps."""
+
+    request: RunRequest
+    profile: Profile | None
+    base: Workload
+    specs: list[dict[str, Any]]
+    fill: bool
 
 
 @dataclass(frozen=True)
@@ -105,20 +113,45 @@ class Intake:
         One run at a time per target: when another run holds it, the run waits in line
         (state ``waiting``) or, with ``on_busy: refuse``, is refused with TargetBusy and
         nothing is written."""
+        plan = self._check(body, caller)
+        if answer is None:
+            answer = Answer(self.life.now_ms() + ANSWER_MS, self.life.clock)
+        run_id = run_id_for_key(idempotency_key) if idempotency_key else new_run_id()
+        digest = body_hash(body)
+        revive: _Revive | None = None
+        if idempotency_key:
+            replay = self._replay(run_id, digest, answer)
+            if isinstance(replay, Run):
+                return replay, False
+            revive = replay
+        answer.check()
+        created_ms = self.life.now_ms()
+        me = Waiter(run_id=run_id, created_ms=created_ms)
+        keys = lock_keys(plan.request.pool, plan.request.all_targets)
+        admitted = self._admit_or_wait(keys, me, plan.request.on_busy)
+        self._create_steps(run_id, plan.specs)
+        answer.check()
+        run = self._new_run(plan, me, admitted, caller, answer)
+        # The intake span's trace is the run's (core.telemetry).
+        run.body_hash, run.idempotency_key, run.traceparent = digest, idempotency_key, traceparent
+        try:
+            stored = self._store(run, revive)  # the commit point
+        except Conflict:
+            replay = self._replay(run_id, digest, answer)
+            if not isinstance(replay, Run):
+                raise
+            return replay, False
+        if not in_time(stored) or not answer.commit(stored):
+            self._void(stored)
+            raise Abandoned("the database did not confirm the run in time", "Cosmos DB")
+        # Committed: the answer is 202 whatever follows (the timer finishes what does not).
+        return self._start(stored), True
+
+    def _check(self, body: Any, caller: Caller) -> _Plan:
+        """The request, valid and allowed, and its steps; ValidationFailed naming each field
+        otherwise (nothing is written before this)."""
         request = validate("run-request", body, RunRequest)
-        errors = []
-        if request.pool not in self.pools:
-            known = ", ".join(self.pools)
-            errors.append(FieldError("pool", f"no agent pool {request.pool!r} (known: {known})"))
-        profile = None
-        if request.profile:
-            try:
-                profile = get_profile(request.profile)
-            except KeyError as e:
-                errors.append(FieldError("profile", str(e.args[0])))
-        if profile and request.engine not in profile.engines:
-            engines = ", ".join(profile.engines)
-            errors.append(FieldError("engine", f"profile {profile.name} runs on {engines}"))
+        profile, errors = self._profile(request)
         errors += unknown_targets(request, self.targets)
         if errors:
             raise ValidationFailed(errors)
@@ -136,23 +169,25 @@ class Intake:
             )
             if fleet_errors:
                 raise ValidationFailed(fleet_errors)
+        return _Plan(request, profile, base, specs, fill)
 
-        if answer is None:
-            answer = Answer(self.life.now_ms() + ANSWER_MS, self.life.clock)
-        run_id = run_id_for_key(idempotency_key) if idempotency_key else new_run_id()
-        digest = body_hash(body)
-        revive: _Revive | None = None
-        if idempotency_key:
-            replay = self._replay(run_id, digest, answer)
-            if isinstance(replay, Run):
-                return replay, False
-            revive = replay
-        answer.check()
-        targets = request.all_targets
-        created_ms = self.life.now_ms()
-        me = Waiter(run_id=run_id, created_ms=created_ms)
-        keys = lock_keys(request.pool, targets)
-        admitted = self._admit_or_wait(keys, me, request.on_busy)
+    def _profile(self, request: RunRequest) -> tuple[Profile | None, list[FieldError]]:
+        errors = []
+        if request.pool not in self.pools:
+            known = ", ".join(self.pools)
+            errors.append(FieldError("pool", f"no agent pool {request.pool!r} (known: {known})"))
+        profile = None
+        if request.profile:
+            try:
+                profile = get_profile(request.profile)
+            except KeyError as e:
+                errors.append(FieldError("profile", str(e.args[0])))
+        if profile and request.engine not in profile.engines:
+            engines = ", ".join(profile.engines)
+            errors.append(FieldError("engine", f"profile {profile.name} runs on {engines}"))
+        return profile, errors
+
+    def _create_steps(self, run_id: str, specs: list[dict[str, Any]]) -> None:
         for spec in specs:
             try:
                 self.store.items.create_step(
@@ -160,19 +195,24 @@ class Intake:
                 )
             except Conflict:
                 pass  # a replay after a crash before the run was written
-        answer.check()
+
+    def _new_run(
+        self, plan: _Plan, me: Waiter, admitted: bool, caller: Caller, answer: Answer
+    ) -> Run:
+        request, profile, base, specs = plan.request, plan.profile, plan.base, plan.specs
+        targets = request.all_targets
         resolved = base.model_dump(mode="json")
-        run = Run(
-            id=run_id,
-            created_at=iso_ms(created_ms),
-            created_ms=created_ms,
+        return Run(
+            id=me.run_id,
+            created_at=iso_ms(me.created_ms),
+            created_ms=me.created_ms,
             request=request,
             engine=request.engine,
             profile=profile.name if profile else None,
             profile_version=profile.version if profile else None,
             workload=base,
             comparison_key=comparison_key(request.engine, resolved, targets, request.clients),
-            fill=fill,
+            fill=plan.fill,
             files_per_target=profile.files_per_target if profile else 1,
             cooldown_s=profile.cooldown_s if profile else 0,
             target=targets[0],
@@ -187,45 +227,39 @@ class Intake:
             admitted=admitted,
             delivery=Delivery(state=DeliveryState.PENDING if admitted else DeliveryState.WAITING),
             requested_by=Requester(**caller.as_doc()),
-            body_hash=digest,
-            idempotency_key=idempotency_key,
+            body_hash="",  # ``submit`` sets it, the key and the trace
             accept_by_s=accept_by_s(answer.deadline_ms),
             # Should this call not finish (a crash), the timer decides and sends it.
-            due_ms=created_ms + DECIDE_GRACE_MS,
-            traceparent=traceparent,  # the intake span's: the run's trace (core.telemetry)
+            due_ms=me.created_ms + DECIDE_GRACE_MS,
         )
+
+    def _store(self, run: Run, revive: _Revive | None) -> Run:
+        """Write the run document: the commit point (over the void run it revives)."""
         try:
             if revive is None:
-                stored = self.store.runs.create(run)  # the commit point
-            else:
-                run.etag = revive.void.etag
-                stored = self.store.runs.replace(run)  # the commit point, over the void run
-        except Conflict:
-            replay = self._replay(run_id, digest, answer)
-            if not isinstance(replay, Run):
-                raise
-            return replay, False
+                return self.store.runs.create(run)
+            run.etag = revive.void.etag
+            return self.store.runs.replace(run)
         except StoreUnavailable:
-            void_unknown(self.life, run_id)  # if it was stored after all
+            self.life.void_unknown(run.id)  # if it was stored after all
             raise
-        if not in_time(stored) or not answer.commit(stored):
-            self._void(stored)
-            raise Abandoned("the database did not confirm the run in time", "Cosmos DB")
-        # Committed: the answer is 202 whatever follows (the timer finishes what does not).
+
+    def _start(self, stored: Run) -> Run:
+        """Its creator accepts it and sends its first step (core.runs.lifecycle), or it
+        waits in line; what does not happen here, the timer does."""
         try:
-            if admitted:
-                stored = self.life.deliver(stored, creator=True)
-            else:
-                stored = accept(self.life, stored)
+            if stored.admitted:
+                return self.life.deliver(stored, creator=True)
+            return self.life.accept(stored)
         except StoreUnavailable as e:
-            log.warning("run %s: stored; the timer will send it: %s", run_id, e)
+            log.warning("run %s: stored; the timer will send it: %s", stored.id, e)
         except Exception:
-            log.exception("run %s: stored; the timer will send it", run_id)
-        return stored, True
+            log.exception("run %s: stored; the timer will send it", stored.id)
+        return stored
 
     def _void(self, run: Run) -> None:
         try:
-            void(self.life, run.id, read=run)
+            self.life.void(run.id, read=run)
         except (StoreUnavailable, Conflict) as e:  # void by its timestamp, or by the timer
             log.warning("run %s: could not void its late creation: %s", run.id, e)
 
@@ -242,12 +276,12 @@ class Intake:
                 "Idempotency-Key was already used with a different request body"
             )
         if late(run):
-            run = void(self.life, run.id, read=run)
+            run = self.life.void(run.id, read=run)
         if run.accepted is None:
             # Its first call's answer is unknown here: this call answers for it.
             if not answer.commit(run):
                 raise Abandoned("the request was answered before its run was confirmed")
-            run = accept(self.life, run)
+            run = self.life.accept(run)
         if run.void:
             return _Revive(run)
         if run.admitted and run.delivery.state == DeliveryState.PENDING:

@@ -1,47 +1,72 @@
-"""Advancing runs: the one place where a run moves on (pure logic over the repositories).
+"""Advancing runs: the one place where a run moves on (over the repositories).
 
 An agent's report changes only its own item and step (core.runs.protocol); when an item
 ends, ``advance`` is called for its run, and the timer calls it for the runs that are due.
-``advance`` recomputes the run's state from its items and steps and, as they allow: sends
-the next step, stores the aggregates and tells the monitor once every step has run, frees
-the run's targets and admits the runs waiting for them.
+What happens next is decided by a pure function of the run, its steps and its items
+(``core.runs.decide``: the table of cases); ``advance`` executes each action it names and
+asks again: fail a failed step's items, decide the run's creation, send a step (every step
+the same way: core.runs.delivery), hold it while the pool grows (core.runs.provisioning),
+store the aggregates and tell the monitor once every step has run, and settle the run's
+state, freeing its targets and admitting the runs waiting for them once it is finished.
 
-The timer never scans: it reads the runs whose ``due_ms`` has come (a failed delivery to
-retry, a finish left half-done by a crash, a step running longer than it should) and the
-step barriers past their deadline (failing the step; ``advance`` fails its items), and
-starts waiting runs a crash left behind. A run that is simply running is not read until its
-step should have ended. The first step's delivery (the outbox): core.runs.delivery; the
-timer's tick, crash-only: core.runs.timer.
+The timer never scans: it reads the runs whose ``due_ms`` has come (a send to retry, a
+finish left half-done by a crash, a step running longer than it should) and the step
+barriers past their deadline (failing the step; ``advance`` fails its items), and starts
+waiting runs a crash left behind. A run that is simply running is not read until its step
+should have ended. The timer's tick, crash-only: core.runs.timer.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from core import telemetry
-from core.analysis.step_aggregates import build_aggregates
-from core.artifacts import pack_json, sha256_hex, unpack_timeline
 from core.errors import Conflict, NotFound, StoreUnavailable
 from core.fleet.scaling import Waiting
+from core.models import Result
 from core.models.ids import step_id
-from core.models.state import FINISHED_RUN, TERMINAL, DeliveryState, ItemState, RunState
-from core.models.stored import Item, Run, Step, derive_run_state
-from core.ports import Artifacts, Doc, Queue, Store
+from core.models.state import TERMINAL, DeliveryState, ItemState, RunState
+from core.models.stored import Item, Run, Step
+from core.ports import Artifacts, Queue, Store
+from core.runs import finalize
 from core.runs.admission import Admission, run_keys
 from core.runs.cas import update
-from core.runs.delivery import DELIVERY_BACKOFF_MS, deliver
-from core.runs.metadata import ends_later_phases
+from core.runs.commit import accepting, voiding
+from core.runs.decide import (
+    Action,
+    CloseOutbox,
+    FailItems,
+    Finalize,
+    Judge,
+    Send,
+    Settle,
+    Wait,
+    decide,
+    settling,
+)
+from core.runs.delivery import DELIVERY_BACKOFF_MS, Outcome, close_outbox, sent, unreachable
 from core.runs.plan import plan_items, resolve_dynamic
-from core.runs.provisioning import AwaitingAgents, hold
+from core.runs.provisioning import AwaitingAgents, holding
 from core.runs.recorder import RunRecorder
 from core.timeline import ClientTimeline
 from core.timestamps import iso_ms
 
 log = logging.getLogger(__name__)
 STEP_SLACK_MS = 60_000  # a step's expected length plus this, then the timer looks
-RECHECK_MS = 30_000  # a run found still running is looked at again this much later
+MAX_ACTIONS = 16  # one advance takes a handful; more is a bug, failed by the timer
+
+
+@dataclass
+class _Seen:
+    """What ``advance`` knows of the run: as read, then as each action wrote it."""
+
+    run: Run
+    steps: list[Step]
+    items: list[Item]
+    announce: bool = False  # this call finalized the run: it tells ``on_finished``
 
 
 class Lifecycle:
@@ -113,43 +138,114 @@ class Lifecycle:
             step_id(run_id, step),
         )
 
-    # ---- sending steps ------------------------------------------------------------------
+    def fail_step(self, run_id: str, step: int, reason: str) -> Step:
+        return self.update_step(run_id, step, lambda s: None if s.fail(reason) else False)
+
+    # ---- advancing ----------------------------------------------------------------------
+
+    def advance(self, run_id: str) -> Run:
+        """Execute what ``core.runs.decide`` says, again and again, until it says stop:
+        send the run's next step once the previous one has ended; finish it (aggregates,
+        monitor, targets freed, waiting runs admitted) once no item will run any more."""
+        return self._advance(run_id)
 
     def deliver(self, run: Run, *, creator: bool = False) -> Run:
-        """Send an admitted run's first step (core.runs.delivery)."""
-        return deliver(self, run, creator=creator)
+        """Advance a run just admitted or stored, from the document in hand: its first step
+        goes out. ``creator``: the intake that saw it stored in time accepts it."""
+        return self._advance(run.id, read=run, creator=creator)
 
-    def enqueue_step(self, run: Run, number: int) -> None:
-        """Resolve, create and send a step's items, then mark the step enqueued. Racing
+    def _advance(self, run_id: str, *, read: Run | None = None, creator: bool = False) -> Run:
+        run = read if read is not None else self.store.runs.get(run_id)
+        seen = _Seen(run, *self.store.items.of_run(run_id))
+        taken: list[str] = []
+        for _ in range(MAX_ACTIONS):
+            action = decide(seen.run, seen.steps, seen.items, self.now_ms(), creator=creator)
+            taken.append(type(action).__name__)
+            done = self._execute(action, seen)
+            if done is not None:
+                return done
+        raise RuntimeError(f"run {run_id}: no end to its actions: {', '.join(taken)}")
+
+    def _execute(self, action: Action, seen: _Seen) -> Run | None:
+        """Do one action: the run to return when it is the last, else None (ask again)."""
+        run = seen.run
+        match action:
+            case FailItems(items=to_fail):
+                ended = {i: self.update_item(run.id, i, failing(why)) for i, why in to_fail}
+                seen.items = [ended.get(i.id, i) for i in seen.items]
+            case Wait():
+                return run
+            case Judge(accept=True):
+                seen.run = self.accept(run)
+                return None if seen.run.accepted else seen.run
+            case Judge():
+                return self.void(run.id, read=run)
+            case CloseOutbox():
+                self.update_run(run.id, close_outbox)
+                self._reread(seen)
+            case Send(step=number):
+                return self._send(seen, number)
+            case Finalize():
+                seen.announce, seen.run = self._finalize(run, seen.steps, seen.items)
+            case Settle():
+                return self._settle(seen, action)
+        return None
+
+    def _reread(self, seen: _Seen) -> None:
+        seen.run = self.store.runs.get(seen.run.id)
+        seen.steps, seen.items = self.store.items.of_run(seen.run.id)
+
+    def _send(self, seen: _Seen, number: int) -> Run | None:
+        """Send a step (core.runs.delivery); on a dead queue, retry later or give up."""
+        run, now = seen.run, self.now_ms()
+        outcome = Outcome()
+        try:
+            due = self.enqueue_step(run, number)
+        except AwaitingAgents as e:
+            run = self.update_run(run.id, holding(number, e.waiting, now, outcome))
+            why = run.error or "its pool did not grow"
+        except StoreUnavailable as e:
+            log.warning("run %s: step %d not sent yet: %s", run.id, number, e)
+            run = self.update_run(run.id, unreachable(number, str(e)[:500], now, outcome))
+            why = run.error or str(e)
+        else:
+            self.update_run(run.id, sent(number, due))
+            self._reread(seen)
+            return None
+        if not outcome.gave_up:
+            return run  # held, or to be sent again: the timer looks at it when it is due
+        self.fail_step(run.id, number, why)  # its items fail with it, and the run
+        self._reread(seen)
+        return None
+
+    def _settle(self, seen: _Seen, action: Settle) -> Run:
+        was_finished = seen.run.finished
+        run = self.update_run(seen.run.id, settling(action, seen.items, self.now_ms()))
+        if run.finished and not was_finished and run.admitted:
+            self.free_targets(run)
+        if seen.announce and self.on_finished is not None:
+            self.on_finished(run.id)  # once, by whoever finalized it, with its final state
+        return run
+
+    # ---- sending steps ------------------------------------------------------------------
+
+    def enqueue_step(self, run: Run, number: int) -> int | None:
+        """Resolve, create and send a step's items, then mark the step enqueued; when the
+        run is due next (None: sent before, or failed as it could not be sized). Racing
         callers may both send: a second copy of an item is dropped at claim (another
         message id)."""
         step = self.store.items.get_step(run.id, number)
         if step.enqueued:
-            return
+            return None
         short = self.pool_shortfall
         waiting = short(run, step.clients) if short is not None else None
         if waiting is not None:
             raise AwaitingAgents(waiting)
         if step.workload is None:  # a rate-curve or target_iops step
-            assert step.ref_step is not None
-            ref = self._step_aggregate(run, step.ref_step)
-            if ref is None:
-                reason = f"step {step.ref_step} gave no result to size this step from"
-                self.update_step(run.id, number, lambda s: None if s.fail(reason) else False)
-                return
-            resolved = resolve_dynamic(
-                step.doc(),
-                run.workload,
-                ref,
-                engine=run.engine,
-                mounts=len(run.targets),
-                files_per_target=run.files_per_target,
-            )
-
-            def resolve(s: Step) -> None:
-                s.workload = resolved
-
-            step = self.update_step(run.id, number, resolve)
+            resolved = self._resolve(run, step)
+            if resolved is None:
+                return None
+            step = resolved
         assert step.workload is not None
         work = plan_items(run, step, step.workload)  # one per client
         for w in work:
@@ -169,144 +265,40 @@ class Lifecycle:
         expected = (
             run.request.barrier_timeout_s + w0.ramp_time + w0.runtime + run.cooldown_s
         ) * 1000 + STEP_SLACK_MS
+        return self.now_ms() + expected
 
-        def due(r: Run) -> None:
-            r.due_ms = self.now_ms() + expected
-
-        self.update_run(run.id, due)
-
-    # ---- advancing ----------------------------------------------------------------------
-
-    def advance(self, run_id: str) -> Run:
-        """Recompute the run from its items and steps; send its next step once the previous
-        one has ended; finish it (aggregates, monitor, targets freed, waiting runs admitted)
-        once no item will run any more."""
-        run = self.store.runs.get(run_id)
-        steps, items = self.store.items.of_run(run_id)
-        items = self._fail_with_steps(run_id, steps, items)
-        if run.admitted and run.delivery.state == DeliveryState.PENDING:
-            return run  # its first step is still to be sent (the timer retries)
-        step_failed: list[str] = [s.failed_reason for s in steps if s.failed_reason]
-        next_step = next((s for s in sorted(steps, key=lambda s: s.step) if not s.enqueued), None)
-        all_ended = all(i.ended for i in items)
-        # The steps before it have ended. Its own items may exist already: a send that
-        # failed half-way (some messages out, not marked sent) is sent again, in full.
-        before_ended = next_step is not None and all(
-            i.ended for i in items if i.step != next_step.step
-        )
-        delivery_failed = run.delivery.state == DeliveryState.FAILED
-        phase_failed = ends_later_phases(run.workload, items)
-        if (
-            next_step is not None
-            and before_ended
-            and run.admitted
-            and not step_failed
-            and not phase_failed
-            and not run.cancel_requested
-            and not delivery_failed
-            and run.delivery.state == DeliveryState.SENT
-        ):
-            try:
-                self.enqueue_step(run, next_step.step)
-            except AwaitingAgents as e:
-                held = hold(self, run, next_step.step, e.waiting)
-                if held.provisioning is None and held.state not in FINISHED_RUN:
-                    # Gave up (a run finished meanwhile is left as it was): the step fails.
-                    why = held.error or "its pool did not grow"
-                    self.update_step(
-                        run_id, next_step.step, lambda s: None if s.fail(why) else False
-                    )
-                    return self.advance(run_id)
-                return held
-            except StoreUnavailable as e:
-                log.warning("run %s: step %d not sent yet: %s", run_id, next_step.step, e)
-
-                def retry(r: Run) -> None:
-                    r.due_ms = self.now_ms() + DELIVERY_BACKOFF_MS[0]
-
-                return self.update_run(run_id, retry)
-            return self.advance(run_id)
-        finished = delivery_failed or (
-            all_ended
-            and (next_step is None or bool(step_failed) or phase_failed or run.cancel_requested)
-        )
-        owes = (
-            finished
-            and run.admitted
-            and not delivery_failed
-            and not run.cancel_requested
-            and not run.gave_up
-            and not run.void
-        )
-        announce = owes and not run.finalized and self._finalize(run, steps, items)
-        item_reasons: list[str] = [
-            i.reason for i in items if i.state == ItemState.FAILED and i.reason
-        ]
-
-        def apply(r: Run) -> bool | None:
-            if r.finished and r.state in FINISHED_RUN and (r.finalized or not owes):
-                return False  # settled (a run the timer failed included): nothing to redo
-            if not finished and (r.finished or r.finalized):
-                # Items read before the last one ended, written after a call that saw it:
-                # this call knows less than the one that finished the run.
-                return False
-            r.finished = finished
-            r.provisioning = None  # its steps are sent: nothing is held
-            derived = derive_run_state(
-                items,
-                cancel_requested=r.cancel_requested,
-                finalized=r.finalized,
-                finished=finished,
-                admitted=r.admitted,
+    def _resolve(self, run: Run, step: Step) -> Step | None:
+        """Size a dynamic step from the aggregate of the step it refers to; a step that
+        cannot be sized fails (None)."""
+        assert step.ref_step is not None
+        ref = finalize.step_aggregate(self.store, self.artifacts, run, step.ref_step, self.now_ms())
+        if ref is None:
+            self.fail_step(
+                run.id, step.step, f"step {step.ref_step} gave no result to size this step from"
             )
-            r.move(RunState.FAILED if delivery_failed else derived)
-            if not delivery_failed:
-                reasons = step_failed + item_reasons
-                r.error = reasons[0] if reasons else None
-            if finished:
-                r.due_ms = self.now_ms() if owes and not r.finalized else None
-            elif r.due_ms is not None and r.due_ms <= self.now_ms():
-                r.due_ms = self.now_ms() + RECHECK_MS  # still running: look again later
             return None
+        resolved = resolve_dynamic(
+            step.doc(),
+            run.workload,
+            ref,
+            engine=run.engine,
+            mounts=len(run.targets),
+            files_per_target=run.files_per_target,
+        )
 
-        was_finished = run.finished
-        run = self.update_run(run_id, apply)
-        if run.finished and not was_finished and run.admitted:
-            self.free_targets(run)
-        if announce and self.on_finished is not None:
-            self.on_finished(run.id)  # once, by whoever finalized it, with its final state
-        return run
+        def resolve(s: Step) -> None:
+            s.workload = resolved
 
-    def _fail_with_steps(self, run_id: str, steps: list[Step], items: list[Item]) -> list[Item]:
-        """The items of a failed step that have not ended fail with it, saying why: the one
-        place an item is failed for its step (an agent's call ends only its own)."""
-        why = {s.step: s.failed_reason for s in steps if s.failed_reason}
-        out = []
-        for item in items:
-            reason = why.get(item.step)
-            if reason is not None and not item.ended:
-                item = self.update_item(run_id, item.id, failing(reason))
-            out.append(item)
-        return out
+        return self.update_step(run.id, step.step, resolve)
 
-    def _finalize(self, run: Run, steps: list[Step], items: list[Item]) -> bool:
+    # ---- finishing ----------------------------------------------------------------------
+
+    def _finalize(self, run: Run, steps: list[Step], items: list[Item]) -> tuple[bool, Run]:
         """Aggregate every step that ran; tell the monitor; mark the run finalized. True
-        when this call, not a racing one, marked it. Aggregate ids are ``<run>.s<step>``,
-        so two callers racing store each once."""
-        with telemetry.span("aggregate", run.traceparent, run_id=run.id, pool=run.pool):
-            results = self.store.results.of_run(run.id)
-            timelines = self.timelines(run.id, results)
-            aggregates = build_aggregates(
-                run, steps, items, results, timelines, now_ms=self.now_ms()
-            )
-            for agg in aggregates:
-                self._store_aggregate(agg)
-        gate = None
-        if self.monitor is not None:
-            # Before the run is marked finalized: a crash here is retried by the timer,
-            # and every write below is idempotent.
-            with telemetry.span("detect", run.traceparent, run_id=run.id, pool=run.pool):
-                gate = self.monitor.record(run, aggregates, results).gate
+        when this call, not a racing one, marked it."""
+        gate = finalize.aggregate_and_judge(
+            self.store, self.artifacts, self.monitor, run, steps, items, self.now_ms()
+        )
         flipped: list[bool] = []
 
         def mark(r: Run) -> bool | None:
@@ -318,17 +310,8 @@ class Lifecycle:
             r.finalized, r.due_ms = True, self.now_ms()
             return None if flipped[0] else False
 
-        self.update_run(run.id, mark)
-        return flipped[0]
-
-    def _store_aggregate(self, agg: Doc) -> None:
-        """The per-second series can outgrow a document: it goes to Blob Storage."""
-        series = agg.pop("series", None)
-        if series:
-            packed = pack_json(series)
-            self.artifacts.put(agg["run_id"], agg["id"], "series", packed)
-            agg["series_artifact"] = {"bytes": len(packed), "sha256": sha256_hex(packed)}
-        self.store.results.create_aggregate(agg)
+        marked = self.update_run(run.id, mark)
+        return flipped[0], marked
 
     def free_targets(self, run: Run) -> None:
         """Its I/O is over: the runs waiting for its targets may start, now."""
@@ -359,37 +342,39 @@ class Lifecycle:
             started.append(run.id)
         return started
 
+    # ---- the commit point (core.runs.commit) ----------------------------------------------
+
+    def accept(self, run: Run) -> Run:
+        """Record that the run counts, before its first step is sent. A run voided
+        meanwhile is returned void."""
+        return self.update_run(run.id, accepting, read=run)
+
+    def void(self, run_id: str, read: Run | None = None) -> Run:
+        """Fail a run whose creation does not count, unless it was accepted meanwhile; free
+        what it took (its target locks, its places in line)."""
+        run = self.update_run(run_id, voiding, read=read)
+        if run.accepted is False:
+            self.admission.leave(run)
+            self.free_targets(run)
+        return run
+
+    def void_unknown(self, run_id: str) -> None:
+        """The creation's outcome is unknown (the database did not answer): void the run if
+        it was stored. Best effort: a creation stored later is void by its timestamp."""
+        try:
+            self.void(run_id)
+        except NotFound:
+            pass
+        except (StoreUnavailable, Conflict) as e:
+            log.warning("run %s: could not void its unconfirmed creation: %s", run_id, e)
+
     # ---- reading results back -------------------------------------------------------------
 
     def timeline(self, run_id: str, item: str) -> ClientTimeline | None:
-        try:
-            return unpack_timeline(self.artifacts.get(run_id, item, "timeline"))
-        except NotFound:
-            log.warning("timeline of %s is missing from Blob Storage", item)
-            return None
+        return finalize.timeline(self.artifacts, run_id, item)
 
-    def timelines(self, run_id: str, results: list[Doc]) -> dict[str, ClientTimeline]:
-        out = {}
-        for r in results:
-            if "timeline" in (r.get("artifacts") or {}):
-                t = self.timeline(run_id, r["item_id"])
-                if t is not None:
-                    out[r["item_id"]] = t
-        return out
-
-    def _step_aggregate(self, run: Run, number: int) -> Doc | None:
-        steps, items = self.store.items.of_run(run.id)
-        results = [r for r in self.store.results.of_run(run.id) if r["step"] == number]
-        mine = [s for s in steps if s.step == number]
-        aggs = build_aggregates(
-            run,
-            mine,
-            [i for i in items if i.step == number],
-            results,
-            self.timelines(run.id, results),
-            now_ms=self.now_ms(),
-        )
-        return aggs[0] if aggs else None
+    def timelines(self, run_id: str, results: Sequence[Result]) -> dict[str, ClientTimeline]:
+        return finalize.timelines(self.artifacts, run_id, results)
 
 
 def failing(reason: str) -> Callable[[Item], bool | None]:

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from core.analysis.aggregate import mean_latency_s, total_iops
 from core.analysis.concurrency import shape_for
 from core.errors import FieldError, ValidationFailed
 from core.models import (
@@ -142,6 +141,17 @@ def _order(
     return [(p, rep) for p in points for rep in range(repetitions)]
 
 
+class Reference(Protocol):
+    """What a rate-curve or target_iops step takes from its reference step's aggregate
+    (core.models.StepFigures)."""
+
+    @property
+    def total_iops(self) -> float: ...
+
+    @property
+    def mean_latency_s(self) -> float: ...
+
+
 def outstanding_for(target_iops: float, latency_s: float) -> int:
     """Little's law: I/Os in flight = IOPS x latency (1.3 ms x 3,500 IOPS = 4.55 -> 5)."""
     return max(1, math.ceil(target_iops * latency_s - 1e-9))
@@ -150,7 +160,7 @@ def outstanding_for(target_iops: float, latency_s: float) -> int:
 def resolve_dynamic(
     spec: Mapping[str, Any],
     base: Workload,
-    ref_aggregate: Mapping[str, Any],
+    ref_aggregate: Reference,
     *,
     engine: Engine = "fio",
     mounts: int = 1,
@@ -160,10 +170,10 @@ def resolve_dynamic(
     step's outstanding I/Os are spread over every client, mount and file it loads."""
     clients = int(spec["clients"])
     if spec["mode"] == "rate":
-        per_client = total_iops(ref_aggregate) * spec["rate_pct"] / 100 / clients
+        per_client = ref_aggregate.total_iops * spec["rate_pct"] / 100 / clients
         return base.model_copy(update={"rate_iops": max(1, round(per_client))})
     if spec["mode"] == "sized":
-        lat = mean_latency_s(ref_aggregate)
+        lat = ref_aggregate.mean_latency_s
         shape = shape_for(
             outstanding_for(spec["target_iops"], lat),
             clients,

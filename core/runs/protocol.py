@@ -143,7 +143,7 @@ class AgentProtocol:
             result = self.store.results.get(doc.run_id, doc.id)
         except NotFound:
             return False
-        holder = result.get("agent_id")
+        holder = result.agent_id
 
         def done(d: Item) -> bool | None:
             if d.state not in (ItemState.READY, ItemState.RUNNING) or d.agent_id != holder:

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from core.models import Result, StepAggregate
 from core.models.gate import RunGate
 from core.models.stored import Run
-from core.ports import Doc
 
 
 class Judged(Protocol):
@@ -19,4 +19,6 @@ class Judged(Protocol):
 
 
 class RunRecorder(Protocol):
-    def record(self, run: Run, aggregates: Sequence[Doc], results: Sequence[Doc]) -> Judged: ...
+    def record(
+        self, run: Run, aggregates: Sequence[StepAggregate], results: Sequence[Result]
+    ) -> Judged: ...

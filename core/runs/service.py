@@ -89,6 +89,11 @@ class RunService:
         self.curves = self.views.curves
         self.full_result = self.views.full_result
 
+    def run_doc(self, run_id: str) -> Doc:
+        """A run's view as the API serves it (its JSON), for those that read it so: the
+        chat's cards and the reports."""
+        return self.get_run(run_id).doc()
+
     def submit(
         self,
         body: Any,

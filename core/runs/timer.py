@@ -27,7 +27,6 @@ from core.errors import StoreUnavailable
 from core.models.state import FINISHED_RUN, INTERNAL_ERROR_ATTEMPTS, DeliveryState, RunState
 from core.models.stored import Run, Step
 from core.ports import Store, TickRepo
-from core.runs.commit import accept, verdict, void
 from core.runs.lifecycle import Lifecycle, failing
 from core.units import clients_text
 
@@ -132,17 +131,8 @@ class Timer:
         return done
 
     def _due(self, run: Run) -> bool:
-        """Decide a creation its creator left undecided, deliver a pending first step, then
-        advance. True when this finalized the run."""
-        if not run.admitted and run.accepted is None:  # waiting: nothing else to do for it
-            decided = verdict(run, self.life.now_ms())
-            if decided is not None:
-                accept(self.life, run) if decided else void(self.life, run.id, read=run)
-            return False
-        if run.admitted and run.delivery.state == DeliveryState.PENDING:
-            run = self.life.deliver(run)
-        if run.delivery.state == DeliveryState.PENDING:
-            return False
+        """Whatever core.runs.decide says for it (decide its creation, send a step, finish
+        it). True when this finalized the run."""
         was = run.finalized
         return self.life.advance(run.id).finalized and not was
 

@@ -6,7 +6,6 @@ raw output and histogram bins stay in the full result and in Blob Storage).
 
 from __future__ import annotations
 
-import copy
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -14,15 +13,18 @@ from typing import Any
 
 from core.analysis.curves import latency_curve, repetition_spread, scaleout_curve
 from core.artifacts import unpack_json
+from core.engines.fio_output import DIRECTIONS
 from core.errors import NotFound
 from core.fleet.usage import run_usage
+from core.models import Direction, FullResult, Result, ResultSummary, StepAggregate
 from core.models.state import FINISHED_RUN, DeliveryState, ItemState, RunState
 from core.models.stored import Item, Run, Step
+from core.models.views import ItemView, RunView, StepView, Usage
 from core.ports import Doc, Store
 from core.runs.admission import Admission, lock_keys
 from core.runs.guardrails import TargetInfo
 from core.runs.lifecycle import Lifecycle
-from core.timeline import per_second
+from core.timeline import ClientTimeline, Window, per_second
 
 FINISHED_VIEWS = 512  # views of finished runs kept in memory (each a few KiB)
 
@@ -50,33 +52,6 @@ _RUN_PUBLIC = (
     "provisioning",
     "gate",
 )
-_STEP_PUBLIC = (
-    "step",
-    "clients",
-    "mode",
-    "point",
-    "repetition",
-    "discarded",
-    "workload",
-    "start_at_ms",
-    "failed_reason",
-)
-_ITEM_PUBLIC = (
-    "id",
-    "step",
-    "client",
-    "state",
-    "agent_id",
-    "attempts",
-    "errors",
-    "reason",
-    "claimed_at",
-    "ready_at",
-    "started_at",
-    "ended_at",
-    "start_at_ms",  # an instant of its own, when it heard its step's too late
-    "rebarriered",
-)
 
 
 def public_run(run: Run, items: list[Item] | None = None) -> Doc:
@@ -97,60 +72,52 @@ def public_run(run: Run, items: list[Item] | None = None) -> Doc:
     return out
 
 
-def public_step(step: Step, aggregate: Doc | None) -> Doc:
-    doc = step.doc()
-    out = {k: doc.get(k) for k in _STEP_PUBLIC}
-    out["aggregate"] = _strip(aggregate)
-    return out
-
-
-def public_item(item: Item, result: Doc | None) -> Doc:
-    doc = item.doc()
-    out = {k: doc.get(k) for k in _ITEM_PUBLIC}
-    out["result"] = result_summary(result) if result else None
-    return out
-
-
-def result_summary(doc: Doc) -> Doc:
-    """A result without its histogram bins, which can run to tens of kilobytes."""
-    keys = (
-        "agent_id",
-        "engine_version",
-        "started_at_ms",
-        "ended_at_ms",
-        "start",
-        "host",
-        "mounts",
-        "fill",
-        "steadystate",
+def public_step(step: Step, aggregate: StepAggregate | None) -> StepView:
+    return StepView(
+        step=step.step,
+        clients=step.clients,
+        mode=step.mode,
+        point=step.point,
+        repetition=step.repetition,
+        discarded=step.discarded,
+        workload=step.workload,
+        start_at_ms=step.start_at_ms,
+        failed_reason=step.failed_reason,
+        aggregate=aggregate,
     )
-    out: Doc = {k: doc[k] for k in keys if k in doc}
-    for d in ("read", "write"):
-        r = doc.get(d)
-        if r:
-            out[d] = {
-                "iops": r["iops"],
-                "bw_bytes": r["bw_bytes"],
-                "total_ios": r["total_ios"],
-                "lat_mean_ns": r["lat_ns"]["mean"],
-                "clat_mean_ns": r["clat_ns"]["mean"],
-                "slat_mean_ns": (r.get("slat_ns") or {}).get("mean"),
-                "lat_ns": _summary_percentiles(r.get("lat_percentiles_ns") or {}) or None,
-                "clat_ns": _summary_percentiles(r["clat_percentiles_ns"]),
-            }
-    return out
 
 
-def _summary_percentiles(p: Doc) -> Doc:
-    if not p:
+def public_item(item: Item, result: Result | None) -> ItemView:
+    return ItemView(
+        id=item.id,
+        step=item.step,
+        client=item.client,
+        state=item.state,
+        agent_id=item.agent_id,
+        attempts=item.attempts,
+        errors=item.errors,
+        reason=item.reason,
+        claimed_at=item.claimed_at,
+        ready_at=item.ready_at,
+        started_at=item.started_at,
+        ended_at=item.ended_at,
+        start_at_ms=item.start_at_ms,
+        rebarriered=item.rebarriered,
+        result=ResultSummary.of(result) if result else None,
+    )
+
+
+def _series(
+    timeline: ClientTimeline | None, window: Window | None
+) -> dict[Direction, list[dict[str, float]]]:
+    """A client's IOPS and bytes in each second of the window, per direction it ran."""
+    if timeline is None or window is None:
         return {}
-    return {"p50": p.get("50.000000"), "p99": p.get("99.000000"), "p99.9": p.get("99.900000")}
-
-
-def _strip(doc: Doc | None) -> Doc | None:
-    if doc is None:
-        return None
-    return {k: v for k, v in doc.items() if not k.startswith("_")}
+    return {
+        d: per_second([timeline], d, window)
+        for d in DIRECTIONS
+        if timeline.direction(d) is not None
+    }
 
 
 class Views:
@@ -168,7 +135,7 @@ class Views:
         # A finished run whose items have all ended never changes again but by a write to
         # its own document (which changes its ETag): its view is kept, keyed by that ETag,
         # so reading it again costs one point read instead of four calls.
-        self._finished: OrderedDict[str, tuple[str, Doc]] = OrderedDict()
+        self._finished: OrderedDict[str, tuple[str, RunView]] = OrderedDict()
         self._finished_lock = threading.Lock()
 
     def summary(self, run: Run, items: list[Item] | None = None) -> Doc:
@@ -178,41 +145,45 @@ class Views:
             out["queue_position"] = self.admission.position(run)
         return out
 
-    def get_run(self, run_id: str) -> Doc:
+    def get_run(self, run_id: str) -> RunView:
         run = self.store.runs.get(run_id)
         with self._finished_lock:
             kept = self._finished.get(run_id)
         if kept is not None and run.etag is not None and kept[0] == run.etag:
-            return copy.deepcopy(kept[1])  # callers may add to what they are given
+            return kept[1]  # frozen: nobody changes what they are given
         steps, items = self.store.items.of_run(run_id)
+        view = self._run_view(run, steps, items)
+        settled = run.finished and not run.due_ms and all(i.ended for i in items)
+        if run.state in FINISHED_RUN and settled and run.etag is not None:
+            self._keep(run.etag, view)
+        return view
+
+    def _run_view(self, run: Run, steps: list[Step], items: list[Item]) -> RunView:
         # A result exists only for an item that completed, and aggregates only once the
         # run is finalized: a running run's view reads neither (half the calls of a poll).
         done = any(i.state == ItemState.COMPLETED for i in items)
-        results = {r["item_id"]: r for r in self.store.results.of_run(run_id)} if done else {}
-        aggregates = (
-            {a["step"]: a for a in self.store.results.list_aggregates(run_id)}
-            if run.finalized
-            else {}
-        )
+        results = {r.item_id: r for r in self.store.results.of_run(run.id)} if done else {}
+        stored = self.store.results.list_aggregates(run.id) if run.finalized else []
+        aggregates = {a.step: a for a in stored}
         public_steps = [
             public_step(s, aggregates.get(s.step)) for s in sorted(steps, key=lambda s: s.step)
         ]
         ordered = sorted(items, key=lambda i: (i.step, i.client))
-        view = {
+        usage = run_usage(items, self.life.now_ms(), self.price_of(run.pool))
+        return RunView(
             **self.summary(run, items),
-            "usage": run_usage(items, self.life.now_ms(), self.price_of(run.pool)),
-            "steps": public_steps,
-            "items": [public_item(i, results.get(i.id)) for i in ordered],
-            "aggregate": public_steps[-1]["aggregate"] if public_steps else None,
-        }
-        settled = run.finished and not run.due_ms and all(i.ended for i in items)
-        if run.state in FINISHED_RUN and settled and run.etag is not None:
-            with self._finished_lock:
-                self._finished[run_id] = (run.etag, copy.deepcopy(view))
-                self._finished.move_to_end(run_id)
-                while len(self._finished) > FINISHED_VIEWS:
-                    self._finished.popitem(last=False)
-        return view
+            usage=Usage.model_validate(usage),
+            steps=public_steps,
+            items=[public_item(i, results.get(i.id)) for i in ordered],
+            aggregate=public_steps[-1].aggregate if public_steps else None,
+        )
+
+    def _keep(self, etag: str, view: RunView) -> None:
+        with self._finished_lock:
+            self._finished[view.id] = (etag, view)
+            self._finished.move_to_end(view.id)
+            while len(self._finished) > FINISHED_VIEWS:
+                self._finished.popitem(last=False)
 
     def list_runs(
         self,
@@ -230,7 +201,7 @@ class Views:
 
     def curves(self, run_id: str) -> Doc:
         self.store.runs.get(run_id)  # 404 for an unknown run
-        aggs = sorted(self.store.results.list_aggregates(run_id), key=lambda a: a["step"])
+        aggs = sorted(self.store.results.list_aggregates(run_id), key=lambda a: a.step)
         return {
             "run_id": run_id,
             "latency": latency_curve(aggs),
@@ -255,36 +226,35 @@ class Views:
             )
         return out
 
-    def full_result(self, run_id: str, item_id: str, *, common: bool = False) -> Doc:
+    def full_result(self, run_id: str, item_id: str, *, common: bool = False) -> FullResult:
         """A client's result with its per-second series and the engine's own output, read
         back from Blob Storage. The series covers the client's own measured period, or with
         ``common`` its step's common window, the same seconds for every client of the step
         (``series_window`` says which)."""
-        doc: dict[str, Any] = _strip(self.store.results.get(run_id, item_id)) or {}
-        names = doc.get("artifacts") or {}
-        timeline = self.life.timeline(run_id, item_id) if "timeline" in names else None
-        window = (timeline.start_ms, timeline.end_ms) if timeline else None
-        doc["series_window"] = "own"
-        if common and timeline is not None:
-            aggs = self.store.results.list_aggregates(run_id)
-            step = next((a for a in aggs if a["step"] == doc.get("step")), None)
-            span = (step or {}).get("window")
-            if span:
-                window = (int(span["start_ms"]), int(span["end_ms"]))
-                doc["series_window"] = "common"
-        doc["series"] = (
-            {
-                d: per_second([timeline], d, window)
-                for d in ("read", "write")
-                if timeline.direction(d) is not None
-            }
-            if timeline and window
-            else {}
+        stored = self.store.results.get(run_id, item_id)
+        timeline = self.life.timeline(run_id, item_id) if "timeline" in stored.artifacts else None
+        own = (timeline.start_ms, timeline.end_ms) if timeline else None
+        shared = self._step_window(run_id, stored.step) if common and timeline is not None else None
+        raw, removed = self._raw(run_id, item_id) if "raw" in stored.artifacts else (None, None)
+        return FullResult(
+            **dict(stored),
+            series_window="common" if shared else "own",
+            series=_series(timeline, shared or own),
+            raw=raw,
+            raw_removed=removed,
         )
-        doc["raw"] = None
-        if "raw" in names:
-            try:
-                doc["raw"] = unpack_json(self.life.artifacts.get(run_id, item_id, "raw"))
-            except NotFound:  # raw output is kept for a while only (core.retention)
-                doc["raw_removed"] = True
-        return doc
+
+    def _step_window(self, run_id: str, step: int) -> Window | None:
+        """The common window of the client's step, once its aggregate is stored."""
+        agg = next((a for a in self.store.results.list_aggregates(run_id) if a.step == step), None)
+        if agg is None or agg.window is None:
+            return None
+        return agg.window.start_ms, agg.window.end_ms
+
+    def _raw(self, run_id: str, item_id: str) -> tuple[Any, bool | None]:
+        """The engine's own output, or True for removed: raw output is kept for a while
+        only (core.retention)."""
+        try:
+            return unpack_json(self.life.artifacts.get(run_id, item_id, "raw")), None
+        except NotFound:
+            return None, True

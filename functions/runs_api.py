@@ -1,0 +1,168 @@
+"""Runs: submit, list, read, cancel; a run's curves and one client's full result; two runs
+compared."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Body, Header, Query
+from fastapi.responses import JSONResponse
+
+from core.errors import FieldError, Forbidden, StoreUnavailable
+from core.models import RUN_ID_PATTERN, TAG_KEY_PATTERN, Alias, RunRequest
+from core.models.state import RunState
+from core.runs.commit import ANSWER_MS, Answer
+from core.runs.views import public_run
+from functions import apidocs as d
+from functions import apidocs_monitoring as m
+from functions.inputs import Continuation
+from functions.openapi import LOCATION, doc
+from functions.params import (
+    STORE,
+    CallerOf,
+    DoorHeader,
+    ItemId,
+    JsonRoute,
+    Monitoring,
+    RunId,
+    Svc,
+    documented_as,
+)
+
+log = logging.getLogger(__name__)
+router = APIRouter(route_class=JsonRoute)
+# Validated by the core (core.runs.intake), as a run request from every other door.
+RunRequestAsSent = Annotated[Any, documented_as(RunRequest), Body()]
+
+
+def _retrieved(work: asyncio.Future[Any]) -> None:
+    if not work.cancelled() and work.exception() is not None:
+        log.info("intake ended: %s", work.exception())
+
+
+@router.post(
+    "/api/runs",
+    **doc(
+        d.RunAccepted,
+        status=202,
+        also={200: d.RunAccepted},
+        headers=LOCATION,
+        body=True,
+        errors=(400, 403, 409, *STORE),
+    ),
+)
+async def create_run(
+    body: RunRequestAsSent,
+    svc: Svc,
+    caller: CallerOf,
+    idempotency_key: Annotated[
+        str | None,
+        Header(max_length=200, description="same key and body: the same run (200)"),
+    ] = None,
+    x_bench_door: DoorHeader = None,
+) -> JSONResponse:
+    """202 for a new run, 200 for a replay of the same Idempotency-Key and body. 503
+    within ANSWER_MS when the database does not answer in time: that run never runs
+    (core.runs.commit)."""
+    answer = Answer(int(time.time() * 1000) + ANSWER_MS, time.time)
+    work = asyncio.ensure_future(
+        asyncio.to_thread(svc.submit, body, idempotency_key, caller, answer)
+    )
+    work.add_done_callback(_retrieved)  # what it raises after a 503 is logged there
+    try:
+        run, created = await asyncio.wait_for(asyncio.shield(work), ANSWER_MS / 1000)
+    except TimeoutError:
+        if answer.abandon():  # the intake goes on alone and voids what it stores late
+            raise StoreUnavailable(
+                f"no answer within {ANSWER_MS / 1000:g} s", "Cosmos DB"
+            ) from None
+        assert answer.run is not None  # committed: stored in time, 202 whatever follows
+        run, created = public_run(answer.run), True
+    location = f"/api/runs/{run['id']}"
+    out = {"id": run["id"], "state": run["state"], "location": location}
+    if "queue_position" in run:
+        out["queue_position"] = run["queue_position"]
+    return JSONResponse(out, status_code=202 if created else 200, headers={"Location": location})
+
+
+@router.get("/api/runs", **doc(d.RunList, errors=(400, 404, *STORE)))
+async def list_runs(
+    svc: Svc,
+    target: Annotated[Alias | None, Query()] = None,
+    state: RunState | None = None,
+    tag: Annotated[
+        str | None,
+        Query(description="key=value", pattern=rf"{TAG_KEY_PATTERN[:-1]}=.{{0,256}}$"),
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    continuation: Continuation = None,
+) -> dict[str, Any]:
+    key, _, value = tag.partition("=") if tag is not None else ("", "", "")
+    runs, token = await asyncio.to_thread(
+        svc.list_runs,
+        target=target,
+        state=state,
+        tag=(key, value) if tag is not None else None,
+        limit=limit,
+        continuation=continuation,
+    )
+    return {"runs": runs, "continuation": token}
+
+
+@router.get("/api/runs/{run_id}", **doc(d.RunView, errors=(400, 404, *STORE)))
+async def get_run(run_id: RunId, svc: Svc) -> dict[str, Any]:
+    return await asyncio.to_thread(svc.run_doc, run_id)
+
+
+@router.get("/api/runs/{run_id}/curves", **doc(d.Curves, errors=(400, 404, *STORE)))
+async def curves(run_id: RunId, svc: Svc) -> dict[str, Any]:
+    """Latency vs IOPS, aggregate vs clients (with linear scaling), repetition spread."""
+    return await asyncio.to_thread(svc.curves, run_id)
+
+
+@router.get("/api/compare", **doc(m.Comparison, errors=(400, 404, *STORE)))
+async def compare(
+    svc: Svc,
+    monitor: Monitoring,
+    a: Annotated[str, Query(pattern=RUN_ID_PATTERN)],
+    b: Annotated[str, Query(pattern=RUN_ID_PATTERN)],
+) -> dict[str, Any]:
+    """Two runs' final aggregates side by side; each delta judged against the noise
+    (coefficient of variation) of run A's series."""
+    run_a, run_b = await asyncio.gather(
+        asyncio.to_thread(svc.run_doc, a), asyncio.to_thread(svc.run_doc, b)
+    )
+    return await asyncio.to_thread(monitor.compare, run_a, run_b)
+
+
+@router.delete(
+    "/api/runs/{run_id}", **doc(d.RunSummary, status=202, errors=(400, 403, 404, *STORE))
+)
+async def cancel_run(run_id: RunId, svc: Svc, caller: CallerOf) -> dict[str, Any]:
+    """Runners cancel their own runs, engineers and admins any (403 naming
+    ``requested_by.name`` otherwise)."""
+    if caller.limits.max_clients == 0:
+        raise Forbidden([FieldError("(caller)", f"role {caller.role} may not cancel runs")])
+    return await asyncio.to_thread(svc.cancel, run_id, caller)
+
+
+@router.get("/api/runs/{run_id}/results/{item_id}", **doc(d.FullResult, errors=(400, 404, *STORE)))
+async def get_result(
+    run_id: RunId,
+    item_id: ItemId,
+    svc: Svc,
+    window: Annotated[
+        Literal["own", "common"],
+        Query(
+            description="the per-second series over the client's own measured period, "
+            "or over its step's common window (the same seconds for every client)"
+        ),
+    ] = "own",
+) -> dict[str, Any]:
+    """One client's result with its per-second series and the engine's own output."""
+    common = window == "common"
+    full = await asyncio.to_thread(svc.full_result, run_id, item_id, common=common)
+    return full.model_dump(mode="json")
