@@ -142,5 +142,5 @@ def test_a_4_client_step_completes_when_an_instance_is_killed_in_its_middle(
         run = wait_state(api, run_id, ("completed", "failed"), timeout=120)
     assert run["state"] == "completed", run["error"]
     results = CosmosStore.from_settings(multi.settings()).results.of_run(run_id)
-    assert len(results) == 4 and len({r["agent_id"] for r in results}) == 4
+    assert len(results) == 4 and len({r.agent_id for r in results}) == 4
     assert len({i["agent_id"] for i in run["items"]}) == 4
