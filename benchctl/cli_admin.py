@@ -54,6 +54,8 @@ def _pages(api: Api) -> Iterator[dict[str, Any]]:
 
 def cmd_export_all(a: argparse.Namespace, api: Api) -> int:
     counts = {"runs": 0, "artifacts": 0, "bytes": 0, "unfinished": 0}
+    if not a.output:  # tarfile's own answer to "" is a ValueError, not an OSError
+        raise CliError("-o: a file name is needed", EXIT_BAD_INPUT)
     try:
         tar = tarfile.open(a.output, "w:gz")
     except OSError as e:
@@ -146,7 +148,7 @@ def _member(tar: tarfile.TarFile, name: str) -> bytes:
 def cmd_import_all(a: argparse.Namespace, api: Api) -> int:
     try:
         tar = tarfile.open(a.file, "r:gz")
-    except (OSError, tarfile.TarError) as e:
+    except (OSError, ValueError, tarfile.TarError) as e:  # ValueError: an empty name
         raise CliError(f"{a.file}: {e}", EXIT_BAD_INPUT) from None
     with tar:
         manifest = json.loads(_member(tar, "manifest.json"))

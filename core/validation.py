@@ -53,56 +53,50 @@ def _dotted(parts: Any) -> str:
 
 
 def _schema_errors(name: str, doc: Any) -> list[FieldError]:
-    out: list[FieldError] = []
+    return [e for err in _validator(name).iter_errors(doc) for e in _explain(err)]
 
-    def visit(err: SchemaError) -> None:
-        where: dict[str, Any] = err.schema if isinstance(err.schema, dict) else {}
-        if err.context and "x-error" in where:  # a rule of several branches, said once
-            out.append(FieldError(_dotted(err.absolute_path) or "(body)", where["x-error"]))
-            return
-        if err.context:  # anyOf/oneOf: the branch errors say more than the summary
-            # A branch of another type ("not of type 'null'") is noise when a branch of the
-            # right type says what is wrong.
-            relevant = [
-                c
-                for c in err.context
-                if c.validator != "type" or (isinstance(c.schema, dict) and "x-error" in c.schema)
-            ] or list(err.context)
-            # Of the branches left, the one that got furthest into the document says it (a
-            # wrong sweep value, not the other sweep's "unknown field"s).
-            branches: dict[Any, list[SchemaError]] = {}
-            for c in relevant:
-                branches.setdefault(c.relative_schema_path[0], []).append(c)
-            best = max(
-                branches.values(), key=lambda b: (max(len(c.absolute_path) for c in b), -len(b))
-            )
-            for sub in best:
-                visit(sub)
-            return
-        path = list(err.absolute_path)
-        schema: dict[str, Any] = err.schema if isinstance(err.schema, dict) else {}
-        if err.validator == "additionalProperties" and isinstance(err.instance, dict):
-            allowed = set(schema.get("properties", {}))
-            for key in sorted(set(err.instance) - allowed):
-                out.append(FieldError(_dotted([*path, key]), "unknown field"))
-            return
-        if err.validator == "required":
-            missing = str(err.message).split("'")[1] if "'" in err.message else ""
-            out.append(
-                FieldError(
-                    _dotted([*path, missing]) if missing else _dotted(path),
-                    schema.get("x-error", "required field is missing"),
-                )
-            )
-            return
-        message = schema.get("x-error", err.message)
-        if err.validator in ("pattern", "not") and "description" in schema:
-            message = f"{err.instance!r} is not valid: {schema['description']}"
-        out.append(FieldError(_dotted(path) or "(body)", message))
 
-    for err in _validator(name).iter_errors(doc):
-        visit(err)
-    return out
+def _explain(err: SchemaError) -> list[FieldError]:
+    """What one schema violation says, named by its field."""
+    schema: dict[str, Any] = err.schema if isinstance(err.schema, dict) else {}
+    if err.context and "x-error" in schema:  # a rule of several branches, said once
+        return [FieldError(_dotted(err.absolute_path) or "(body)", schema["x-error"])]
+    if err.context:  # anyOf/oneOf: the branch errors say more than the summary
+        return [e for sub in _best_branch(err) for e in _explain(sub)]
+    path = list(err.absolute_path)
+    if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+        allowed = set(schema.get("properties", {}))
+        unknown = sorted(set(err.instance) - allowed)
+        return [FieldError(_dotted([*path, key]), "unknown field") for key in unknown]
+    if err.validator == "required":
+        missing = str(err.message).split("'")[1] if "'" in err.message else ""
+        where = _dotted([*path, missing]) if missing else _dotted(path)
+        return [FieldError(where, schema.get("x-error", "required field is missing"))]
+    return [FieldError(_dotted(path) or "(body)", _message(err, schema))]
+
+
+def _message(err: SchemaError, schema: dict[str, Any]) -> str:
+    """The rule's own words (``x-error``), or what the value is not, from its description."""
+    if err.validator in ("pattern", "not") and "description" in schema:
+        return f"{err.instance!r} is not valid: {schema['description']}"
+    return str(schema.get("x-error", err.message))
+
+
+def _best_branch(err: SchemaError) -> list[SchemaError]:
+    """Of an anyOf/oneOf's failing branches, the one that says what is wrong."""
+    # A branch of another type ("not of type 'null'") is noise when a branch of the right
+    # type says what is wrong.
+    relevant = [
+        c
+        for c in err.context or ()
+        if c.validator != "type" or (isinstance(c.schema, dict) and "x-error" in c.schema)
+    ] or list(err.context or ())
+    # Of the branches left, the one that got furthest into the document says it (a wrong
+    # sweep value, not the other sweep's "unknown field"s).
+    branches: dict[Any, list[SchemaError]] = {}
+    for c in relevant:
+        branches.setdefault(c.relative_schema_path[0], []).append(c)
+    return max(branches.values(), key=lambda b: (max(len(c.absolute_path) for c in b), -len(b)))
 
 
 def field_errors(errors: Iterable[Mapping[str, Any]], prefix: str = "") -> list[FieldError]:

@@ -143,7 +143,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 # --no-loadscope-reorder`; xdist's own order is by test count, which starts with the many
 # short unit tests): the known long module first, then those that use the stack, so that no
 # worker is left alone with a long one at the end while the short ones fill in the gaps.
-LONG_FIRST = ("tests/test_openapi.py",)  # Schemathesis: over a third of the parallel phase
+LONG_FIRST = ("tests/test_openapi_fuzz.py",)  # Schemathesis: over a third of the parallel phase
 
 
 def longest_modules_first(items: list[pytest.Item]) -> list[pytest.Item]:

@@ -1,4 +1,4 @@
-"""Schemathesis hooks for tests/test_openapi.py (loaded through SCHEMATHESIS_HOOKS).
+"""Schemathesis hooks for tests/test_openapi_fuzz.py (loaded through SCHEMATHESIS_HOOKS).
 
 Generated data is steered, not filtered: every value Schemathesis draws is still sent, but
 

@@ -1,20 +1,16 @@
 """The OpenAPI document tells the truth (issue 12, point 7).
 
 Three ways: the document's own structure (every reference resolves, every body and answer
-is described, no 422), real answers of every operation checked against it, and Schemathesis
-(pinned in pyproject) fuzzing every operation of the session's local stack with the checks
-not_a_server_error, status_code_conformance, response_schema_conformance and
-content_type_conformance.
+is described, no 422), real answers of every operation checked against it
+(tests/openapi_checks.py), and Schemathesis fuzzing every operation of the session's local
+stack (tests/test_openapi_fuzz.py).
 """
 
 from __future__ import annotations
 
 import gzip
 import json
-import os
 import re
-import subprocess
-import sys
 import time
 import uuid
 from datetime import UTC, datetime
@@ -26,7 +22,6 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from adapters.cosmos import CosmosStore
-from benchctl.localstack import Stack
 from core.monitoring.notify import sign, teams_signature
 from core.validation import schema_path
 from functions.api import create_app
@@ -41,14 +36,10 @@ from tests.conftest import (
     run_body,
     wait_state,
 )
+from tests.openapi_checks import Checker, operations, refs, resolved
 from tests.test_api_inputs import BODY_OPERATIONS
 
 ROOT = Path(__file__).resolve().parent.parent
-CHECKS = "not_a_server_error,status_code_conformance,response_schema_conformance,"
-CHECKS += "content_type_conformance"
-# Fixed, so make test is reproducible; SCHEMATHESIS_SEED=random explores further.
-SEED = os.environ.get("SCHEMATHESIS_SEED", "20261123")
-MIN_CASES = 1000
 BINARY = {"type": "string", "format": "binary"}
 HTML_PAGES = ("/api/runs/{run_id}/report", "/api/series/{key}/report", "/api/compare/report")
 DOWNLOADS = ("/api/admin/export/artifacts/{run_id}/{owner}/{name}",)  # gzip bytes
@@ -58,33 +49,6 @@ DOWNLOADS = ("/api/admin/export/artifacts/{run_id}/{owner}/{name}",)  # gzip byt
 def document() -> dict[str, Any]:
     doc: dict[str, Any] = create_app().openapi()
     return doc
-
-
-def operations(document: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
-    return [
-        (method, path, op) for path, ops in document["paths"].items() for method, op in ops.items()
-    ]
-
-
-def refs(node: Any) -> list[str]:
-    if isinstance(node, dict):
-        return [v for k, v in node.items() if k == "$ref"] + [
-            r for v in node.values() for r in refs(v)
-        ]
-    if isinstance(node, list):
-        return [r for v in node for r in refs(v)]
-    return []
-
-
-def resolved(schema: Any, defs: dict[str, Any]) -> Any:
-    """``schema`` with every local reference replaced by what it names."""
-    if isinstance(schema, dict):
-        if "$ref" in schema:
-            return resolved(defs[schema["$ref"].rsplit("/", 1)[1]], defs)
-        return {k: resolved(v, defs) for k, v in schema.items() if k != "$defs"}
-    if isinstance(schema, list):
-        return [resolved(v, defs) for v in schema]
-    return schema
 
 
 def test_every_reference_resolves_inside_the_document(document: dict[str, Any]) -> None:
@@ -231,39 +195,6 @@ def test_sign_in_is_documented(document: dict[str, Any]) -> None:
         "WebhookSignature",
         "WebhookTimestamp",
     }
-
-
-class Checker:
-    """Checks answers against the document: a documented status, JSON, and its schema."""
-
-    def __init__(self, document: dict[str, Any]) -> None:
-        self.document = document
-        self.seen: set[tuple[str, str, int]] = set()
-
-    def __call__(self, r: httpx.Response, template: str) -> Any:
-        method = r.request.method.lower()
-        answers = self.document["paths"][template][method]["responses"]
-        assert str(r.status_code) in answers, (method, template, r.status_code, r.text[:300])
-        self.seen.add((method, template, r.status_code))
-        if r.status_code == 204:
-            assert not r.content
-            return None
-        if "application/gzip" in answers[str(r.status_code)].get("content", {}):
-            assert r.headers["content-type"] == "application/gzip"
-            return r.content
-        if "text/html" in answers[str(r.status_code)].get("content", {}):
-            assert r.headers["content-type"] == "text/html; charset=utf-8"
-            assert r.text.startswith("<!DOCTYPE html>")
-            return r.text
-        assert r.headers["content-type"] == "application/json"
-        schema = answers[str(r.status_code)]["content"]["application/json"]["schema"]
-        body = r.json()
-        validator = Draft202012Validator({**schema, "components": self.document["components"]})
-        problems = [
-            f"{list(e.absolute_path)}: {e.message[:200]}" for e in validator.iter_errors(body)
-        ]
-        assert not problems, (method, template, r.status_code, problems[:5])
-        return body
 
 
 def test_real_answers_of_every_operation_match_the_document(
@@ -449,54 +380,3 @@ def test_real_answers_of_every_operation_match_the_document(
     methods_seen = {(m, t) for m, t, _ in check.seen}
     every = {(m, p) for m, p, _ in operations(document)}
     assert every - methods_seen == set()
-
-
-def fuzz_leftovers(api: httpx.Client, schedules_before: set[str]) -> None:
-    """What Schemathesis created: schedules (deleted) and runs on the fuzz target (cancelled,
-    so none stays waiting in the listings other tests read)."""
-    for s in api.get("/api/schedules").json()["schedules"]:
-        if s["id"] not in schedules_before:
-            api.delete(f"/api/schedules/{s['id']}")
-        elif s["request"].get("pool") == FUZZ_POOL and s["enabled"]:
-            api.patch(f"/api/schedules/{s['id']}", json={"enabled": False})
-    for state in ("waiting", "queued", "running"):
-        for _ in range(100):  # pages of 50; a cancelled run leaves these states at once
-            listed = api.get("/api/runs", params={"state": state, "target": FUZZ_TARGET})
-            if not listed.json()["runs"]:
-                break
-            for run in listed.json()["runs"]:
-                api.delete(f"/api/runs/{run['id']}")
-
-
-def test_schemathesis_finds_no_failure(stack: Stack, api: httpx.Client, tmp_path: Path) -> None:
-    schedules_before = {s["id"] for s in api.get("/api/schedules").json()["schedules"]}
-    env = {
-        **os.environ,
-        "SCHEMATHESIS_HOOKS": "tests.schemathesis_hooks",
-        "PYTHONPATH": str(ROOT),
-    }
-    binary = Path(sys.executable).parent / "schemathesis"
-    argv = [str(binary), "run", f"{stack.api_url}/api/openapi.json"]
-    argv += ["--url", stack.api_url, "--checks", CHECKS, "--seed", SEED]
-    argv += ["--max-examples", "15", "--workers", "1", "--no-color"]
-    argv += ["--phases", "examples,coverage,fuzzing,stateful"]
-    argv += ["--generation-database", "none", "--request-timeout", "30"]
-    argv += ["--report", "json", "--report-dir", str(tmp_path)]
-    # Run in tmp_path: Schemathesis keeps a crash cache (.schemathesis/) in its directory.
-    (tmp_path / "schemathesis.toml").write_text("[cache]\nenabled = false\n")
-    started = time.monotonic()
-    try:
-        out = subprocess.run(
-            argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
-        )
-    finally:
-        fuzz_leftovers(api, schedules_before)
-    took = time.monotonic() - started
-    output = out.stdout[-6000:] + out.stderr[-2000:]
-    report = json.loads(next(tmp_path.glob("json-*.json")).read_text())
-    print(f"schemathesis: {report['test_cases']} in {took:.0f} s, seed {SEED}")
-    assert out.returncode == 0, output
-    assert report["failures"] == [] and report["errors"] == [], output
-    assert report["operations"]["tested"] == report["operations"]["total"] >= 29, output
-    assert report["test_cases"]["generated"] >= MIN_CASES, output
-    assert report["test_cases"]["with_failures"] == report["test_cases"]["errored"] == 0
