@@ -68,7 +68,7 @@ checkov:
 # and every test in two phases. Phase 1: the fio tests one at a time in one process (the
 # critical path), while a second lane runs the checks (lint, Checkov, the docs site: about
 # 2.5 minutes, which used to come before any test; niced, so mypy yields the CPU to fio's
-# lane) and then every test that neither runs fio nor times anything. Fio tests mostly wait on fio's runtime, so the lanes overlap; each
+# lane; beside them, the download of the wheelhouse tests/test_wheel.py installs from) and then every test that neither runs fio nor times anything. Fio tests mostly wait on fio's runtime, so the lanes overlap; each
 # pytest starts a stack of its own, in a temp dir of its own; the second lane's output
 # follows the first's. Phase 2: the timing tests one at a time with nothing else of ours
 # running. Every lane runs to its end; any check or test failing fails the target.
@@ -82,7 +82,9 @@ DURATIONS := --durations=30 --durations-min=2
 test: install
 	@rc=0; tmp=$$(mktemp -d); mkdir -p $$tmp/fio $$tmp/other; start=$$SECONDS; \
 	echo '== phase 1: pytest $(FIO_TESTS), beside make $(CHECKS) then pytest $(OTHER_TESTS)'; \
-	{ lane=0; nice -n 10 $(MAKE) --no-print-directory -k $(CHECKS) || lane=$$?; \
+	{ lane=0; $(VENV)/bin/python -m tests.wheelhouse > $$tmp/wheelhouse.log 2>&1 & house=$$!; \
+	  nice -n 10 $(MAKE) --no-print-directory -k $(CHECKS) || lane=$$?; \
+	  wait $$house || { echo '== wheelhouse failed (test_wheel.py will try again):'; cat $$tmp/wheelhouse.log; }; \
 	  echo "== checks done at $$((SECONDS - start)) s"; \
 	  TMPDIR=$$tmp/other $(PYTEST) -q -ra $(OTHER_TESTS) $(DURATIONS) || lane=$$?; \
 	  echo "== lane done at $$((SECONDS - start)) s"; exit $$lane; } > $$tmp/other.log 2>&1 & \

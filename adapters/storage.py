@@ -10,7 +10,7 @@ makes no second attempt at all: a caller is waiting, and the outbox retries.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 from urllib.parse import urlparse
 
 from azure.core.credentials import TokenCredential
@@ -23,7 +23,15 @@ CONNECT_TIMEOUT_S = 2
 READ_TIMEOUT_S = 3
 
 
-def bounded_client_options(retries: int = 1) -> dict[str, Any]:
+class ClientOptions(TypedDict):
+    """The Storage SDK clients' keyword arguments this project sets."""
+
+    connection_timeout: int
+    read_timeout: int
+    retry_policy: ExponentialRetry
+
+
+def bounded_client_options(retries: int = 1) -> ClientOptions:
     """Keyword arguments for a Storage service client: at most ``retries`` + 1 attempts of
     a few seconds each (the queue and the blob SDK take the same policy)."""
     return {

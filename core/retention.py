@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal, TypeVar
 
 DAY_S = 86_400
 # The artifacts that are raw output: a run's figures never read them (its timelines,
@@ -85,14 +85,15 @@ class Retention:
         return None
 
 
-def runs_of_series(points: Iterable[Mapping[str, Any]]) -> list[str]:
+R = TypeVar("R", bound=Mapping[str, object])  # a stored regression, as the caller holds it
+
+
+def runs_of_series(points: Iterable[Mapping[str, object]]) -> list[str]:
     """The runs a series holds: every run with a point in it (deleting the series deletes
     them whole, their points in other series included)."""
     return sorted({str(p["run_id"]) for p in points})
 
 
-def owned_regressions(
-    regressions: Iterable[Mapping[str, Any]], run_id: str
-) -> list[Mapping[str, Any]]:
+def owned_regressions(regressions: Iterable[R], run_id: str) -> list[R]:
     """A run owns the regressions first seen on it: their evidence starts there."""
     return [r for r in regressions if r.get("first_run_id") == run_id]

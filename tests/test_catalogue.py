@@ -138,7 +138,7 @@ def test_field_sweep_times_clients_times_repetitions() -> None:
         discard_first=True,
     )
     steps = plan_steps(r, Workload())
-    assert [(s["clients"], s["point"], s["repetition"], s["discarded"]) for s in steps] == [
+    assert [(s.clients, s.point, s.repetition, s.discarded) for s in steps] == [
         (1, "iodepth=1", 0, True),
         (1, "iodepth=1", 1, False),
         (1, "iodepth=8", 0, True),
@@ -148,7 +148,7 @@ def test_field_sweep_times_clients_times_repetitions() -> None:
         (2, "iodepth=8", 0, True),
         (2, "iodepth=8", 1, False),
     ]
-    assert [s["workload"]["iodepth"] for s in steps[:4]] == [1, 1, 8, 8]
+    assert [s.workload.iodepth for s in steps[:4] if s.workload] == [1, 1, 8, 8]
 
 
 def test_bad_sweep_value_names_the_field() -> None:
@@ -162,8 +162,8 @@ def test_bad_sweep_value_names_the_field() -> None:
 
 def test_rate_curve_steps_follow_the_unthrottled_step() -> None:
     steps = plan_steps(request(sweep={"rate_pct": [25, 50, 100]}, clients=2), Workload())
-    assert [s["mode"] for s in steps] == ["rate-max", "rate", "rate", "rate"]
-    assert [s["ref_step"] for s in steps] == [None, 0, 0, 0]
+    assert [s.mode for s in steps] == ["rate-max", "rate", "rate", "rate"]
+    assert [s.ref_step for s in steps] == [None, 0, 0, 0]
     agg = Reference(total_iops=40_000.0, mean_latency_s=1 / 1e9)
     w = resolve_dynamic(steps[2], Workload(), agg)  # 50% of 40,000 over 2 clients
     assert w.rate_iops == 10_000
@@ -180,8 +180,9 @@ def test_littles_law_sizing() -> None:
         "iodepth": 25,
     }
     steps = plan_steps(request(target_iops=3500), Workload(numjobs=8, iodepth=8))
-    assert steps[0]["mode"] == "probe" and steps[0]["workload"]["numjobs"] == 1
-    assert steps[0]["workload"]["iodepth"] == 1
+    probe_step = steps[0].workload
+    assert steps[0].mode == "probe" and probe_step is not None and probe_step.numjobs == 1
+    assert probe_step.iodepth == 1
     probe = Reference(total_iops=770.0, mean_latency_s=1_300_000 / 1e9)
     sized = resolve_dynamic(steps[1], Workload(ioengine="psync"), probe)
     assert (sized.numjobs, sized.iodepth) == (5, 1)

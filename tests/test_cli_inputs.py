@@ -232,3 +232,11 @@ def test_a_typo_in_a_profile_is_named_with_the_closest_profile(stack: Stack, off
     assert r.status_code == 400
     assert any(e["field"] == "profile" for e in r.json()["errors"]), r.text
     assert json.dumps(r.json()).count("smoke-randread-4k?") == 1
+
+
+@pytest.mark.parametrize("argv", [["export-all", "-o", ""], ["import-all", ""]])
+def test_an_empty_archive_name_exits_2_naming_it(argv: list[str]) -> None:
+    # tarfile answers "" with a ValueError, not an OSError: once a traceback (exit 1).
+    code, _, err = run_main(["--api-url", "http://127.0.0.1:9", *argv])
+    assert code == 2, err
+    assert "Traceback" not in err and err.startswith("benchctl: ")

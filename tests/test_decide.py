@@ -160,7 +160,12 @@ CASES = [
     Case("5 a send cut half-way (items out, step marked) is finished",
          NOT_SENT, FIRST_SENT, [(0, I.QUEUED, None)], Send(0)),
     # 6: a later step, once the ones before it ended.
+    Case("5 a later step failed before the first went out: not sent, finalized",
+         NOT_SENT, [(0, False, None), (1, False, BARRIER)], [], Finalize()),
     Case("6 step 0 ended: send step 1", {}, FIRST_SENT, [(0, I.COMPLETED, None)], Send(1)),
+    Case("6 a creation not yet accepted: no step 1 (settled, not finished)",
+         {"accepted": None, "accept_by_s": 2_000_000, "landed_s": 1_000}, FIRST_SENT,
+         [(0, I.COMPLETED, None)], Settle(False, False, False, ())),
     Case("6 step 1's items exist (a send cut half-way): sent again, in full", {},
          FIRST_SENT, [(0, I.COMPLETED, None), (1, I.QUEUED, None)], Send(1)),
     Case("6 step 0 still running: settled, not finished", {},
@@ -293,6 +298,7 @@ def world(
     return steps, items
 
 
+@pytest.mark.slow  # about 6 s of generated cases: make test runs it, make unit does not
 @given(run=runs, spec=step_lists, raw=item_lists, now=st.sampled_from([EARLY, NOW]))
 def test_what_the_table_never_does(
     run: Run, spec: list[tuple[bool, str | None]], raw: list[tuple[int, ItemState]], now: int

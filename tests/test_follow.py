@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 
 from tests.conftest import AgentFactory, TmpfsFactory, run_body, wait_state
+from tests.terminal import hears_ctrl_c
 from tests.test_cli_inputs import run_main
 
 
@@ -30,7 +31,13 @@ def test_ctrl_c_leaves_the_run_running_and_follow_re_attaches(
     agents()
     argv = [sys.executable, "-m", "benchctl", "--api-url", str(api.base_url), "run"]
     argv += ["--target", "scratch", "--pool", pool, "--size", "8m", "--runtime", "4", "--wait"]
-    cli = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cli = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=hears_ctrl_c,  # as from a terminal, whatever started the tests
+    )
     assert cli.stderr is not None
     first = cli.stderr.readline()  # "run r-… submitted"
     run_id = first.split()[1]

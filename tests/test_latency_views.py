@@ -93,13 +93,13 @@ def test_a_two_field_sweep_plans_one_step_per_pair() -> None:
     }
     request = RunRequest.model_validate({"target": "scratch", "sweep": sweep})
     steps = plan_steps(request, Workload())
-    assert [s["point"] for s in steps] == [
+    assert [s.point for s in steps] == [
         "iodepth=1,bs=4k",
         "iodepth=4,bs=4k",
         "iodepth=1,bs=64k",
         "iodepth=4,bs=64k",
     ]
-    assert [(s["workload"]["iodepth"], s["workload"]["bs"]) for s in steps][-1] == (4, "64k")
+    assert [(s.workload.iodepth, s.workload.bs) for s in steps if s.workload][-1] == (4, "64k")
     bad = {"grid": [{"field": "iodepth", "values": [1, 9999]}, {"field": "numjobs", "values": [1]}]}
     with pytest.raises(ValidationFailed) as e:
         plan_steps(RunRequest.model_validate({"target": "scratch", "sweep": bad}), Workload())

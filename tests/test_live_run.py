@@ -28,6 +28,7 @@ from benchctl import localstack
 from benchctl.localstack import Stack
 from tests.browser import Watched, chromium
 from tests.conftest import _agent_ids, _pool_names, run_body, wait_state, wait_until
+from tests.terminal import hears_ctrl_c
 
 RATE = 400  # I/Os per second per client
 CLIENTS = 2
@@ -78,6 +79,7 @@ def _terminal(stack: Stack, seen: Seen) -> None:
         stderr=slave,
         env=env,
         start_new_session=True,
+        preexec_fn=hears_ctrl_c,  # as from a terminal, whatever started the tests
     )
     os.close(slave)
     out = b""

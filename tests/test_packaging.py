@@ -9,6 +9,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 API_ONLY = ("fastapi", "uvicorn", "plotly", "azure-cosmos", "azure-mgmt-")
@@ -101,6 +103,7 @@ sys.meta_path.insert(0, Absent())
 """
 
 
+@pytest.mark.slow  # a fresh interpreter importing the app: over 3 s alone
 def test_the_app_imports_without_the_cli_and_the_agent(tmp_path: Path) -> None:
     """The deployment package, the repository less .funcignore's entries: every module of
     it imports without the CLI, the agent or their transport (which the editable install

@@ -6,7 +6,6 @@ installed from the wheel."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -14,7 +13,6 @@ import signal
 import subprocess
 import sys
 import threading
-import tomllib
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +26,7 @@ from benchctl.localstack import Stack
 from tests.ci_steps import AzurePipeline, GitHubWorkflow, Outcome, clean_env
 from tests.test_packaging import TELEMETRY
 from tests.test_windows_installer import python_commands
+from tests.wheelhouse import wheelhouse as prepare_wheelhouse
 
 ROOT = Path(__file__).resolve().parents[1]
 API_ONLY = ("fastapi", "uvicorn", "plotly", "azure-cosmos", "azure-mgmt-")
@@ -64,27 +63,10 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def wheelhouse(wheel: Path) -> Path:
-    """The wheels the extras pin, downloaded once per set of pins and kept in .local/: each
-    environment then installs from it as it would from the package index, in seconds."""
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    extras = project["optional-dependencies"]
-    pins = sorted(project["dependencies"] + extras["cli"] + extras["agent"])
-    key = hashlib.sha256("\n".join(pins).encode()).hexdigest()[:16]
-    house = ROOT / ".local" / f"wheelhouse-{key}"
-    if not house.exists():
-        part = house.with_suffix(".part")
-        shutil.rmtree(part, ignore_errors=True)
-        download = [sys.executable, "-m", "pip", "download", "-q", "-d", str(part)]
-        subprocess.run(
-            [*download, f"benchsvc[cli,agent] @ {wheel.as_uri()}"],
-            check=True,
-            capture_output=True,
-            timeout=600,
-        )
-        (part / wheel.name).unlink()  # the product comes from the build, never from here
-        part.rename(house)
-    return house
+def wheelhouse() -> Path:
+    """The pinned wheels the environments install from (tests/wheelhouse.py); the product
+    itself never comes from there but from the build (`wheel`)."""
+    return prepare_wheelhouse()
 
 
 def fresh_venv(where: Path, wheelhouse: Path) -> Path:

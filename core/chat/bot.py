@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,49 +133,54 @@ class Bot:
     def _answer(self, command: Command, caller: Caller, request_id: str) -> Reply:
         if command.verb == "run":
             return self._run(command.args, caller, request_id)
-        if command.verb == "status":
-            return self.status(self.runs.run_doc(command.args["run"]))
         if command.verb == "cancel":
-            run = self.cancel(command.args["run"], caller)
-            done = run["state"] in _DONE
-            return Reply(
-                "cancel",
-                f"Run {run['id']}: {run['state'] if done else 'cancel requested'}",
-                [f"the run had already {run['state']}"] if done else [],
-                [("Run", run["id"]), ("State", run["state"])],
-                data={"run_id": run["id"], "state": run["state"]},
-                link=f"{self.public_url}/api/runs/{run['id']}",
-            )
-        if command.verb == "compare":
-            a, b = (self.runs.run_doc(command.args[k]) for k in ("a", "b"))
-            cmp = self.monitor.compare(a, b)
-            facts = [
-                (r["metric"], f"{fmt(r['a'])} → {fmt(r['b'])} ({_pct(r)}, {r['verdict']})")
-                for r in cmp["rows"]
-            ]
-            lines = [cmp["summary"]]
-            if not cmp["comparable"]:
-                lines.append("careful: the two runs differ in workload, targets or clients")
-            return Reply("compare", f"{a['id']} vs {b['id']}", lines, facts, data=cmp)
-        if command.verb == "profiles":
-            facts = [(p.name, p.title) for p in PROFILES]
-            return Reply(
-                "profiles", "Profiles", facts=facts, data={"profiles": [p.name for p in PROFILES]}
-            )
-        if command.verb == "targets":
-            return self.list_targets()
-        if command.verb == "schedules":
-            found = self.scheduler.list_all()
-            facts = [(s.name or s.id, f"{s.cron} ({'on' if s.enabled else 'off'})") for s in found]
-            return Reply(
-                "schedules",
-                "Schedules",
-                [] if found else ["no schedules"],
-                facts,
-                data={"schedules": [s.id for s in found]},
-            )
+            return self._cancel(command.args["run"], caller)
+        simple: dict[str, Callable[[Command], Reply]] = {
+            "status": lambda c: self.status(self.runs.run_doc(c.args["run"])),
+            "compare": self._compare,
+            "profiles": lambda c: _profiles(),
+            "targets": lambda c: self.list_targets(),
+            "schedules": lambda c: self._schedules(),
+        }
+        if command.verb in simple:
+            return simple[command.verb](command)
         lines = ([command.problem] if command.problem else []) + HELP
         return Reply("help", "What I can do", lines, ok=command.problem is None)
+
+    def _cancel(self, run_id: str, caller: Caller) -> Reply:
+        run = self.cancel(run_id, caller)
+        done = run["state"] in _DONE
+        return Reply(
+            "cancel",
+            f"Run {run['id']}: {run['state'] if done else 'cancel requested'}",
+            [f"the run had already {run['state']}"] if done else [],
+            [("Run", run["id"]), ("State", run["state"])],
+            data={"run_id": run["id"], "state": run["state"]},
+            link=f"{self.public_url}/api/runs/{run['id']}",
+        )
+
+    def _compare(self, command: Command) -> Reply:
+        a, b = (self.runs.run_doc(command.args[k]) for k in ("a", "b"))
+        cmp = self.monitor.compare(a, b)
+        facts = [
+            (r["metric"], f"{fmt(r['a'])} → {fmt(r['b'])} ({_pct(r)}, {r['verdict']})")
+            for r in cmp["rows"]
+        ]
+        lines = [cmp["summary"]]
+        if not cmp["comparable"]:
+            lines.append("careful: the two runs differ in workload, targets or clients")
+        return Reply("compare", f"{a['id']} vs {b['id']}", lines, facts, data=cmp)
+
+    def _schedules(self) -> Reply:
+        found = self.scheduler.list_all()
+        facts = [(s.name or s.id, f"{s.cron} ({'on' if s.enabled else 'off'})") for s in found]
+        return Reply(
+            "schedules",
+            "Schedules",
+            [] if found else ["no schedules"],
+            facts,
+            data={"schedules": [s.id for s in found]},
+        )
 
     def _run(self, args: dict[str, Any], caller: Caller, request_id: str) -> Reply:
         pool = next((t.pool for t in self.targets if t.alias == args["target"]), "default")
@@ -235,6 +241,11 @@ class Bot:
             for t in data
         ]
         return Reply("targets", "Targets", facts=facts, data={"targets": data})
+
+
+def _profiles() -> Reply:
+    facts = [(p.name, p.title) for p in PROFILES]
+    return Reply("profiles", "Profiles", facts=facts, data={"profiles": [p.name for p in PROFILES]})
 
 
 def _pct(row: dict[str, Any]) -> str:

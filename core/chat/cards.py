@@ -3,6 +3,7 @@ Teams Adaptive Card or as JSON for the generic webhook (pure)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,23 +72,32 @@ def status_reply(run: Doc, public_url: str) -> Reply:
     )
 
 
-def gate_text(gate: Any) -> str | None:
+def gate_text(gate: object) -> str | None:
     """The run's gate verdict, when its view carries one: the run's (``{"verdict", "rule",
     "metrics": [...]}``, core.models.gate.RunGate, with the metrics that failed), or
     ``{metric: {"verdict", "change_pct"}}`` per metric (the series points' shape)."""
     if not isinstance(gate, dict) or not gate:
         return None
     if "verdict" in gate:
-        judged = [m for m in gate.get("metrics") or [] if isinstance(m, dict)]
-        steps = {m.get("step") for m in judged}
-        failed = [
-            ("" if len(steps) < 2 else f"step {m.get('step')} ") + _failed_metric(m)
-            for m in judged
-            if m.get("verdict") == "regression"
-        ]
-        if gate["verdict"] == "regression" and failed:
-            return "regression: " + ", ".join(failed)
-        return str(gate["verdict"]).replace("-", " ")
+        return _run_gate_text(gate)
+    return _series_gate_text(gate)
+
+
+def _run_gate_text(gate: Mapping[str, object]) -> str:
+    metrics = gate.get("metrics")
+    judged = [m for m in metrics or [] if isinstance(m, dict)] if isinstance(metrics, list) else []
+    steps = {m.get("step") for m in judged}
+    failed = [
+        ("" if len(steps) < 2 else f"step {m.get('step')} ") + _failed_metric(m)
+        for m in judged
+        if m.get("verdict") == "regression"
+    ]
+    if gate["verdict"] == "regression" and failed:
+        return "regression: " + ", ".join(failed)
+    return str(gate["verdict"]).replace("-", " ")
+
+
+def _series_gate_text(gate: Mapping[str, object]) -> str | None:
     verdicts = {m: v for m, v in gate.items() if isinstance(v, dict) and "verdict" in v}
     failed = [
         f"{m} {float(v.get('change_pct') or 0):+.1f}%"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import TypedDict
 
 from core.models.stored import Item
 
@@ -19,7 +19,16 @@ def _ms(iso: str) -> int:
     return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000)
 
 
-def run_usage(items: Sequence[Item], now_ms: int, price: float | None) -> dict[str, Any]:
+class RunUsage(TypedDict):
+    """Agent time a run held, and its cost at the pool's price (a run view's ``usage``)."""
+
+    agent_s: float
+    items: int
+    price_per_hour: float | None
+    cost: float | None
+
+
+def run_usage(items: Sequence[Item], now_ms: int, price: float | None) -> RunUsage:
     held_ms = 0
     used = 0
     for item in items:

@@ -5,7 +5,7 @@ per step, id ``<run>.s<step>``) and served.
 Fields that the documents leave out rather than store as null (``note``, a direction that
 did not run, total latency where none was recorded, ...) are omitted from the JSON when
 None, so the stored and served JSON is the one the hand-built documents had. Stored
-documents are read leniently (fields no longer written are ignored), like core.runs.state.
+documents are read leniently (fields no longer written are ignored), like core.models.stored.
 """
 
 from __future__ import annotations

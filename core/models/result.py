@@ -151,7 +151,7 @@ class Result(Strict):
 
 class StoredResult(Result):
     """A result as the store hands it back: read leniently (a field no longer written is
-    ignored), as core.runs.state reads its documents; what an agent sends stays strict."""
+    ignored), as core.models.stored reads its documents; what an agent sends stays strict."""
 
     model_config = ConfigDict(extra="ignore")
 

@@ -106,6 +106,8 @@ def decide(
             return CloseOutbox()
         if run.accepted is not True:
             return _judge(run, now_ms, creator)
+        if _stopped(run, steps, items):  # a step failed before the first went out
+            return _settle(run, steps, items)
         return Send(0)
     number = _sendable(run, steps, items)
     if number is not None:
@@ -138,6 +140,8 @@ def _sendable(run: Run, steps: list[Step], items: list[Item]) -> int | None:
     a send that failed half-way (some messages out, not marked sent) is sent again, in full."""
     step = _next_step(steps)
     if step is None or not run.admitted or run.delivery.state != DeliveryState.SENT:
+        return None
+    if run.accepted is not True:  # never sent a step, whatever else its documents say
         return None
     if _stopped(run, steps, items) or not all(i.ended for i in items if i.step != step.step):
         return None

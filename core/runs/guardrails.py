@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from core.errors import FieldError, Forbidden
 from core.limits.facts import DeclaredLimits, TargetFacts
 from core.models import POOL_PATTERN, Alias, DataSet, RunRequest, Workload
+from core.models.planned import KnownWorkloads, PlannedStep
 from core.runs.metadata import (
     ADMIN_FILES,
     ENGINEER_FILES,
@@ -173,7 +174,7 @@ def writes(workload: Workload) -> bool:
 
 def check_run(
     request: RunRequest,
-    steps: list[dict[str, Any]],
+    steps: list[PlannedStep],
     base: Workload,
     fill: bool,
     caller: Caller,
@@ -184,14 +185,12 @@ def check_run(
     errors: list[FieldError] = []
     if limits.max_clients == 0:
         raise Forbidden([FieldError("(caller)", f"role {caller.role} may not start runs")])
-    most = max(int(s["clients"]) for s in steps)
+    most = max(s.clients for s in steps)
     if most > limits.max_clients:
         errors.append(
             FieldError("clients", f"role {caller.role} may use at most {limits.max_clients}")
         )
-    per_step = [
-        Workload.model_validate(s["workload"]) if s.get("workload") else base for s in steps
-    ]
+    per_step = [s.workload or base for s in steps]
     duration = sum(w.ramp_time + w.runtime for w in per_step)  # repetitions are steps
     if duration > limits.max_duration_s:
         errors.append(
@@ -220,17 +219,15 @@ def check_run(
         raise Forbidden(errors)
 
 
-def _known_workloads(
-    steps: list[dict[str, Any]], base: Workload
-) -> list[tuple[dict[str, Any], Workload]]:
+def _known_workloads(steps: list[PlannedStep], base: Workload) -> KnownWorkloads:
     """Each step with the workload it will run, where the plan knows it: a rate-curve step
     runs the base workload at a rate; a target_iops step's numjobs is only known once its
     probe has run, so it is left out."""
-    known = []
+    known: KnownWorkloads = []
     for s in steps:
-        if s.get("workload"):
-            known.append((s, Workload.model_validate(s["workload"])))
-        elif s.get("mode") == "rate":
+        if s.workload is not None:
+            known.append((s, s.workload))
+        elif s.mode == "rate":
             known.append((s, base))
     return known
 

@@ -29,6 +29,7 @@ from core.limits.facts import run_target_facts
 from core.models import RunRequest, Workload
 from core.models.ids import body_hash, comparison_key, new_run_id, run_id_for_key, step_id
 from core.models.locks import TargetLock, Waiter
+from core.models.planned import PlannedStep
 from core.models.state import DeliveryState, RunState
 from core.models.stored import Delivery, Requester, Run, Step
 from core.ports import Store
@@ -69,7 +70,7 @@ class _Plan:
     request: RunRequest
     profile: Profile | None
     base: Workload
-    specs: list[dict[str, Any]]
+    specs: list[PlannedStep]
     fill: bool
 
 
@@ -165,7 +166,7 @@ class Intake:
                 targets=request.all_targets,
                 single_target=bool(request.target),
                 engine=request.engine,
-                clients=max(s["clients"] for s in specs),
+                clients=max(s.clients for s in specs),
             )
             if fleet_errors:
                 raise ValidationFailed(fleet_errors)
@@ -187,11 +188,11 @@ class Intake:
             errors.append(FieldError("engine", f"profile {profile.name} runs on {engines}"))
         return profile, errors
 
-    def _create_steps(self, run_id: str, specs: list[dict[str, Any]]) -> None:
+    def _create_steps(self, run_id: str, specs: list[PlannedStep]) -> None:
         for spec in specs:
             try:
                 self.store.items.create_step(
-                    Step(id=step_id(run_id, spec["step"]), run_id=run_id, **spec)
+                    Step(id=step_id(run_id, spec.step), run_id=run_id, **spec.model_dump())
                 )
             except Conflict:
                 pass  # a replay after a crash before the run was written
@@ -222,7 +223,7 @@ class Intake:
             pool=request.pool,
             tags=request.tags,
             step_count=len(specs),
-            items_total=sum(s["clients"] for s in specs),
+            items_total=sum(s.clients for s in specs),
             state=RunState.QUEUED if admitted else RunState.WAITING,
             admitted=admitted,
             delivery=Delivery(state=DeliveryState.PENDING if admitted else DeliveryState.WAITING),

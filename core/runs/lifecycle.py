@@ -278,7 +278,7 @@ class Lifecycle:
             )
             return None
         resolved = resolve_dynamic(
-            step.doc(),
+            step,
             run.workload,
             ref,
             engine=run.engine,

@@ -12,11 +12,11 @@ run were cut short.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from core.engines.fio_metadata import files_per_client
 from core.errors import FieldError
 from core.models import RunRequest, Workload
+from core.models.planned import KnownWorkloads
 from core.models.state import ItemState
 from core.models.stored import Item
 
@@ -55,7 +55,7 @@ def request_errors(request: RunRequest, base: Workload) -> list[FieldError]:
 
 
 def tree_size_errors(
-    request: RunRequest, measured: list[tuple[dict[str, Any], Workload]], role: str, cap: int
+    request: RunRequest, measured: KnownWorkloads, role: str, cap: int
 ) -> list[FieldError]:
     """Each step's tree (files per client) against the role's cap, naming
     ``workload.metadata.files_per_dir`` when one job's directory is over it already, else

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 from pydantic import ValidationError
 
@@ -28,70 +28,34 @@ from core.models import (
     Workload,
 )
 from core.models.ids import item_id
+from core.models.planned import PlannedStep, PlanPoint
 from core.models.stored import Run, Step
 from core.runs.metadata import request_errors
 
 MAX_TOTAL_STEPS = 64
 
 
-def plan_steps(request: RunRequest, base: Workload) -> list[dict[str, Any]]:
+def plan_steps(request: RunRequest, base: Workload) -> list[PlannedStep]:
     """The step specifications of a run (without ids): stored as step documents."""
     meta_errors = request_errors(request, base)
     if meta_errors:
         raise ValidationFailed(meta_errors)
-    points: list[dict[str, Any]] = []
-    sweep = request.sweep
-    if isinstance(sweep, FieldSweep):
-        for i, value in enumerate(sweep.values):
-            w = _swept(base, {sweep.field: value}, f"sweep.values.{i}")
-            points.append(
-                {"mode": "measure", "point": f"{sweep.field}={value}", "workload": w.model_dump()}
-            )
-    elif isinstance(sweep, GridSweep):
-        outer, inner = sweep.grid[1], sweep.grid[0]  # the first field varies fastest
-        for j, b in enumerate(outer.values):
-            for i, a in enumerate(inner.values):
-                where = f"sweep.grid.0.values.{i}"
-                w = _swept(base, {inner.field: a}, where)
-                w = _swept(w, {outer.field: b}, f"sweep.grid.1.values.{j}")
-                label = f"{inner.field}={a},{outer.field}={b}"
-                points.append({"mode": "measure", "point": label, "workload": w.model_dump()})
-    elif isinstance(sweep, RateSweep):
-        points.append({"mode": "rate-max", "point": "max", "workload": base.model_dump()})
-        for pct in sweep.rate_pct:
-            points.append(
-                {"mode": "rate", "point": f"rate={pct}%", "rate_pct": pct, "workload": None}
-            )
-    elif request.target_iops:
-        probe = base.model_copy(update={"numjobs": 1, "iodepth": 1, "rate_iops": None})
-        points.append({"mode": "probe", "point": "probe 1x1", "workload": probe.model_dump()})
-        points.append(
-            {
-                "mode": "sized",
-                "point": f"target {request.target_iops} IOPS",
-                "target_iops": request.target_iops,
-                "workload": None,
-            }
-        )
-    elif base.metadata is not None:
-        points += metadata_points(base)
-    else:
-        points.append({"mode": "measure", "point": "", "workload": base.model_dump()})
-
-    steps: list[dict[str, Any]] = []
+    points = _points(request, base)
+    steps: list[PlannedStep] = []
     for clients in request.client_steps:
         ref: int | None = None
         for point, rep in _order(points, request.repetitions, phases=base.metadata is not None):
-            spec = {
-                **point,
-                "step": len(steps),
-                "clients": clients,
-                "repetition": rep,
-                "discarded": request.discard_first and rep == 0 and request.repetitions > 1,
-                "ref_step": ref if point["workload"] is None else None,
-            }
-            steps.append(spec)
-            if point["mode"] in ("rate-max", "probe"):
+            steps.append(
+                PlannedStep(
+                    **dict(point),
+                    step=len(steps),
+                    clients=clients,
+                    repetition=rep,
+                    discarded=request.discard_first and rep == 0 and request.repetitions > 1,
+                    ref_step=ref if point.workload is None else None,
+                )
+            )
+            if point.mode in ("rate-max", "probe"):
                 ref = len(steps) - 1  # dynamic steps follow their unthrottled/probe step
     if len(steps) > MAX_TOTAL_STEPS:
         raise ValidationFailed(
@@ -106,7 +70,50 @@ def plan_steps(request: RunRequest, base: Workload) -> list[dict[str, Any]]:
     return steps
 
 
-def _swept(base: Workload, change: Mapping[str, Any], field: str) -> Workload:
+def _points(request: RunRequest, base: Workload) -> list[PlanPoint]:
+    """The points of the request's sweep (or its single point), in order."""
+    sweep = request.sweep
+    if isinstance(sweep, FieldSweep):
+        return [
+            PlanPoint(
+                point=f"{sweep.field}={value}",
+                workload=_swept(base, {sweep.field: value}, f"sweep.values.{i}"),
+            )
+            for i, value in enumerate(sweep.values)
+        ]
+    if isinstance(sweep, GridSweep):
+        return _grid_points(sweep, base)
+    if isinstance(sweep, RateSweep):
+        return [PlanPoint(mode="rate-max", point="max", workload=base)] + [
+            PlanPoint(mode="rate", point=f"rate={pct}%", rate_pct=pct) for pct in sweep.rate_pct
+        ]
+    if request.target_iops:
+        probe = base.model_copy(update={"numjobs": 1, "iodepth": 1, "rate_iops": None})
+        return [
+            PlanPoint(mode="probe", point="probe 1x1", workload=probe),
+            PlanPoint(
+                mode="sized",
+                point=f"target {request.target_iops} IOPS",
+                target_iops=request.target_iops,
+            ),
+        ]
+    if base.metadata is not None:
+        return metadata_points(base)
+    return [PlanPoint(workload=base)]
+
+
+def _grid_points(sweep: GridSweep, base: Workload) -> list[PlanPoint]:
+    outer, inner = sweep.grid[1], sweep.grid[0]  # the first field varies fastest
+    points = []
+    for j, b in enumerate(outer.values):
+        for i, a in enumerate(inner.values):
+            w = _swept(base, {inner.field: a}, f"sweep.grid.0.values.{i}")
+            w = _swept(w, {outer.field: b}, f"sweep.grid.1.values.{j}")
+            points.append(PlanPoint(point=f"{inner.field}={a},{outer.field}={b}", workload=w))
+    return points
+
+
+def _swept(base: Workload, change: Mapping[str, object], field: str) -> Workload:
     """``base`` with one swept field set; a value the workload refuses names its place."""
     try:
         return Workload.model_validate({**base.model_dump(), **change})
@@ -115,25 +122,22 @@ def _swept(base: Workload, change: Mapping[str, Any], field: str) -> Workload:
         raise ValidationFailed([FieldError(field, msg)]) from None
 
 
-def metadata_points(base: Workload) -> list[dict[str, Any]]:
+def metadata_points(base: Workload) -> list[PlanPoint]:
     """One measured step per metadata phase, in order: each its own figures and window."""
     md = base.metadata
     assert md is not None
     return [
-        {
-            "mode": "measure",
-            "point": op,
-            "workload": base.model_copy(
-                update={"metadata": md.model_copy(update={"op": op})}
-            ).model_dump(),
-        }
+        PlanPoint(
+            point=op,
+            workload=base.model_copy(update={"metadata": md.model_copy(update={"op": op})}),
+        )
         for op in md.ops
     ]
 
 
 def _order(
-    points: list[dict[str, Any]], repetitions: int, *, phases: bool
-) -> list[tuple[dict[str, Any], int]]:
+    points: list[PlanPoint], repetitions: int, *, phases: bool
+) -> list[tuple[PlanPoint, int]]:
     """Each point repeated in place; metadata phases repeat as a whole sequence (a tree is
     created, used and deleted before the next repetition creates it again)."""
     if phases:
@@ -157,8 +161,21 @@ def outstanding_for(target_iops: float, latency_s: float) -> int:
     return max(1, math.ceil(target_iops * latency_s - 1e-9))
 
 
+class DynamicSpec(Protocol):
+    """What sizing a dynamic step reads: a planned step or a stored one."""
+
+    @property
+    def mode(self) -> str: ...
+    @property
+    def clients(self) -> int: ...
+    @property
+    def rate_pct(self) -> int | None: ...
+    @property
+    def target_iops(self) -> int | None: ...
+
+
 def resolve_dynamic(
-    spec: Mapping[str, Any],
+    spec: DynamicSpec,
     base: Workload,
     ref_aggregate: Reference,
     *,
@@ -168,14 +185,14 @@ def resolve_dynamic(
 ) -> Workload:
     """The workload of a rate-curve or target_iops step, from its reference step. A sized
     step's outstanding I/Os are spread over every client, mount and file it loads."""
-    clients = int(spec["clients"])
-    if spec["mode"] == "rate":
-        per_client = ref_aggregate.total_iops * spec["rate_pct"] / 100 / clients
+    clients = spec.clients
+    if spec.mode == "rate" and spec.rate_pct is not None:
+        per_client = ref_aggregate.total_iops * spec.rate_pct / 100 / clients
         return base.model_copy(update={"rate_iops": max(1, round(per_client))})
-    if spec["mode"] == "sized":
+    if spec.mode == "sized" and spec.target_iops is not None:
         lat = ref_aggregate.mean_latency_s
         shape = shape_for(
-            outstanding_for(spec["target_iops"], lat),
+            outstanding_for(spec.target_iops, lat),
             clients,
             engine=engine,
             ioengine=base.ioengine,
@@ -183,7 +200,7 @@ def resolve_dynamic(
             files_per_target=files_per_target,
         )
         return base.model_copy(update=shape)
-    raise ValueError(f"step mode {spec['mode']!r} is not resolved dynamically")
+    raise ValueError(f"step mode {spec.mode!r} is not resolved dynamically")
 
 
 def plan_items(run: Run, step: Step, workload: Workload) -> list[WorkItem]:

@@ -12,10 +12,10 @@ it). The agent checks the files again before it starts (agent.dataset).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from core.errors import FieldError
 from core.models import DataSet, RunRequest, Workload
+from core.models.planned import KnownWorkloads
 from core.units import clients_text
 
 # (pool, alias) -> (read_only, the data set the registry names for it)
@@ -24,7 +24,7 @@ Registry = Mapping[tuple[str, str], tuple[bool, DataSet | None]]
 
 def read_only_errors(
     request: RunRequest,
-    measured: list[tuple[dict[str, Any], Workload]],
+    measured: KnownWorkloads,
     base: Workload,
     fill: bool,
     is_write: bool,
@@ -68,7 +68,7 @@ def read_only_errors(
             )
             continue
         for spec, w in measured:
-            for error in dataset_errors(alias, dataset, w, int(spec["clients"])):
+            for error in dataset_errors(alias, dataset, w, spec.clients):
                 add(error.field, error.message)
     return list(errors.values())
 

@@ -5,12 +5,11 @@ bounds what any run can write on a mount: the run that filled a mount had 256 jo
 
 from __future__ import annotations
 
-from typing import Any
-
 from core.analysis.concurrency import queue_units
 from core.catalogue import get_profile
 from core.errors import FieldError
 from core.models import Engine, RunRequest, Workload
+from core.models.planned import KnownWorkloads
 
 GIB, TIB = 1 << 30, 1 << 40
 
@@ -34,7 +33,7 @@ def working_set(engine: Engine, workload: Workload, mounts: int, files_per_targe
 
 
 def working_set_errors(
-    request: RunRequest, measured: list[tuple[dict[str, Any], Workload]], role: str, cap: int
+    request: RunRequest, measured: KnownWorkloads, role: str, cap: int
 ) -> list[FieldError]:
     """Every step's working set against the role's cap: ``workload.size`` when one file per
     mount is already over it, else ``workload.numjobs``, the multiplier that takes it over."""
@@ -54,7 +53,7 @@ def working_set_errors(
         field = "workload.size" if one_job > cap or request.engine != "fio" else "workload.numjobs"
         files = total // w.size_bytes
         what = f"{files} file{'s' if files > 1 else ''} x {w.size} = {human_bytes(total)}"
-        step = f" (step {spec['point']})" if spec.get("point") else ""
+        step = f" (step {spec.point})" if spec.point else ""
         errors.setdefault(
             field,
             FieldError(
