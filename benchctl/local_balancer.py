@@ -10,9 +10,11 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
-from benchctl.local_state import ROOT, checkout
+from benchctl.local_procs import Proc, tail
+from benchctl.local_state import ROOT, StackError, checkout
 
 NGINX = "/usr/sbin/nginx"
 BIN = ROOT / "node_modules" / ".bin"
@@ -96,5 +98,23 @@ def nginx_argv(directory: Path, port: int, upstreams: list[int]) -> list[str]:
         (directory / "tmp" / kind).mkdir(parents=True, exist_ok=True)
     conf = directory / "nginx.conf"
     conf.write_text(nginx_conf(directory, port, upstreams))
+    (directory / "nginx.pid").unlink(missing_ok=True)  # wait_bound waits for this run's
     # -e: the log of startup errors, before the configuration is read (nginx >= 1.19.5)
     return [NGINX, "-p", str(directory.resolve()), "-e", "stderr", "-c", str(conf.resolve())]
+
+
+def wait_bound(directory: Path, p: Proc, timeout: float = 30.0) -> None:
+    """Until nginx has bound the stack's API port: it writes its pid file only after it
+    has. Before that, an answer on the port may be another server's (a stack that took
+    the port between our check and nginx's bind), so a health check alone proves nothing.
+    An nginx that exits is a StackError with its log (``already in use``: the caller
+    takes another port)."""
+    pid_file = directory / "nginx.pid"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pid_file.exists() and pid_file.read_text().strip() == str(p.pid):
+            return
+        if not p.alive():
+            raise StackError(f"nginx exited: {tail(p.log, 3)}")
+        time.sleep(0.05)
+    raise StackError(f"nginx did not bind port {p.port} within {timeout:g} s: {tail(p.log, 3)}")

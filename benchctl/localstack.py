@@ -253,8 +253,10 @@ def start_apis(
     for p in procs:  # started side by side: each takes seconds to import
         wait_api(p)
     ports = [p.port for p in procs if p.port is not None]
-    argv = local_balancer.nginx_argv(Path(stack.dir) / "nginx", stack.api_port, ports)
+    conf_dir = Path(stack.dir) / "nginx"
+    argv = local_balancer.nginx_argv(conf_dir, stack.api_port, ports)
     lb = _spawn(stack, "nginx", argv, port=stack.api_port)
+    local_balancer.wait_bound(conf_dir, lb)
     wait_api(lb)
     return [*procs, lb]
 
