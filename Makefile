@@ -5,13 +5,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install test lint unit demo schemas clean bench checkov fio chromium docs docs-serve
+.PHONY: install test lint unit demo schemas clean bench checkov fio chromium nginx docs docs-serve
 
 # The venv and node_modules install side by side (both mostly wait on the network), then
 # the system packages (apt-get takes one lock).
 install:
 	@$(MAKE) --no-print-directory -j2 -Otarget $(VENV)/.installed node_modules/.installed
-	@$(MAKE) --no-print-directory fio chromium
+	@$(MAKE) --no-print-directory fio chromium nginx
 
 # uv installs the tree ([dev], exactly pinned) in about a fifth of pip's time (pip's resolver
 # took 100 s of a fresh CI run; uv 20 s, the same versions). uv itself is pinned in [dev].
@@ -31,6 +31,10 @@ node_modules/.installed: package.json package-lock.json
 
 fio:
 	@command -v fio >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq fio; }
+
+# The load balancer of `benchctl local up --api-instances N` (docs/local-stack.md).
+nginx:
+	@command -v /usr/sbin/nginx >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq nginx-light; }
 
 # The browser the report and UI tests drive (headless; Playwright launches this binary).
 chromium:

@@ -70,6 +70,9 @@ class Settings(BaseSettings):
     local_emulators: bool = False
     # > 0: run the timer functions in-process (local stack)
     local_timer_seconds: float = Field(0.0, ge=0.0, allow_inf_nan=False)
+    # > 0: that loop ticks only while this instance holds a blob lease of this many seconds
+    # (15-60; several API instances, adapters/timer_lease.py); 0: one instance, no lease.
+    local_timer_lease_s: int = Field(0, ge=0, le=60)
     # /api/health answers 503 once a timer's last complete tick is older than this (the
     # timers tick every minute in Azure).
     timer_stale_s: float = Field(300.0, gt=0.0, allow_inf_nan=False)

@@ -241,6 +241,13 @@ def parser() -> argparse.ArgumentParser:
     )
     lu.add_argument("--visibility-timeout", type=int, default=30)
     lu.add_argument(
+        "--api-instances",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run N API processes behind nginx on the API port (timers on one at a time)",
+    )
+    lu.add_argument(
         "--max-agents",
         type=int,
         help="make the pool elastic: start agents up to this many when runs need them, "

@@ -177,6 +177,9 @@ def cmd_local(a: argparse.Namespace) -> int:
     return _local_status()
 
 
+MAX_API_INSTANCES = 16  # a 2-core machine runs a few; more only measure the machine
+
+
 def _local_up(a: argparse.Namespace) -> int:
     from benchctl import localstack
     from benchctl.local_sim import SIM_POOL, sim_pool_spec, start_sim_agents, with_sim_targets
@@ -188,6 +191,8 @@ def _local_up(a: argparse.Namespace) -> int:
         registry = local_registry(targets, a.target_limits, a.target_facts)
     except TargetDeclarationError as e:
         raise CliError(str(e), EXIT_BAD_INPUT) from None
+    if not 1 <= a.api_instances <= MAX_API_INSTANCES:
+        raise CliError(f"--api-instances: 1 to {MAX_API_INSTANCES}", EXIT_BAD_INPUT)
     _target_dirs(targets, a.create)
     localstack.ensure_installed()
     sims = a.sim_agents
@@ -204,12 +209,14 @@ def _local_up(a: argparse.Namespace) -> int:
         price=a.price,
         telemetry=_telemetry(a.otlp_endpoint, a.no_telemetry),
         extra_pools=[sim_pool_spec(sims)] if sims else None,
+        api_instances=a.api_instances,
     )
     if sims:
         start_sim_agents(stack, sims)
         print(f"{sims} simulated client(s) on pool {SIM_POOL}: runs reach them with --pool sim")
+    behind = f" ({a.api_instances} instances behind nginx)" if a.api_instances > 1 else ""
     print(
-        f"local stack up: API {stack.api_url}, {a.agents} agent(s), "
+        f"local stack up: API {stack.api_url}{behind}, {a.agents} agent(s), "
         f"targets {', '.join(f'{k}={v}' for k, v in stack.targets.items())}"
     )
     if stack.port_note:
@@ -267,7 +274,7 @@ def _telemetry(otlp_endpoint: str | None, off: bool) -> dict[str, str]:
 
 
 def _data_line(directory: str, note: str) -> str:
-    from benchctl.localstack import DATA_DIRS
+    from benchctl.local_state import DATA_DIRS
 
     dirs = ", ".join(str(Path(directory) / name) for name in DATA_DIRS)
     return f"data: {dirs} ({note})"

@@ -55,6 +55,11 @@ def wait_ready(what: str, check: Callable[[], bool], proc: Proc, timeout: float 
     raise StackError(f"{what} not ready after {timeout:.0f} s; see {proc.log}:\n{tail(proc.log)}")
 
 
+def wait_api(p: Proc) -> None:  # an instance, or the balancer in front of them
+    url = f"http://127.0.0.1:{p.port}/api/health"
+    wait_ready(p.name, lambda: httpx.get(url, timeout=2).status_code == 200, p)
+
+
 def tail(path: str, lines: int = 30) -> str:
     try:
         return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 FUNCTIONS_HOST_PORT = 7071  # the Azure Functions host's local port: a familiar bookmark
+DATA_DIRS = ("azurite", "cosmosdb")  # the emulators' data in the stack's directory
 PORT_FILE = "api-port"  # kept across `down`, which removes stack.json
 
 
@@ -88,3 +90,27 @@ def api_port_for(directory: Path) -> tuple[int, str | None]:
         return FUNCTIONS_HOST_PORT, f"port {had}, the API's last time, is in use: took 7071"
     port = free_port()
     return port, f"port {wanted} is in use: the API is on {port} this time"
+
+
+def pool_specs(
+    agents: int, max_agents: int | None, idle_s: float, price: float | None
+) -> list[str]:
+    """The stack's one pool, as BENCH_POOLS names it."""
+    # The pool declares its size, so a run is judged on it even before every agent has
+    # registered (core.fleet.admission).
+    pools = [f"default:size={agents}"] if agents > 0 else ["default"]
+    if max_agents is not None:
+        # An elastic pool (core.fleet.scaling): the API's timer starts agents up to
+        # max_agents when runs need them and stops them down to `agents` when idle.
+        if max_agents < max(agents, 1):
+            raise StackError(f"--max-agents {max_agents} is below --agents {agents}")
+        pools = [f"default:max={max_agents}:min={agents}:idle={idle_s:g}"]
+    if price is not None:  # the hourly price of a client VM: usage has a cost
+        pools = [f"{pools[0]}:price={price:g}"]
+    return pools
+
+
+def remove_data(directory: Path) -> None:
+    """Forget every run, result, schedule, series and queued message kept in ``directory``."""
+    for name in DATA_DIRS:
+        shutil.rmtree(directory / name, ignore_errors=True)

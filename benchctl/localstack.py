@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -17,47 +16,36 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import httpx
-
 from adapters.blob import BlobArtifacts
 from adapters.config import Settings
 from adapters.cosmos import CosmosStore
 from adapters.local import azurite_blob_uri, azurite_queue_uri
 from adapters.queue import WorkQueues
+from benchctl import local_balancer
+from benchctl.local_balancer import ensure_installed as ensure_installed
 from benchctl.local_procs import Proc as Proc
 from benchctl.local_procs import port_open as _port_open
 from benchctl.local_procs import stop_proc as stop_proc
 from benchctl.local_procs import tail as tail
+from benchctl.local_procs import wait_api as wait_api
 from benchctl.local_procs import wait_ready as _wait
 from benchctl.local_state import (
     ROOT,
     StackError,
     api_port_for,
-    checkout,
+    pool_specs,
     remember_port,
+    remove_data,
     state_dir,
 )
 from benchctl.local_state import free_port as free_port  # the tests' and benches' helper
 from core.fleet.pools import DEFAULT_IDLE_S
 
-BIN = ROOT / "node_modules" / ".bin"
 SCRIPTS = ROOT / "scripts"
-DATA_DIRS = ("azurite", "cosmosdb")
 # The API's local pool scaler (benchctl.local_scaler) works on the stack in this directory.
 LOCAL_SCALER_SETTING = (
     "BENCH_LOCAL_SCALER_DIR"  # in the stack's directory: what `up --fresh` removes
 )
-
-
-def ensure_installed() -> None:
-    """Install what the stack needs and is missing: the pinned npm packages and fio."""
-    checkout()
-    if not (BIN / "azurite-queue").exists() or not (BIN / "cosmosdb-server").exists():
-        subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=ROOT, check=True)
-    if shutil.which("fio") is None:
-        sudo = [] if os.geteuid() == 0 else ["sudo"]
-        subprocess.run([*sudo, "apt-get", "update", "-qq"], check=True)
-        subprocess.run([*sudo, "apt-get", "install", "-y", "-qq", "fio"], check=True)
 
 
 @dataclass
@@ -71,6 +59,7 @@ class Stack:
     pools: list[str] = field(default_factory=lambda: ["default"])
     targets: dict[str, str] = field(default_factory=dict)
     procs: list[Proc] = field(default_factory=list)
+    api_instances: int = 1  # > 1: that many uvicorn processes behind nginx on api_port
     visibility_timeout: int = 30
     max_deliveries: int = 5
     heartbeat_s: float = 30.0  # agents' registry heartbeat
@@ -132,6 +121,10 @@ class Stack:
 
     def agents(self) -> list[Proc]:
         return [p for p in self.procs if p.name.startswith("agent-")]
+
+    def apis(self) -> list[Proc]:
+        """The API's processes: ``api``, or ``api-1``..``api-N`` and their ``nginx``."""
+        return [p for p in self.procs if p.name in ("api", "nginx") or p.name.startswith("api-")]
 
 
 def _spawn(
@@ -206,9 +199,13 @@ def start_api(
     extra_env: dict[str, str] | None = None,
     *,
     access_log: bool = False,
+    name: str = "api",
+    port: int | None = None,
+    wait: bool = True,
 ) -> Proc:
-    """The API under uvicorn; ``access_log``: a line per request in its log (benches count
-    requests with it)."""
+    """The API under uvicorn, on the stack's API port or on ``port`` (an instance behind the
+    balancer); ``access_log``: a line per request in its log (benches count requests)."""
+    port = stack.api_port if port is None else port
     env = {
         **stack.env(),
         **stack.telemetry,
@@ -218,7 +215,7 @@ def start_api(
     env["BENCH_PUBLIC_URL"] = stack.api_url
     p = _spawn(
         stack,
-        "api",
+        name,
         [
             sys.executable,
             "-m",
@@ -228,15 +225,40 @@ def start_api(
             "--host",
             "127.0.0.1",
             "--port",
-            str(stack.api_port),
+            str(port),
             "--log-level",
             "info" if access_log else "warning",
         ],
         env,
-        stack.api_port,
+        port,
     )
-    _wait("API", lambda: httpx.get(stack.api_url + "/api/health", timeout=2).status_code == 200, p)
+    if wait:
+        wait_api(p)
     return p
+
+
+def start_apis(
+    stack: Stack, timer_seconds: float = 1.0, extra_env: dict[str, str] | None = None
+) -> list[Proc]:
+    """One uvicorn on the stack's API port, or ``api_instances`` of them behind nginx there,
+    whose timers tick only while holding the timers' lease (adapters/timer_lease.py)."""
+    if stack.api_instances <= 1:
+        return [start_api(stack, timer_seconds, extra_env)]
+    local_balancer.ensure_nginx()
+    env = {"BENCH_LOCAL_TIMER_LEASE_S": str(local_balancer.TIMER_LEASE_S), **(extra_env or {})}
+    procs = [
+        start_api(stack, timer_seconds, env, name=f"api-{i}", port=free_port(), wait=False)
+        for i in range(1, stack.api_instances + 1)
+    ]
+    for p in procs:  # started side by side: each takes seconds to import
+        wait_api(p)
+    ports = [p.port for p in procs if p.port is not None]
+    conf_dir = Path(stack.dir) / "nginx"
+    argv = local_balancer.nginx_argv(conf_dir, stack.api_port, ports)
+    lb = _spawn(stack, "nginx", argv, port=stack.api_port)
+    local_balancer.wait_bound(conf_dir, lb)
+    wait_api(lb)
+    return [*procs, lb]
 
 
 def start_agent(
@@ -272,6 +294,7 @@ def up(
     price: float | None = None,
     telemetry: dict[str, str] | None = None,
     extra_pools: list[str] | None = None,
+    api_instances: int = 1,
 ) -> Stack:
     """Start the stack in ``directory``, on the data kept there (none with ``fresh``);
     ``extra_pools``: more BENCH_POOLS entries (the simulated clients', benchctl.local_sim)."""
@@ -295,8 +318,9 @@ def up(
         max_deliveries=max_deliveries,
         heartbeat_s=heartbeat_s,
         telemetry=telemetry or {},
+        api_instances=api_instances,
     )
-    stack.pools = _pools(agents, max_agents, idle_s, price) + (extra_pools or [])
+    stack.pools = pool_specs(agents, max_agents, idle_s, price) + (extra_pools or [])
     stack.save()
     # The stack's targets are the API's target registry (GET /api/targets, the bot's
     # `targets`), unless the caller declared more of them (benchctl.local_targets).
@@ -323,22 +347,6 @@ def _refuse_a_second(directory: Path) -> None:
         )
 
 
-def _pools(agents: int, max_agents: int | None, idle_s: float, price: float | None) -> list[str]:
-    """The stack's one pool, as BENCH_POOLS names it."""
-    # The pool declares its size, so a run is judged on it even before every agent has
-    # registered (core.fleet.admission).
-    pools = [f"default:size={agents}"] if agents > 0 else ["default"]
-    if max_agents is not None:
-        # An elastic pool (core.fleet.scaling): the API's timer starts agents up to
-        # max_agents when runs need them and stops them down to `agents` when idle.
-        if max_agents < max(agents, 1):
-            raise StackError(f"--max-agents {max_agents} is below --agents {agents}")
-        pools = [f"default:max={max_agents}:min={agents}:idle={idle_s:g}"]
-    if price is not None:  # the hourly price of a client VM: usage has a cost
-        pools = [f"{pools[0]}:price={price:g}"]
-    return pools
-
-
 def _start_agents_and_api(
     stack: Stack, agents: int, timer_seconds: float, api_env: dict[str, str]
 ) -> None:
@@ -348,14 +356,14 @@ def _start_agents_and_api(
         for i in range(1, agents + 1):
             start_agent(stack, i)
         try:
-            start_api(stack, timer_seconds, api_env)
+            start_apis(stack, timer_seconds, api_env)
             return
         except StackError as e:
             # The port was free when chosen and taken since (another stack starting
             # at the same moment): the agents were told the old address, so again.
             if "already in use" not in str(e) or attempt == 2:
                 raise
-            for p in [p for p in stack.procs if p.name.startswith("agent-") or p.name == "api"]:
+            for p in stack.agents() + stack.apis():
                 stop_proc(p, signal.SIGKILL)
                 stack.procs.remove(p)
             taken = stack.api_port
@@ -364,22 +372,16 @@ def _start_agents_and_api(
             stack.save()
 
 
-def remove_data(directory: Path) -> None:
-    """Forget every run, result, schedule, series and queued message kept in ``directory``."""
-    for name in DATA_DIRS:
-        shutil.rmtree(directory / name, ignore_errors=True)
-
-
 def down(directory: Path | None = None) -> list[str]:
     stack = Stack.load(directory)
     if stack is None:
         return []
     stopped = []
     # Agents (and simulated ones) first: they finish with the API still there; then the
-    # API, then storage.
+    # API (its balancer, then its instances), then storage.
     storage = [p for p in stack.procs if p.name in ("azurite", "azurite-blob", "cosmosdb")]
-    api = [p for p in stack.procs if p.name == "api"]
-    order = [p for p in stack.procs if p not in api + storage] + api + storage
+    apis = sorted(stack.apis(), key=lambda p: p.name != "nginx")
+    order = [p for p in stack.procs if p not in apis + storage] + apis + storage
     for p in order:
         if p.alive():
             # A second SIGTERM makes an agent stop at once instead of finishing its item.

@@ -8,6 +8,7 @@ import logging
 import time
 
 from adapters import retention
+from adapters.timer_lease import TimerLease
 from core.errors import BenchError
 from functions.context import Services
 
@@ -65,15 +66,42 @@ def retention_tick(parts: Services) -> None:
     retention.sweep(parts.store, parts.artifacts, parts.settings.retention, now)
 
 
+def _timer_lease(parts: Services) -> TimerLease | None:
+    """The lease that elects the one instance that ticks, when the stack runs several."""
+    settings = parts.settings
+    if settings.local_timer_lease_s <= 0:
+        return None
+    return TimerLease.connect(
+        settings.blob_uri,
+        local_emulators=settings.local_emulators,
+        duration_s=settings.local_timer_lease_s,
+    )
+
+
 async def local_timer_loop(interval_s: float, parts: Services) -> None:
-    """The local stack has no Functions host: run the same timer work on a short period."""
-    while True:
-        # each goes on whatever the others do
-        for tick in (schedules_tick, runs_tick, retention_tick):
-            try:
-                await asyncio.to_thread(tick, parts)
-            except BenchError as e:
-                log.warning("timer tick %s failed: %s", tick.__name__, e)
-            except Exception:
-                log.exception("timer tick %s crashed", tick.__name__)
-        await asyncio.sleep(interval_s)
+    """The local stack has no Functions host: run the same timer work on a short period.
+    With several API instances, only the holder of the timers' blob lease ticks, as the
+    Functions host runs a timer trigger on one instance; the lease is renewed each tick, so
+    a holder that dies is replaced within the lease's duration and one tick."""
+    lease = await asyncio.to_thread(_timer_lease, parts)
+    try:
+        while True:
+            if lease is None or await asyncio.to_thread(lease.hold):
+                if lease is not None:
+                    log.info("timer tick")  # the tests count each instance's ticks
+                await _tick_once(parts)
+            await asyncio.sleep(interval_s)
+    finally:
+        if lease is not None:
+            await asyncio.to_thread(lease.release)  # the next holder need not wait
+
+
+async def _tick_once(parts: Services) -> None:
+    # each goes on whatever the others do
+    for tick in (schedules_tick, runs_tick, retention_tick):
+        try:
+            await asyncio.to_thread(tick, parts)
+        except BenchError as e:
+            log.warning("timer tick %s failed: %s", tick.__name__, e)
+        except Exception:
+            log.exception("timer tick %s crashed", tick.__name__)

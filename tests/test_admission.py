@@ -69,3 +69,14 @@ def test_waiting_runs_go_in_submission_order_and_crossed_targets_cannot_deadlock
     assert position([lock_b, lock_a], ba) == 2
     assert position([lock_a], a_again) == 3  # behind r1 and r2, not r3
     assert position([lock_c], c) == 1
+
+
+def test_a_run_already_in_line_keeps_its_place_whatever_instant_a_twin_request_read() -> None:
+    """Two requests with one Idempotency-Key (on two API instances) read their own clocks:
+    r1 joined the line at 30, r2 at 20; r1's twin request read 10. It must still wait
+    behind r2, or it takes the target while r1 waits behind r2 and neither ever starts
+    (found by tests/test_local_multi.py's 40 POSTs on 30 keys)."""
+    lock = TargetLock(id="p:a", queue=[w("r2", 20), w("r1", 30)])
+    twin = w("r1", 10)
+    assert [x.run_id for x in ahead(lock, twin)] == ["r2"]
+    assert position([lock], twin) == 2

@@ -59,8 +59,13 @@ def holder_done(run: Run) -> bool:
 
 
 def ahead(lock: TargetLock, me: Waiter) -> list[Waiter]:
-    """The waiters queued before ``me`` for this target, in order."""
-    return [w for w in lock.queue if w.order < me.order and w.run_id != me.run_id]
+    """The waiters queued before ``me`` for this target, in order. A run already in the
+    queue keeps the place it has: two requests with one Idempotency-Key (on two instances,
+    or two threads) each read their own clock, and the later one's earlier instant must not
+    let the run take the target from runs queued between the two instants (it then held a
+    target while waiting behind them: neither ever started)."""
+    mine = next((w for w in lock.queue if w.run_id == me.run_id), me)
+    return [w for w in lock.queue if w.order < mine.order and w.run_id != me.run_id]
 
 
 def position(locks: Iterable[TargetLock], me: Waiter) -> int:

@@ -33,7 +33,7 @@ from core.models.planned import PlannedStep
 from core.models.state import DeliveryState, RunState
 from core.models.stored import Delivery, Requester, Run, Step
 from core.ports import Store
-from core.runs.admission import Admission, TargetBusy, lock_keys, target_of
+from core.runs.admission import Admission, TargetBusy, lock_keys, run_keys, target_of
 from core.runs.commit import (
     ANSWER_MS,
     DECIDE_GRACE_MS,
@@ -137,11 +137,15 @@ class Intake:
         run.body_hash, run.idempotency_key, run.traceparent = digest, idempotency_key, traceparent
         try:
             stored = self._store(run, revive)  # the commit point
-        except Conflict:
+        except Conflict:  # a request with the same Idempotency-Key stored it first
             replay = self._replay(run_id, digest, answer)
-            if not isinstance(replay, Run):
+            if isinstance(replay, Run):
+                return replay, False
+            if replay is None:
                 raise
-            return replay, False
+            # Its creation came too late and is void: this request makes the run anew, as
+            # a retry would (it answered 409 "already exists" before).
+            stored = self._store(run, replay)
         if not in_time(stored) or not answer.commit(stored):
             self._void(stored)
             raise Abandoned("the database did not confirm the run in time", "Cosmos DB")
@@ -251,6 +255,7 @@ class Intake:
         try:
             if stored.admitted:
                 return self.life.deliver(stored, creator=True)
+            self._in_line(stored)
             return self.life.accept(stored)
         except StoreUnavailable as e:
             log.warning("run %s: stored; the timer will send it: %s", stored.id, e)
@@ -287,7 +292,16 @@ class Intake:
             return _Revive(run)
         if run.admitted and run.delivery.state == DeliveryState.PENDING:
             run = self.life.deliver(run)
+        elif not run.admitted and not run.finished:
+            self._in_line(run)
         return run
+
+    def _in_line(self, run: Run) -> None:
+        """A waiting run is in its targets' queues (idempotent). Its join before the commit
+        point may have found the run's entry of a void attempt under the same
+        Idempotency-Key, which others then dropped as dead: without this the run waited
+        in no queue, and nothing ever admitted it."""
+        self.admission.wait(run_keys(run), Waiter(run_id=run.id, created_ms=run.created_ms))
 
     def _admit_or_wait(self, keys: list[str], me: Waiter, on_busy: str) -> bool:
         """Take the run's target locks now if nobody holds them or waits for them; else

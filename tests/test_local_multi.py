@@ -1,0 +1,214 @@
+"""A local stack of 3 API instances behind nginx (`benchctl local up --api-instances 3`),
+one stack for the whole module:
+- the API answers through the balancer alone and runs a 2-client fio run end to end, its
+  results checked as the single-instance core path checks them (tests/test_e2e.py);
+- exactly one instance runs the timers at a time (the holder of the timers' blob lease),
+  and when the holder is SIGKILLed another takes over once the lease expires, within its
+  duration and one tick (each instance's log has a line per tick it ran);
+- an instance SIGKILLed in the middle of a 4-client step: the step completes, one result
+  per client.
+
+Lanes: the stack starts no agent; the tests that run fio start the module's agents
+(``fio_agents``) and are marked ``fio``; the others run in the ``stack`` lane, beside the
+fio lane in `make test`. Each test starts with the 3 instances alive (``three_alive``
+restarts one a test killed, on its port)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+import httpx
+import pytest
+
+from adapters.blob import BlobArtifacts
+from adapters.cosmos import CosmosStore
+from benchctl import localstack
+from benchctl.local_balancer import TIMER_LEASE_S
+from benchctl.local_state import free_port, remember_port
+from benchctl.localstack import Proc, Stack
+from tests.conftest import run_body, wait_state, wait_until
+from tests.test_e2e import check_stored_result
+
+pytestmark = pytest.mark.stack
+
+INSTANCES = 3
+TICK_S = 0.5
+AGENTS = 4
+POOLS = f"default:size={AGENTS}"
+# What the lease allows: it expires TIMER_LEASE_S after the dead holder's last renewal (just
+# before its last tick), another instance asks within a tick, and its acquire is one
+# Storage call (bounded_client_options: it answers within a second here, or not at all).
+TAKEOVER_BOUND_S = TIMER_LEASE_S + TICK_S + 1.0
+
+
+def api_env() -> dict[str, str]:
+    """What every instance is started with beyond the stack's own settings (a revived
+    one too): the pool's size (its agents start after the API), the scratch target, and
+    the timers' lease."""
+    targets = [{"alias": "scratch", "pool": "default"}]
+    return {
+        "BENCH_POOLS": POOLS,
+        "BENCH_TARGETS": json.dumps(targets),
+        "BENCH_LOCAL_TIMER_LEASE_S": str(TIMER_LEASE_S),
+    }
+
+
+@pytest.fixture(scope="module")
+def multi(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    localstack.ensure_installed()
+    base = tmp_path_factory.mktemp("multi")
+    # Not 7071: other stacks on this machine start there too.
+    remember_port(base / "stack", free_port())
+    stack = localstack.up(
+        agents=0,
+        targets={"scratch": str(base / "scratch")},
+        directory=base / "stack",
+        visibility_timeout=6,
+        timer_seconds=TICK_S,
+        heartbeat_s=2.0,
+        api_instances=INSTANCES,
+        api_env=api_env(),
+    )
+    try:
+        yield stack
+    finally:
+        localstack.down(Path(stack.dir))
+        left = [p.name for p in stack.procs if p.alive()]
+        assert not left, f"still running after down: {left}"
+
+
+@pytest.fixture(scope="module")
+def fio_agents(multi: Stack) -> list[Proc]:
+    """The module's agents (real fio), started by the first fio test; stopped with the stack."""
+    procs = [localstack.start_agent(multi, i) for i in range(1, AGENTS + 1)]
+    with httpx.Client(base_url=multi.api_url, timeout=30) as api:
+
+        def registered() -> bool:
+            pools = api.get("/api/agents", params={"pool": "default"}).json()["pools"]
+            return bool(pools[0]["live"] >= AGENTS)
+
+        wait_until(registered, 60, what=f"{AGENTS} agents registered")
+    return procs
+
+
+def instances(stack: Stack) -> list[Proc]:
+    """The instances now serving, one per name (a revived one replaces the dead)."""
+    latest = {p.name: p for p in stack.procs if p.name.startswith("api-")}
+    return sorted(latest.values(), key=lambda p: p.name)
+
+
+@pytest.fixture(autouse=True)
+def three_alive(multi: Stack) -> None:
+    """Every test starts with the 3 instances serving: one a test killed starts again on
+    its port (nginx takes it back after its 2 s fail timeout)."""
+    dead = [p for p in instances(multi) if not p.alive()]
+    for p in dead:
+        localstack.start_api(multi, TICK_S, api_env(), name=p.name, port=p.port, wait=False)
+    for p in instances(multi):
+        localstack.wait_api(p)
+    if dead:
+        time.sleep(2)  # nginx's fail_timeout: the revived instance gets requests again
+
+
+def ticks(p: Proc) -> list[float]:
+    """The instants (Unix s) of the ticks the instance ran, from its log (a revived
+    instance's log goes on in the same file)."""
+    out = []
+    for line in Path(p.log).read_text(errors="replace").splitlines():
+        if line.endswith("functions.timers timer tick"):
+            stamp = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
+            out.append(stamp.timestamp())
+    return out
+
+
+def test_exactly_one_instance_ticks_at_a_time(multi: Stack) -> None:
+    procs = instances(multi)
+    wait_until(lambda: any(ticks(p) for p in procs), 30, what="a first tick")
+    since = time.time()
+    time.sleep(3)
+    recent = {p.name: [t for t in ticks(p) if t >= since] for p in procs}
+    ticking = [name for name, ts in recent.items() if ts]
+    assert len(ticking) == 1, recent
+    # It ticked on its schedule (every TICK_S, plus the tick's own work), not once.
+    assert len(recent[ticking[0]]) >= 3, recent
+
+
+@pytest.mark.fio
+def test_the_api_answers_through_nginx_and_runs_a_2_client_fio_run(
+    multi: Stack, fio_agents: list[Proc]
+) -> None:
+    names = [p.name for p in multi.procs]
+    assert names.count("nginx") == 1 and len(instances(multi)) == INSTANCES
+    balancer = next(p for p in multi.procs if p.name == "nginx")
+    assert balancer.port == multi.api_port
+    assert all(p.port != multi.api_port for p in instances(multi))  # private ports
+    store = CosmosStore.from_settings(multi.settings())
+    artifacts = BlobArtifacts.connect(multi.blob_uri, local_emulators=True)
+    with httpx.Client(base_url=multi.api_url, timeout=30) as api:
+        assert api.get("/api/health").json()["status"] == "ok"
+        body = {**run_body("default", runtime=2), "clients": 2}
+        posted = api.post("/api/runs", json=body)
+        assert posted.status_code == 202, posted.text
+        run = wait_state(api, posted.json()["id"], ("completed", "failed"), timeout=120)
+        assert run["state"] == "completed", run["error"]
+        # The core path's checks (tests/test_e2e.py), for each client.
+        scratch = Path(multi.targets["scratch"])
+        for item in run["items"]:
+            check_stored_result(api, store, artifacts, run, item, scratch, runtime=2)
+    assert len(store.results.of_run(run["id"])) == 2  # one per client
+    assert len({i["agent_id"] for i in run["items"]}) == 2  # two distinct agents
+    assert run["aggregate"]["clients"] == 2 and not run["aggregate"]["partial"]
+
+
+@pytest.mark.fio
+def test_a_4_client_step_completes_when_an_instance_is_killed_in_its_middle(
+    multi: Stack, fio_agents: list[Proc]
+) -> None:
+    with httpx.Client(base_url=multi.api_url, timeout=30) as api:
+        body = {**run_body("default", runtime=2), "clients": AGENTS}
+        posted = api.post("/api/runs", json=body)
+        assert posted.status_code == 202, posted.text
+        run_id = posted.json()["id"]
+        wait_state(api, run_id, ("running",), timeout=60)
+        # The agents' ready reports, barrier polls, heartbeats and results now land on the
+        # other two.
+        victim = instances(multi)[0]
+        localstack.stop_proc(victim, signal.SIGKILL, timeout=5)
+        killed_ms = int(time.time() * 1000)
+        run = wait_state(api, run_id, ("completed", "failed"), timeout=120)
+    assert run["state"] == "completed", run["error"]
+    results = CosmosStore.from_settings(multi.settings()).results.of_run(run_id)
+    assert len(results) == AGENTS and len({r.agent_id for r in results}) == AGENTS
+    assert len({i["agent_id"] for i in run["items"]}) == AGENTS
+    # In its middle: every client's fio ran after the kill.
+    assert all(r.ended_at_ms > killed_ms for r in results), (killed_ms, results)
+
+
+def test_another_instance_takes_over_when_the_holder_is_killed(multi: Stack) -> None:
+    procs = instances(multi)
+    wait_until(lambda: any(ticks(p) for p in procs), 30, what="a first tick")
+    holder = max(procs, key=lambda p: max(ticks(p), default=0.0))
+    localstack.stop_proc(holder, signal.SIGKILL, timeout=5)
+    last = max(ticks(holder))
+    others = [p for p in procs if p is not holder]
+
+    def first_new_tick() -> float | None:
+        later = [t for p in others for t in ticks(p) if t > last]
+        return min(later) if later else None
+
+    taken = wait_until(first_new_tick, TAKEOVER_BOUND_S + 10, what="another instance to tick")
+    gap = taken - last
+    print(f"takeover: {gap:.2f} s after the killed holder's last tick")
+    # Nobody ticked while the dead holder's lease ran, and the next one took it promptly.
+    assert TIMER_LEASE_S - 1.0 <= gap <= TAKEOVER_BOUND_S, gap
+    # One new holder only.
+    time.sleep(2)
+    new = [p.name for p in others if any(t > last for t in ticks(p))]
+    assert len(new) == 1, new
+    with httpx.Client(base_url=multi.api_url, timeout=30) as api:  # still served
+        assert api.get("/api/health").status_code == 200
