@@ -16,6 +16,7 @@ def test_service_settings_values() -> None:
     s = app_settings()
     assert s["BENCH_LOCAL_EMULATORS"] == "0"
     assert s["BENCH_LOCAL_TIMER_SECONDS"] == "0"
+    assert s["BENCH_LOCAL_TIMER_LEASE_S"] == "0"
     assert s["BENCH_MAX_DELIVERIES"] == "5"
     assert s["BENCH_API_KEYS"] == ""
     assert s["BENCH_TRUST_EASYAUTH"] == "1"

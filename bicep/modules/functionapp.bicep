@@ -145,6 +145,7 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
         { name: 'BENCH_POOLS', value: join(pools, ',') }
         { name: 'BENCH_LOCAL_EMULATORS', value: '0' }
         { name: 'BENCH_LOCAL_TIMER_SECONDS', value: '0' }
+        { name: 'BENCH_LOCAL_TIMER_LEASE_S', value: '0' } // Functions' timer triggers already run on one instance at a time
         { name: 'BENCH_TIMER_STALE_S', value: string(timerStaleSeconds) } // what the alert says too
         { name: 'AZURE_CLIENT_ID', value: appIdentityClientId }
         { name: 'BENCH_PUBLIC_URL', value: 'https://${appName}.azurewebsites.net' } // the default host name (no unique-hostname opt-in)
