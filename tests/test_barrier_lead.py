@@ -84,3 +84,24 @@ def test_the_service_sets_the_instant_from_the_reported_round_trip(
     expected = (40 + WAKE_MS, BARRIER_LEAD_MS + 50)
     for (after_lead, before_lead), lead in zip(leads, expected, strict=True):
         assert after_lead <= lead < before_lead + 1
+
+
+def test_a_few_slow_round_trips_of_a_thousand_do_not_set_the_lead() -> None:
+    """Issue 29: the lead followed the slowest round trip, so one client answering in 3 s
+    held a thousand back by 6 s. Sized on the 99th percentile, the ten slowest of 1,000
+    do not move it; up to 99 clients the slowest still does (every agent in time)."""
+    trips = [20] * 990 + [3_000] * 10
+    assert barrier_lead_ms(1000, trips, BARRIER_LEAD_MS) == barrier_poll_ms(1000) + 40 + WAKE_MS
+    trips = [20] * 989 + [3_000] * 11  # more than 1 %: the lead covers them
+    assert barrier_lead_ms(1000, trips, BARRIER_LEAD_MS) == barrier_poll_ms(1000) + 6_000 + WAKE_MS
+    assert barrier_lead_ms(99, [20] * 98 + [3_000], BARRIER_LEAD_MS) == (
+        barrier_poll_ms(99) + 6_000 + WAKE_MS
+    )
+
+
+@given(trips=st.lists(st.integers(0, 5_000), min_size=101, max_size=1_000))
+def test_all_but_one_percent_of_a_large_step_hear_go_in_time(trips: list[int]) -> None:
+    lead = barrier_lead_ms(len(trips), trips, BARRIER_LEAD_MS)
+    poll = barrier_poll_ms(len(trips))
+    late = [rtt for rtt in trips if poll + 2 * rtt + WAKE_MS > lead]
+    assert len(late) <= len(trips) // 100

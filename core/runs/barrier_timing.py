@@ -4,6 +4,8 @@ trips. Shared by the API (core.runs.protocol sets the instant) and the agent (it
 
 from __future__ import annotations
 
+import math
+
 # Without the agents' round trips (an agent that reports none): the lead between "all ready"
 # and the start instant, for every agent to hear it, plus 50 ms per client.
 BARRIER_LEAD_MS = 1500
@@ -13,6 +15,8 @@ WAKE_MS = 25
 # A client that hears "go" up to this late still starts on the common instant (at once, so
 # still within the aggregation's 1 s start-skew bound); a later one gets an instant of its own.
 REJOIN_LATE_MS = 500
+# The share of a step's clients the lead is sized to reach before the instant.
+COVERED_PCT = 99
 
 
 def barrier_poll_ms(clients: int) -> int:
@@ -28,9 +32,16 @@ def barrier_lead_ms(clients: int, round_trips: list[int], fixed_ms: int) -> int:
     completes the set hears "go" in its own answer (within its round trip); the others at
     their next poll (every ``barrier_poll_ms``), so the poll interval and twice the slowest
     round trip cover a poll sent just before the instant was set and the answer to the next.
-    Otherwise ``fixed_ms`` plus 50 ms per client."""
+    Otherwise ``fixed_ms`` plus 50 ms per client.
+
+    The round trip it covers is the 99th percentile's (nearest rank): the slowest in a
+    step of up to 99 clients, not the few slowest of a thousand, whose slow answers would
+    hold every client back (issue 29: the lead followed the slowest round trip). Those few
+    hear "go" late by their own extra round trip and still start at once, within the
+    REJOIN_LATE_MS the barrier grants."""
     if not round_trips or len(round_trips) < clients:
         return fixed_ms + 50 * clients
-    slowest = max(round_trips)
-    hear = slowest if clients == 1 else barrier_poll_ms(clients) + 2 * slowest
+    ordered = sorted(round_trips)
+    covered = ordered[math.ceil(COVERED_PCT / 100 * len(ordered)) - 1]
+    hear = covered if clients == 1 else barrier_poll_ms(clients) + 2 * covered
     return hear + WAKE_MS
