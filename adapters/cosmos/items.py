@@ -3,9 +3,20 @@ single-partition query). Step documents hold the start barrier's state."""
 
 from __future__ import annotations
 
-from adapters.cosmos.base import Container
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from azure.core.exceptions import AzureError
+from azure.cosmos import exceptions as cx
+
+from adapters.cosmos.base import Container, wrap
+from core.errors import Conflict
 from core.models.ids import step_id
 from core.models.stored import Item, Step
+
+# Item documents created at once (create_items), as adapters/queue.py sends the messages.
+CREATE_CONCURRENCY = 8
 
 
 class CosmosItems:
@@ -17,6 +28,26 @@ class CosmosItems:
 
     def create_item(self, item: Item) -> Item:
         return Item.model_validate(self._c.create(item.doc()))
+
+    def create_items(self, items: Sequence[Item]) -> None:
+        """CREATE_CONCURRENCY at a time: one after another they were a quarter of a step's
+        intake (issue 29)."""
+
+        def create(item: Item) -> None:
+            try:
+                self.create_item(item)
+            except Conflict:
+                pass  # a replay finishing an interrupted send
+
+        if len(items) <= 1:
+            for item in items:
+                create(item)
+            return
+        with ThreadPoolExecutor(min(CREATE_CONCURRENCY, len(items)), "item-create") as pool:
+            futures = [pool.submit(create, i) for i in items]
+        errors = [e for e in (f.exception() for f in futures) if e is not None]
+        if errors:
+            raise errors[0]
 
     def get_step(self, run_id: str, step: int) -> Step:
         return Step.model_validate(self._c.read(step_id(run_id, step), run_id))
@@ -39,6 +70,24 @@ class CosmosItems:
         steps = [Step.model_validate(d) for d in docs if d.get("kind") == "step"]
         items = [Item.model_validate(d) for d in docs if d.get("kind", "item") == "item"]
         return steps, items
+
+    def open_items(self, run_id: str, step: int) -> int:
+        """How many of the step's items have not ended: one count in the run's partition,
+        not the run's documents (an item's end asks it before advancing the run)."""
+        sql = (
+            "SELECT VALUE COUNT(1) FROM c WHERE c.run_id = @r AND c.kind = 'item' "
+            "AND c.step = @s AND NOT (c.state IN ('completed', 'failed', 'cancelled'))"
+        )
+        params: list[dict[str, object]] = [
+            {"name": "@r", "value": run_id},
+            {"name": "@s", "value": step},
+        ]
+        try:
+            found = self._c.proxy.query_items(sql, parameters=params, partition_key=run_id)
+            counts: list[Any] = list(found)  # VALUE COUNT: plain numbers
+            return sum(int(n) for n in counts)
+        except (cx.CosmosHttpResponseError, AzureError) as e:
+            raise wrap(e, f"count on {self._c.name}") from e
 
     def overdue_barriers(self, now_ms: int) -> list[Step]:
         """Steps whose barrier deadline has passed with no start instant and no failure."""

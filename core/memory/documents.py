@@ -159,6 +159,11 @@ class Table:
 
         self._write_op("delete", id_, apply)
 
+    def count(self, keep: Callable[[StoredJson], bool], pk: str | None = None) -> int:
+        """A query of ``SELECT VALUE COUNT(1)``: one call, no document copied out."""
+        self._read_op("query", pk or "*")
+        return sum(1 for (p, _), d in self.docs.items() if (pk is None or p == pk) and keep(d))
+
     def query(self, keep: Callable[[StoredJson], bool], pk: str | None = None) -> list[StoredJson]:
         """A query: the documents ``keep`` selects (of one partition, when given)."""
         self._read_op("query", pk or "*")

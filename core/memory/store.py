@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from core.errors import FieldError, NotFound, StoreUnavailable, ValidationFailed
+from core.errors import Conflict, FieldError, NotFound, StoreUnavailable, ValidationFailed
 from core.memory.documents import Faults, Table, Tables
 from core.models import Result, StepAggregate, StoredResult
 from core.models.activity import SeenActivity
@@ -19,6 +19,7 @@ from core.models.locks import TargetLock
 from core.models.regression import Regression
 from core.models.schedule import StoredSchedule, readable_schedules
 from core.models.series import PointFacts, StepPoint
+from core.models.state import TERMINAL
 from core.models.stored import Item, Run, Step
 from core.models.ticks import TimerTick
 from core.ports import CONTINUATION_PATTERN, Store
@@ -122,6 +123,19 @@ class MemoryItems:
     def create_item(self, item: Item) -> Item:
         return Item.model_validate(self._t.create(item.doc()))
 
+    def create_items(self, items: Sequence[Item]) -> None:
+        """One after another here (the simulation stays deterministic)."""
+        errors: list[Exception] = []
+        for item in items:
+            try:
+                self.create_item(item)
+            except Conflict:
+                pass
+            except StoreUnavailable as e:
+                errors.append(e)
+        if errors:
+            raise errors[0]
+
     def get_step(self, run_id: str, step: int) -> Step:
         return Step.model_validate(self._t.read(step_id(run_id, step), run_id))
 
@@ -139,6 +153,17 @@ class MemoryItems:
         steps = [Step.model_validate(d) for d in docs if d.get("kind") == "step"]
         items = [Item.model_validate(d) for d in docs if d.get("kind", "item") == "item"]
         return steps, items
+
+    def open_items(self, run_id: str, step: int) -> int:
+        ended = {str(s) for s in TERMINAL}
+        return self._t.count(
+            lambda d: (
+                d.get("kind", "item") == "item"
+                and d.get("step") == step
+                and d.get("state") not in ended
+            ),
+            pk=run_id,
+        )
 
     def overdue_barriers(self, now_ms: int) -> list[Step]:
         docs = self._t.query(

@@ -31,7 +31,9 @@ TRACEPARENT_PATTERN = r"^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$"
 # 600 s measured), narrow enough that a typo cannot fill a volume or pin an agent for a day.
 MIN_BS, MAX_BS = 512, 16 << 20
 MIN_FILE_SIZE, MAX_FILE_SIZE = 1 << 20, 16 << 40
-MAX_CLIENTS = 64
+# One run of a thousand clients (issue 29.2): every per-run document and queue message
+# stays under Azure's limits at this size (tests/test_thousand_clients.py).
+MAX_CLIENTS = 1000
 MAX_NUMJOBS, MAX_IODEPTH = 256, 1024
 MAX_RTT_MS = 60_000  # an agent's reported round trip to the API, at most
 MAX_TARGETS = 16

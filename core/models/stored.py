@@ -143,6 +143,12 @@ class Step(_Stored):
     # for agents with one): a barrier poll is answered from this document alone.
     principals: dict[str, str] = Field(default_factory=dict)
     rtt_ms: dict[str, int] = Field(default_factory=dict)  # item id -> its agent's round trip
+    # item id -> the agent that claimed it last: a claim asks whether the agent holds
+    # another item of the step from this document, not from every item of the run.
+    claimed_by: dict[str, str] = Field(default_factory=dict)
+    # When a sender began to send the step's items (core.runs.lifecycle.enqueue_step):
+    # another caller leaves the send to it until SEND_LEASE_MS have passed.
+    sending_ms: int | None = None
 
     def waits_for(self, item_id: str, agent_id: str, principal: str | None) -> bool:
         """Whether this agent, with this credential, reported ready for the item, and the
@@ -167,9 +173,13 @@ class Step(_Stored):
             self._check(StepState.OPEN)
         self.enqueued = True
 
-    def claimed(self, item_id: str, at_ms: int, timeout_ms: int) -> None:
+    def claimed(
+        self, item_id: str, at_ms: int, timeout_ms: int, agent_id: str | None = None
+    ) -> None:
         """One of its items was claimed (again): a client of a barrier not yet complete must
         report ready again; the first claim starts the barrier's deadline."""
+        if agent_id is not None:
+            self.claimed_by[item_id] = agent_id
         if self.start_at_ms is None:
             self.ready.pop(item_id, None)
         if self.first_claim_ms is None:

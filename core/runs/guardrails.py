@@ -77,7 +77,7 @@ ROLES: dict[str, RoleLimits] = {
         max_files=ENGINEER_FILES,
     ),
     "admin": RoleLimits(
-        max_clients=64,
+        max_clients=1000,
         max_duration_s=24 * 3600,
         writes=True,
         manage=True,

@@ -51,6 +51,7 @@ from core.runs.delivery import DELIVERY_BACKOFF_MS, Outcome, close_outbox, sent,
 from core.runs.plan import plan_items, resolve_dynamic
 from core.runs.provisioning import AwaitingAgents, holding
 from core.runs.recorder import RunRecorder
+from core.runs.sending import SendInProgress, taking_send
 from core.timeline import ClientTimeline
 from core.timestamps import iso_ms
 
@@ -201,6 +202,8 @@ class Lifecycle:
         outcome = Outcome()
         try:
             due = self.enqueue_step(run, number)
+        except SendInProgress:
+            return run  # its sender advances the run once the step is out
         except AwaitingAgents as e:
             run = self.update_run(run.id, holding(number, e.waiting, now, outcome))
             why = run.error or "its pool did not grow"
@@ -231,9 +234,9 @@ class Lifecycle:
 
     def enqueue_step(self, run: Run, number: int) -> int | None:
         """Resolve, create and send a step's items, then mark the step enqueued; when the
-        run is due next (None: sent before, or failed as it could not be sized). Racing
-        callers may both send: a second copy of an item is dropped at claim (another
-        message id)."""
+        run is due next (None: sent before, or failed as it could not be sized). One caller
+        sends (``_take_send``; SendInProgress for the others); should two still send (a
+        sender slower than its lease), a second copy of an item is dropped at claim."""
         step = self.store.items.get_step(run.id, number)
         if step.enqueued:
             return None
@@ -247,14 +250,18 @@ class Lifecycle:
                 return None
             step = resolved
         assert step.workload is not None
+        taken: list[bool] = []
+        self.update_step(run.id, number, taking_send(self.now_ms(), taken))
+        if not taken[0]:
+            raise SendInProgress(number)  # another caller is sending it: it marks it sent
         work = plan_items(run, step, step.workload)  # one per client
-        for w in work:
-            try:
-                self.store.items.create_item(
-                    Item(id=w.item_id, run_id=run.id, step=w.step, client=w.client, work_item=w)
-                )
-            except Conflict:
-                pass  # a replay finishing an interrupted send
+        # Several at once where the store allows (adapters/cosmos/items.py).
+        self.store.items.create_items(
+            [
+                Item(id=w.item_id, run_id=run.id, step=w.step, client=w.client, work_item=w)
+                for w in work
+            ]
+        )
         # Each message carries this span's trace context to its agent (adapters/queue.py),
         # sent several at once there; should one fail, the step is not marked sent and the
         # outbox sends it again in full.

@@ -24,9 +24,10 @@ from core.errors import NotFound
 from core.models import WorkItem
 from core.models.holder import AgentRef, holds, refuse
 from core.models.ids import step_of_item
-from core.models.state import ItemState, RunState
+from core.models.state import ItemState
 from core.models.stored import Item, Rebarrier, Run, Step
 from core.runs.barrier_timing import BARRIER_LEAD_MS, REJOIN_LATE_MS, barrier_lead_ms
+from core.runs.claiming import held_sibling, shows_queued
 from core.runs.lifecycle import Lifecycle
 from core.runs.timer import barrier_reason, fail_barrier
 from core.timestamps import iso_ms
@@ -90,15 +91,10 @@ class AgentProtocol:
         )
         if refusal:
             return refusal
-        _, items = self.store.items.of_run(work.run_id)
-        siblings = [
-            d
-            for d in items
-            if d.step == work.step and d.id != work.item_id and d.agent_id == agent.id and d.held
-        ]
-        if siblings:
-            return ClaimDecision("release", f"{agent.id} already holds {siblings[0].id}")
-        return self._take(work, step, agent, dequeue_count, message_id, run.state)
+        sibling = held_sibling(self.store, work, step, agent)
+        if sibling is not None:
+            return ClaimDecision("release", f"{agent.id} already holds {sibling}")
+        return self._take(work, step, agent, dequeue_count, message_id, run)
 
     def _stale(
         self, doc: Item, agent: AgentRef, dequeue_count: int, message_id: str
@@ -165,7 +161,7 @@ class AgentProtocol:
         agent: AgentRef,
         dequeue_count: int,
         message_id: str,
-        run_state: RunState,
+        run: Run,
     ) -> ClaimDecision:
         now = self.life.now_ms()
         started_together = step.start_at_ms is not None and step.clients > 1
@@ -200,14 +196,14 @@ class AgentProtocol:
         def open_barrier(s: Step) -> None:
             if s.clients == 1 and s.start_at_ms:
                 s.reopen()  # a retry: a fresh barrier
-            s.claimed(work.item_id, now, work.barrier_timeout_s * 1000)
+            s.claimed(work.item_id, now, work.barrier_timeout_s * 1000, agent.id)
 
         after = self.life.update_item(work.run_id, work.item_id, take)
         if verdict[0].action == "run":
             self.life.update_step(work.run_id, work.step, open_barrier)
         # The run's first claim (it now shows as running) or an item that ended: the run
         # moves on, in the one place runs do (core.runs.lifecycle.advance).
-        if after.ended or (verdict[0].action == "run" and run_state == RunState.QUEUED):
+        if after.ended or (verdict[0].action == "run" and shows_queued(self.store, run)):
             self.life.advance(work.run_id)
         return verdict[0]
 

@@ -1,0 +1,37 @@
+"""One sender per step (pure): ``core.runs.lifecycle.enqueue_step`` takes
+the step's send lease, creates its item documents and hands their messages to the queue.
+
+Every caller that advances a run may find a step to send: the intake, an agent's claim,
+the timer, another API instance. Before issue 29 each of them sent it again while the
+first was still sending (5.2 sends per item at 64 clients, the items created again with
+409s); now the first takes the lease (``Step.sending_ms``) and the others leave it,
+unless it has held it for SEND_LEASE_MS (it died: the timer sends the step again).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from core.models.stored import Step
+
+# A step's sender holds it this long: a thousand items go out in seconds.
+SEND_LEASE_MS = 30_000
+
+
+class SendInProgress(Exception):
+    """Another caller is sending this step's items."""
+
+
+def taking_send(now_ms: int, taken: list[bool]) -> Callable[[Step], bool | None]:
+    """The change that makes its caller the step's sender: ``taken`` says whether it did
+    (not when the step was sent, or another sender began less than SEND_LEASE_MS ago)."""
+
+    def take(s: Step) -> bool | None:
+        busy = s.sending_ms is not None and now_ms - s.sending_ms < SEND_LEASE_MS
+        taken[:] = [not s.enqueued and not busy]
+        if not taken[0]:
+            return False
+        s.sending_ms = now_ms
+        return None
+
+    return take
