@@ -140,7 +140,7 @@ def split_runs(n: int, most: int = MAX_CLIENTS) -> list[int]:
     return [n // k + (1 if i < n % k else 0) for i in range(k)]
 
 
-def submit(api_url: str, sizes: list[int], runtime: int) -> list[Followed]:
+def submit(api_url: str, sizes: list[int], runtime: int, barrier_s: int) -> list[Followed]:
     """One run per size, each on a target of its own, all POSTed at once."""
 
     def post(i: int) -> Followed:
@@ -149,6 +149,7 @@ def submit(api_url: str, sizes: list[int], runtime: int) -> list[Followed]:
             "pool": SIM_POOL,
             "clients": sizes[i],
             "workload": {"rw": "randread", "bs": "4k", "size": "8m", "runtime": runtime},
+            "barrier_timeout_s": barrier_s,
             "tags": {"bench": "scale"},
         }
         with httpx.Client(base_url=api_url, timeout=300) as api:
@@ -223,7 +224,7 @@ def measure(n: int, a: argparse.Namespace, root: Path) -> dict[str, Any]:
         time.sleep(2)  # let the registrations' burst pass
         idle = (time.time(), time.time() + a.idle_s)
         time.sleep(a.idle_s)
-        runs = submit(stack.api_url, sizes, a.runtime)
+        runs = submit(stack.api_url, sizes, a.runtime, a.barrier_timeout)
         follow(store, runs, a.timeout)
         return _figures(n, a, (calls, records), runs, idle, store, blobs)
     finally:
@@ -334,6 +335,13 @@ def main() -> None:
         "--polls-per-s", type=float, default=50.0, help="idle queue polls, all clients (Azurite)"
     )
     p.add_argument("--idle-s", type=float, default=5.0)
+    p.add_argument(
+        "--barrier-timeout",
+        type=int,
+        default=300,
+        help="the run's barrier_timeout_s: a "
+        "thousand idle clients take a while to find their items (each polls every n/50 s)",
+    )
     p.add_argument("--timeout", type=float, default=900.0)
     p.add_argument("--out", type=Path, default=OUT)
     p.add_argument("--work", type=Path, help="keep the stacks, logs and calls here")

@@ -39,6 +39,7 @@ from simagent.measured import SIM_FSTYPE, Measurements
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 SIMULATED = "simulated"
+FLEET_IDLE_POLLS_PER_S = 50.0
 
 
 class CountingApiClient(ApiClient):
@@ -73,6 +74,10 @@ class Fleet:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
+        # Idle, the fleet's clients together poll the queue at most FLEET_IDLE_POLLS_PER_S
+        # times a second: each backs off from idle_min_s to this (issue 29: a thousand
+        # clients at 4 polls a second each kept Azurite busy with 4,000 a second).
+        self.idle_max_s = max(self.idle_max_s, self.count / FLEET_IDLE_POLLS_PER_S)
         self.tls = httpx.create_ssl_context()  # one for all: each costs 0.3 s to load
         self.pool_threads = ThreadPoolExecutor(self.threads, thread_name_prefix="sim")
         self.host = HostFacts(

@@ -28,6 +28,7 @@ from core.models.stored import Item, Step
 from core.runs.finalize import timelines
 from core.runs.service import RunService
 from simagent.figures import DeclaredRate
+from simagent.fleet import FLEET_IDLE_POLLS_PER_S, Fleet
 from simagent.measured import Measurements
 
 POOL = "many"
@@ -280,3 +281,16 @@ def test_the_timelines_are_fetched_several_at_once(forty: tuple[World, str]) -> 
     assert sorted(found) == sorted(r.item_id for r in results)
     assert found == timelines(world.artifacts, run_id, results)
     assert slow.most > 1 and took < 0.4
+
+
+def test_a_thousand_idle_simulated_clients_poll_the_queue_at_most_50_times_a_second() -> None:
+    """Issue 29: each idle client polled 4 times a second, 4,000 a second for a thousand.
+    Each backs off (doubling from idle_min_s) to an interval that bounds the fleet's polls;
+    ten clients keep the agent's quick 0.25 s."""
+    for count, most in ((10, 0.25), (1000, 20.0)):
+        fleet = Fleet("http://127.0.0.1:1", "http://127.0.0.1:2", POOL, count, RATE, ["a"])
+        try:
+            assert fleet.idle_max_s == most
+            assert count / fleet.idle_max_s <= FLEET_IDLE_POLLS_PER_S  # at the mean jitter
+        finally:
+            fleet.pool_threads.shutdown()
