@@ -15,6 +15,8 @@ WAKE_MS = 25
 # A client that hears "go" up to this late still starts on the common instant (at once, so
 # still within the aggregation's 1 s start-skew bound); a later one gets an instant of its own.
 REJOIN_LATE_MS = 500
+# A large step's agents together poll the barrier at most this often (barrier_poll_ms).
+STEP_POLLS_PER_S = 200
 # The share of a step's clients the lead is sized to reach before the instant.
 COVERED_PCT = 99
 
@@ -22,8 +24,11 @@ COVERED_PCT = 99
 def barrier_poll_ms(clients: int) -> int:
     """How often an agent waiting at a step's barrier asks (agent.worker): every 100 ms in
     a small step, for a fast start, slower in a larger one, so that a step's agents
-    together ask at most 40 times a second until every agent polls every 250 ms."""
-    return min(250, max(100, 25 * clients))
+    together ask at most 40 times a second until every agent polls every 250 ms; beyond 50
+    clients, together at most STEP_POLLS_PER_S times a second (issue 29: 100 clients at 4
+    polls a second each held the API's answers back by seconds, and the lead, sized on
+    those round trips, grew to 22 s)."""
+    return max(min(250, max(100, 25 * clients)), clients * 1000 // STEP_POLLS_PER_S)
 
 
 def barrier_lead_ms(clients: int, round_trips: list[int], fixed_ms: int) -> int:
