@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from core.artifacts import ref
+from core.errors import StoreUnavailable
 from core.fleet.pools import PoolConfig
 from core.memory import Effect, MemoryArtifacts, MemoryQueues, MemoryStore, SimClock
 from core.memory.documents import MAX_DOCUMENT_BYTES
@@ -294,3 +295,24 @@ def test_a_thousand_idle_simulated_clients_poll_the_queue_at_most_50_times_a_sec
             assert count / fleet.idle_max_s <= FLEET_IDLE_POLLS_PER_S  # at the mean jitter
         finally:
             fleet.pool_threads.shutdown()
+
+
+def test_a_sender_that_could_not_reach_the_queue_gives_its_lease_back() -> None:
+    """The outbox sends the step again after its first backoff (1 s), not after the lease."""
+    world = World(5)
+    failing = [True]
+    send_all = world.queues.send_all
+
+    def flaky(items: Sequence[WorkItem]) -> None:
+        if failing:
+            failing.clear()
+            raise StoreUnavailable("cannot send (simulated)", "the queue service")
+        send_all(items)
+
+    world.queues.send_all = flaky  # type: ignore[method-assign]
+    body = {"pool": POOL, "target": "a", "clients": 5, "workload": WORKLOAD}
+    world.service.submit(body)
+    assert not world.queues.sent
+    world.clock.advance(2)
+    world.service.tick()
+    assert len(world.queues.sent) == 5 and set(world.queues.sent.values()) == {1}

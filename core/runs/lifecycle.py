@@ -18,6 +18,7 @@ should have ended. The timer's tick, crash-only: core.runs.timer.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -51,7 +52,7 @@ from core.runs.delivery import DELIVERY_BACKOFF_MS, Outcome, close_outbox, sent,
 from core.runs.plan import plan_items, resolve_dynamic
 from core.runs.provisioning import AwaitingAgents, holding
 from core.runs.recorder import RunRecorder
-from core.runs.sending import SendInProgress, taking_send
+from core.runs.sending import SendInProgress, giving_up_send, taking_send
 from core.timeline import ClientTimeline
 from core.timestamps import iso_ms
 
@@ -235,7 +236,7 @@ class Lifecycle:
     def enqueue_step(self, run: Run, number: int) -> int | None:
         """Resolve, create and send a step's items, then mark the step enqueued; when the
         run is due next (None: sent before, or failed as it could not be sized). One caller
-        sends (``_take_send``; SendInProgress for the others); should two still send (a
+        sends (core.runs.sending; SendInProgress for the others); should two still send (a
         sender slower than its lease), a second copy of an item is dropped at claim."""
         step = self.store.items.get_step(run.id, number)
         if step.enqueued:
@@ -251,9 +252,26 @@ class Lifecycle:
             step = resolved
         assert step.workload is not None
         taken: list[bool] = []
-        self.update_step(run.id, number, taking_send(self.now_ms(), taken))
+        began = self.now_ms()
+        self.update_step(run.id, number, taking_send(began, taken))
         if not taken[0]:
             raise SendInProgress(number)  # another caller is sending it: it marks it sent
+        try:
+            self._create_and_send(run, step, number)
+        except StoreUnavailable:
+            # The outbox's retry (DELIVERY_BACKOFF_MS) need not wait out this lease.
+            with contextlib.suppress(StoreUnavailable, Conflict):
+                self.update_step(run.id, number, giving_up_send(began))
+            raise
+        self.update_step(run.id, number, lambda s: s.mark_sent())
+        w0 = step.workload
+        expected = (
+            run.request.barrier_timeout_s + w0.ramp_time + w0.runtime + run.cooldown_s
+        ) * 1000 + STEP_SLACK_MS
+        return self.now_ms() + expected
+
+    def _create_and_send(self, run: Run, step: Step, number: int) -> None:
+        assert step.workload is not None
         work = plan_items(run, step, step.workload)  # one per client
         # Several at once where the store allows (adapters/cosmos/items.py).
         self.store.items.create_items(
@@ -267,13 +285,6 @@ class Lifecycle:
         # outbox sends it again in full.
         with telemetry.span("enqueue step", run.traceparent, run_id=run.id, step=number):
             self.queue.send_all(work)
-
-        self.update_step(run.id, number, lambda s: s.mark_sent())
-        w0 = step.workload
-        expected = (
-            run.request.barrier_timeout_s + w0.ramp_time + w0.runtime + run.cooldown_s
-        ) * 1000 + STEP_SLACK_MS
-        return self.now_ms() + expected
 
     def _resolve(self, run: Run, step: Step) -> Step | None:
         """Size a dynamic step from the aggregate of the step it refers to; a step that

@@ -35,3 +35,16 @@ def taking_send(now_ms: int, taken: list[bool]) -> Callable[[Step], bool | None]
         return None
 
     return take
+
+
+def giving_up_send(began_ms: int) -> Callable[[Step], bool | None]:
+    """The change a sender that could not reach the store or the queue writes: its lease
+    (begun at ``began_ms``) is given back, unless another sender took it since."""
+
+    def give_up(s: Step) -> bool | None:
+        if s.sending_ms != began_ms:
+            return False
+        s.sending_ms = None
+        return None
+
+    return give_up
