@@ -21,7 +21,7 @@ from core.models.locks import TargetLock, Waiter
 from core.models.regression import MeanStd, MedianSd, Regression, ToldWith
 from core.models.schedule import StoredSchedule
 from core.models.series import InfraFacts, StepPoint
-from core.models.state import RunState
+from core.models.state import ItemState, RunState
 from core.models.stored import Item, Step
 from tests.documents import stored_aggregate, stored_result
 from tests.ports_world import Ports, a_run, new_id, open_ports, work
@@ -307,3 +307,27 @@ def test_live_documents_are_put_whole_and_read_by_run(ports: Ports) -> None:
 
 
 # ---- artifacts ---------------------------------------------------------------------------
+
+
+def test_items_created_together_and_a_steps_open_items_counted(ports: Ports) -> None:
+    """create_items leaves an item there already as it is (a replay); open_items counts the
+    step's items not ended, in one call (an item's end asks it, issue 29)."""
+    items = ports.store.items
+    run_id = new_id()
+    docs = []
+    for c in range(5):
+        w = work(run_id, ports.pool, c)
+        docs.append(Item(id=w.item_id, run_id=run_id, step=0, client=c, work_item=w))
+    items.create_items(docs[:2])
+    items.create_items(docs)  # the first two again: left as they are
+    items.create_step(Step(id=f"{run_id}.s0", run_id=run_id, step=0, clients=5))
+    assert [i.id for i in items.of_run(run_id)[1]] == [d.id for d in docs]
+    assert items.open_items(run_id, 0) == 5 and items.open_items(run_id, 1) == 0
+    for c, to in ((0, ItemState.COMPLETED), (1, ItemState.FAILED), (2, ItemState.CANCELLED)):
+        item = items.get_item(run_id, docs[c].id)
+        item.state = to
+        items.replace_item(item)
+    item = items.get_item(run_id, docs[3].id)
+    item.state = ItemState.RUNNING
+    items.replace_item(item)
+    assert items.open_items(run_id, 0) == 2
