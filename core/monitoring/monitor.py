@@ -73,11 +73,6 @@ class Recorded:
     gate: RunGate
 
 
-def _infra(r: Result) -> dict[str, Any]:
-    """What core.analysis.series.infra_facts reads of a result: its host and mounts."""
-    return r.model_dump(mode="json", include={"host", "mounts"})
-
-
 class Monitor:
     def __init__(
         self,
@@ -139,7 +134,7 @@ class Monitor:
         # The series functions read the aggregate's and the results' JSON, as they read a
         # run's view (core.monitoring.baseline).
         doc = agg.doc()
-        facts = infra_facts([_infra(r) for r in step_results], run.target_facts)
+        facts = infra_facts(step_results, run.target_facts)
         key = step_series_key(run.engine, run.targets, doc)
         return StepPoint(
             id=f"{key}.{run.id}.s{agg.step}",
