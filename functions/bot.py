@@ -94,7 +94,7 @@ async def teams(
     who = str(sender.get("name") or sender.get("aadObjectId") or "unknown")
     caller = Caller(name=f"teams:{who}", role=parts.settings.bot_role, door="bot-teams")
     reply = await asyncio.to_thread(parts.bot.answer, parse_command(text), caller, activity_id)
-    return JSONResponse(adaptive_card(reply).wire())
+    return JSONResponse(adaptive_card(reply).model_dump(mode="json"))
 
 
 @router.post(

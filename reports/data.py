@@ -210,7 +210,7 @@ def window_histogram(
 
 def gather_run(svc: RunService, run_id: str) -> RunReport:
     """Everything a run's report shows; raises NotFound for an unknown run."""
-    run = svc.get_run(run_id).doc()
+    run = svc.get_run(run_id).model_dump(mode="json")
     curves = svc.curves(run_id).model_dump(mode="json")
     results = svc.store.results.of_run(run_id)
     steps = [step_data(svc, run_id, s["step"], results) for s in run["steps"]]

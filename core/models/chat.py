@@ -42,10 +42,6 @@ class StoredConversation(_BotFramework):
         ref = self.conversation_reference.conversation
         return ref.id if ref is not None else ""
 
-    def wire(self) -> dict[str, JsonValue]:
-        """As the SDK reads it back (``Conversation.from_json_to_store_item``)."""
-        return self.model_dump(mode="json")
-
 
 class ActionData(BaseModel):
     """What a card's button sends with its verb (Action.Execute ``data``, with the form's
