@@ -15,8 +15,8 @@ from fastapi.responses import Response
 from adapters.archive import MAX_IMPORT_DOCUMENTS, settled
 from adapters.blob import MAX_ARTIFACT_BYTES
 from core.errors import FieldError, Forbidden, ValidationFailed
+from core.models import archive as a
 from core.runs.guardrails import Caller
-from functions import apidocs_admin as a
 from functions.inputs import Continuation
 from functions.openapi import SIGNED_IN, doc
 from functions.params import (

@@ -20,9 +20,10 @@ from core.chat.bot import parse_command
 from core.chat.cards import adaptive_card, json_reply
 from core.errors import ValidationFailed
 from core.models.activity import SeenActivity
+from core.models.cards import TeamsMessage
+from core.models.chat import ChatReply, TeamsActivity, WebhookCommand
 from core.monitoring.notify import SIGNATURE_HEADER, verify, verify_teams
 from core.runs.guardrails import Caller
-from functions.apidocs_chat import TeamsActivity, TeamsMessage, WebhookCommand, WebhookReply
 from functions.inputs import parse_json
 from functions.openapi import TEAMS_HMAC, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP, doc
 from functions.params import Parts, SignedRoute, documented_as, read_body
@@ -100,7 +101,7 @@ async def teams(
 @router.post(
     "/api/bot/webhook",
     dependencies=[Security(WEBHOOK_SIGNATURE), Security(WEBHOOK_TIMESTAMP)],
-    **doc(WebhookReply, body=True, errors=(400, 401, 404, 409, 503)),
+    **doc(ChatReply, body=True, errors=(400, 401, 404, 409, 503)),
 )
 async def webhook(
     request: Request,
