@@ -270,6 +270,18 @@ def ended(api: httpx.Client, runs: list[str], timeout: float) -> dict[str, str]:
     return states
 
 
+def one_run_per_key(answers: list[tuple[str, int, str]], keys: list[str]) -> list[str]:
+    """Every POST answered 202 or 200; one run per key, the one its key names, created
+    once (202) and replayed otherwise. The runs, sorted."""
+    refused = [a for a in answers if a[1] not in (200, 202)]
+    assert len(answers) == POSTS and not refused, refused
+    runs = sorted({run for _, _, run in answers})
+    assert runs == sorted(run_id_for_key(k) for k in keys)
+    created = sorted(k for k, status, _ in answers if status == 202)
+    assert created == sorted(keys), answers
+    return runs
+
+
 def held(store: CosmosStore, run_ids: list[str]) -> list[tuple[str, str, str]]:
     """(claimed, ended, run id) of each run's items: when a client held them (ISO
     instants of one clock, the API's, so they sort as time does)."""
@@ -291,14 +303,7 @@ def test_40_posts_on_30_keys_give_30_runs_admitted_one_at_a_time(multi: Stack) -
     store = CosmosStore.from_settings(multi.settings())
     sims = start_sim_agents(multi, SIMS, targets=["scratch"])
     try:
-        answers = post_all(multi.api_url, bodies)
-        refused = [a for a in answers if a[1] not in (200, 202)]
-        assert len(answers) == POSTS and not refused, refused
-        # One run per key, the one its key names; created once (202), replayed otherwise.
-        runs = sorted({run for _, _, run in answers})
-        assert runs == sorted(run_id_for_key(k) for k in keys)
-        created = sorted(k for k, status, _ in answers if status == 202)
-        assert created == sorted(keys), answers
+        runs = one_run_per_key(post_all(multi.api_url, bodies), keys)
         with httpx.Client(base_url=multi.api_url, timeout=30) as api:
             states = ended(api, runs, timeout=240)
     finally:
