@@ -14,7 +14,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from core.analysis.changepoint import DEFAULT_MIN_MAGNITUDE_PCT
 from core.analysis.compare import (
     NOISE_SIGMAS,
     compare_aggregates,
@@ -23,6 +22,7 @@ from core.analysis.compare import (
     summary,
 )
 from core.analysis.gate import attribute, judge_point, run_verdict
+from core.analysis.magnitude import DEFAULT_MIN_MAGNITUDE_PCT
 from core.analysis.series import (
     METRICS,
     find_changes,
