@@ -7,7 +7,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 
+
+@pytest.mark.slow  # a fresh interpreter importing the agent: 1-2 s quiet, over 3 s at load
 def test_the_agent_starts_without_numpy() -> None:
     code = "import sys, agent.__main__; print(sorted(m for m in sys.modules if 'numpy' in m))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
