@@ -106,7 +106,8 @@ test: install
 	rm -rf $$tmp; exit $$rc
 
 # The lane that needs no server, no fio and no browser, less its slow and timing tests: under
-# a minute. One process: two xdist workers took as long here (each collects every test).
+# a minute. One process: two xdist workers took longer beside other load (each collects every
+# test; docs/testing.md).
 UNIT := unit and not slow and not timing
 unit: $(VENV)/.installed
 	$(PYTEST) -q -ra -m "$(UNIT)" $(DURATIONS)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from adapters.config import ConfigError, Settings
-from core.analysis.changepoint import DEFAULT_MIN_MAGNITUDE_PCT
+from core.analysis.magnitude import DEFAULT_MIN_MAGNITUDE_PCT
 from core.analysis.series import (
     Placed,
     find_changes,

@@ -17,7 +17,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from core.analysis.changepoint import DEFAULT_MIN_MAGNITUDE_PCT, ChangePoint, at_splits, detect
+from core.analysis.changepoint import ChangePoint, at_splits, detect
+from core.analysis.magnitude import DEFAULT_MIN_MAGNITUDE_PCT
 from core.latency import KIND_NAMES, format_ns
 from core.models.regression import Change, MeanStd
 from core.models.result import HostFacts, MountFacts

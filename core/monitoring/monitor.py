@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from core.analysis.changepoint import DEFAULT_MIN_MAGNITUDE_PCT
 from core.analysis.compare import (
     NOISE_SIGMAS,
     compare_aggregates,
@@ -22,6 +21,7 @@ from core.analysis.compare import (
     summary,
 )
 from core.analysis.gate import attribute, judge_point, run_verdict
+from core.analysis.magnitude import DEFAULT_MIN_MAGNITUDE_PCT
 from core.analysis.series import (
     METRICS,
     find_changes,
