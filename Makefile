@@ -65,13 +65,12 @@ checkov:
 	scripts/checkov.sh
 
 # The test lanes (tests/lanes.py; docs/testing.md, "make test"). `make test` runs every check
-# and every test in two phases. Phase 1: the fio tests one at a time in one process (the
-# critical path), while a second lane runs the checks (lint, Checkov, the docs site: about
-# 2.5 minutes, which used to come before any test; niced, so mypy yields the CPU to fio's
-# lane; beside them, the download of the wheelhouse tests/test_wheel.py installs from) and then every test that neither runs fio nor times anything. Fio tests mostly wait on fio's runtime, so the lanes overlap; each
-# pytest starts a stack of its own, in a temp dir of its own; the second lane's output
-# follows the first's. Phase 2: the timing tests one at a time with nothing else of ours
-# running. Every lane runs to its end; any check or test failing fails the target.
+# and every test in two phases. Phase 1: the fio tests (the critical path), while a second
+# lane runs the checks (lint, Checkov, the docs site; niced, so mypy yields the CPU to the
+# tests; beside them, the download of the wheelhouse tests/test_wheel.py installs from) and
+# then every test that neither runs fio nor times anything; the second lane's output follows
+# the first's. Phase 2: the timing tests one at a time with nothing else of ours running.
+# Every lane runs to its end; any check or test failing fails the target.
 PYTEST := $(VENV)/bin/pytest
 # Bytecode is cached (under the venv, out of the source tree) even where the environment
 # says not to write it (PYTHONDONTWRITEBYTECODE): uv installs no .pyc and pytest caches its
@@ -80,8 +79,13 @@ PYTEST := $(VENV)/bin/pytest
 # agent started, 2.5 s per API.
 unit test: export PYTHONDONTWRITEBYTECODE :=
 unit test: export PYTHONPYCACHEPREFIX := $(abspath $(VENV))/pycache
-FIO_TESTS := -m "fio and not timing"
-OTHER_TESTS := -m "not fio and not timing"
+# Each of phase 1's lanes runs in 2 pytest-xdist workers, whole modules at a time (each worker
+# starts a stack of its own, in a temp dir of its own; tests/lanes.py hands out the long
+# modules first): the fio tests mostly wait on fio and the stack, so two serial streams of
+# them fit beside the other lane on 2 cores. The timing tests stay alone in phase 2.
+XDIST := -n 2 --dist loadscope --no-loadscope-reorder
+FIO_TESTS := $(XDIST) -m "fio and not timing"
+OTHER_TESTS := $(XDIST) -m "not fio and not timing"
 TIMING_TESTS := -m "timing"
 CHECKS := lint checkov docs
 # Where the time goes: the slowest test phases, then a line per lane.
@@ -106,7 +110,8 @@ test: install
 	rm -rf $$tmp; exit $$rc
 
 # The lane that needs no server, no fio and no browser, less its slow and timing tests: under
-# a minute. One process: two xdist workers took as long here (each collects every test).
+# a minute. One process: two xdist workers took longer beside other load (each collects every
+# test; docs/testing.md).
 UNIT := unit and not slow and not timing
 unit: $(VENV)/.installed
 	$(PYTEST) -q -ra -m "$(UNIT)" $(DURATIONS)

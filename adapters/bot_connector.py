@@ -78,7 +78,7 @@ class BotConnector:
         conversation: StoredConversation,
         callback: Callable[[TurnContext], Awaitable[None]],
     ) -> None:
-        stored = SdkConversation.from_json_to_store_item(conversation.wire())
+        stored = SdkConversation.from_json_to_store_item(conversation.model_dump(mode="json"))
         stored.validate()
         claims = SdkConversation.identity_from_claims(stored.claims)
         reference = stored.conversation_reference
@@ -95,7 +95,7 @@ class BotConnector:
 
 def sdk_attachment(a: CardAttachment) -> Attachment:
     """A card as the SDK's attachment: the card's JSON, made here at the edge."""
-    return Attachment(content_type=a.content_type, content=a.content.wire())
+    return Attachment(content_type=a.content_type, content=a.content.model_dump(mode="json"))
 
 
 def _message(attachments: list[CardAttachment]) -> Activity:

@@ -22,7 +22,7 @@ from pydantic import Field, ValidationError, ValidationInfo, field_validator, mo
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 from pydantic_settings.sources.utils import parse_env_vars
 
-from core.analysis.changepoint import DEFAULT_MIN_MAGNITUDE_PCT
+from core.analysis.magnitude import DEFAULT_MIN_MAGNITUDE_PCT
 from core.errors import BenchError
 from core.fleet.pools import PoolConfig, parse_pools
 from core.retention import DAY_S, Retention

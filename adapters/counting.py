@@ -13,8 +13,11 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TypedDict
 from urllib.parse import urlparse
+
+from azure.core.pipeline import PipelineRequest
+from azure.core.pipeline.transport import HttpRequest
 
 SETTING = "BENCH_COUNT_CALLS"
 Service = str  # cosmos, queue, blob, api
@@ -78,14 +81,19 @@ def record(service: Service, op: str) -> None:
         os.close(fd)
 
 
-def hooks(service: Service) -> dict[str, Any]:
+class ClientHooks(TypedDict, total=False):
+    """Keyword arguments azure-core's pipeline takes (CustomHookPolicy)."""
+
+    raw_request_hook: Callable[[PipelineRequest[HttpRequest]], None]
+
+
+def hooks(service: Service) -> ClientHooks:
     """Keyword arguments for an SDK client: the counting hook when counting is on."""
     if not os.environ.get(SETTING):
         return {}
 
-    def hook(request: Any) -> None:
+    def hook(request: PipelineRequest[HttpRequest]) -> None:
         http = request.http_request
         record(service, operation(service, http.method, http.url, http.headers))
 
-    counting: Callable[[Any], None] = hook
-    return {"raw_request_hook": counting}
+    return {"raw_request_hook": hook}

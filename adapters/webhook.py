@@ -127,7 +127,7 @@ class WebhookSender:
         Office 365 connector URL is not tried: it says how to replace it instead."""
         if teams_url_kind(url) == "connector":
             return self._give_up(url, 0, None, CONNECTOR_RETIRED)
-        body = json.dumps(message.wire()).encode()
+        body = json.dumps(message.model_dump(mode="json")).encode()
         headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT}
         return self._deliver(url, lambda: (body, headers), teams=True)
 

@@ -44,7 +44,8 @@ from typing import Any
 
 import numpy as np
 
-from core.analysis.changepoint import DEFAULT_MIN_MAGNITUDE_PCT, detect
+from core.analysis.changepoint import detect
+from core.analysis.magnitude import DEFAULT_MIN_MAGNITUDE_PCT
 
 OUT = Path(__file__).parent / "out"
 OTAVA_SPEC = "apache-otava==0.8.0"

@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from bench.detect import OTAVA_SPEC, TOLERANCE, ensure_otava
-from core.analysis.changepoint import DEFAULT_MIN_MAGNITUDE_PCT
+from core.analysis.magnitude import DEFAULT_MIN_MAGNITUDE_PCT
 
 OUT = Path(__file__).parent / "out"
 SIZES = (200, 1000, 2000, 4000, 8000, 10_000)

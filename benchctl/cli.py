@@ -41,7 +41,7 @@ from benchctl.cli_tools import (
 from benchctl.client import CliError
 from benchctl.local_state import StackError
 from benchctl.outcome import add_outcome_flags
-from core.analysis.changepoint import DEFAULT_MIN_MAGNITUDE_PCT
+from core.analysis.magnitude import DEFAULT_MIN_MAGNITUDE_PCT
 
 
 def parser() -> argparse.ArgumentParser:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from core.models import Result, StepAggregate, StoredResult, WorkItem
 from core.models.activity import SeenActivity
@@ -24,7 +24,6 @@ from core.models.schedule import StoredSchedule
 from core.models.series import PointFacts, StepPoint
 from core.models.stored import Item, Run, Step
 
-Doc = dict[str, Any]
 # What RunRepo.page hands out as its continuation token: URL-safe Base64. page raises
 # ValidationFailed (field continuation) for anything else, NotFound for a token of this
 # form it did not give.

@@ -6,6 +6,7 @@ deployment here). adapters/archive.py says what a run and a series own."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Path, Query, Request
@@ -14,8 +15,8 @@ from fastapi.responses import Response
 from adapters.archive import MAX_IMPORT_DOCUMENTS, settled
 from adapters.blob import MAX_ARTIFACT_BYTES
 from core.errors import FieldError, Forbidden, ValidationFailed
+from core.models import archive as a
 from core.runs.guardrails import Caller
-from functions import apidocs_admin as a
 from functions.inputs import Continuation
 from functions.openapi import SIGNED_IN, doc
 from functions.params import (
@@ -110,17 +111,21 @@ async def export_schedules(parts: Parts, caller: CallerOf) -> a.ExportedSchedule
     return a.ExportedSchedules(schedules=await asyncio.to_thread(parts.archive.schedules))
 
 
-def _import_body(body: Any, listed: str, allowed: set[str]) -> dict[str, Any]:
-    """The JSON object of an import: only ``allowed`` keys, ``listed`` a bounded list."""
+def _import_body(
+    body: object, listed: str, allowed: set[str]
+) -> tuple[Mapping[str, object], list[object]]:
+    """The JSON object of an import as sent (only ``allowed`` keys) and its ``listed`` list
+    (bounded). Raw input at the door: adapters/archive.py checks each document, naming it
+    by its place in the list, before anything is written."""
     if not isinstance(body, dict):
         raise ValidationFailed([FieldError("(body)", "must be an object")])
     stray = sorted(set(body) - allowed)
     if stray:
         raise ValidationFailed([FieldError(stray[0], "unknown field")])
-    items = body.setdefault(listed, [])
+    items = body.get(listed, [])
     if not isinstance(items, list) or len(items) > MAX_IMPORT_DOCUMENTS:
         raise ValidationFailed([FieldError(listed, f"a list of at most {MAX_IMPORT_DOCUMENTS}")])
-    return body
+    return body, items
 
 
 @router.post(
@@ -133,12 +138,12 @@ async def import_run(
     """A finished run's documents, created when missing after all are checked; ``commit``
     writes the run's own document last (benchctl's last batch of the run)."""
     _admin(caller)
-    body = _import_body(sent, "documents", {"run", "documents", "commit"})
+    body, documents = _import_body(sent, "documents", {"run", "documents", "commit"})
     commit = body.get("commit")
     if not isinstance(commit, bool):
         raise ValidationFailed([FieldError("commit", "required: true or false")])
     return await asyncio.to_thread(
-        parts.archive.import_run, run_id, body.get("run"), body["documents"], commit=commit
+        parts.archive.import_run, run_id, body.get("run"), documents, commit=commit
     )
 
 
@@ -149,8 +154,8 @@ async def import_run(
 async def import_schedules(sent: SchedulesAsSent, parts: Parts, caller: CallerOf) -> a.Imported:
     """Schedules as exported (ids and times kept), each checked as at creation."""
     _admin(caller)
-    body = _import_body(sent, "schedules", {"schedules"})
-    return await asyncio.to_thread(parts.archive.import_schedules, body["schedules"])
+    _, schedules = _import_body(sent, "schedules", {"schedules"})
+    return await asyncio.to_thread(parts.archive.import_schedules, schedules)
 
 
 @router.put(

@@ -20,9 +20,10 @@ from core.chat.bot import parse_command
 from core.chat.cards import adaptive_card, json_reply
 from core.errors import ValidationFailed
 from core.models.activity import SeenActivity
+from core.models.cards import TeamsMessage
+from core.models.chat import ChatReply, TeamsActivity, WebhookCommand
 from core.monitoring.notify import SIGNATURE_HEADER, verify, verify_teams
 from core.runs.guardrails import Caller
-from functions.apidocs_chat import TeamsActivity, TeamsMessage, WebhookCommand, WebhookReply
 from functions.inputs import parse_json
 from functions.openapi import TEAMS_HMAC, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP, doc
 from functions.params import Parts, SignedRoute, documented_as, read_body
@@ -94,13 +95,13 @@ async def teams(
     who = str(sender.get("name") or sender.get("aadObjectId") or "unknown")
     caller = Caller(name=f"teams:{who}", role=parts.settings.bot_role, door="bot-teams")
     reply = await asyncio.to_thread(parts.bot.answer, parse_command(text), caller, activity_id)
-    return JSONResponse(adaptive_card(reply).wire())
+    return JSONResponse(adaptive_card(reply).model_dump(mode="json"))
 
 
 @router.post(
     "/api/bot/webhook",
     dependencies=[Security(WEBHOOK_SIGNATURE), Security(WEBHOOK_TIMESTAMP)],
-    **doc(WebhookReply, body=True, errors=(400, 401, 404, 409, 503)),
+    **doc(ChatReply, body=True, errors=(400, 401, 404, 409, 503)),
 )
 async def webhook(
     request: Request,

@@ -33,9 +33,10 @@ from core.chat.teams_bot import TeamsBot
 from core.chat.threads import ChatNotifier, Threads
 from core.fleet.autoscaler import Autoscaler
 from core.fleet.scaling import PoolScaler
+from core.models.views import RunView
 from core.monitoring.monitor import Monitor
 from core.monitoring.scheduler import Scheduler
-from core.ports import Doc, Notifier
+from core.ports import Notifier
 from core.runs.service import RunService
 
 if TYPE_CHECKING:
@@ -45,9 +46,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def _run_json(service: RunService) -> Callable[[str], Doc]:
-    """A run's view as the API serves it: the chat's cards render that JSON."""
-    return lambda run_id: service.get_run(run_id).doc()
+def _run_view(service: RunService) -> Callable[[str], RunView]:
+    """A run's view as the API serves it: the chat's cards show it."""
+    return lambda run_id: service.get_run(run_id)
 
 
 class Services:
@@ -111,7 +112,7 @@ class Services:
         svc.fleet.scaler = self.scaler
         # A chat-requested run's result goes back to its chat when the run is finalized.
         svc.lifecycle.on_finished = Announcer(
-            _run_json(svc), self.notifier, public_url=s.public_url, threads=self._threads
+            _run_view(svc), self.notifier, public_url=s.public_url, threads=self._threads
         )
         return svc
 
@@ -181,7 +182,7 @@ class Services:
         return Threads(
             conversations,
             sender,
-            _run_json(self.service),
+            _run_view(self.service),
             public_url=self.settings.public_url,
             finished_ttl_s=self.settings.retention.finished_delivery_ttl(),
         )

@@ -8,10 +8,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
+from core.fleet import views as f
 from core.fleet.views import AgentList
 from core.models import POOL_PATTERN
 from core.models.agents import Registration
-from functions import apidocs_fleet as f
 from functions.auth import agent_ref
 from functions.openapi import SIGNED_IN, doc
 from functions.params import STORE, CallerOf, JsonRoute, Svc

@@ -21,7 +21,7 @@ from fastapi import APIRouter, Body, Request, Response, Security
 from fastapi.responses import JSONResponse
 
 from core.models.activity import SeenActivity
-from functions.apidocs_chat import BotAccepted, BotActivity, BotInvokeReply
+from core.models.chat import BotAccepted, BotActivity, BotInvokeReply
 from functions.openapi import BOT_MESSAGES, BOT_TOKEN, doc
 from functions.params import JsonRoute, Parts, documented_as
 

@@ -9,7 +9,7 @@ parameters (functions/params.py). :func:`build` patches only what FastAPI cannot
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from fastapi import FastAPI, Security
 from fastapi.openapi.utils import get_openapi
@@ -134,8 +134,25 @@ def _signed_in_errors() -> dict[int | str, Any]:
     return {code: {"description": ERRORS[code], **ERROR_CONTENT} for code in (401, 403)}
 
 
+class RouterArgs(TypedDict):
+    """An APIRouter's keyword arguments that document its sign-in."""
+
+    dependencies: list[Any]  # FastAPI's Security(...) markers
+    responses: dict[int | str, Any]  # OpenAPI response objects, by status
+
+
+class RouteArgs(TypedDict, total=False):
+    """A route decorator's keyword arguments (FastAPI's) that :func:`doc` writes."""
+
+    response_class: type[Response]
+    status_code: int
+    response_model: type[BaseModel] | None
+    responses: dict[int | str, Any]  # OpenAPI response objects, by status
+    openapi_extra: dict[str, Any] | None  # an OpenAPI operation fragment
+
+
 # A router of signed-in operations (an API key or an Entra ID token: either will do).
-SIGNED_IN: dict[str, Any] = {
+SIGNED_IN: RouterArgs = {
     "dependencies": [Security(API_KEY), Security(ENTRA_ID)],
     "responses": _signed_in_errors(),
 }
@@ -152,7 +169,7 @@ def doc(
     binary: str | None = None,
     html: str | None = None,
     download: str | None = None,
-) -> dict[str, Any]:
+) -> RouteArgs:
     """FastAPI's route arguments for an operation: its answer's model ``ok`` (FastAPI's
     ``response_model``: the answer is serialized through it) with ``status`` (no content
     when ``ok`` is None), other successful answers ``also`` (a handler sets the status),

@@ -104,7 +104,7 @@ def _action(
             conversation,
         )
         await _remember(threads, outcome, conversation, card_id)
-        return factory.adaptive_card(outcome.card.wire())  # type: ignore[arg-type]
+        return factory.adaptive_card(outcome.card.model_dump(mode="json"))  # type: ignore[arg-type]
 
     return on_action
 

@@ -51,7 +51,7 @@ def gather_compare(
     runs, views = [], []
     for letter, run_id in zip(LETTERS, run_ids, strict=False):
         views.append(svc.get_run(run_id))
-        run = views[-1].doc()
+        run = views[-1].model_dump(mode="json")  # the report renders the JSON the API serves
         last = next((s for s in reversed(run["steps"]) if s.get("aggregate")), None)
         step = None
         if last is not None:

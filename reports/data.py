@@ -17,6 +17,7 @@ from core.artifacts import unpack_json
 from core.counters import CounterPoint, CounterSeries
 from core.errors import NotFound
 from core.models import Direction, Result
+from core.models.target_facts import RunTargetFacts
 from core.runs.service import RunService
 from core.timeline import (
     DIRECTIONS,
@@ -85,7 +86,7 @@ class RunReport(BaseModel):
     curves: Doc  # as GET /api/runs/{id}/curves answers
     steps: list[StepData]
     # The targets' facts and limits as recorded when the run was submitted.
-    target_facts: Doc | None = None
+    target_facts: RunTargetFacts | None = None
     generated_at: str
 
 
@@ -209,7 +210,7 @@ def window_histogram(
 
 def gather_run(svc: RunService, run_id: str) -> RunReport:
     """Everything a run's report shows; raises NotFound for an unknown run."""
-    run = svc.get_run(run_id).doc()
+    run = svc.get_run(run_id).model_dump(mode="json")
     curves = svc.curves(run_id).model_dump(mode="json")
     results = svc.store.results.of_run(run_id)
     steps = [step_data(svc, run_id, s["step"], results) for s in run["steps"]]

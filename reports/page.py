@@ -140,7 +140,9 @@ def run_page(report: RunReport, *, nav: bool = False) -> str:
         latency_name=KIND_NAMES[headline_kind(run)],
         verdicts=verdict_lines(run),
         cli_tables=cli_tables(run, report.curves),
-        target_facts=json.dumps(report.target_facts, indent=2) if report.target_facts else "",
+        target_facts=json.dumps(report.target_facts.model_dump(mode="json"), indent=2)
+        if report.target_facts
+        else "",
         request_json=json.dumps(
             {"request": run.get("request"), "resolved workload": run.get("workload")}, indent=2
         ),

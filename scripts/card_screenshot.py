@@ -118,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     import httpx
 
     from core.chat.action_cards import run_card
+    from core.models.views import RunView
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--api-url", required=True)
@@ -129,8 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     if r.status_code != 200:
         print(f"error: --run: {r.status_code} {r.text[:200]}", file=sys.stderr)
         return 2
-    card = run_card(r.json(), (a.public_url or a.api_url).rstrip("/"))
-    shown = render(card.wire(), a.out)
+    card = run_card(RunView.model_validate(r.json()), (a.public_url or a.api_url).rstrip("/"))
+    shown = render(card.model_dump(mode="json"), a.out)
     print(shown.text)
     print("buttons:", ", ".join(shown.buttons))
     if shown.complaints:

@@ -24,8 +24,15 @@ SECRETISH = re.compile(r"password|secret", re.IGNORECASE)
 
 
 @cache
+def _parser() -> BicepParser:
+    """One parser for every file (it keeps no state between files; building its grammar
+    costs about 60 ms, 18 times over in the unit lane)."""
+    return BicepParser()
+
+
+@cache
 def parse(path: Path) -> dict[str, Any]:
-    tree: dict[str, Any] = dict(BicepParser().parse(file_path=path))
+    tree: dict[str, Any] = dict(_parser().parse(file_path=path))
     return tree
 
 

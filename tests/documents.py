@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from core.models import Result, StepAggregate
+from core.models.views import RunView
 
 RUN = "r-" + "0" * 32
 _PERCENTILES = ("p50", "p90", "p99", "p99.9", "p99.99")
@@ -126,3 +127,37 @@ def stored_result(
             ],
         }
     )
+
+
+def run_view(**given: Any) -> RunView:
+    """A run's view (GET /api/runs/{id}) with ``given`` fields over plain defaults: what the
+    chat's cards and the baseline read, without a stored run behind it."""
+    base: dict[str, Any] = {
+        "id": RUN,
+        "state": "completed",
+        "created_at": "2026-11-27T00:00:00+00:00",
+        "updated_at": None,
+        "target": "t",
+        "targets": ["t"],
+        "pool": "default",
+        "tags": {},
+        "request": {"target": "t", "profile": "smoke-randread-4k"},
+        "items_total": 1,
+        "engine": "fio",
+        "profile": None,
+        "profile_version": None,
+        "workload": {},
+        "comparison_key": "k",
+        "fill": False,
+        "step_count": 1,
+        "error": None,
+        "cancel_requested": False,
+        "requested_by": {"name": "me", "role": "runner"},
+        "provisioning": None,
+        "gate": None,
+        "usage": {"agent_s": 0.0, "items": 0, "price_per_hour": None, "cost": None},
+        "steps": [],
+        "items": [],
+        "aggregate": None,
+    }
+    return RunView.model_validate({**base, **given})

@@ -1,13 +1,23 @@
-"""Pure rules of one-run-at-a-time: lock keys, when a holder is done, who waits ahead."""
+"""Pure rules of one-run-at-a-time: lock keys, when a holder is done, who waits ahead; and
+that a run revived under its Idempotency-Key stays in line whatever a stale drop does."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
+from core.memory import MemoryStore
 from core.models.locks import TargetLock, Waiter
 from core.models.state import RunState
 from core.models.stored import Run
-from core.runs.admission import ahead, holder_done, lock_keys, position, run_keys
+from core.runs.admission import (
+    Admission,
+    ahead,
+    holder_done,
+    lock_keys,
+    position,
+    run_keys,
+)
 
 
 def run(**fields: Any) -> Run:
@@ -80,3 +90,49 @@ def test_a_run_already_in_line_keeps_its_place_whatever_instant_a_twin_request_r
     twin = w("r1", 10)
     assert [x.run_id for x in ahead(lock, twin)] == ["r2"]
     assert position([lock], twin) == 2
+
+
+def test_a_run_revived_under_its_key_stays_in_line_when_a_stale_drop_follows() -> None:
+    """A request's creation came too late and is void; its twin with the same
+    Idempotency-Key revives the run (a new document, waiting) and puts it in line, a no-op
+    while the void attempt's entry is still there; then the void's own cleanup (or another
+    request that read the run as void) drops the run's entry. The run must still be in
+    line, or it waits forever at the head of an empty queue (found by 40 concurrent POSTs
+    on 30 keys through 3 instances: 1 of 30 runs stuck waiting, in 1 of 3 tries)."""
+    store = MemoryStore(time.time)
+    admission = Admission(store)
+    keys = lock_keys("q", ["a"])
+    holder = store.runs.create(run(id="r-0", created_ms=5, admitted=True, state=RunState.RUNNING))
+    assert admission.try_acquire(keys, w(holder.id, 5))
+    first = store.runs.create(run(id="r-1", created_ms=10, state=RunState.WAITING, admitted=False))
+    admission.wait(keys, w("r-1", 10))
+    # The first attempt is void: failed, finished, never to run.
+    void = store.runs.replace(
+        first.model_copy(update={"accepted": False, "finished": True, "state": RunState.FAILED})
+    )
+    # Its twin revives it (created at 20) and joins: its entry is there already.
+    revived = run(id="r-1", created_ms=20, state=RunState.WAITING, admitted=False)
+    revived.etag = void.etag
+    store.runs.replace(revived)
+    admission.wait(keys, w("r-1", 20))
+    # The void's cleanup, from what it read before the revival.
+    admission.leave(void)
+    lock = store.targets.get(keys[0])
+    assert [(x.run_id, x.created_ms) for x in lock.queue] == [("r-1", 20)]
+    # And it starts once the holder is done.
+    store.runs.replace(
+        store.runs.get("r-0").model_copy(update={"finished": True, "state": RunState.COMPLETED})
+    )
+    assert [r.id for r in admission.admit_next(keys)] == ["r-1"]
+
+
+def test_a_run_admitted_or_cancelled_leaves_its_line_for_good() -> None:
+    store = MemoryStore(time.time)
+    admission = Admission(store)
+    keys = lock_keys("q", ["a", "b"])
+    admitted = store.runs.create(run(id="r-1", targets=["a", "b"], admitted=True))
+    cancelled = store.runs.create(run(id="r-2", targets=["a", "b"], cancel_requested=True))
+    for r in (admitted, cancelled):
+        admission.wait(keys, w(r.id, r.created_ms))
+        admission.leave(r)
+    assert all(store.targets.get(k).queue == [] for k in keys)

@@ -288,8 +288,8 @@ def test_a_rate_curve_says_where_latency_rose_before_any_limit() -> None:
 
 def test_the_run_records_the_facts_and_limits_it_was_judged_with() -> None:
     facts = run_target_facts("default", ["vol1", "other"], parse_targets(ULTRA_LARGE_101))
-    assert facts is not None and facts["catalogue_version"]
-    vol1, other = facts["targets"]
+    assert facts is not None and facts.catalogue_version
+    vol1, other = facts.model_dump(mode="json")["targets"]
     assert vol1["facts"]["service_level"] == "ultra" and vol1["limits"][0]["value"] == 12_800 * MIB
     assert vol1["limits"][0]["source"]["url"].endswith("large-volumes-requirements-considerations")
     assert other == {"alias": "other", "facts": None, "declared": None, "limits": []}

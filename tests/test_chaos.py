@@ -1,7 +1,10 @@
 """Chaos: during one 2-client run, SIGKILL in turn an agent, the API, Azurite and the
 Cosmos DB server, restarting each (but the agent), on a stack of the test's own (real
 processes, real fio). The run must end completed or failed with a reason, with at most one
-result per client, its target free again and no fio left running."""
+result per client, its target free again and no fio left running. Twice: with one API
+process, and with 3 instances behind nginx (`--api-instances 3`), of which the one killed
+is the timers' lease holder at that moment (the others serve on and one takes the timers
+over)."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import pytest
 
 from adapters.cosmos import CosmosStore
 from benchctl import localstack
+from benchctl.local_balancer import TIMER_LEASE_S
 from benchctl.localstack import Proc, Stack
 from tests.conftest import wait_until
 
@@ -25,8 +29,8 @@ pytestmark = [pytest.mark.stack, pytest.mark.fio]
 RUNTIME_S = 24
 
 
-@pytest.fixture
-def own_stack(tmp_path: Path) -> Iterator[Stack]:
+@pytest.fixture(params=[1, 3], ids=["1-instance", "3-instances"])
+def own_stack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stack]:
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     stack = localstack.up(
@@ -40,6 +44,7 @@ def own_stack(tmp_path: Path) -> Iterator[Stack]:
         visibility_timeout=15,
         timer_seconds=0.5,
         fresh=True,
+        api_instances=request.param,
     )
     try:
         yield stack
@@ -55,6 +60,28 @@ def kill(proc: Proc) -> None:
     os.killpg(proc.pid, signal.SIGKILL)
     localstack.stop_proc(proc, signal.SIGKILL, timeout=10)
     assert not proc.alive()
+
+
+def kill_and_restart_the_api(stack: Stack) -> None:
+    """SIGKILL the API process (with 3 instances, the one ticking the timers: the last to
+    log a tick), wait, and start it again (on its port, behind nginx)."""
+    if stack.api_instances <= 1:
+        kill(alive(stack, "api"))
+        time.sleep(3)
+        localstack.start_api(stack, timer_seconds=0.5)
+        return
+    instances = [p for p in stack.procs if p.name.startswith("api-") and p.alive()]
+    victim = max(instances, key=last_tick)
+    kill(victim)
+    time.sleep(3)
+    lease = {"BENCH_LOCAL_TIMER_LEASE_S": str(TIMER_LEASE_S)}
+    localstack.start_api(stack, 0.5, lease, name=victim.name, port=victim.port)
+
+
+def last_tick(p: Proc) -> str:
+    """The stamp of the instance's last timer tick in its log ("" if none)."""
+    lines = Path(p.log).read_text(errors="replace").splitlines()
+    return max((line[:23] for line in lines if line.endswith("timer tick")), default="")
 
 
 def fio_processes(root: Path) -> list[int]:
@@ -100,7 +127,9 @@ def test_a_run_survives_killed_agent_api_azurite_and_cosmos(
             "runtime": RUNTIME_S,
         },
     }
-    run_id = api.post("/api/runs", json=body).json()["id"]
+    posted = api.post("/api/runs", json=body)
+    assert posted.status_code == 202, posted.text
+    run_id = posted.json()["id"]
     run = wait_until(
         lambda: (
             (r := run_of(api, run_id)) and all(i["state"] == "running" for i in r["items"]) and r
@@ -115,9 +144,7 @@ def test_a_run_survives_killed_agent_api_azurite_and_cosmos(
     kill(victim)
     time.sleep(2)
     # The API, Azurite (queue and blob) and the Cosmos DB server, each down a few seconds.
-    kill(alive(stack, "api"))
-    time.sleep(3)
-    localstack.start_api(stack, timer_seconds=0.5)
+    kill_and_restart_the_api(stack)
     time.sleep(2)
     kill(alive(stack, "azurite"))
     kill(alive(stack, "azurite-blob"))

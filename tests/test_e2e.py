@@ -1,5 +1,8 @@
 """End to end through the API, the real Azurite queue, real agent processes, real fio and
-the Cosmos DB stand-in."""
+the Cosmos DB stand-in. The core path and the agent faults run twice: against the session's
+one API process, and against 3 API instances behind nginx (`benchctl local up
+--api-instances 3`; one stack for the module, ``three_instances``), where a run's requests
+land on any instance."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import os
 import signal
 import tarfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +23,63 @@ import pytest
 from adapters.blob import BlobArtifacts
 from adapters.cosmos import CosmosStore
 from adapters.queue import WorkQueues, poison_queue_name, work_queue_name
+from benchctl import localstack
+from benchctl.local_state import free_port, remember_port
 from benchctl.localstack import Stack
 from core.artifacts import unpack_json, unpack_timeline
 from core.models import WorkItem
-from tests.conftest import AgentFactory, run_body, wait_state, wait_until
+from tests.conftest import (
+    POOL_SPECS,
+    TEST_TARGETS,
+    AgentFactory,
+    run_body,
+    wait_state,
+    wait_until,
+)
+
+# The tests marked so run against 1 API process and against 3 behind nginx.
+ONE_AND_THREE = pytest.mark.parametrize(
+    "api_instances", [1, 3], indirect=True, ids=["1-instance", "3-instances"]
+)
+
+
+@pytest.fixture(scope="module")
+def three_instances(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """3 API instances behind nginx, with the session stack's pools, targets and timings
+    (so the conftest's ``pool``, ``agents`` and ``scratch`` work on it unchanged)."""
+    localstack.ensure_installed()
+    base = tmp_path_factory.mktemp("e2e-three")
+    remember_port(base / "stack", free_port())  # not 7071: other stacks start there
+    st = localstack.up(
+        agents=0,
+        targets={},
+        directory=base / "stack",
+        visibility_timeout=6,
+        max_deliveries=3,
+        timer_seconds=0.5,
+        heartbeat_s=2.0,
+        api_instances=3,
+        extra_pools=[p for p in POOL_SPECS if p != "default"],
+        api_env={"BENCH_TARGETS": json.dumps(TEST_TARGETS)},
+    )
+    try:
+        yield st
+    finally:
+        localstack.down(base / "stack")
+
+
+@pytest.fixture
+def api_instances(request: pytest.FixtureRequest) -> int:
+    return int(getattr(request, "param", 1))
+
+
+@pytest.fixture
+def stack(request: pytest.FixtureRequest, api_instances: int, stack: Stack) -> Stack:
+    """The session's stack (1 API process), or the module's 3 instances."""
+    if api_instances == 1:
+        return stack
+    three: Stack = request.getfixturevalue("three_instances")
+    return three
 
 
 def children(pid: int, name: str = "fio") -> list[int]:
@@ -61,6 +118,7 @@ def item_of(api: httpx.Client, run_id: str) -> dict[str, Any]:
     return item
 
 
+@ONE_AND_THREE
 def test_run_flows_to_a_stored_result(
     api: httpx.Client,
     store: CosmosStore,
@@ -142,6 +200,7 @@ def processes_of(agent_id: str) -> list[int]:
     return found
 
 
+@ONE_AND_THREE
 def test_sigkill_mid_fio_redelivers_and_writes_one_result(
     api: httpx.Client, store: CosmosStore, agents: AgentFactory, pool: str
 ) -> None:
@@ -171,6 +230,7 @@ def test_sigkill_mid_fio_redelivers_and_writes_one_result(
     assert len(store.results.of_run(run_id)) == 1
 
 
+@ONE_AND_THREE
 def test_duplicate_delivery_writes_one_result(
     api: httpx.Client, store: CosmosStore, queues: WorkQueues, agents: AgentFactory, pool: str
 ) -> None:
@@ -212,6 +272,7 @@ def test_item_failing_every_delivery_lands_in_poison_queue(
     assert poisoned.run_id == run_id
 
 
+@ONE_AND_THREE
 def test_cancel_stops_a_running_item(
     api: httpx.Client, store: CosmosStore, agents: AgentFactory, pool: str
 ) -> None:

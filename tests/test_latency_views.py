@@ -16,7 +16,6 @@ from core.latency import format_ns, means_text, shown
 from core.models import RunRequest, Workload
 from core.runs.plan import plan_steps
 from core.validation import parse
-from functions.api import create_app
 from reports.curve_figures import curve_groups
 from reports.figures import _bucket_edges
 
@@ -113,8 +112,10 @@ def test_a_two_field_sweep_plans_one_step_per_pair() -> None:
         )
 
 
-def test_api_document_groups_operations_and_keeps_the_agent_protocol_apart() -> None:
-    doc = create_app().openapi()
+def test_api_document_groups_operations_and_keeps_the_agent_protocol_apart(
+    openapi_document: dict[str, Any],
+) -> None:
+    doc = openapi_document
     names = [t["name"] for t in doc["tags"]]
     assert names[0] == "runs" and names[-1] == "agent protocol"
     for path, ops in doc["paths"].items():

@@ -14,7 +14,6 @@ import httpx
 from adapters.cosmos import CosmosStore
 from core.models.live import LIVE_RING
 from core.runs.live import MAX_SAMPLES_PER_BEAT
-from functions.api import create_app
 from tests.conftest import run_body, wait_until
 
 AGENT = "live-agent-1"
@@ -135,8 +134,10 @@ def test_a_step_that_has_not_measured_yet_has_no_live_figures(
     api.delete(f"/api/runs/{run_id}")
 
 
-def test_the_document_labels_the_live_operation_and_its_figures_live() -> None:
-    doc = create_app().openapi()
+def test_the_document_labels_the_live_operation_and_its_figures_live(
+    openapi_document: dict[str, Any],
+) -> None:
+    doc = openapi_document
     op = doc["paths"]["/api/runs/{run_id}/live"]["get"]
     assert op["tags"] == ["live"] and "Live:" in op["description"]
     assert {p["name"] for p in op["parameters"]} == {"run_id", "step", "seconds"}

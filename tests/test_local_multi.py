@@ -6,7 +6,10 @@ one stack for the whole module:
   and when the holder is SIGKILLed another takes over once the lease expires, within its
   duration and one tick (each instance's log has a line per tick it ran);
 - an instance SIGKILLed in the middle of a 4-client step: the step completes, one result
-  per client.
+  per client;
+- 40 concurrent POSTs on 30 Idempotency-Keys to one target give exactly 30 runs, admitted
+  one at a time, all completed (simulated clients, ``benchctl.local_sim``: the subject is
+  admission, not fio).
 
 Lanes: the stack starts no agent; the tests that run fio start the module's agents
 (``fio_agents``) and are marked ``fio``; the others run in the ``stack`` lane, beside the
@@ -15,12 +18,15 @@ restarts one a test killed, on its port)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -29,8 +35,10 @@ from adapters.blob import BlobArtifacts
 from adapters.cosmos import CosmosStore
 from benchctl import localstack
 from benchctl.local_balancer import TIMER_LEASE_S
+from benchctl.local_sim import SIM_POOL, sim_pool_spec, start_sim_agents
 from benchctl.local_state import free_port, remember_port
 from benchctl.localstack import Proc, Stack
+from core.models.ids import run_id_for_key
 from tests.conftest import run_body, wait_state, wait_until
 from tests.test_e2e import check_stored_result
 
@@ -39,7 +47,8 @@ pytestmark = pytest.mark.stack
 INSTANCES = 3
 TICK_S = 0.5
 AGENTS = 4
-POOLS = f"default:size={AGENTS}"
+SIMS = 3  # simulated clients (pool "sim"), for the admission test
+POOLS = f"default:size={AGENTS},{sim_pool_spec(SIMS)}"
 # What the lease allows: it expires TIMER_LEASE_S after the dead holder's last renewal (just
 # before its last tick), another instance asks within a tick, and its acquire is one
 # Storage call (bounded_client_options: it answers within a second here, or not at all).
@@ -48,9 +57,9 @@ TAKEOVER_BOUND_S = TIMER_LEASE_S + TICK_S + 1.0
 
 def api_env() -> dict[str, str]:
     """What every instance is started with beyond the stack's own settings (a revived
-    one too): the pool's size (its agents start after the API), the scratch target, and
-    the timers' lease."""
-    targets = [{"alias": "scratch", "pool": "default"}]
+    one too): the pools' sizes (their clients start after the API), the scratch target in
+    each, and the timers' lease."""
+    targets = [{"alias": "scratch", "pool": p} for p in ("default", SIM_POOL)]
     return {
         "BENCH_POOLS": POOLS,
         "BENCH_TARGETS": json.dumps(targets),
@@ -212,3 +221,98 @@ def test_another_instance_takes_over_when_the_holder_is_killed(multi: Stack) -> 
     assert len(new) == 1, new
     with httpx.Client(base_url=multi.api_url, timeout=30) as api:  # still served
         assert api.get("/api/health").status_code == 200
+
+
+KEYS = 30
+POSTS = 40
+
+
+def post_all(url: str, bodies: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, int, str]]:
+    """Every (key, body) POSTed at the same moment, one thread each, each retried with its
+    key while the answer is 503 (the database did not confirm in time), as benchctl
+    retries. (key, status, run id) per POST."""
+    answers: list[tuple[str, int, str]] = []
+    lock = threading.Lock()
+    start = threading.Barrier(len(bodies))
+
+    def post(key: str, body: dict[str, Any]) -> None:
+        with httpx.Client(base_url=url, timeout=60) as c:
+            start.wait()
+            for _ in range(10):
+                r = c.post("/api/runs", json=body, headers={"Idempotency-Key": key})
+                if r.status_code != 503:
+                    break
+                time.sleep(0.5)
+        with lock:
+            answers.append((key, r.status_code, r.json().get("id", r.text)))
+
+    threads = [threading.Thread(target=post, args=kb) for kb in bodies]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return answers
+
+
+def ended(api: httpx.Client, runs: list[str], timeout: float) -> dict[str, str]:
+    """Each run's final state; on a timeout, what each run that has not ended is doing."""
+    states: dict[str, str] = {}
+    deadline = time.monotonic() + timeout
+    while len(states) < len(runs) and time.monotonic() < deadline:
+        for run_id in runs:
+            if run_id not in states:
+                state = api.get(f"/api/runs/{run_id}").json()["state"]
+                if state in ("completed", "failed", "cancelled"):
+                    states[run_id] = state
+        time.sleep(0.5)
+    stuck = [api.get(f"/api/runs/{r}").json() for r in runs if r not in states]
+    assert not stuck, [(r["id"], r["state"], r.get("queue_position")) for r in stuck]
+    return states
+
+
+def one_run_per_key(answers: list[tuple[str, int, str]], keys: list[str]) -> list[str]:
+    """Every POST answered 202 or 200; one run per key, the one its key names, created
+    once (202) and replayed otherwise. The runs, sorted."""
+    refused = [a for a in answers if a[1] not in (200, 202)]
+    assert len(answers) == POSTS and not refused, refused
+    runs = sorted({run for _, _, run in answers})
+    assert runs == sorted(run_id_for_key(k) for k in keys)
+    created = sorted(k for k, status, _ in answers if status == 202)
+    assert created == sorted(keys), answers
+    return runs
+
+
+def held(store: CosmosStore, run_ids: list[str]) -> list[tuple[str, str, str]]:
+    """(claimed, ended, run id) of each run's items: when a client held them (ISO
+    instants of one clock, the API's, so they sort as time does)."""
+    out = []
+    for run_id in run_ids:
+        _, items = store.items.of_run(run_id)
+        for i in items:
+            assert i.claimed_at and i.ended_at, i
+            out.append((i.claimed_at, i.ended_at, run_id))
+    return out
+
+
+def test_40_posts_on_30_keys_give_30_runs_admitted_one_at_a_time(multi: Stack) -> None:
+    prefix = f"multi-{time.time_ns()}"
+    keys = [f"{prefix}-{k}" for k in range(KEYS)]
+    body = {**run_body(SIM_POOL, runtime=1), "clients": 1}
+    # Every key once, and 10 of them a second time, side by side.
+    bodies = [(key, body) for key in keys] + [(key, body) for key in keys[: POSTS - KEYS]]
+    store = CosmosStore.from_settings(multi.settings())
+    sims = start_sim_agents(multi, SIMS, targets=["scratch"])
+    try:
+        runs = one_run_per_key(post_all(multi.api_url, bodies), keys)
+        with httpx.Client(base_url=multi.api_url, timeout=30) as api:
+            states = ended(api, runs, timeout=240)
+    finally:
+        localstack.stop_proc(sims, signal.SIGKILL, timeout=5)
+    assert set(states.values()) == {"completed"}, states
+    for run_id in runs:
+        assert len(store.results.of_run(run_id)) == 1
+    # One at a time: each run's item was claimed after the previous one's ended (a run's
+    # targets are freed only when its last item has ended).
+    spans = sorted(held(store, runs))
+    overlaps = [(a, b) for a, b in itertools.pairwise(spans) if b[0] < a[1]]
+    assert not overlaps, overlaps

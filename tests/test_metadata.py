@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -27,8 +28,10 @@ from core.errors import Forbidden
 from core.limits.facts import run_target_facts
 from core.models import Metadata, RunRequest, Workload
 from core.models.aggregate import StepAggregate
+from core.models.result import HostFacts, MountFacts
 from core.models.series import StepPoint
 from core.models.state import RunState
+from core.models.target_facts import RunTargetFacts
 from core.models.views import RunView, StepView
 from core.monitoring.monitor import Monitor
 from core.runs.guardrails import ROLES, Caller, TargetInfo, check_run
@@ -260,7 +263,7 @@ def test_metadata_refused_over_the_api_naming_the_field(api: httpx.Client, pool:
         assert field in [e["field"] for e in r.json()["errors"]], r.text
 
 
-def _target_facts(caching: bool | None) -> dict[str, Any] | None:
+def _target_facts(caching: bool | None) -> RunTargetFacts | None:
     facts: dict[str, Any] = {"kind": "azure-files-premium", "provisioned_gib": 1024}
     if caching is not None:
         facts["metadata_caching"] = caching
@@ -268,10 +271,18 @@ def _target_facts(caching: bool | None) -> dict[str, Any] | None:
 
 
 def test_metadata_caching_fact_splits_the_series() -> None:
-    result = {
-        "host": {"vm_size": "Standard_D8s_v5", "region": "westeurope"},
-        "mounts": [{"alias": "share", "fstype": "cifs", "source": "//a/s", "options": "rw"}],
-    }
+    host = HostFacts(
+        hostname="h",
+        kernel="6.1",
+        os="linux",
+        cpu_count=8,
+        vm_size="Standard_D8s_v5",
+        region="westeurope",
+    )
+    share = MountFacts(
+        alias="share", path="/", mount_point="/mnt", fstype="cifs", source="//a/s", options="rw"
+    )
+    result = SimpleNamespace(host=host, mounts=[share])
     off, on = (infra_facts([result], _target_facts(v)) for v in (False, True))
     assert off.model_dump(mode="json")["targets"] == [["share", "metadata_caching", False]]
     assert infra_fingerprint(off) != infra_fingerprint(on)

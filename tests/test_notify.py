@@ -135,7 +135,7 @@ def test_teams_message_arrives(serve: Callable[..., Receiver], client: httpx.Cli
     )
     assert delivery.ok and delivery.attempts == 1
     (req,) = receiver.requests
-    assert json.loads(req.body) == teams_card(REGRESSION, base_url=BASE_URL).wire()
+    assert json.loads(req.body) == teams_card(REGRESSION, base_url=BASE_URL).model_dump(mode="json")
 
 
 def test_retries_500_then_succeeds_and_resigns(
@@ -244,7 +244,7 @@ def test_unserialisable_regression_does_not_raise(client: httpx.Client) -> None:
     sender = WebhookSender(client=client, sleep=Sleeps())
     assert json.loads(webhook_body(bad, base_url=BASE_URL))["regression"]["x"] == "{1, 2}"
     broken: Any = {"metric": "m", "before": 5}  # not a mapping: rendered n/a, not an error
-    card = teams_card(broken, base_url=BASE_URL).wire()
+    card = teams_card(broken, base_url=BASE_URL).model_dump(mode="json")
     assert card["attachments"][0]["content"]["actions"] == []
     # An invalid URL is a failed Delivery, not an exception.
     delivery = sender.send_teams("not a url", REGRESSION, base_url=BASE_URL)
@@ -278,7 +278,7 @@ def test_teams_urls_are_told_apart_by_their_shape() -> None:
 def test_the_card_travels_in_the_envelope_the_workflows_template_reads() -> None:
     """ "Post to a channel when a webhook request is received" posts each attachment of a
     `message`: contentType application/vnd.microsoft.card.adaptive, contentUrl, content."""
-    message = teams_card(REGRESSION, base_url=BASE_URL).wire()
+    message = teams_card(REGRESSION, base_url=BASE_URL).model_dump(mode="json")
     assert message["type"] == "message"
     (attachment,) = message["attachments"]
     assert set(attachment) == {"contentType", "contentUrl", "content"}
@@ -301,7 +301,7 @@ def test_a_workflows_webhook_takes_the_card_with_202_accepted(
     )
     assert (delivery.ok, delivery.status, delivery.attempts) == (True, 202, 1)
     (req,) = receiver.requests
-    assert json.loads(req.body) == teams_card(REGRESSION, base_url=BASE_URL).wire()
+    assert json.loads(req.body) == teams_card(REGRESSION, base_url=BASE_URL).model_dump(mode="json")
 
 
 def test_a_retired_connector_url_is_not_tried_and_says_what_to_do(

@@ -11,7 +11,7 @@ from tests.notify_samples import BASE_URL, REGRESSION, SECRET
 
 
 def test_teams_card_envelope() -> None:
-    msg = teams_card(REGRESSION, base_url=BASE_URL).wire()
+    msg = teams_card(REGRESSION, base_url=BASE_URL).model_dump(mode="json")
     assert msg["type"] == "message"
     assert len(msg["attachments"]) == 1
     att = msg["attachments"][0]
@@ -25,7 +25,7 @@ def test_teams_card_envelope() -> None:
 
 
 def test_teams_card_links() -> None:
-    message = teams_card(REGRESSION, base_url=BASE_URL).wire()
+    message = teams_card(REGRESSION, base_url=BASE_URL).model_dump(mode="json")
     actions = message["attachments"][0]["content"]["actions"]
     assert [a["type"] for a in actions] == ["Action.OpenUrl", "Action.OpenUrl"]
     urls = {a["url"] for a in actions}
@@ -37,7 +37,9 @@ def test_teams_card_links() -> None:
 
 
 def test_teams_card_numbers() -> None:
-    card = teams_card(REGRESSION, base_url=BASE_URL).wire()["attachments"][0]["content"]
+    card = teams_card(REGRESSION, base_url=BASE_URL).model_dump(mode="json")["attachments"][0][
+        "content"
+    ]
     facts = {f["title"]: f["value"] for f in card["body"][2]["facts"]}
     assert facts["Metric"] == "read.iops"
     assert facts["Target"] == "scratch"
@@ -61,7 +63,7 @@ def test_teams_card_small_values_and_missing_fields() -> None:
         "change_pct": "oops",
         "series_key": "a/b",
     }
-    card = teams_card(reg, base_url=BASE_URL).wire()["attachments"][0]["content"]
+    card = teams_card(reg, base_url=BASE_URL).model_dump(mode="json")["attachments"][0]["content"]
     facts = {f["title"]: f["value"] for f in card["body"][2]["facts"]}
     assert facts["Before"] == "0.00123 ± 0.0001"
     assert facts["After"] == "0.0009 ± n/a"

@@ -24,7 +24,6 @@ from jsonschema import Draft202012Validator
 from adapters.cosmos import CosmosStore
 from core.monitoring.notify import sign, teams_signature
 from core.validation import schema_path
-from functions.api import create_app
 from tests.bot_world import World, activity, press
 from tests.conftest import (
     BOT_SECRET,
@@ -45,10 +44,9 @@ HTML_PAGES = ("/api/runs/{run_id}/report", "/api/series/{key}/report", "/api/com
 DOWNLOADS = ("/api/admin/export/artifacts/{run_id}/{owner}/{name}",)  # gzip bytes
 
 
-@pytest.fixture(scope="module")
-def document() -> dict[str, Any]:
-    doc: dict[str, Any] = create_app().openapi()
-    return doc
+@pytest.fixture
+def document(openapi_document: dict[str, Any]) -> dict[str, Any]:
+    return openapi_document
 
 
 def test_every_reference_resolves_inside_the_document(document: dict[str, Any]) -> None:

@@ -10,12 +10,15 @@ from rich.console import Console
 
 from core.chat.cards import adaptive_card, json_reply, result_reply
 from tables.runs import print_run, run_markdown
+from tests.documents import run_view
 from tests.test_ceilings import MIB, ULTRA_LARGE_101, aggregate_of, registry_entry, result
+
+RUN_ID = "r-" + "c" * 32
 
 
 def run_with(agg: dict[str, Any]) -> dict[str, Any]:
     return {
-        "id": "r-" + "c" * 32,
+        "id": RUN_ID,
         "target": "vol1",
         "state": "completed",
         "items": [],
@@ -61,7 +64,15 @@ def test_nothing_reached_says_the_nearest_and_nothing_known_says_so() -> None:
 
 def test_the_bots_result_card_carries_the_bound() -> None:
     agg = aggregate_of(registry_entry(limits={"read_mibps": 40}), [result(0, None, read=39 * MIB)])
-    reply = result_reply(run_with(agg), "http://x")
+    run = run_view(
+        id=RUN_ID,
+        target="vol1",
+        aggregate=agg,
+        requested_by={"name": "me", "role": "runner", "door": "bot-webhook"},
+    )
+    reply = result_reply(run, "http://x")
     assert json_reply(reply).facts["Bound by"] == "target vol1 read throughput (98%)"
-    facts = adaptive_card(reply).wire()["attachments"][0]["content"]["body"][-1]["facts"]
+    facts = adaptive_card(reply).model_dump(mode="json")["attachments"][0]["content"]["body"][-1][
+        "facts"
+    ]
     assert {"title": "Bound by", "value": "target vol1 read throughput (98%)"} in facts

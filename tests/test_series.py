@@ -4,29 +4,38 @@ from __future__ import annotations
 
 import hashlib
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from adapters.config import ConfigError, Settings
-from core.analysis.changepoint import DEFAULT_MIN_MAGNITUDE_PCT
+from core.analysis.magnitude import DEFAULT_MIN_MAGNITUDE_PCT
 from core.analysis.series import (
+    Placed,
     find_changes,
     infra_facts,
     infra_fingerprint,
     segments,
     series_key,
 )
+from core.models.result import HostFacts, MountFacts
 from core.models.series import InfraFacts, StepPoint
 
-NFS = {"alias": "vol1", "fstype": "nfs", "source": "10.0.0.4:/vol1"}
+NFS = {
+    "alias": "vol1",
+    "fstype": "nfs",
+    "source": "10.0.0.4:/vol1",
+    "path": "/",
+    "mount_point": "/mnt",
+}
 
 
-def result(options: str, vm: str = "Standard_E32s_v5") -> dict[str, object]:
-    return {
-        "host": {"vm_size": vm, "region": "westeurope"},
-        "mounts": [{**NFS, "options": options}],
-    }
+def result(options: str, vm: str = "Standard_E32s_v5") -> Placed:
+    host = HostFacts(
+        hostname="h", kernel="6.1", os="linux", cpu_count=8, vm_size=vm, region="westeurope"
+    )
+    return SimpleNamespace(host=host, mounts=[MountFacts(**NFS, options=options)])
 
 
 def points(values: list[float], infra: list[str]) -> list[StepPoint]:

@@ -31,7 +31,7 @@ from core.models.stored import Run
 from core.monitoring.baseline import against_baseline
 from core.monitoring.monitor import Monitor, step_series_key
 from core.ports import Store
-from tests.documents import stored_aggregate, stored_result
+from tests.documents import run_view, stored_aggregate, stored_result
 from tests.test_gate import Series
 
 ALICE = ChatUser("a11ce", "Alice Example")
@@ -82,9 +82,9 @@ def test_the_card_shows_the_gate_verdict_when_the_run_view_has_one() -> None:
         "read.p99": {"verdict": "pass", "change_pct": 1.0},
     }
     assert gate_text(per_metric) == "regression: read.iops -23.5%"
-    run = {"id": "r-1", "state": "completed", "target": "t", "gate": {"verdict": "regression"}}
-    assert ("Gate", "regression") in status_reply(run, "http://x").facts
-    assert not any(k == "Gate" for k, _ in status_reply({**run, "gate": None}, "x").facts)
+    failed = {"verdict": "regression", "rule": {}, "metrics": []}
+    assert ("Gate", "regression") in status_reply(run_view(gate=failed), "http://x").facts
+    assert not any(k == "Gate" for k, _ in status_reply(run_view(gate=None), "x").facts)
     # The run view's gate (core.models.gate.RunGate, GET /api/runs/{id}): the metrics
     # that failed, by their change from the reference (or the change point's).
     mon, _ = _monitor()
@@ -92,7 +92,7 @@ def test_the_card_shows_the_gate_verdict_when_the_run_view_has_one() -> None:
         _record(mon, i, 50_000)
     judged = _record(mon, 10, 12_500, run=ME).model_dump(mode="json")
     assert gate_text(judged) == "regression: read.iops -75.0%, read.bw_bytes -75.0%"
-    shown = status_reply({**run, "gate": judged}, "http://x").facts
+    shown = status_reply(run_view(gate=judged), "http://x").facts
     assert ("Gate", "regression: read.iops -75.0%, read.bw_bytes -75.0%") in shown
     first = _record(_monitor()[0], 0, 50_000).model_dump(mode="json")
     assert gate_text(first) == "not enough history"
@@ -113,7 +113,8 @@ def test_the_card_shows_the_gate_verdict_when_the_run_view_has_one() -> None:
 
 
 # A step's aggregate as a run's view serves it.
-AGG = stored_aggregate(workload={"rw": "randread", "bs": "4k"}, read={"iops": 1.0}).doc()
+AGGREGATE = stored_aggregate(workload={"rw": "randread", "bs": "4k"}, read={"iops": 1.0})
+AGG = AGGREGATE.doc()
 
 
 def _monitor() -> tuple[Monitor, Series]:
@@ -159,9 +160,9 @@ def test_the_baseline_comparison_is_the_gates_verdict(
         _record(mon, 10 + i, v)
     value = 50_000 * ratio
     gate = _record(mon, 100, value, run=ME)
-    run = {"id": ME, "targets": ["t"], "engine": "fio", "aggregate": AGG}
+    run = run_view(id=ME, aggregate=AGG)
     found = against_baseline(cast(Store, SimpleNamespace(series=series)), run)
-    assert found.series_key == step_series_key("fio", ["t"], AGG)
+    assert found.series_key == step_series_key("fio", ["t"], AGGREGATE)
     assert found.baseline_points == len(history)
     rows = {r.metric: r.model_dump() for r in found.rows}
     assert set(rows) == {"read.iops", "read.bw_bytes", "read.lat.p99"}
@@ -189,13 +190,13 @@ def test_the_baseline_comparison_is_the_gates_verdict(
 def test_no_baseline_after_an_infrastructure_change_or_for_the_first_run() -> None:
     mon, series = _monitor()
     store = cast(Store, SimpleNamespace(series=series))
-    run = {"id": ME, "targets": ["t"], "engine": "fio", "aggregate": AGG}
+    run = run_view(id=ME, aggregate=AGG)
     assert against_baseline(store, run).note == "not in a series"
     _record(mon, 0, 100.0)
     _record(mon, 1, 100.0, infra="nfs4", run=ME)
     found = against_baseline(store, run)
     assert found.rows == [] and "no baseline" in str(found.note)
-    assert against_baseline(store, {**run, "aggregate": None}).rows == []
+    assert against_baseline(store, run_view(id=ME)).rows == []
 
 
 def test_the_baseline_card_shows_each_figure_in_its_unit_with_the_gates_words() -> None:
@@ -203,11 +204,12 @@ def test_the_baseline_card_shows_each_figure_in_its_unit_with_the_gates_words() 
     for i in range(6):
         _record(mon, i, 50_000)
     _record(mon, 10, 12_500, run=ME)
-    run = {"id": ME, "targets": ["t"], "engine": "fio", "aggregate": AGG}
-    found = against_baseline(cast(Store, SimpleNamespace(series=series)), run)
+    found = against_baseline(
+        cast(Store, SimpleNamespace(series=series)), run_view(id=ME, aggregate=AGG)
+    )
     shown = {
         f["title"]: f["value"]
-        for f in baseline_card(run, found.model_dump(), "http://x").wire()["body"][2]["facts"]
+        for f in baseline_card(ME, found, "http://x").model_dump(mode="json")["body"][2]["facts"]
     }
     assert shown["read IOPS"] == "50,000 → 12,500 (-75.0%, band 10.0%: regression)"
     assert shown["read MiB/s"] == "195.3 MiB/s → 48.8 MiB/s (-75.0%, band 10.0%: regression)"
@@ -254,7 +256,8 @@ class _DownConnector:
         raise ConnectionError("connector down")
 
 
-RUN = {"id": "r-1", "state": "completed", "target": "t"}
+RUN = run_view(id="r-" + "1" * 32)
+QUEUED = run_view(id=RUN.id, state="queued")
 NOWHERE = StoredConversation()
 
 
@@ -273,26 +276,26 @@ def test_a_run_thread_expires_once_its_result_is_posted_and_not_before() -> None
     once its result is posted; open threads and subscriptions carry none (they stay)."""
     repo = _Repo()
     threads = Threads(repo, _Connector(), lambda _: RUN, public_url="x", finished_ttl_s=604_800)
-    threads.remember_run({**RUN, "state": "queued"}, NOWHERE, "card-1")
-    assert "ttl" not in repo.docs["run.r-1"]  # open: Cosmos DB takes no null ttl either
-    assert threads.refresh_open() == ["r-1"] and "ttl" not in repo.docs["run.r-1"]
+    threads.remember_run(QUEUED, NOWHERE, "card-1")
+    assert "ttl" not in repo.docs[f"run.{RUN.id}"]  # open: Cosmos DB takes no null ttl either
+    assert threads.refresh_open() == [RUN.id] and "ttl" not in repo.docs[f"run.{RUN.id}"]
     threads.subscribe("k", NOWHERE, "someone")
-    (record,) = threads.announce("r-1")
+    (record,) = threads.announce(RUN.id)
     assert record.ok is True
-    assert repo.docs["run.r-1"]["ttl"] == 604_800 and repo.docs["run.r-1"]["announced"]
+    assert repo.docs[f"run.{RUN.id}"]["ttl"] == 604_800 and repo.docs[f"run.{RUN.id}"]["announced"]
     (sub,) = [d for d in repo.docs.values() if d["kind"] == "subscription"]
     assert "ttl" not in sub
     kept = Threads(_Repo(), _Connector(), lambda _: RUN, public_url="x")  # no TTL given
-    kept.remember_run({**RUN, "state": "queued"}, NOWHERE, "card-1")
-    kept.announce("r-1")
-    assert "ttl" not in cast(_Repo, kept.repo).docs["run.r-1"]
+    kept.remember_run(QUEUED, NOWHERE, "card-1")
+    kept.announce(RUN.id)
+    assert "ttl" not in cast(_Repo, kept.repo).docs[f"run.{RUN.id}"]
 
 
 def test_announcing_never_raises_and_posts_at_most_once() -> None:
     repo, down = _Repo(), _DownConnector()
     threads = Threads(repo, down, lambda _: RUN, public_url="http://x")
-    threads.remember_run({**RUN, "state": "queued"}, NOWHERE, "card-1")
-    (record,) = threads.announce("r-1")
+    threads.remember_run(QUEUED, NOWHERE, "card-1")
+    (record,) = threads.announce(RUN.id)
     assert record.ok is False and "connector down" in str(record.error)
     assert repo.open_runs() == []  # not tried again by the timer
     assert threads.refresh_open() == [] and down.calls == 1  # the update was the one call
@@ -300,5 +303,5 @@ def test_announcing_never_raises_and_posts_at_most_once() -> None:
         DeliveryRecord(channel="teams-bot", ok=False, error="no stored conversation")
     ]
     broken = Threads(_Repo(StoreUnavailable("db down")), down, lambda _: RUN, public_url="x")
-    (record,) = broken.announce("r-1")
+    (record,) = broken.announce(RUN.id)
     assert record.ok is False and "db down" in str(record.error)

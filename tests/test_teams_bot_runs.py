@@ -272,13 +272,14 @@ def test_regressions_go_to_the_conversations_subscribed_to_the_series(
     from adapters.cosmos import CosmosStore
     from adapters.cosmos.conversations import CosmosConversations
     from tests.bot_world import BOT_APP_ID, TENANT_ID
+    from tests.documents import run_view
 
     store = CosmosStore.from_settings(stack.settings())
     issuers = {bot_world.issuer: f"{bot_world.issuer}/.well-known/openid-configuration"}
     threads = Threads(
         CosmosConversations(store.container("conversations")),
         BotConnector(BOT_APP_ID, TENANT_ID, issuers, local=True),
-        lambda run_id: {},
+        lambda run_id: run_view(id=run_id),  # not asked: a regression names no run
         public_url=stack.api_url,
     )
     regression = Regression(

@@ -22,7 +22,6 @@ from core.models.document import StoredJson
 from core.ports import CONTINUATION_PATTERN
 
 log = logging.getLogger(__name__)
-Doc = StoredJson  # its former name, which adapters/cosmos/conversations.py still imports
 # Azure Cosmos DB's maximum item size (service quotas: "Maximum size of an item: 2 MB",
 # measured on the item's JSON). The local server has no such limit; the adapter holds
 # it so tests see what Azure would refuse.

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from core.host_counters import CountersSummary
 from core.latency import KIND_NAMES
@@ -39,6 +38,7 @@ from core.models import (
     StepFigures,
 )
 from core.models.aggregate import CeilingDirection, CeilingKind, CeilingMetric
+from core.models.target_facts import RecordedTarget, RunTargetFacts
 
 REACHED = 0.90
 # A physical line is never filled with payload. On 100 Gbps at the VM's MTU of 1,500 bytes a
@@ -145,30 +145,30 @@ def _measured(agg: StepFigures, metric: str, direction: str) -> float | None:
     return float(sum(float(getattr(d, metric)) for d in present))
 
 
-def target_ceilings(agg: StepFigures, target_facts: Mapping[str, Any] | None) -> list[Ceiling]:
+def target_ceilings(agg: StepFigures, target_facts: RunTargetFacts | None) -> list[Ceiling]:
     """The run's targets' limits, summed over its targets (a client loads each of them),
     where every target has that limit."""
     if not target_facts:
         return []
-    entries = target_facts.get("targets") or []
-    keys = {(lim["metric"], lim["direction"]) for e in entries for lim in e["limits"]}
+    entries = target_facts.targets
+    keys = {(lim.metric, lim.direction) for e in entries for lim in e.limits}
     found = (_target_ceiling(agg, entries, metric, direction) for metric, direction in sorted(keys))
     return [c for c in found if c is not None]
 
 
 def _target_ceiling(
-    agg: StepFigures, entries: Sequence[Mapping[str, Any]], metric: Metric, direction: Direction
+    agg: StepFigures, entries: Sequence[RecordedTarget], metric: Metric, direction: Direction
 ) -> Ceiling | None:
     per_target = [
-        [lim for lim in e["limits"] if (lim["metric"], lim["direction"]) == (metric, direction)]
+        [lim for lim in e.limits if (lim.metric, lim.direction) == (metric, direction)]
         for e in entries
     ]
     measured = _measured(agg, metric, direction)
     if measured is None or not all(per_target):
         return None
     # Several rules for one figure (declared and from facts): the tightest applies.
-    tightest = [min(lims, key=lambda lim: float(lim["value"])) for lims in per_target]
-    names = ", ".join(e["alias"] for e in entries)
+    tightest = [min(lims, key=lambda lim: float(lim.value)) for lims in per_target]
+    names = ", ".join(e.alias for e in entries)
     what = "throughput" if metric == "bw_bytes" else "IOPS"
     label = {"read": "read ", "write": "write ", "total": ""}[direction]
     return Ceiling(
@@ -176,10 +176,10 @@ def _target_ceiling(
         name=f"target {names} {label}{what}",
         metric=metric,
         direction=direction,
-        limit=sum(float(lim["value"]) for lim in tightest),
+        limit=sum(float(lim.value) for lim in tightest),
         measured=measured,
-        rule="; ".join(lim["rule"] for lim in tightest),
-        source=tightest[0].get("source"),
+        rule="; ".join(lim.rule for lim in tightest),
+        source=tightest[0].source,
     )
 
 
@@ -275,11 +275,11 @@ def cpu_ceiling(clients: Sequence[ClientFacts]) -> list[Ceiling]:
 
 
 def vm_disk_ceilings(
-    agg: StepFigures, clients: Sequence[ClientFacts], target_facts: Mapping[str, Any] | None
+    agg: StepFigures, clients: Sequence[ClientFacts], target_facts: RunTargetFacts | None
 ) -> list[Ceiling]:
     """A VM's uncached disk limits, summed over clients, when the targets are managed disks."""
-    entries = (target_facts or {}).get("targets") or []
-    disks = entries and all((e.get("facts") or {}).get("kind") == "managed-disk" for e in entries)
+    entries = target_facts.targets if target_facts is not None else []
+    disks = entries and all(e.fact("kind") == "managed-disk" for e in entries)
     sizes = _sizes(clients) if disks else None
     if not sizes:
         return []
@@ -308,7 +308,7 @@ def vm_disk_ceilings(
 
 def step_ceilings(
     agg: StepFigures,
-    target_facts: Mapping[str, Any] | None,
+    target_facts: RunTargetFacts | None,
     clients: Sequence[ClientFacts],
 ) -> tuple[list[CeilingRow], BoundBy]:
     """``ceilings`` and ``bound_by`` for one step's aggregate."""

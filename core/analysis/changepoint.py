@@ -50,6 +50,7 @@ import numpy as np
 import numpy.typing as npt
 
 from core.analysis.edivisive import bisect
+from core.analysis.magnitude import DEFAULT_MIN_MAGNITUDE_PCT
 from core.analysis.student_t import SplitT, ttest_pvalue
 
 FloatArray = npt.NDArray[np.float64]
@@ -59,12 +60,6 @@ MIN_SIZE = 5
 # Otava's default is 50; 200 keeps a benchmark history of up to 200 points in one window,
 # searched whole as before, and costs about 1 ms per window.
 WINDOW = 200
-# A change under 2 % of the level is inside the run-to-run noise of a storage benchmark
-# (1.5-4 % in bench/detect.py's series) and not worth a notification. On that bench the
-# floor halves the false changes on pure noise (83 -> 36 of 3,927: most are 1-2 %) and
-# removes no planted change (at least 5 % by construction; the smallest measured between
-# adjacent segments is 3.6 %). Otava's min_magnitude defaults to 0 (no floor).
-DEFAULT_MIN_MAGNITUDE_PCT = 2.0
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,15 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
-from core.analysis.changepoint import DEFAULT_MIN_MAGNITUDE_PCT, ChangePoint, at_splits, detect
+from core.analysis.changepoint import ChangePoint, at_splits, detect
+from core.analysis.magnitude import DEFAULT_MIN_MAGNITUDE_PCT
 from core.latency import KIND_NAMES, format_ns
 from core.models.regression import Change, MeanStd
+from core.models.result import HostFacts, MountFacts
 from core.models.series import SERIES_PERCENTILES, InfraFacts, StepPoint, metric_name
+from core.models.target_facts import RunTargetFacts
 
 MIB = 1 << 20
 
@@ -94,18 +97,27 @@ def series_key(
     )
 
 
+class Placed(Protocol):
+    """What the infrastructure facts read of a result (core.models.Result): where it ran."""
+
+    @property
+    def host(self) -> HostFacts: ...
+    @property
+    def mounts(self) -> Sequence[MountFacts]: ...
+
+
 def infra_facts(
-    results: Sequence[Mapping[str, Any]], target_facts: Mapping[str, Any] | None = None
+    results: Sequence[Placed], target_facts: RunTargetFacts | None = None
 ) -> InfraFacts:
     """The facts that make two runs' infrastructure the same, across all clients, and the
     target facts a client cannot see but that change what is measured (a share's SMB
     metadata caching), as the run recorded them (``Run.target_facts``)."""
-    hosts = sorted({(r["host"].get("vm_size"), r["host"].get("region")) for r in results}, key=str)
+    hosts = sorted({(r.host.vm_size, r.host.region) for r in results}, key=str)
     mounts = sorted(
         {
-            (m["alias"], m["fstype"], m["source"], _stable_options(m["options"]))
+            (m.alias, m.fstype, m.source, _stable_options(m.options))
             for r in results
-            for m in r["mounts"]
+            for m in r.mounts
         }
     )
     switches = target_switches(target_facts)
@@ -118,14 +130,13 @@ def infra_facts(
 TARGET_SWITCHES = ("metadata_caching",)
 
 
-def target_switches(target_facts: Mapping[str, Any] | None) -> list[list[Any]]:
+def target_switches(target_facts: RunTargetFacts | None) -> list[list[Any]]:
     """[alias, fact, value] for each declared switch of the run's targets."""
     out = []
-    for entry in (target_facts or {}).get("targets") or []:
-        facts = entry.get("facts") or {}
+    for entry in target_facts.targets if target_facts is not None else []:
         for name in TARGET_SWITCHES:
-            if facts.get(name) is not None:
-                out.append([entry["alias"], name, facts[name]])
+            if (value := entry.fact(name)) is not None:
+                out.append([entry.alias, name, value])
     return sorted(out, key=str)
 
 

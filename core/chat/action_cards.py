@@ -31,7 +31,8 @@ from core.models.cards import (
     Refresh,
     TextBlock,
 )
-from core.ports import Doc
+from core.models.views import RunSummary
+from core.monitoring.baseline import Baseline, BaselineRow
 
 FINISHED = ("completed", "failed", "cancelled")
 # The verbs the bot answers (functions/teams_bot.py), each authorised like its REST call.
@@ -76,17 +77,17 @@ def report_url(public_url: str, run_id: str) -> str:
     return run_page(public_url, run_id)
 
 
-def run_card(run: Doc, public_url: str, *, note: str | None = None) -> AdaptiveCard:
+def run_card(run: RunSummary, public_url: str, *, note: str | None = None) -> AdaptiveCard:
     """A run as it stands, with what may be done next: cancel while it is on its way; rerun
     and compare with the series' baseline once it is over; its report at any time."""
     reply = status_reply(run, public_url)
-    state = str(run["state"])
-    body: list[Element] = [title(f"Run {run['id']}: {state}", COLOURS.get(state, "Default"))]
+    state = run.state.value
+    body: list[Element] = [title(f"Run {run.id}: {state}", COLOURS.get(state, "Default"))]
     body += [text(line) for line in reply.lines]
     if note:
         body.append(text(note, subtle=True))
     body.append(facts(reply.facts))
-    run_id = str(run["id"])
+    run_id = run.id
     actions: list[Action] = []
     if state in FINISHED:
         actions += [
@@ -148,14 +149,13 @@ def reply_card(reply: Reply, *, actions: list[Action] | None = None) -> Adaptive
     return card(body, more)
 
 
-def baseline_card(run: Doc, comparison: Doc, public_url: str) -> AdaptiveCard:
+def baseline_card(run_id: str, comparison: Baseline, public_url: str) -> AdaptiveCard:
     """The run's figures against its series' baseline, metric by metric, as the gate
     judged them (core.monitoring.baseline); the run's own card is one press away."""
-    run_id = str(run["id"])
-    n = comparison["baseline_points"]
+    n = comparison.baseline_points
     body: list[Element] = [title(f"Run {run_id} against its series' baseline")]
-    if comparison.get("note"):
-        body.append(text(str(comparison["note"])))
+    if comparison.note:
+        body.append(text(comparison.note))
     else:
         body.append(
             text(
@@ -164,24 +164,21 @@ def baseline_card(run: Doc, comparison: Doc, public_url: str) -> AdaptiveCard:
                 subtle=True,
             )
         )
-        body.append(facts([(metric_text(r["metric"]), _judged(r)) for r in comparison["rows"]]))
+        body.append(facts([(metric_text(r.metric), _judged(r)) for r in comparison.rows]))
     actions: list[Action] = [execute("Back to the run", "refresh", run_id=run_id)]
-    if comparison.get("series_key"):
+    if comparison.series_key:
         actions.append(
-            execute("Subscribe to its regressions", "subscribe", series=comparison["series_key"])
+            execute("Subscribe to its regressions", "subscribe", series=comparison.series_key)
         )
     actions.append(open_report(public_url, run_id))
     return card(body, actions)
 
 
-def _judged(r: Doc) -> str:
+def _judged(r: BaselineRow) -> str:
     """``61,234 → 15,310 (-75.0%, band 10.0%: regression)``, or the figure and why the gate
     could not judge it (``3 reference run(s); the gate needs 5``)."""
-    value = metric_value(r["value"], r["metric"])
-    if r["median"] is None or r["change_pct"] is None:
-        return f"{value} ({r['verdict']}: {r['why']})"
-    band = f", band {r['band_pct']:.1f}%" if r["band_pct"] is not None else ""
-    return (
-        f"{metric_value(r['median'], r['metric'])} → {value} "
-        f"({r['change_pct']:+.1f}%{band}: {r['verdict']})"
-    )
+    value = metric_value(r.value, r.metric)
+    if r.median is None or r.change_pct is None:
+        return f"{value} ({r.verdict}: {r.why})"
+    band = f", band {r.band_pct:.1f}%" if r.band_pct is not None else ""
+    return f"{metric_value(r.median, r.metric)} → {value} ({r.change_pct:+.1f}%{band}: {r.verdict})"

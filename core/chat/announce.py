@@ -12,7 +12,8 @@ from core.chat.identity import BOT_DOOR
 from core.chat.threads import Threads
 from core.models.chat import RunFinished
 from core.models.regression import DeliveryRecord
-from core.ports import Doc, Notifier
+from core.models.views import RunView
+from core.ports import Notifier
 
 CHAT_DOORS = ("bot-teams", "bot-webhook")
 
@@ -20,7 +21,7 @@ CHAT_DOORS = ("bot-teams", "bot-webhook")
 class Announcer:
     def __init__(
         self,
-        get_run: Callable[[str], Doc],
+        get_run: Callable[[str], RunView],
         notifier: Notifier,
         *,
         public_url: str,
@@ -33,7 +34,7 @@ class Announcer:
 
     def __call__(self, run_id: str) -> list[DeliveryRecord]:
         run = self.get_run(run_id)
-        door = (run.get("requested_by") or {}).get("door")
+        door = run.requested_by.door
         if door == BOT_DOOR:
             threads = self.threads()
             return threads.announce(run_id) if threads is not None else []
@@ -41,4 +42,4 @@ class Announcer:
             return []
         reply = result_reply(run, self.public_url)
         payload = RunFinished.model_validate(json_reply(reply).model_dump())
-        return self.notifier.post_result(str(door), adaptive_card(reply), payload)
+        return self.notifier.post_result(door, adaptive_card(reply), payload)

@@ -25,10 +25,11 @@ from core.catalogue import PROFILES
 from core.chat.cards import Reply, fmt, run_page, status_reply
 from core.errors import Conflict, FieldError, Forbidden, NotFound, ValidationFailed
 from core.models import MAX_CLIENTS
-from core.models.state import FINISHED_RUN
+from core.models.answers import CompareRow
+from core.models.state import FINISHED_RUN, RunState
+from core.models.views import RunSummary
 from core.monitoring.monitor import Monitor
 from core.monitoring.scheduler import Scheduler
-from core.ports import Doc
 from core.runs.guardrails import Caller, TargetInfo
 from core.runs.service import RunService
 
@@ -160,7 +161,7 @@ class Bot:
         if command.verb == "cancel":
             return self._cancel(command.args.run, caller)
         simple: dict[str, Callable[[Command], Reply]] = {
-            "status": lambda c: self.status(self.runs.run_doc(c.args.run).doc()),
+            "status": lambda c: self.status(self.runs.get_run(c.args.run)),
             "compare": self._compare,
             "profiles": lambda c: _profiles(),
             "targets": lambda c: self.list_targets(),
@@ -173,28 +174,26 @@ class Bot:
 
     def _cancel(self, run_id: str, caller: Caller) -> Reply:
         run = self.cancel(run_id, caller)
-        done = run["state"] in _DONE
+        state = run.state.value
+        done = state in _DONE
         return Reply(
             "cancel",
-            f"Run {run['id']}: {run['state'] if done else 'cancel requested'}",
-            [f"the run had already {run['state']}"] if done else [],
-            [("Run", run["id"]), ("State", run["state"])],
-            data={"run_id": run["id"], "state": run["state"]},
-            link=f"{self.public_url}/api/runs/{run['id']}",
+            f"Run {run.id}: {state if done else 'cancel requested'}",
+            [f"the run had already {state}"] if done else [],
+            [("Run", run.id), ("State", state)],
+            data={"run_id": run.id, "state": state},
+            link=f"{self.public_url}/api/runs/{run.id}",
         )
 
     def _compare(self, command: Command) -> Reply:
-        view_a, view_b = (self.runs.run_doc(k) for k in (command.args.a, command.args.b))
-        cmp = self.monitor.compare(view_a, view_b).model_dump(mode="json")
-        a, b = view_a.doc(), view_b.doc()
-        facts = [
-            (r["metric"], f"{fmt(r['a'])} → {fmt(r['b'])} ({_pct(r)}, {r['verdict']})")
-            for r in cmp["rows"]
-        ]
-        lines = [cmp["summary"]]
-        if not cmp["comparable"]:
+        view_a, view_b = (self.runs.get_run(k) for k in (command.args.a, command.args.b))
+        cmp = self.monitor.compare(view_a, view_b)
+        facts = [(r.metric, f"{fmt(r.a)} → {fmt(r.b)} ({_pct(r)}, {r.verdict})") for r in cmp.rows]
+        lines = [cmp.summary]
+        if not cmp.comparable:
             lines.append("careful: the two runs differ in workload, targets or clients")
-        return Reply("compare", f"{a['id']} vs {b['id']}", lines, facts, data=cmp)
+        data = cmp.model_dump(mode="json")  # the command's own JSON: the comparison's
+        return Reply("compare", f"{view_a.id} vs {view_b.id}", lines, facts, data=data)
 
     def _schedules(self) -> Reply:
         found = self.scheduler.list_all()
@@ -219,38 +218,38 @@ class Bot:
         if args.runtime is not None:
             body["workload"] = {"runtime": args.runtime}
         # The chat platform's message id: a retried delivery starts nothing twice.
-        summary, _ = self.runs.submit(body, f"{caller.door}:{request_id}", caller)
-        run = summary.model_dump(mode="json")
-        waiting = run.get("state") == "waiting"
-        page = run_page(self.public_url, run["id"])
+        run, _ = self.runs.submit(body, f"{caller.door}:{request_id}", caller)
+        state = run.state.value
+        waiting = run.state == RunState.WAITING
+        page = run_page(self.public_url, run.id)
         then = (
             "I'll post the result here when it finishes"
             if caller.door in self.result_doors
             else "no result channel is configured for this chat, so I cannot post the "
-            f"result here: follow it at {page} or ask `status {run['id']}`"
+            f"result here: follow it at {page} or ask `status {run.id}`"
         )
         lines = [
-            f"queued run {run['id']}: {args.profile} on {args.target} with "
+            f"queued run {run.id}: {args.profile} on {args.target} with "
             f"{body['clients']} client(s) — {then}"
         ]
         if waiting:
-            lines.append(f"the target is busy: position {run.get('queue_position')} in line")
+            lines.append(f"the target is busy: position {run.queue_position} in line")
         return Reply(
             "run",
             "Run queued" if not waiting else "Run waiting for its target",
             lines,
-            [("Run", run["id"]), ("State", run["state"])],
-            data={"run_id": run["id"], "state": run["state"], **_position(run)},
+            [("Run", run.id), ("State", state)],
+            data={"run_id": run.id, "state": state, **_position(run)},
             link=page,
         )
 
-    def cancel(self, run_id: str, caller: Caller) -> Doc:
+    def cancel(self, run_id: str, caller: Caller) -> RunSummary:
         """As DELETE /api/runs/{id}: runners their own runs, engineers and admins any."""
         if caller.limits.max_clients == 0:
             raise Forbidden([FieldError("(caller)", f"role {caller.role} may not cancel runs")])
-        return self.runs.cancel(run_id, caller).model_dump(mode="json")
+        return self.runs.cancel(run_id, caller)
 
-    def status(self, run: Doc) -> Reply:
+    def status(self, run: RunSummary) -> Reply:
         return status_reply(run, self.public_url)
 
     def list_targets(self) -> Reply:
@@ -274,12 +273,12 @@ def _profiles() -> Reply:
     return Reply("profiles", "Profiles", facts=facts, data={"profiles": [p.name for p in PROFILES]})
 
 
-def _pct(row: Doc) -> str:
-    return "n/a" if row["delta_pct"] is None else f"{row['delta_pct']:+.1f}%"
+def _pct(row: CompareRow) -> str:
+    return "n/a" if row.delta_pct is None else f"{row.delta_pct:+.1f}%"
 
 
-def _position(run: Doc) -> dict[str, int]:
-    return {"queue_position": run["queue_position"]} if "queue_position" in run else {}
+def _position(run: RunSummary) -> dict[str, int]:
+    return {"queue_position": run.queue_position} if run.queue_position is not None else {}
 
 
 def _refused(command: Command, errors: list[FieldError]) -> Reply:

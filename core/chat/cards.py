@@ -8,10 +8,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core import teams
-from core.latency import KIND_NAMES, format_ns, shown
+from core.latency import KIND_NAMES, Kind, format_ns
+from core.models.aggregate import DirectionAggregate, StepAggregate
 from core.models.cards import Element, TeamsMessage, TextBlock
 from core.models.chat import ChatReply
-from core.ports import Doc
+from core.models.state import RunState
+from core.models.views import RunSummary, RunView
 
 
 @dataclass
@@ -38,40 +40,54 @@ def fmt(v: Any) -> str:
     return str(v)
 
 
-def status_reply(run: Doc, public_url: str) -> Reply:
-    """A run's state and headline figures (its last step's aggregate)."""
-    facts = [("State", run["state"]), ("Target", str(run.get("target")))]
-    if run.get("profile"):
-        facts.append(("Profile", run["profile"]))
-    if "queue_position" in run:
-        facts.append(("Position", str(run["queue_position"])))
-    agg = run.get("aggregate") or {}
-    for d in ("read", "write"):
-        a = agg.get(d)
-        if a:
-            facts.append((f"{d} IOPS", fmt(float(a["iops"]))))
-            facts.append((f"{d} MiB/s", fmt(float(a["bw_bytes"]) / 2**20)))
-            kind, lat = shown(a)
-            facts.append((f"{d} {KIND_NAMES[kind]} p99", format_ns(lat.get("p99"))))
-    if agg.get("clients"):
-        facts.append(("Clients", str(agg["clients"])))
-    bound = agg.get("bound_by")
-    if bound and bound.get("utilisation") is not None:
-        # What bound the run (core.analysis.ceilings): the limit reached, or the nearest.
-        what = "nearest: " if bound["kind"] == "none" else ""
-        facts.append(("Bound by", f"{what}{bound['name']} ({bound['utilisation']:.0%})"))
-    if (gate := gate_text(run.get("gate"))) is not None:
+def status_reply(run: RunSummary, public_url: str) -> Reply:
+    """A run's state and headline figures (its last step's aggregate, in a run's own view)."""
+    state = run.state.value
+    facts = [("State", state), ("Target", run.target)]
+    if run.profile:
+        facts.append(("Profile", run.profile))
+    if run.queue_position is not None:
+        facts.append(("Position", str(run.queue_position)))
+    agg = run.aggregate if isinstance(run, RunView) else None
+    if agg is not None:
+        facts += _figures(agg)
+    if (gate := gate_text(run.gate.model_dump(mode="json") if run.gate else None)) is not None:
         facts.append(("Gate", gate))
-    lines = [f"error: {run['error']}"] if run.get("error") else []
+    lines = [f"error: {run.error}"] if run.error else []
     return Reply(
         "status",
-        f"Run {run['id']}: {run['state']}",
+        f"Run {run.id}: {state}",
         lines,
         facts,
-        data={"run_id": run["id"], "state": run["state"], "aggregate": agg or None},
-        ok=run["state"] != "failed",
-        link=run_page(public_url, run["id"]),
+        data={
+            "run_id": run.id,
+            "state": state,
+            "aggregate": agg.model_dump(mode="json") if agg is not None else None,
+        },
+        ok=run.state != RunState.FAILED,
+        link=run_page(public_url, run.id),
     )
+
+
+def _figures(agg: StepAggregate) -> list[tuple[str, str]]:
+    facts = []
+    for d in ("read", "write"):
+        a: DirectionAggregate | None = getattr(agg, d)
+        if a is not None:
+            facts.append((f"{d} IOPS", fmt(float(a.iops))))
+            facts.append((f"{d} MiB/s", fmt(float(a.bw_bytes) / 2**20)))
+            # Total latency's percentiles where recorded, else completion's (core.latency).
+            kind: Kind = "lat" if a.lat_ns is not None else "clat"
+            lat = a.lat_ns or a.clat_ns
+            facts.append((f"{d} {KIND_NAMES[kind]} p99", format_ns(lat.p99)))
+    if agg.clients:
+        facts.append(("Clients", str(agg.clients)))
+    bound = agg.bound_by
+    if bound.utilisation is not None:
+        # What bound the run (core.analysis.ceilings): the limit reached, or the nearest.
+        what = "nearest: " if bound.kind == "none" else ""
+        facts.append(("Bound by", f"{what}{bound.name} ({bound.utilisation:.0%})"))
+    return facts
 
 
 def gate_text(gate: object) -> str | None:
@@ -120,11 +136,11 @@ def _failed_metric(m: Mapping[str, Any]) -> str:
     return str(m["metric"]) if pct is None else f"{m['metric']} {float(pct):+.1f}%"
 
 
-def result_reply(run: Doc, public_url: str) -> Reply:
+def result_reply(run: RunSummary, public_url: str) -> Reply:
     """The card posted when a run asked for through a chat finishes."""
     reply = status_reply(run, public_url)
     reply.kind = "result"
-    reply.title = f"Run {run['id']} {run['state']}"
+    reply.title = f"Run {run.id} {run.state.value}"
     return reply
 
 

@@ -41,8 +41,9 @@ from core.models import RUN_ID_PATTERN
 from core.models.cards import AdaptiveCard
 from core.models.chat import ActionData
 from core.models.chat import StoredConversation as Conversation
+from core.models.views import RunView
 from core.monitoring.baseline import against_baseline
-from core.ports import Doc, Store
+from core.ports import Store
 from core.runs.guardrails import Caller
 
 _SUBSCRIBE = re.compile(r"^(subscribe|unsubscribe)\s+(?P<key>[0-9a-f]{16})$")
@@ -53,7 +54,7 @@ SUBSCRIBE_HELP = "subscribe <series> / unsubscribe <series> — its regressions,
 @dataclass
 class Outcome:
     card: AdaptiveCard
-    started: Doc | None = None  # a run this turn started: its card's conversation is kept
+    started: RunView | None = None  # a run this turn started: its card's conversation is kept
 
 
 class TeamsBot:
@@ -107,9 +108,7 @@ class TeamsBot:
     def _command(self, command: Command, caller: Caller, user: ChatUser, rid: str) -> Outcome:
         try:
             if command.verb == "status":
-                return Outcome(
-                    run_card(self.bot.runs.run_doc(command.args.run).doc(), self.public_url)
-                )
+                return Outcome(run_card(self.bot.runs.get_run(command.args.run), self.public_url))
             if command.verb == "run":
                 return self._started(self.bot.answer(command, caller, rid), caller)
             if command.verb == "cancel":
@@ -131,7 +130,7 @@ class TeamsBot:
             if hint:
                 reply.lines.append(hint)
             return Outcome(reply_card(reply))
-        run = self.bot.runs.run_doc(str(reply.data["run_id"])).doc()
+        run = self.bot.runs.get_run(str(reply.data["run_id"]))
         note = reply.lines[-1] if len(reply.lines) > 1 else "I'll post the result here"
         return Outcome(run_card(run, self.public_url, note=note), started=run)
 
@@ -177,25 +176,24 @@ class TeamsBot:
         if not _RUN_ID.fullmatch(run_id):
             raise ValidationFailed([FieldError("run_id", "not a run id")])
         if verb == "refresh":
-            return Outcome(run_card(self.bot.runs.run_doc(run_id).doc(), self.public_url))
+            return Outcome(run_card(self.bot.runs.get_run(run_id), self.public_url))
         if verb == "cancel":
             run = self.bot.cancel(run_id, caller)
             return Outcome(run_card(run, self.public_url, note="cancel requested"))
         if verb == "rerun":
-            return self._rerun(self.bot.runs.run_doc(run_id).doc(), caller, rid)
+            return self._rerun(self.bot.runs.get_run(run_id), caller, rid)
         if verb == "compare":
-            run = self.bot.runs.run_doc(run_id).doc()
-            found = against_baseline(self.store, run).model_dump()
-            return Outcome(baseline_card(run, found, self.public_url))
+            found = against_baseline(self.store, self.bot.runs.get_run(run_id))
+            return Outcome(baseline_card(run_id, found, self.public_url))
         raise ValidationFailed([FieldError("verb", f"unknown action {verb!r}")])
 
-    def _rerun(self, run: Doc, caller: Caller, rid: str) -> Outcome:
+    def _rerun(self, run: RunView, caller: Caller, rid: str) -> Outcome:
         """The same request again (as POST /api/runs with it), under the caller's role."""
-        body = dict(run["request"])
-        body["tags"] = {**(body.get("tags") or {}), "door": caller.door}
+        tags = {**run.request.tags, "door": caller.door}
+        body = run.request.model_copy(update={"tags": tags}).model_dump(mode="json")
         new, _ = self.bot.runs.submit(body, f"{caller.door}:{rid}", caller)
-        started = self.bot.runs.run_doc(new.id).doc()
-        note = f"rerun of {run['id']}: I'll post the result here"
+        started = self.bot.runs.get_run(new.id)
+        note = f"rerun of {run.id}: I'll post the result here"
         return Outcome(run_card(started, self.public_url, note=note), started=started)
 
     def _subscription(

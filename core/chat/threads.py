@@ -26,9 +26,11 @@ from core.errors import BenchError, NotFound
 from core.models.cards import CardAttachment, MessageAttachment, TeamsMessage
 from core.models.chat import RunFinished
 from core.models.chat import StoredConversation as Conversation
+from core.models.document import StoredJson
 from core.models.regression import DeliveryRecord, Regression
+from core.models.views import RunSummary, RunView
 from core.monitoring.notify import teams_card
-from core.ports import Doc, Notifier
+from core.ports import Notifier
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +48,7 @@ class RunThread(BaseModel):
     # Seconds after its last write that Cosmos DB deletes it: set once its result is posted.
     ttl: int | None = None
 
-    def doc(self) -> Doc:
+    def doc(self) -> StoredJson:
         """As stored: no ``ttl`` field while it has none (Cosmos DB takes only a number)."""
         return self.model_dump(mode="json", exclude={"ttl"} if self.ttl is None else None)
 
@@ -58,16 +60,19 @@ class Subscription(BaseModel):
     conversation: Conversation
     by: str  # who subscribed (the API's name for them)
 
-    def doc(self) -> Doc:
+    def doc(self) -> StoredJson:
         return self.model_dump(mode="json")
 
 
 class ConversationRepo(Protocol):
-    def upsert(self, doc: Doc) -> None: ...
-    def get(self, doc_id: str) -> Doc: ...  # raises NotFound
+    """The stored documents as the container holds them (RunThread, Subscription validate
+    them here): a run thread and a subscription share the container, told by ``kind``."""
+
+    def upsert(self, doc: StoredJson) -> None: ...
+    def get(self, doc_id: str) -> StoredJson: ...  # raises NotFound
     def delete(self, doc_id: str) -> None: ...
-    def open_runs(self) -> list[Doc]: ...  # run threads not announced yet
-    def subscribers(self, series_key: str) -> list[Doc]: ...
+    def open_runs(self) -> list[StoredJson]: ...  # run threads not announced yet
+    def subscribers(self, series_key: str) -> list[StoredJson]: ...
 
 
 class ConversationSender(Protocol):
@@ -89,7 +94,7 @@ class Threads:
         self,
         repo: ConversationRepo,
         sender: ConversationSender,
-        get_run: Callable[[str], Doc],
+        get_run: Callable[[str], RunView],
         *,
         public_url: str,
         finished_ttl_s: int | None = None,
@@ -103,14 +108,14 @@ class Threads:
     # ---- runs ---------------------------------------------------------------------------
 
     def remember_run(
-        self, run: Doc, conversation: Conversation, card_activity_id: str | None
+        self, run: RunSummary, conversation: Conversation, card_activity_id: str | None
     ) -> RunThread:
         thread = RunThread(
-            id=f"run.{run['id']}",
-            run_id=str(run["id"]),
+            id=f"run.{run.id}",
+            run_id=run.id,
             conversation=conversation,
             card_activity_id=card_activity_id,
-            shown_state=str(run["state"]),
+            shown_state=run.state.value,
         )
         self.repo.upsert(thread.doc())
         return thread
@@ -122,11 +127,11 @@ class Threads:
             try:
                 thread = RunThread.model_validate(doc)
                 run = self.get_run(thread.run_id)
-                if run["state"] == thread.shown_state or not thread.card_activity_id:
+                if run.state == thread.shown_state or not thread.card_activity_id:
                     continue
                 card = attachment(run_card(run, self.public_url))
                 self.sender.update(thread.conversation, thread.card_activity_id, [card])
-                thread.shown_state = str(run["state"])
+                thread.shown_state = run.state.value
                 self.repo.upsert(thread.doc())
                 moved.append(thread.run_id)
             except Exception as e:  # one conversation's failure is its own
@@ -143,9 +148,9 @@ class Threads:
             run = self.get_run(run_id)
             card = attachment(run_card(run, self.public_url))
             try:
-                if thread.card_activity_id and thread.shown_state != run["state"]:
+                if thread.card_activity_id and thread.shown_state != run.state:
                     self.sender.update(thread.conversation, thread.card_activity_id, [card])
-                    thread.shown_state = str(run["state"])
+                    thread.shown_state = run.state.value
                 self.sender.send(thread.conversation, [card])
             finally:
                 # At most once: a post that failed is logged, not retried (a retry racing

@@ -3,6 +3,8 @@ summary (its configuration, its agents now, their use and its cost)."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
 
 from core.models.agents import AgentMount, AgentRecord, AgentState, Status
@@ -57,3 +59,9 @@ class PoolView(BaseModel):
 class AgentList(BaseModel):
     agents: list[AgentView]
     pools: list[PoolView]
+
+
+# POST /api/agents/register's answer: the registration accepted.
+class Registered(BaseModel):
+    status: Literal["registered"]
+    heartbeat_s: float

@@ -10,7 +10,7 @@ limit applies and the one nearest to being reached is the one that explains a st
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Any, Literal, Protocol
+from typing import Annotated, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -25,6 +25,7 @@ from core.limits.targets import (
     azure_files_premium_limits,
     managed_disk_limits,
 )
+from core.models.target_facts import RecordedLimit, RecordedTarget, RunTargetFacts
 
 
 class _Strict(BaseModel):
@@ -124,7 +125,7 @@ def target_limits(target: HasLimits) -> list[Limit]:
 
 def run_target_facts(
     pool: str, aliases: Sequence[str], registry: Sequence[HasLimits]
-) -> dict[str, Any] | None:
+) -> RunTargetFacts | None:
     """What the run records about its targets when it is submitted: the facts, the declared
     limits and the limits they give under this catalogue version, so that a later change of
     the registry or the catalogue does not change how an old run is explained. None when no
@@ -135,15 +136,15 @@ def run_target_facts(
         t = known.get((pool, alias))
         limits = target_limits(t) if t is not None else []
         entries.append(
-            {
-                "alias": alias,
-                "facts": t.facts.model_dump(mode="json") if t and t.facts else None,
-                "declared": t.limits.model_dump(mode="json", exclude_none=True)
+            RecordedTarget(
+                alias=alias,
+                facts=t.facts.model_dump(mode="json") if t and t.facts else None,
+                declared=t.limits.model_dump(mode="json", exclude_none=True)
                 if t and t.limits
                 else None,
-                "limits": [lim.as_doc() for lim in limits],
-            }
+                limits=[RecordedLimit.model_validate(lim.as_doc()) for lim in limits],
+            )
         )
-    if not any(e["limits"] for e in entries):
+    if not any(e.limits for e in entries):
         return None
-    return {"catalogue_version": CATALOGUE_VERSION, "targets": entries}
+    return RunTargetFacts(catalogue_version=CATALOGUE_VERSION, targets=entries)

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.models.document import StoredJson
 from core.models.result import Direction
 from core.models.workload import Workload
 
@@ -250,6 +251,6 @@ class StepAggregate(StepFigures, StepIdentity):
     knee: Knee | None = omitted()
     series_artifact: SeriesArtifact | None = omitted()
 
-    def doc(self) -> dict[str, Any]:
-        """The stored document's JSON."""
+    def doc(self) -> StoredJson:
+        """The stored document's JSON (the aggregates container's edge)."""
         return self.model_dump(mode="json")

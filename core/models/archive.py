@@ -74,3 +74,41 @@ class ExportManifest(BaseModel):
     artifacts: int
     bytes: int
     unfinished: int = Field(description="runs left out because they were still going")
+
+
+class Removed(BaseModel):
+    removed: dict[str, int] = Field(
+        description="documents deleted per container (runs, items, results, aggregates, "
+        "series, regressions) and artifacts"
+    )
+
+
+class ExportedRuns(BaseModel):
+    runs: list[str] = Field(description="finished runs, newest first: each one's bundle moves")
+    unfinished: list[str] = Field(description="runs of this page still going: not moved")
+    continuation: str | None = Field(description="the next page's token; null on the last")
+
+
+class ExportedSchedules(BaseModel):
+    schedules: list[StoredJson]
+
+
+# POST /api/admin/import/runs/{run_id}'s body as documented; adapters/archive.py checks what
+# is sent, document by document, naming each by its place. (No docstring: the OpenAPI
+# document would carry it.)
+class RunImport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    run: StoredJson = Field(description="the run's document as exported (a finished run)")
+    documents: list[ImportedDocument] = Field(default_factory=list, max_length=500)
+    commit: bool = Field(description="write the run's own document after these: the last batch")
+
+
+# POST /api/admin/import/schedules' body as documented (checked as RunImport's is).
+class ScheduleImport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    schedules: list[StoredJson] = Field(max_length=500)
+
+
+class ArtifactImported(BaseModel):
+    stored: Literal[True]
+    bytes: int

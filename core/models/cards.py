@@ -2,8 +2,8 @@
 the elements and actions this service draws, each a model whose JSON is the card's own
 (camelCase names by alias; an absent optional field is left out, never sent as null).
 
-``wire()`` is the JSON text's shape, taken only where it leaves the service (an HTTP body,
-the Agents SDK's attachment): the Adaptive Card schema,
+``model_dump(mode="json")`` is the JSON text's shape (serialized by alias), taken only where
+it leaves the service (an HTTP body, the Agents SDK's attachment): the Adaptive Card schema,
 http://adaptivecards.io/schemas/adaptive-card.json."""
 
 from __future__ import annotations
@@ -31,10 +31,6 @@ class CardModel(BaseModel):
     model_config = ConfigDict(
         extra="forbid", validate_by_name=True, validate_by_alias=True, serialize_by_alias=True
     )
-
-    def wire(self) -> dict[str, Any]:
-        """The JSON object as sent (names by alias, absent properties left out)."""
-        return self.model_dump(mode="json")
 
 
 class TextBlock(CardModel):

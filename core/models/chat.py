@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
+from core.models.answers import OpenDoc
+from core.models.cards import AdaptiveCard
+
 
 class _BotFramework(BaseModel):
     model_config = ConfigDict(
@@ -41,10 +44,6 @@ class StoredConversation(_BotFramework):
     def id(self) -> str:
         ref = self.conversation_reference.conversation
         return ref.id if ref is not None else ""
-
-    def wire(self) -> dict[str, JsonValue]:
-        """As the SDK reads it back (``Conversation.from_json_to_store_item``)."""
-        return self.model_dump(mode="json")
 
 
 class ActionData(BaseModel):
@@ -106,3 +105,45 @@ class InvokeAction(_BotFramework):
 
 class InvokeValue(_BotFramework):
     action: InvokeAction
+
+
+# ---- what the doors are sent and answer (functions/bot.py, functions/messages.py) ----------
+
+
+class TeamsActivity(OpenDoc):
+    """The activity Teams posts to an outgoing webhook (only these fields are read)."""
+
+    id: str
+    text: str | None = None
+    timestamp: str = Field(description="ISO 8601 with offset; within 5 minutes of now")
+    from_: ChannelAccount | None = Field(None, alias="from", description="name, aadObjectId")
+
+
+class BotActivity(OpenDoc):
+    """A Bot Framework activity (the Teams bot, /api/messages); only these fields are read
+    before the Microsoft 365 Agents SDK takes it."""
+
+    type: str = Field(description="message, invoke (a card's Action.Execute), conversationUpdate")
+    id: str = Field(description="unique in its conversation: a second post of it is a replay")
+    serviceUrl: str = Field(description="where the bot answers: the token's serviceurl host")
+    conversation: ConversationAccount = Field(description="id; isGroup, conversationType, tenantId")
+    from_: ChannelAccount | None = Field(None, alias="from", description="id, name, aadObjectId")
+    text: str | None = None
+    value: InvokeValue | None = Field(None, description="invoke: {action: {verb, data}}")
+
+
+class BotAccepted(BaseModel):
+    accepted: bool = Field(description="a message or event: the bot answers through the channel")
+
+
+class BotInvokeReply(OpenDoc):
+    """An invoke's answer (a card's Action.Execute): the card that replaces the pressed one."""
+
+    statusCode: int
+    type: str = Field(description="application/vnd.microsoft.card.adaptive")
+    value: AdaptiveCard | None = Field(None, description="the Adaptive Card")
+
+
+class WebhookCommand(OpenDoc):
+    text: str = Field(description="a bot command, e.g. run smoke-randread-4k on scratch")
+    user: str | None = None

@@ -9,9 +9,9 @@ never from these.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, ConfigDict, Field
+
+from core.models.document import StoredJson
 
 # JSON numbers stay exact integers up to 2**53; a second's I/Os or bytes are far below.
 MAX_COUNT = 2**53
@@ -68,5 +68,6 @@ class LiveDoc(BaseModel):
     agent_id: str
     samples: list[LiveSample] = Field(default_factory=list, max_length=LIVE_RING)
 
-    def doc(self) -> dict[str, Any]:
+    def doc(self) -> StoredJson:
+        """As stored (the live container's edge): no nulls."""
         return self.model_dump(mode="json", exclude_none=True)

@@ -25,6 +25,7 @@ from core.models.state import (
     RunState,
     StepState,
 )
+from core.models.target_facts import RunTargetFacts
 
 
 class _Stored(BaseModel):
@@ -295,7 +296,7 @@ class Run(_Stored):
     provisioning: Provisioning | None = None  # while its pool grows (state provisioning)
     # What the run was judged with (core.limits.facts.run_target_facts): kept with the run,
     # so a later change of the registry or the catalogue does not rewrite its explanation.
-    target_facts: dict[str, Any] | None = None
+    target_facts: RunTargetFacts | None = None
     # The prepared files of its read-only targets (core.runs.guardrails.datasets_for),
     # carried by every work item to the agents.
     datasets: dict[str, DataSet] = Field(default_factory=dict)

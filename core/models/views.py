@@ -9,8 +9,6 @@ waits) are omitted from the JSON when None.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.models.aggregate import StepAggregate, omitted
@@ -120,11 +118,6 @@ class RunView(RunSummary):
     steps: list[StepView]
     items: list[ItemView]
     aggregate: StepAggregate | None = Field(description="the last step's")
-
-    def doc(self) -> dict[str, Any]:
-        """The view's JSON, as the API serves it (for the chat's cards and the HTML
-        reports, which render that JSON)."""
-        return self.model_dump(mode="json")
 
 
 class RunList(View):

@@ -10,13 +10,11 @@ own card and ``benchctl run --fail-on-regression`` say: nothing is judged again 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from pydantic import BaseModel
 
 from core.analysis.gate import DIRECTIONS, GATED
 from core.models.gate import KeptVerdict
+from core.models.views import RunView
 from core.monitoring.monitor import step_series_key
 from core.ports import Store
 
@@ -44,14 +42,14 @@ class Baseline(BaseModel):
     note: str | None
 
 
-def against_baseline(store: Store, run: Mapping[str, Any]) -> Baseline:
+def against_baseline(store: Store, run: RunView) -> Baseline:
     """The run's last step (the one its ``aggregate`` is) against its series' baseline, for
     a run as RunService.get_run returns it."""
-    agg = run.get("aggregate") or {}
-    if not agg:
+    agg = run.aggregate
+    if agg is None:
         return Baseline(series_key=None, baseline_points=0, rows=[], note="no figures yet")
-    key = step_series_key(run.get("engine", "fio"), run["targets"], agg)
-    mine = [p.named() for p in store.series.points(key) if p.run_id == run["id"]]
+    key = step_series_key(run.engine, run.targets, agg)
+    mine = [p.named() for p in store.series.points(key) if p.run_id == run.id]
     if not mine:
         return Baseline(series_key=key, baseline_points=0, rows=[], note="not in a series")
     point = max(mine, key=lambda p: (p.time_ms, p.step))

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from core.analysis.changepoint import DEFAULT_MIN_MAGNITUDE_PCT
 from core.analysis.compare import (
     NOISE_SIGMAS,
     compare_aggregates,
@@ -23,6 +21,7 @@ from core.analysis.compare import (
     summary,
 )
 from core.analysis.gate import attribute, judge_point, run_verdict
+from core.analysis.magnitude import DEFAULT_MIN_MAGNITUDE_PCT
 from core.analysis.series import (
     METRICS,
     find_changes,
@@ -71,11 +70,6 @@ class Recorded:
 
     created: list[Regression]
     gate: RunGate
-
-
-def _infra(r: Result) -> dict[str, Any]:
-    """What core.analysis.series.infra_facts reads of a result: its host and mounts."""
-    return r.model_dump(mode="json", include={"host", "mounts"})
 
 
 class Monitor:
@@ -139,8 +133,8 @@ class Monitor:
         # The series functions read the aggregate's and the results' JSON, as they read a
         # run's view (core.monitoring.baseline).
         doc = agg.doc()
-        facts = infra_facts([_infra(r) for r in step_results], run.target_facts)
-        key = step_series_key(run.engine, run.targets, doc)
+        facts = infra_facts(step_results, run.target_facts)
+        key = step_series_key(run.engine, run.targets, agg)
         return StepPoint(
             id=f"{key}.{run.id}.s{agg.step}",
             series_key=key,
@@ -278,7 +272,7 @@ class Monitor:
         noise: dict[str, float] = {}
         key = None
         if agg_a is not None:
-            key = step_series_key(run_a.engine, run_a.targets, agg_a.doc())
+            key = step_series_key(run_a.engine, run_a.targets, agg_a)
             noise = noise_pct(self._points(key), {run_a.id, run_b.id})
         rows = compare_aggregates(agg_a, agg_b, noise) if agg_a and agg_b else []
         if _phases(run_a) and _phases(run_b):
@@ -301,7 +295,7 @@ class Monitor:
             agg_b = b_steps.get(op)
             if agg_b is None:
                 continue
-            key = step_series_key(run_a.engine, run_a.targets, agg_a.doc())
+            key = step_series_key(run_a.engine, run_a.targets, agg_a)
             noise = noise_pct(self._points(key), {run_a.id, run_b.id})
             rows += compare_phase(op, agg_a, agg_b, noise)
         return rows
@@ -331,15 +325,15 @@ class Monitor:
         return self._update(key, reg_id, triaged)
 
 
-def step_series_key(engine: str, targets: Sequence[str], aggregate: Mapping[str, Any]) -> str:
-    """The series a run's step belongs to."""
+def step_series_key(engine: str, targets: Sequence[str], aggregate: StepAggregate) -> str:
+    """The series a run's step belongs to (a digest of its workload's JSON, as stored)."""
     return series_key(
         engine=engine,
         targets=list(targets),
-        clients=aggregate["clients"],
-        workload=aggregate.get("workload") or {},
-        mode=aggregate.get("mode"),
-        point=aggregate.get("point"),
+        clients=aggregate.clients,
+        workload=aggregate.workload.model_dump(mode="json"),
+        mode=aggregate.mode,
+        point=aggregate.point,
     )
 
 

@@ -66,11 +66,11 @@ class Scheduler:
     def patch(self, schedule_id: str, body: Any, caller: Caller = LOCAL_CALLER) -> StoredSchedule:
         """Engineers and admins change any schedule; a runner only ``enabled`` and
         ``name`` of its own (``owner``)."""
-        changes = parse(SchedulePatch, body).model_dump(exclude_unset=True)
+        patch = parse(SchedulePatch, body)
         for _ in range(10):
             current = self.store.schedules.get(schedule_id)
             check_owner(caller, current.owner, "owner", f"schedule {schedule_id}")
-            beyond = sorted(set(changes) - OWNER_FIELDS)
+            beyond = sorted(patch.model_fields_set - OWNER_FIELDS)
             if beyond and not caller.limits.manage:
                 raise Forbidden(
                     [
@@ -79,14 +79,15 @@ class Scheduler:
                     ]
                 )
             try:
-                return self.store.schedules.replace(self._patched(current, changes))
+                return self.store.schedules.replace(self._patched(current, patch))
             except Conflict:
                 continue
         raise Conflict(f"schedule {schedule_id} kept changing")
 
-    def _patched(self, current: StoredSchedule, changes: dict[str, Any]) -> StoredSchedule:
-        update = dict(changes)
-        if changes.get("enabled") and not current.enabled:
+    def _patched(self, current: StoredSchedule, patch: SchedulePatch) -> StoredSchedule:
+        # Only the fields sent change; ``request`` as its caller gave it (SchedulePatch).
+        update = patch.model_dump(exclude_unset=True)
+        if patch.enabled and not current.enabled:
             # Re-enabled: fire times missed while it was off are not owed a catch-up.
             update["created_at"] = self._now().isoformat()
         cron = str(update.get("cron", current.cron))

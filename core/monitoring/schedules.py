@@ -20,6 +20,7 @@ from croniter import CroniterError, croniter
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
 
 from core.models import RunRequest
+from core.models.document import JsonObject
 
 MAX_CRON_LEN = 256
 # The form a cron must have (an alias, or 5 fields of printable ASCII), said in the OpenAPI
@@ -147,10 +148,14 @@ def fire_key(schedule_id: str, fire: datetime) -> str:
     return f"schedule:{schedule_id}:{_utc(fire, 'fire').isoformat()}"
 
 
-def template(request: RunRequest) -> dict[str, Any]:
+def template(request: RunRequest) -> JsonObject:
     """A run request as its caller gave it (the fields it set, none of the defaults): what a
     schedule stores and submits at each fire time, so the profile and defaults in force
-    then apply."""
+    then apply.
+
+    JSON, not a RunRequest, on purpose: a model would fill in the defaults of today and
+    freeze them into the schedule. It is the caller's input (already validated as a
+    RunRequest here, and again as one at each fire time, core.runs.intake), kept raw."""
     return request.model_dump(mode="json", exclude_unset=True)
 
 
@@ -175,7 +180,7 @@ class Schedule(BaseModel):
         return validate_cron(v)
 
     @field_serializer("request")
-    def _as_given(self, request: RunRequest) -> dict[str, Any]:
+    def _as_given(self, request: RunRequest) -> JsonObject:
         return template(request)
 
 
@@ -207,5 +212,5 @@ class SchedulePatch(BaseModel):
         return v
 
     @field_serializer("request")
-    def _as_given(self, request: RunRequest | None) -> dict[str, Any] | None:
+    def _as_given(self, request: RunRequest | None) -> JsonObject | None:
         return None if request is None else template(request)

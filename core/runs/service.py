@@ -14,7 +14,7 @@ from core.fleet.pools import PoolConfig
 from core.fleet.service import Fleet
 from core.models.state import FINISHED_RUN
 from core.models.stored import Run
-from core.models.views import RunSummary, RunView
+from core.models.views import RunSummary
 from core.ports import Artifacts, Queue, Store
 from core.runs.admission import Admission
 from core.runs.agent_reports import AgentReports
@@ -89,10 +89,6 @@ class RunService:
         self.list_runs = self.views.list_runs
         self.curves = self.views.curves
         self.full_result = self.views.full_result
-
-    def run_doc(self, run_id: str) -> RunView:
-        """A run's view as the API serves it."""
-        return self.get_run(run_id)
 
     def submit(
         self,
