@@ -101,7 +101,7 @@ def test_a_counted_run_costs_the_same_per_client_at_10_55_and_100_clients() -> N
     a 6 s lease every 3 s: per client, 11 heartbeats at 24 clients and 21 at 1,000."""
     from bench.cost_count import counted_run
 
-    runs = [counted_run(n) for n in (10, 55, 100)]
+    runs = [counted_run(n, runtime_s=2) for n in (10, 55, 100)]
     keyed = [
         {**{f"db {k}": v for k, v in c.db.items()}, **c.queue, "http": c.http_requests}
         for c in runs
@@ -109,6 +109,7 @@ def test_a_counted_run_costs_the_same_per_client_at_10_55_and_100_clients() -> N
     for key in set().union(*keyed):
         few, some, many = (k.get(key, 0) for k in keyed)
         assert many - some == some - few, key
-    assert "renew" not in keyed[-1]  # a run of 10 s is shorter than half the agent's lease
-    per_client = runs[-1].http_requests / 100
-    assert 14 <= per_client < 16  # claim, ready, a barrier poll, ~11 beats, the result
+    assert "renew" not in keyed[-1]  # the run is shorter than half the agent's lease
+    # Claim, ready, a barrier poll, the result, and a heartbeat a second from the claim to
+    # the end of fio's 2 s (and no more: the lead is under a second up to 200 clients).
+    assert 7 <= runs[-1].http_requests / 100 < 8

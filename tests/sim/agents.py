@@ -109,26 +109,29 @@ class SimAgent:
             return world.api_call(api, f, crash_in)
 
         try:
-            if self.phase == "claimed":
-                if self.as_agent and (beat := self._beat(world, call)) == CANCELLED:
-                    return beat
-                self.polled_at_ms = world.clock.ms()
-                decision = call(lambda s: s.ready(work.run_id, work.item_id, self.ref, self.rtt_ms))
-                return self._barrier(world, decision)
-            if self.phase == "waiting":
-                if self.as_agent:
-                    beat = self._beat(world, call)
-                    due = world.clock.ms() - self.polled_at_ms >= barrier_poll_ms(work.clients)
-                    if beat == CANCELLED or not due:
-                        return beat or "waits"
-                self.polled_at_ms = world.clock.ms()
-                decision = call(lambda s: s.barrier(work.run_id, work.item_id, self.ref))
-                return self._barrier(world, decision)
+            if self.phase in ("claimed", "waiting"):
+                return self._at_barrier(world, call, work)
             return self._running(world, call, choice)
         except RETRIED as e:
             return f"retry later ({type(e).__name__})"
         except REFUSED as e:
             return self._refused(world, call, e)
+
+    def _at_barrier(self, world: World, call: Any, work: WorkItem) -> str:
+        """Ready (once claimed), then barrier polls until "go"; as the agent, with a
+        heartbeat a second and a poll every barrier_poll_ms."""
+        beat = self._beat(world, call) if self.as_agent else ""
+        if beat == CANCELLED:
+            return beat
+        if self.phase == "claimed":
+            self.polled_at_ms = world.clock.ms()
+            decision = call(lambda s: s.ready(work.run_id, work.item_id, self.ref, self.rtt_ms))
+            return self._barrier(world, decision)
+        if self.as_agent and world.clock.ms() - self.polled_at_ms < barrier_poll_ms(work.clients):
+            return beat or "waits"
+        self.polled_at_ms = world.clock.ms()
+        decision = call(lambda s: s.barrier(work.run_id, work.item_id, self.ref))
+        return self._barrier(world, decision)
 
     def _beat(self, world: World, call: Any) -> str:
         """A heartbeat, when one is due ("" when not): every step, or as the agent's lease
