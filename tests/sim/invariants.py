@@ -4,8 +4,8 @@ documents directly (not through the fault hook)."""
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
 
+from core.models.document import StoredJson
 from core.models.locks import TargetLock
 from core.models.state import FINISHED_RUN, HELD, ItemState
 from core.models.stored import Item, Run
@@ -21,7 +21,6 @@ class Violation(AssertionError):
         self.kind = kind
 
 
-Doc = dict[str, Any]
 HELD_STATES = {s.value for s in HELD}
 FINISHED_STATES = {s.value for s in FINISHED_RUN}
 
@@ -53,7 +52,7 @@ def check(world: World) -> None:
     _no_internal_errors(all_runs)
 
 
-def _one_run_per_target(all_runs: dict[str, Doc], all_items: list[Doc]) -> None:
+def _one_run_per_target(all_runs: dict[str, StoredJson], all_items: list[StoredJson]) -> None:
     """A target is used by one run at a time: of the runs whose clients are ready to start
     or running (I/O imminent or going on), at most one per target."""
     using: dict[str, set[str]] = defaultdict(set)
@@ -67,7 +66,7 @@ def _one_run_per_target(all_runs: dict[str, Doc], all_items: list[Doc]) -> None:
             raise Violation("two runs on one target", f"{key}: {sorted(ids)}")
 
 
-def _results_from_holders(world: World, all_items: list[Doc]) -> None:
+def _results_from_holders(world: World, all_items: list[StoredJson]) -> None:
     """At most one result per item (its id is the item's) and only from the agent holding
     the item when it was stored."""
     for item_id, agent, created, holder in world.results_stored:
@@ -91,7 +90,7 @@ def _failed_steps_have_no_aggregate(world: World, failed_steps: list[str]) -> No
             raise Violation("a failed step with an aggregate", step_id)
 
 
-def _refused_posts_never_run(world: World, all_items: list[Doc]) -> None:
+def _refused_posts_never_run(world: World, all_items: list[StoredJson]) -> None:
     """A run every POST of which was answered with an error is never delivered."""
     answers: dict[str, set[str]] = defaultdict(set)
     for post in world.posts:
@@ -103,7 +102,7 @@ def _refused_posts_never_run(world: World, all_items: list[Doc]) -> None:
             raise Violation("a refused POST ran", f"{run_id}: answered {sorted(outcomes)}")
 
 
-def _no_internal_errors(all_runs: dict[str, Doc]) -> None:
+def _no_internal_errors(all_runs: dict[str, StoredJson]) -> None:
     """The timer swallows a bug to go on with the other runs: here, any is a finding."""
     for run in all_runs.values():
         if run.get("internal_errors"):
