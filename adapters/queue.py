@@ -21,7 +21,7 @@ from azure.storage.queue import (
 
 from adapters import counting
 from adapters.config import Settings
-from adapters.storage import bounded_client_options, storage_credential
+from adapters.storage import READ_TIMEOUT_S, bounded_client_options, storage_credential
 from adapters.telemetry import producer
 from core import telemetry
 from core.errors import BenchError, LeaseLost, StoreUnavailable
@@ -74,6 +74,7 @@ class WorkQueues:
         local_emulators: bool,
         client_id: str | None = None,
         retries: int = 1,
+        read_timeout_s: int = READ_TIMEOUT_S,
     ) -> WorkQueues:
         credential = storage_credential(
             queue_uri, local_emulators=local_emulators, client_id=client_id
@@ -82,7 +83,7 @@ class WorkQueues:
             QueueServiceClient(
                 queue_uri,
                 credential=credential,
-                **bounded_client_options(retries),
+                **bounded_client_options(retries, read_timeout_s),
                 **counting.hooks("queue"),
             )
         )
