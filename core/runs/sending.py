@@ -10,8 +10,10 @@ unless it has held it for SEND_LEASE_MS (it died: the timer sends the step again
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
+from core.errors import PartialSend
+from core.models import WorkItem
 from core.models.stored import Step
 
 # A step's sender holds it this long: a thousand items go out in seconds.
@@ -37,14 +39,35 @@ def taking_send(now_ms: int, taken: list[bool]) -> Callable[[Step], bool | None]
     return take
 
 
-def giving_up_send(began_ms: int) -> Callable[[Step], bool | None]:
+def giving_up_send(began_ms: int, unsent: list[int] | None) -> Callable[[Step], bool | None]:
     """The change a sender that could not reach the store or the queue writes: its lease
-    (begun at ``began_ms``) is given back, unless another sender took it since."""
+    (begun at ``began_ms``) is given back, unless another sender took it since, with the
+    clients it did not send to (``unsent``; None: those the step had kept)."""
 
     def give_up(s: Step) -> bool | None:
         if s.sending_ms != began_ms:
             return False
         s.sending_ms = None
+        if unsent is not None:
+            s.unsent = unsent
         return None
 
     return give_up
+
+
+def still_to_send(unsent: list[int] | None, work: Sequence[WorkItem]) -> list[WorkItem]:
+    """The items a sender sends: every one, or those an earlier sender did not get out
+    (issue 29: a single send that timed out sent all 1,000 again)."""
+    if unsent is None:
+        return list(work)
+    left = set(unsent)
+    return [w for w in work if w.client in left]
+
+
+def not_sent(error: Exception, work: Sequence[WorkItem]) -> list[int] | None:
+    """The clients a failed send left out: those PartialSend names; None when the error
+    says nothing of which went (the step's record stays as it was)."""
+    if not isinstance(error, PartialSend):
+        return None
+    failed = set(error.unsent)
+    return [w.client for w in work if w.item_id in failed]
