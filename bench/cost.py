@@ -15,10 +15,10 @@ An idle agent-hour: bench/out/idle_polls.json's steady receives per hour (one qu
 transaction each) and the registry heartbeat every 30 s (agent/config.py heartbeat_s), one
 API request that reads and replaces the agent's document (core.fleet.service.register).
 
-A run takes at most 64 clients (the request's limit), so 1,000 clients is the 64-client
-run's count per client times 1,000: a floor (a claim's query of the run's items grows).
+The 1,000-client run is counted whole, like the others (core.models.MAX_CLIENTS is 1,000);
+``--extrapolate N`` adds a row for N clients from the largest counted run, per client.
 
-Usage: .venv/bin/python -m bench.cost [--clients 1 24 64] [--extrapolate 1000] Writes
+Usage: .venv/bin/python -m bench.cost [--clients 1 24 1000] [--extrapolate N] Writes
 bench/out/cost.json and prints the table (docs/performance.md, "What it costs").
 """
 
@@ -37,7 +37,6 @@ HERE = Path(__file__).parent
 OUT = HERE / "out"
 WRITES = ("create", "replace", "upsert", "patch", "delete")
 REGISTRY_BEAT_S = 30  # agent/config.py heartbeat_s
-MAX_CLIENTS = 64  # core.models.MAX_CLIENTS: a run request takes at most this many
 
 
 # ---- pure arithmetic ----------------------------------------------------------------------
@@ -191,8 +190,8 @@ def rows(table: Mapping[str, dict[str, float | None]]) -> Iterator[str]:
 
 def main(argv: list[str] | None = None, count: Callable[[int], Counts] = count_run) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--clients", type=int, nargs="+", default=[1, 24, MAX_CLIENTS])
-    p.add_argument("--extrapolate", type=int, default=1000)
+    p.add_argument("--clients", type=int, nargs="+", default=[1, 24, 1000])
+    p.add_argument("--extrapolate", type=int, default=0)
     p.add_argument("--prices", type=Path, default=HERE / "prices.json")
     p.add_argument("--idle", type=Path, default=OUT / "idle_polls.json")
     a = p.parse_args(argv)
@@ -207,9 +206,7 @@ def main(argv: list[str] | None = None, count: Callable[[int], Counts] = count_r
         counted[name] = {"db": dict(c.db), "queue": dict(c.queue), "http": c.http_requests}
         print(f"{name}: {json.dumps(counted[name])}", flush=True)
     if a.extrapolate > max(a.clients):
-        # A run takes at most MAX_CLIENTS clients (RunRequest): the largest counted run,
-        # per client, times the clients asked for. A floor: a claim's query of the run's
-        # items grows with the run.
+        # The largest counted run, per client, times the clients asked for.
         n = max(a.clients)
         scaled = scale(count_cache[n], a.extrapolate / n)
         table[f"{a.extrapolate:,} clients (from {n}, per client)"] = costs(scaled, model, prices)

@@ -321,3 +321,32 @@ def test_the_last_partial_interval_comes_from_fios_final_totals(
     tail_s = (tl.end_ms - tl.start_ms - 1000 * (len(tl.read.ios) - 1)) / 1000
     if tail_s >= 0.2:  # shorter, a whole I/O is a large part of the rate
         assert tl.read.ios[-1] / tail_s == pytest.approx(rate, rel=0.02, abs=10.0)
+
+
+@pytest.mark.parametrize("early_ms", [6, 16, 999])
+def test_a_histogram_line_stamped_before_the_first_rate_line_counts_in_the_window(
+    early_ms: int,
+) -> None:
+    """fio stamps a histogram line when an I/O completes (iolog.c), a rate line on its
+    helper thread's tick: on a busy machine the first histogram line came 16 ms before the
+    first rate line (real fio, 5 s at 2,000 IOPS), and its first second, spread back from
+    its stamp, began before the period: 32 of 9,989 completions fell out of the window."""
+    stamps = [T0 + 1000 * (k + 1) for k in range(4)]
+    hist_stamps = [stamps[0] - early_ms, *stamps[1:]]
+    final = FinalOutput(
+        runtime_ms=4500,
+        dirs={
+            "read": FinalCounts(
+                ios=4500, bytes=4500 * BS, clat_bins={str(plat_idx_to_val(100)): 4 * 7 + 5}
+            )
+        },
+    )
+    tl = timeline_from_logs(
+        [log_text(stamps, 1000)],
+        [log_text(stamps, 1000 * BS / 1024)],
+        [hist_text(hist_stamps, 100, 7)],
+        final=final,
+    )
+    assert tl is not None and tl.start_ms == T0
+    window = (tl.start_ms, tl.end_ms)
+    assert sum(histogram_in(tl, "read", window).values()) == pytest.approx(4 * 7 + 5, abs=1e-9)

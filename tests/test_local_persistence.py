@@ -24,12 +24,12 @@ from azure.storage.queue import QueueClient
 
 from adapters.blob import CONTAINER, BlobArtifacts
 from adapters.cosmos import CONTAINERS, CosmosStore
-from adapters.cosmos.base import Doc
 from adapters.local import AZURITE_ACCOUNT, AZURITE_KEY, COSMOS_EMULATOR_KEY
 from adapters.queue import WorkQueues, poison_queue_name, work_queue_name
 from benchctl import localstack
 from benchctl.localstack import Stack
 from core.errors import Conflict
+from core.models.document import StoredJson
 
 WORK = work_queue_name("default")
 AZURITE_CREDENTIAL = {"account_name": AZURITE_ACCOUNT, "account_key": AZURITE_KEY}
@@ -96,7 +96,7 @@ def clients(st: Stack) -> tuple[CosmosStore, WorkQueues, BlobArtifacts]:
     )
 
 
-def every_document(store: CosmosStore) -> dict[str, list[Doc]]:
+def every_document(store: CosmosStore) -> dict[str, list[StoredJson]]:
     """Every document of every container: ids, partition keys, content and ETag."""
     return {
         name: sorted(store.container(name).query("SELECT * FROM c", []), key=lambda d: str(d["id"]))

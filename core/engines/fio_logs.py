@@ -207,6 +207,7 @@ def timeline_from_logs(
         totals = final.dirs.get(d) if final is not None else None
         tail = (min(logged_end, end - 1), end)
         if totals is not None and rows is not None:
+            rows = [_within(row, start, end) for row in rows]
             rows = _hist_with_tail(rows, hists, index, totals, logged_end, end)
         if totals is None and not ios and not nbytes:
             continue
@@ -265,6 +266,20 @@ def _binned(
     if inside > total > 0:
         return [v * total / inside for v in bins]
     return rebin([*lines, (*tail, total - inside)], start, end)
+
+
+def _within(row: HistInterval, start: int, end: int) -> HistInterval:
+    """A histogram line's span cut to the measured period [start, end). fio writes a
+    histogram line when an I/O completes a whole interval after the last line, not on the
+    helper thread's tick that stamps the rate lines, so its first line can be stamped before
+    the first rate line (16 ms on a busy machine): spread over the second before its stamp,
+    part of its completions fell before the period and out of every window. They are
+    completions of the job, which ran only in the period."""
+    a = min(max(row.start_ms, start), end - 1)
+    b = max(min(row.end_ms, end), a + 1)
+    if (a, b) == (row.start_ms, row.end_ms):
+        return row
+    return HistInterval(start_ms=a, end_ms=b, counts=row.counts)
 
 
 def _tail_rows(
