@@ -148,7 +148,7 @@ class Step(_Stored):
     # another item of the step from this document, not from every item of the run.
     claimed_by: dict[str, str] = Field(default_factory=dict)
     # When a sender began to send the step's items (core.runs.lifecycle.enqueue_step):
-    # another caller leaves the send to it until SEND_LEASE_MS have passed.
+    # another caller leaves the send to it until its lease has passed (core.runs.sending).
     sending_ms: int | None = None
     # The clients whose messages a sender that failed part-way did not get out: the next
     # sender sends only these (None: send every item, creating them first).

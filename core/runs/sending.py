@@ -5,7 +5,8 @@ Every caller that advances a run may find a step to send: the intake, an agent's
 the timer, another API instance. Before issue 29 each of them sent it again while the
 first was still sending (5.2 sends per item at 64 clients, the items created again with
 409s); now the first takes the lease (``Step.sending_ms``) and the others leave it,
-unless it has held it for SEND_LEASE_MS (it died: the timer sends the step again).
+unless it has held it for its lease, ``send_lease_ms`` (it died: the timer sends the step
+again).
 """
 
 from __future__ import annotations
@@ -16,8 +17,16 @@ from core.errors import PartialSend
 from core.models import WorkItem
 from core.models.stored import Step
 
-# A step's sender holds it this long: a thousand items go out in seconds.
+# A step's sender holds it this long, and SEND_LEASE_PER_CLIENT_MS more per item: a
+# thousand items took over a minute to create and send against a busy Azurite here, and
+# a lease that lapsed mid-send had the timer send the whole step again beside it.
 SEND_LEASE_MS = 30_000
+SEND_LEASE_PER_CLIENT_MS = 100
+
+
+def send_lease_ms(clients: int) -> int:
+    """How long a sender of a step of ``clients`` items holds it."""
+    return SEND_LEASE_MS + SEND_LEASE_PER_CLIENT_MS * clients
 
 
 class SendInProgress(Exception):
@@ -26,10 +35,10 @@ class SendInProgress(Exception):
 
 def taking_send(now_ms: int, taken: list[bool]) -> Callable[[Step], bool | None]:
     """The change that makes its caller the step's sender: ``taken`` says whether it did
-    (not when the step was sent, or another sender began less than SEND_LEASE_MS ago)."""
+    (not when the step was sent, or another sender began less than its lease ago)."""
 
     def take(s: Step) -> bool | None:
-        busy = s.sending_ms is not None and now_ms - s.sending_ms < SEND_LEASE_MS
+        busy = s.sending_ms is not None and now_ms - s.sending_ms < send_lease_ms(s.clients)
         taken[:] = [not s.enqueued and not busy]
         if not taken[0]:
             return False
