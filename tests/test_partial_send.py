@@ -98,8 +98,8 @@ def test_the_adapter_names_every_message_it_could_not_send() -> None:
 
 @pytest.mark.unit
 def test_a_large_steps_send_lease_outlasts_its_send_and_a_dead_senders_lapses() -> None:
-    """A 1,000-item step's sender holds it 130 s (its send took over a minute here, and at
-    30 s the timer sent the whole step again beside it); a 2-item step's, 30.2 s."""
+    """A 1,000-item step's sender holds it 130 s (at 30 s the timer would send the whole
+    step again beside a slow send); a 2-item step's, 30.2 s."""
     for clients, held_ms in ((1000, 130_000), (2, 30_200)):
         step = Step(id="s", run_id="r", step=0, clients=clients, sending_ms=0)
         taken: list[bool] = []

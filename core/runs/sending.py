@@ -17,9 +17,10 @@ from core.errors import PartialSend
 from core.models import WorkItem
 from core.models.stored import Step
 
-# A step's sender holds it this long, and SEND_LEASE_PER_CLIENT_MS more per item: a
-# thousand items took over a minute to create and send against a busy Azurite here, and
-# a lease that lapsed mid-send had the timer send the whole step again beside it.
+# A step's sender holds it this long, and SEND_LEASE_PER_CLIENT_MS more per item: 100
+# items took 9-14 s to create and send on the loaded local stack (docs/local-stack.md), so
+# a thousand can outlast 30 s, and a lease that lapses mid-send has the timer send the
+# whole step again beside it.
 SEND_LEASE_MS = 30_000
 SEND_LEASE_PER_CLIENT_MS = 100
 
