@@ -168,7 +168,8 @@ def test_a_run_survives_killed_agent_api_azurite_and_cosmos(
     per_client = [sum(1 for r in results if r.client == c) for c in (0, 1)]
     assert max(per_client) <= 1, per_client  # nothing stored twice
     survivor = next(i for i in run["items"] if i["agent_id"] != victim.name)
-    assert survivor["state"] == "completed" and per_client[survivor["client"]] == 1
+    why = (run.get("error"), [(i["client"], i["state"], i.get("agent_id")) for i in run["items"]])
+    assert survivor["state"] == "completed" and per_client[survivor["client"]] == 1, why
     if run["state"] == "completed":  # one result per client, the redelivered one too
         assert per_client == [1, 1], per_client
     else:  # the killed client's item failed, saying why
