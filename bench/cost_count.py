@@ -4,20 +4,29 @@ simulated agents (tests/sim), every storage call counted with its size (bench/co
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from typing import Any
 
+from agent.config import AgentConfig
 from bench.cost import Counts
 from core.fleet.pools import PoolConfig
 from core.memory import Effect
 from core.memory.documents import Table
 from core.models.document import StoredJson
+from core.runs.barrier_timing import barrier_poll_ms
 from core.runs.service import RunService
 from tests.sim.agents import SimAgent
 from tests.sim.world import POOL, World, simulated
 
 RESULT = 3  # SimAgent.step's choice: its item ends with a result
 WORKLOAD = {"rw": "randread", "bs": "4k", "size": "8m", "iodepth": 1}
+# What the agent does, not the faults' simulation's short lease: its visibility timeout
+# (renewed at half of it), and a round trip reported with ready (agent.api_client), which
+# sizes the start lead; without one the lead is 1.5 s + 50 ms a client (51.5 s at 1,000
+# clients, every client heartbeating through it: the count grew 4-5x per client).
+VISIBILITY_S = AgentConfig(api_url="", queue_uri="").visibility_timeout
+RTT_MS = 20  # about a heartbeat's round trip here (docs/performance.md: 11.5-15.9 ms)
 
 
 def _kb(docs: StoredJson | list[StoredJson]) -> float:
@@ -90,11 +99,17 @@ def counted_run(clients: int, runtime_s: int = 10) -> Counts:
         body["workload"] = {**WORKLOAD, "runtime": runtime_s}
         run, _ = service.submit(body)
         counts.http_requests += 1  # the POST
-        agents = [SimAgent(f"agent-{i}") for i in range(clients)]
-        for _ in range(runtime_s * 10 + 600):
+        agents = [
+            SimAgent(f"agent-{i}", visibility_s=VISIBILITY_S, rtt_ms=RTT_MS, as_agent=True)
+            for i in range(clients)
+        ]
+        # Steps short enough for an agent to poll the barrier when it would (a lead of
+        # barrier_poll_ms after the last ready), a whole number of them a second (its beats).
+        step_s = 1 / math.ceil(1000 / barrier_poll_ms(clients))
+        for _ in range(math.ceil((runtime_s * 10 + 600) / step_s)):
             for agent in agents:
                 agent.step(world, 0, None, RESULT)
-            world.clock.advance(1)  # a second: a heartbeat each while fio runs
+            world.clock.advance(step_s)
             # The loop looks at the stored document itself: not a call of the service's.
             final = world.store.table["runs"].docs[(run.id, run.id)]
             if final["finished"] and all(a.work is None for a in agents):

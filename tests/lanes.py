@@ -143,16 +143,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 # --no-loadscope-reorder`; xdist's own order is by test count, which starts with the many
 # short unit tests): the known long module first, then those that use the stack, so that no
 # worker is left alone with a long one at the end while the short ones fill in the gaps.
-LONG_FIRST = (
-    "tests/test_openapi_fuzz.py",  # Schemathesis: the other lane's longest module
-    "tests/test_local_multi.py",  # 3 API instances behind nginx; 40 runs in a line
-    "tests/test_chaos.py",  # kills each server, on 1 and on 3 instances
-    "tests/test_e2e.py",  # on 1 and on 3 instances
-    "tests/test_agent_faults.py",
-    "tests/test_reports.py",
-    "tests/test_report_views.py",
-    "tests/test_wheel.py",
-)
+LONG_FIRST = ("tests/test_openapi_fuzz.py",)  # Schemathesis: over a third of the parallel phase
 
 
 def longest_modules_first(items: list[pytest.Item]) -> list[pytest.Item]:

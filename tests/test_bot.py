@@ -24,6 +24,7 @@ from benchctl import localstack
 from benchctl.localstack import Stack
 from core.chat.bot import Bot, parse_command
 from core.chat.identity import BOT_DOOR
+from core.models import MAX_CLIENTS
 from core.monitoring.monitor import Monitor
 from core.monitoring.notify import sign
 from core.monitoring.scheduler import Scheduler
@@ -173,7 +174,7 @@ def test_teams_unknown_command_gets_the_help_card(api: httpx.Client) -> None:
         "make coffee",
         "run on",
         "status",
-        "run smoke-randread-4k on chat with 999 clients",
+        f"run smoke-randread-4k on chat with {MAX_CLIENTS + 1} clients",
     ):
         body = teams_activity(text)
         r = api.post("/api/bot/teams", content=body, headers=teams_auth(body))

@@ -11,13 +11,9 @@ import time
 from pathlib import Path
 
 import httpx
-import pytest
 
 from benchctl.localstack import Stack
 from tests.conftest import FUZZ_POOL, FUZZ_TARGET
-
-# Over 4 minutes of one module: make test runs it in the fio lane's workers (Makefile).
-pytestmark = pytest.mark.long
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECKS = "not_a_server_error,status_code_conformance,response_schema_conformance,"

@@ -22,6 +22,7 @@ from core.catalogue import get_profile, resolve
 from core.engines.fio_job import job_file
 from core.errors import Forbidden
 from core.models import DATASET_DIR_PATTERN, DataSet, RunRequest, WorkItem, Workload
+from core.models.common import MAX_DATASET_FILES
 from core.models.stored import Run, Step
 from core.runs.guardrails import ROLES, Caller, TargetInfo, check_run, datasets_for, parse_targets
 from core.runs.plan import plan_items, plan_steps
@@ -71,7 +72,7 @@ def test_the_registry_names_a_data_set_for_a_read_only_target() -> None:
         {"directory": ".benchsvc", "files": 1, "file_size": "1m"},  # the agents' own files
         {"directory": "a:b", "files": 1, "file_size": "1m"},  # fio's list separator
         {"directory": "d", "files": 0, "file_size": "1m"},
-        {"directory": "d", "files": 16385, "file_size": "1m"},
+        {"directory": "d", "files": MAX_DATASET_FILES + 1, "file_size": "1m"},
         {"directory": "d", "files": 1, "file_size": "17t"},
         {"directory": "d", "files": 1, "file_size": "512k"},
         {"directory": "d", "files": 1, "file_size": "1m", "file_name": "data"},  # no {i}

@@ -163,10 +163,12 @@ def _hist_with_tail(
     hists: Sequence[Sequence[HistRow]],
     index: int,
     totals: FinalCounts,
-    logged_end: int,
-    end: int,
+    period: tuple[int, int, int],
 ) -> list[HistInterval]:
-    """The histogram intervals and the last, partial one fio's final output holds."""
+    """The histogram intervals, each within the measured period (``_period``: start, the end
+    of the lines, end), and the last, partial one fio's final output holds."""
+    start, logged_end, end = period
+    rows = [_within(row, start, end) for row in rows]
     lasts = [
         max(r.t_ms for r in mine)
         for mine in ([r for r in h if r.direction == index] for h in hists)
@@ -207,8 +209,7 @@ def timeline_from_logs(
         totals = final.dirs.get(d) if final is not None else None
         tail = (min(logged_end, end - 1), end)
         if totals is not None and rows is not None:
-            rows = [_within(row, start, end) for row in rows]
-            rows = _hist_with_tail(rows, hists, index, totals, logged_end, end)
+            rows = _hist_with_tail(rows, hists, index, totals, (start, logged_end, end))
         if totals is None and not ios and not nbytes:
             continue
         dirs[d] = DirectionTimeline(

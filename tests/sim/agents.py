@@ -13,9 +13,12 @@ from core.errors import Conflict, LeaseLost, NotFound, StoreUnavailable, Validat
 from core.models import WorkItem
 from core.models.holder import AgentRef
 from core.ports import Message
+from core.runs.barrier_timing import barrier_poll_ms
 from tests.sim.world import POOL, VISIBILITY_S, SimCrash, World
 
 RETRY_DELAY_S = 1  # a failed attempt's message comes back this much later
+HEARTBEAT_MS = 1000  # agent/lease.py HEARTBEAT_S
+CANCELLED = "stopped: cancelled"
 # What may answer an agent's call: a backing service down (503), the API dead (no answer),
 # a refusal (409 not the holder, 404, 400).
 RETRIED = (StoreUnavailable, SimCrash)
@@ -66,6 +69,16 @@ class SimAgent:
     start_at_ms: int | None = None
     leased_at: float = 0.0  # when it last received or renewed its message
     ending: int | None = None  # how its item ends, chosen once fio is done (retried as is)
+    # The faults' simulation beats, polls and reports once a step, with a short lease and a
+    # lead sized without round trips. A count of what a run costs (bench/cost_count.py, its
+    # steps shorter than a second) sets what agent/worker.py does instead: its lease thread
+    # heartbeats every HEARTBEAT_MS from the claim on (agent/lease.py), it polls the barrier
+    # every barrier_poll_ms, and reports its round trip with ready (agent.api_client).
+    visibility_s: int = VISIBILITY_S  # the agent's visibility_timeout (agent/config.py)
+    rtt_ms: int | None = None
+    as_agent: bool = False
+    polled_at_ms: int = 0
+    beat_at_ms: int = 0
 
     @property
     def ref(self) -> AgentRef:
@@ -73,7 +86,7 @@ class SimAgent:
 
     def forget(self) -> None:
         self.msg, self.work, self.phase, self.start_at_ms = None, None, "idle", None
-        self.ending = None
+        self.ending, self.polled_at_ms, self.beat_at_ms = None, 0, 0
 
     # ---- one step -----------------------------------------------------------------------
 
@@ -81,7 +94,7 @@ class SimAgent:
         """Do the next thing; returns what was done (for the trace)."""
         if not self.alive:
             return "dead"
-        if self.msg is not None and world.clock() - self.leased_at >= VISIBILITY_S / 2:
+        if self.msg is not None and world.clock() - self.leased_at >= self.visibility_s / 2:
             # What the lease thread does in the background (agent/lease.py); an agent not
             # stepped for a whole visibility timeout has lost it, as a stalled one would.
             lease = self._renew(world)
@@ -96,21 +109,48 @@ class SimAgent:
             return world.api_call(api, f, crash_in)
 
         try:
-            if self.phase == "claimed":
-                decision = call(lambda s: s.ready(work.run_id, work.item_id, self.ref))
-                return self._barrier(world, decision)
-            if self.phase == "waiting":
-                decision = call(lambda s: s.barrier(work.run_id, work.item_id, self.ref))
-                return self._barrier(world, decision)
+            if self.phase in ("claimed", "waiting"):
+                return self._at_barrier(world, call, work)
             return self._running(world, call, choice)
         except RETRIED as e:
             return f"retry later ({type(e).__name__})"
         except REFUSED as e:
             return self._refused(world, call, e)
 
+    def _at_barrier(self, world: World, call: Any, work: WorkItem) -> str:
+        """Ready (once claimed), then barrier polls until "go"; as the agent, with a
+        heartbeat a second and a poll every barrier_poll_ms."""
+        beat = self._beat(world, call) if self.as_agent else ""
+        if beat == CANCELLED:
+            return beat
+        if self.phase == "claimed":
+            self.polled_at_ms = world.clock.ms()
+            decision = call(lambda s: s.ready(work.run_id, work.item_id, self.ref, self.rtt_ms))
+            return self._barrier(world, decision)
+        if self.as_agent and world.clock.ms() - self.polled_at_ms < barrier_poll_ms(work.clients):
+            return beat or "waits"
+        self.polled_at_ms = world.clock.ms()
+        decision = call(lambda s: s.barrier(work.run_id, work.item_id, self.ref))
+        return self._barrier(world, decision)
+
+    def _beat(self, world: World, call: Any) -> str:
+        """A heartbeat, when one is due ("" when not): every step, or as the agent's lease
+        thread beats (every HEARTBEAT_MS); a cancelled run stops the item."""
+        assert self.work is not None
+        work = self.work
+        if self.as_agent and world.clock.ms() - self.beat_at_ms < HEARTBEAT_MS:
+            return ""
+        self.beat_at_ms = world.clock.ms()
+        beat = call(lambda s: s.heartbeat(work.run_id, work.item_id, self.ref))
+        if beat["cancel"]:
+            call(lambda s: s.report_cancelled(work.run_id, work.item_id, self.ref))
+            self._delete(world)
+            return CANCELLED
+        return "heartbeat"
+
     def _poll(self, world: World, api: int, crash_in: int | None) -> str:
         try:
-            msg = world.queues.receive(POOL, VISIBILITY_S)
+            msg = world.queues.receive(POOL, self.visibility_s)
         except StoreUnavailable:
             return "queue down"
         if msg is None:
@@ -155,12 +195,7 @@ class SimAgent:
         if self.ending is None and (
             world.clock.ms() < self.start_at_ms + runtime_ms or choice % 7 == 0
         ):
-            beat = call(lambda s: s.heartbeat(work.run_id, work.item_id, self.ref))
-            if beat["cancel"]:
-                call(lambda s: s.report_cancelled(work.run_id, work.item_id, self.ref))
-                self._delete(world)
-                return "stopped: cancelled"
-            return "heartbeat"
+            return self._beat(world, call) or "fio runs"
         if self.ending is None:
             self.ending = choice % 11  # decided once: a retry reports the same
         if self.ending == 1:
@@ -211,7 +246,7 @@ class SimAgent:
     def _renew(self, world: World) -> str:
         assert self.msg is not None
         try:
-            self.msg = world.queues.renew(POOL, self.msg, VISIBILITY_S)
+            self.msg = world.queues.renew(POOL, self.msg, self.visibility_s)
             self.leased_at = world.clock()
             return "renewed its lease"
         except LeaseLost:
