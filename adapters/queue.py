@@ -21,10 +21,10 @@ from azure.storage.queue import (
 
 from adapters import counting
 from adapters.config import Settings
-from adapters.storage import bounded_client_options, storage_credential
+from adapters.storage import READ_TIMEOUT_S, bounded_client_options, storage_credential
 from adapters.telemetry import producer
 from core import telemetry
-from core.errors import BenchError, LeaseLost, StoreUnavailable
+from core.errors import BenchError, LeaseLost, PartialSend, StoreUnavailable
 from core.models import WorkItem
 from core.ports import Message
 
@@ -74,6 +74,7 @@ class WorkQueues:
         local_emulators: bool,
         client_id: str | None = None,
         retries: int = 1,
+        read_timeout_s: int = READ_TIMEOUT_S,
     ) -> WorkQueues:
         credential = storage_credential(
             queue_uri, local_emulators=local_emulators, client_id=client_id
@@ -82,7 +83,7 @@ class WorkQueues:
             QueueServiceClient(
                 queue_uri,
                 credential=credential,
-                **bounded_client_options(retries),
+                **bounded_client_options(retries, read_timeout_s),
                 **counting.hooks("queue"),
             )
         )
@@ -120,10 +121,10 @@ class WorkQueues:
             self._send(name, body)
 
     def send_all(self, items: Sequence[WorkItem]) -> None:
-        """Send every item, SEND_CONCURRENCY at a time; once all were tried, raise the first
-        error (some messages may have gone: the caller's outbox sends the step again, and
-        a second copy of an item is dropped at claim). An item over the message limit is
-        refused before anything is sent."""
+        """Send every item, SEND_CONCURRENCY at a time; once all were tried, PartialSend
+        names the items whose send failed (the caller sends only those again; a send that
+        timed out may still have gone, and a second copy of an item is dropped at claim).
+        An item over the message limit is refused before anything is sent."""
         for item in items:
             _check_size(item, item.model_dump_json())
         if len(items) <= 1:
@@ -134,9 +135,16 @@ class WorkQueues:
             # Each send runs in a copy of the caller's context: its span's parent is the
             # caller's "enqueue step" span.
             futures = [pool.submit(contextvars.copy_context().run, self.send, i) for i in items]
-        errors = [e for e in (f.exception() for f in futures) if e is not None]
-        if errors:
-            raise errors[0]
+        failed: list[tuple[WorkItem, BaseException]] = []
+        for item, future in zip(items, futures, strict=True):
+            error = future.exception()
+            if error is not None and not isinstance(error, StoreUnavailable):
+                raise error  # not the queue's: nothing to send again
+            if error is not None:
+                failed.append((item, error))
+        if failed:
+            unsent = [i.item_id for i, _ in failed]
+            raise PartialSend(str(failed[0][1]), unsent) from failed[0][1]
 
     def send_poison(self, pool: str, body: str) -> None:
         self._send(poison_queue_name(pool), body)

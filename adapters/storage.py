@@ -31,12 +31,14 @@ class ClientOptions(TypedDict):
     retry_policy: ExponentialRetry
 
 
-def bounded_client_options(retries: int = 1) -> ClientOptions:
+def bounded_client_options(retries: int = 1, read_timeout_s: int = READ_TIMEOUT_S) -> ClientOptions:
     """Keyword arguments for a Storage service client: at most ``retries`` + 1 attempts of
-    a few seconds each (the queue and the blob SDK take the same policy)."""
+    a few seconds each (the queue and the blob SDK take the same policy). A caller that
+    would rather wait than give up (the simulated fleet against a busy Azurite) may allow
+    a longer ``read_timeout_s``."""
     return {
         "connection_timeout": CONNECT_TIMEOUT_S,
-        "read_timeout": READ_TIMEOUT_S,
+        "read_timeout": read_timeout_s,
         "retry_policy": ExponentialRetry(
             initial_backoff=1, increment_base=2, retry_total=retries, random_jitter_range=0
         ),

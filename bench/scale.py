@@ -23,7 +23,12 @@ and every request of the clients to the API, submits one run of N clients and re
   every client idle (measured over ``--idle-s`` before the POST);
 - ``aggregate_iops`` against ``expected_iops`` (N x iops): the figures are known exactly.
 
+The simulated fleet spreads its registry beats and held items' heartbeats to at most
+``--registry-beats-per-s`` and ``--item-beats-per-s`` in all (simagent.fleet); the API runs
+as ``--api-instances`` processes behind nginx. The settings are written beside the figures.
+
 Usage: .venv/bin/python bench/scale.py [--clients 10 100 1000] [--runtime 3]
+           [--api-instances N] [--visibility-timeout S] [--queue-timeout S]
 Writes bench/out/scale.json (merged by client count) and prints a line per N.
 """
 
@@ -55,6 +60,7 @@ from core.analysis.step_aggregates import build_aggregates
 from core.errors import NotFound
 from core.models import MAX_CLIENTS
 from core.runs.finalize import timelines
+from simagent.fleet import FLEET_ITEM_BEATS_PER_S, FLEET_REGISTRY_BEATS_PER_S
 
 OUT = Path(__file__).parent / "out" / "scale.json"
 DB_OPS = ("read", "query", "create", "upsert", "replace", "patch", "delete", "other")
@@ -209,11 +215,15 @@ def measure(n: int, a: argparse.Namespace, root: Path) -> dict[str, Any]:
         fresh=True,
         api_env={"BENCH_TARGETS": with_sim_targets(registry), SETTING: str(calls)},
         extra_pools=[sim_pool_spec(n)],
+        api_instances=a.api_instances,
+        visibility_timeout=a.visibility_timeout,
     )
     try:
         idle_max = max(0.25, n / a.polls_per_s)  # the fleet polls the queue this often idle
         extra = ["--records", str(records), "--threads", str(min(n, a.threads))]
-        extra += ["--idle-max", f"{idle_max:g}"]
+        extra += ["--idle-max", f"{idle_max:g}", "--queue-timeout", str(a.queue_timeout)]
+        extra += ["--registry-beats-per-s", f"{a.registry_beats_per_s:g}"]
+        extra += ["--item-beats-per-s", f"{a.item_beats_per_s:g}"]
         env = {SETTING: str(calls)}
         start_sim_agents(stack, n, iops=a.iops, latency_us=a.latency_us, extra=extra, env=env)
         settings = stack.settings()
@@ -319,9 +329,17 @@ def _figures(
         **per_client(calls, window, n),
         "idle_per_client_hour": per_client(calls, idle, n, 3600 / (idle[1] - idle[0])),
         "runtime_s": a.runtime,
+        "settings": settings_of(a),
         "load": os.getloadavg()[0],
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
     }
+
+
+def settings_of(a: argparse.Namespace) -> dict[str, float]:
+    """What the figures were taken with, beside them."""
+    keys = "api_instances visibility_timeout queue_timeout threads polls_per_s"
+    keys += " registry_beats_per_s item_beats_per_s barrier_timeout"
+    return {k: getattr(a, k) for k in keys.split()}
 
 
 def main() -> None:
@@ -335,6 +353,23 @@ def main() -> None:
         "--polls-per-s", type=float, default=50.0, help="idle queue polls, all clients (Azurite)"
     )
     p.add_argument("--idle-s", type=float, default=5.0)
+    p.add_argument(
+        "--api-instances", type=int, default=1, help="API processes behind nginx (local up)"
+    )
+    p.add_argument("--visibility-timeout", type=int, default=30, help="the stack's, s")
+    p.add_argument("--queue-timeout", type=int, default=3, help="clients' queue read timeout")
+    p.add_argument(
+        "--registry-beats-per-s",
+        type=float,
+        default=FLEET_REGISTRY_BEATS_PER_S,
+        help="registry beats, all clients together",
+    )
+    p.add_argument(
+        "--item-beats-per-s",
+        type=float,
+        default=FLEET_ITEM_BEATS_PER_S,
+        help="held items' heartbeats, all clients together",
+    )
     p.add_argument(
         "--barrier-timeout",
         type=int,
@@ -353,7 +388,8 @@ def main() -> None:
                 fig = measure(n, a, a.work or Path(tmp))
             except RuntimeError as e:  # a run that failed is a figure too: say why, dated
                 fig = {"clients": n, "error": str(e)[:500], "load": os.getloadavg()[0]}
-                fig["date"] = datetime.now(UTC).isoformat(timespec="seconds")
+                fig |= {"date": datetime.now(UTC).isoformat(timespec="seconds")}
+                fig |= {"settings": settings_of(a)}
             kept[str(n)] = fig
             a.out.parent.mkdir(parents=True, exist_ok=True)
             a.out.write_text(json.dumps(kept, indent=2, sort_keys=True) + "\n")

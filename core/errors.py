@@ -53,6 +53,15 @@ class StoreUnavailable(BenchError):
         self.service = service
 
 
+class PartialSend(StoreUnavailable):
+    """Some of a step's messages did not go out (``unsent``, their item ids); the others
+    did: a sender tries again with only these."""
+
+    def __init__(self, message: str, unsent: list[str]) -> None:
+        super().__init__(message, "the queue service")
+        self.unsent = unsent
+
+
 class TooLarge(BenchError):
     """Over a limit the backing service enforces (a 2 MB document, an artifact's size):
     HTTP 413, nothing written."""

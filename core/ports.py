@@ -160,8 +160,9 @@ class Queue(Protocol):
     """The service's side of the pools' work queues (Azure Storage queues)."""
 
     def send(self, item: WorkItem) -> None: ...  # BenchError over the 64 KiB message limit
-    # Every item, perhaps several at once; the first error once all were tried (some may
-    # have gone); BenchError for an item over the limit before any is sent.
+    # Every item, perhaps several at once; once all were tried, PartialSend naming the
+    # items whose send failed (the others went); BenchError for an item over the limit
+    # before any is sent.
     def send_all(self, items: Sequence[WorkItem]) -> None: ...
     def send_poison(self, pool: str, body: str) -> None: ...
     def send_clean(self, pool: str, body: str) -> None: ...  # core.runs.clean's order

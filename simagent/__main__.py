@@ -15,8 +15,9 @@ import signal
 import sys
 from pathlib import Path
 
+from adapters.storage import READ_TIMEOUT_S
 from simagent.figures import DeclaredRate
-from simagent.fleet import Fleet
+from simagent.fleet import FLEET_ITEM_BEATS_PER_S, FLEET_REGISTRY_BEATS_PER_S, Fleet
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -36,6 +37,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--idle-min", type=float, default=0.25)
     p.add_argument("--idle-max", type=float, default=0.25)
     p.add_argument("--heartbeat", type=float, default=30.0, help="registry heartbeat, s")
+    p.add_argument(
+        "--registry-beats-per-s",
+        type=float,
+        default=FLEET_REGISTRY_BEATS_PER_S,
+        help="the fleet's registry beats, all clients together, at most this often",
+    )
+    p.add_argument(
+        "--item-beats-per-s",
+        type=float,
+        default=FLEET_ITEM_BEATS_PER_S,
+        help="held items' heartbeats, all clients together, at most this often",
+    )
+    p.add_argument(
+        "--queue-timeout", type=int, default=READ_TIMEOUT_S, help="queue calls' read timeout, s"
+    )
     p.add_argument("--threads", type=int, default=64, help="threads making the calls")
     p.add_argument("--records", type=Path, help="append one JSON line per item here")
     p.add_argument("--log-level", default="WARNING")
@@ -68,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
         idle_min_s=a.idle_min,
         idle_max_s=a.idle_max,
         heartbeat_s=a.heartbeat,
+        registry_beats_per_s=a.registry_beats_per_s,
+        item_beats_per_s=a.item_beats_per_s,
+        queue_timeout_s=a.queue_timeout,
         threads=a.threads,
         records=a.records,
     )

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import threading
 import time
 from collections import deque
@@ -56,6 +57,7 @@ class Fleet(Protocol):
     retry_delay_s: int
     idle_min_s: float
     idle_max_s: float
+    item_beat_s: float
     rate: DeclaredRate
     host: HostFacts
     measurements: Measurements
@@ -90,7 +92,8 @@ class Record:
 
 class _Lease:
     """agent.lease for a coroutine: renew the message at half its visibility timeout,
-    heartbeat every second once started (with the live ring), hear cancellation."""
+    heartbeat once started (with the live ring) every second as the agent does, or every
+    ``item_beat_s`` in a large fleet (simagent.fleet), hear cancellation."""
 
     def __init__(self, client: SimClient, item: WorkItem, msg: Message) -> None:
         self.c, self.item, self.message = client, item, msg
@@ -100,6 +103,7 @@ class _Lease:
         self.live: deque[LiveSample] = deque(maxlen=LIVE_RING)
         self._sent_to_ms = 0
         self._renewed = time.monotonic()
+        self._beaten = -math.inf  # the first beat at the first tick once started
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -117,7 +121,9 @@ class _Lease:
             await asyncio.sleep(min(HEARTBEAT_S, timeout / 2))
             if time.monotonic() - self._renewed >= timeout / 2:
                 await self._renew()
-            if self.heartbeats and not self.lost.is_set():
+            due = time.monotonic() - self._beaten >= self.c.fleet.item_beat_s
+            if self.heartbeats and due and not self.lost.is_set():
+                self._beaten = time.monotonic()
                 await self._beat()
 
     async def _renew(self) -> None:

@@ -10,6 +10,7 @@ calls, connections and counts are a real fleet's, only the hosts are not.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import random
@@ -27,12 +28,13 @@ import httpx
 
 from adapters import counting
 from adapters.queue import WorkQueues
+from adapters.storage import READ_TIMEOUT_S
 from agent.api_client import ApiClient
 from core.errors import BenchError
 from core.models import HostFacts
 from core.models.agents import AgentMount, Registration
 from core.units import parse_size
-from simagent.client import Record, SimClient
+from simagent.client import HEARTBEAT_S, Record, SimClient
 from simagent.figures import DeclaredRate
 from simagent.measured import SIM_FSTYPE, Measurements
 
@@ -40,6 +42,17 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 SIMULATED = "simulated"
 FLEET_IDLE_POLLS_PER_S = 50.0
+# The registry's beats, all clients together, at most this often (each declares the longer
+# ``heartbeat_s`` it beats at, which the registry's liveness follows): a thousand clients
+# at 30 s were 33 a second, and retried every 2 s when refused (issue 29: 750-1,150 a
+# minute of the one API process's 15-20 requests a second).
+FLEET_REGISTRY_BEATS_PER_S = 5.0
+FLEET_REGISTER_RETRIES_PER_S = 20.0
+MAX_HEARTBEAT_S = 3600.0  # the longest a registration may declare (Registration)
+# A held item's heartbeats, all clients together, at most this often: each beats every
+# second as the agent does (agent.lease) up to this many clients, then less often (a
+# thousand beating every second would ask the local API 1,000 times a second).
+FLEET_ITEM_BEATS_PER_S = 100.0
 
 
 class CountingApiClient(ApiClient):
@@ -68,6 +81,9 @@ class Fleet:
     idle_min_s: float = 0.25
     idle_max_s: float = 0.25
     heartbeat_s: float = 30.0
+    registry_beats_per_s: float = FLEET_REGISTRY_BEATS_PER_S
+    item_beats_per_s: float = FLEET_ITEM_BEATS_PER_S
+    queue_timeout_s: int = READ_TIMEOUT_S
     threads: int = 64
     records: Path | None = None
     measurements: Measurements = field(default_factory=Measurements)
@@ -78,6 +94,12 @@ class Fleet:
         # times a second: each backs off from idle_min_s to this (issue 29: a thousand
         # clients at 4 polls a second each kept Azurite busy with 4,000 a second).
         self.idle_max_s = max(self.idle_max_s, self.count / FLEET_IDLE_POLLS_PER_S)
+        spread = min(MAX_HEARTBEAT_S, self.count / self.registry_beats_per_s)
+        self.heartbeat_s = max(self.heartbeat_s, spread)
+        self.register_retry_s = min(
+            self.heartbeat_s, max(2.0, self.count / FLEET_REGISTER_RETRIES_PER_S)
+        )
+        self.item_beat_s = max(HEARTBEAT_S, self.count / self.item_beats_per_s)
         self.tls = httpx.create_ssl_context()  # one for all: each costs 0.3 s to load
         self.pool_threads = ThreadPoolExecutor(self.threads, thread_name_prefix="sim")
         self.host = HostFacts(
@@ -91,7 +113,11 @@ class Fleet:
         return CountingApiClient(self.api_url, api_key=self.api_key, verify=self.tls)
 
     def work_queues(self) -> WorkQueues:
-        return WorkQueues.connect(self.queue_uri, local_emulators=self.local_emulators)
+        return WorkQueues.connect(
+            self.queue_uri,
+            local_emulators=self.local_emulators,
+            read_timeout_s=self.queue_timeout_s,
+        )
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
         loop = asyncio.get_running_loop()
@@ -139,16 +165,20 @@ class Fleet:
         )
         return reg.model_dump(mode="json")
 
-    async def _beacon(self, client: SimClient, stop: asyncio.Event) -> None:
-        """agent.beacon: register, then beat every ``heartbeat_s``; ``stopped`` at the end."""
+    async def _beacon(self, client: SimClient, stop: asyncio.Event, delay_s: float) -> None:
+        """agent.beacon: register, then beat every ``heartbeat_s``; ``stopped`` at the end.
+        The first registration waits ``delay_s``: the fleet's come at most
+        FLEET_REGISTER_RETRIES_PER_S a second, not a thousand at once."""
         session = uuid.uuid4().hex
-        while True:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), delay_s)
+        while not stop.is_set():
             try:
                 await self.call(client.api.register, self.registration(client, session, "idle"))
                 wait = self.heartbeat_s
             except BenchError as e:
                 log.warning("%s: registration failed: %s", client.agent_id, e)
-                wait = min(2.0, self.heartbeat_s)
+                wait = self.register_retry_s
             try:
                 await asyncio.wait_for(stop.wait(), wait * self.jitter())
                 break
@@ -167,7 +197,11 @@ class Fleet:
         log.info("%d simulated clients on pool %s at %s", len(clients), self.pool, self.rate)
         try:
             await asyncio.gather(
-                *(c.serve(stop) for c in clients), *(self._beacon(c, stop) for c in clients)
+                *(c.serve(stop) for c in clients),
+                *(
+                    self._beacon(c, stop, i / FLEET_REGISTER_RETRIES_PER_S)
+                    for i, c in enumerate(clients)
+                ),
             )
         finally:
             for c in clients:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from adapters.queue import poison_queue_name
-from core.errors import BenchError, LeaseLost, NotFound, StoreUnavailable
+from core.errors import BenchError, LeaseLost, NotFound, PartialSend
 from core.memory import Effect, MemoryStore, SimClock
 from core.models import WorkItem
 from tests.ports_world import Ports, a_run, new_id, open_ports, work
@@ -84,7 +84,8 @@ def test_a_steps_messages_go_out_together_each_once_or_the_first_error_after_all
 ) -> None:
     """send_all (issue 29.3: the adapter sends several at once): every item once; an item
     over the limit refuses the lot before any is sent; a send that fails (a queue that is
-    not there) fails the call once the others were sent (the outbox sends the step again)."""
+    not there) fails the call once the others were sent, naming it (PartialSend: the outbox
+    sends it again, and only it)."""
     q = ports.queues
     drain(ports)
     run_id = new_id()
@@ -97,8 +98,9 @@ def test_a_steps_messages_go_out_together_each_once_or_the_first_error_after_all
         q.send_all([*step[:5], too_big, *step[6:]])
     assert drain(ports) == []
     lost = step[3].model_copy(update={"pool": f"{ports.pool}-none"})
-    with pytest.raises(StoreUnavailable):
+    with pytest.raises(PartialSend) as caught:
         q.send_all([*step[:3], lost, *step[4:]])
+    assert caught.value.unsent == [lost.item_id]
     assert sorted(w.item_id for w in drain(ports)) == sorted(
         w.item_id for w in step if w.item_id != lost.item_id
     )

@@ -11,7 +11,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from core.errors import BenchError, LeaseLost, StoreUnavailable
+from core.errors import BenchError, LeaseLost, PartialSend, StoreUnavailable
 from core.memory.documents import Faults
 from core.models import WorkItem
 from core.ports import Message
@@ -79,17 +79,18 @@ class MemoryQueues:
     def send_all(self, items: Sequence[WorkItem]) -> None:
         """One after another here (the simulation stays deterministic), with the adapter's
         contract: an item over the limit is refused before any is sent; every item is
-        tried, then the first error is raised."""
+        tried, then PartialSend names those that failed."""
         for item in items:
             _check_size(item, item.model_dump_json())
-        errors: list[Exception] = []
+        failed: list[tuple[WorkItem, StoreUnavailable]] = []
         for item in items:
             try:
                 self.send(item)
-            except (BenchError, StoreUnavailable) as e:
-                errors.append(e)
-        if errors:
-            raise errors[0]
+            except StoreUnavailable as e:
+                failed.append((item, e))
+        if failed:
+            unsent = [item.item_id for item, _ in failed]
+            raise PartialSend(str(failed[0][1]), unsent) from failed[0][1]
 
     def send_poison(self, pool: str, body: str) -> None:
         self._send(poison_queue_name(pool), body)

@@ -148,8 +148,11 @@ class Step(_Stored):
     # another item of the step from this document, not from every item of the run.
     claimed_by: dict[str, str] = Field(default_factory=dict)
     # When a sender began to send the step's items (core.runs.lifecycle.enqueue_step):
-    # another caller leaves the send to it until SEND_LEASE_MS have passed.
+    # another caller leaves the send to it until its lease has passed (core.runs.sending).
     sending_ms: int | None = None
+    # The clients whose messages a sender that failed part-way did not get out: the next
+    # sender sends only these (None: send every item, creating them first).
+    unsent: list[int] | None = None
 
     def waits_for(self, item_id: str, agent_id: str, principal: str | None) -> bool:
         """Whether this agent, with this credential, reported ready for the item, and the
@@ -173,6 +176,7 @@ class Step(_Stored):
         if self.state == StepState.PLANNED:
             self._check(StepState.OPEN)
         self.enqueued = True
+        self.unsent = None
 
     def claimed(
         self, item_id: str, at_ms: int, timeout_ms: int, agent_id: str | None = None

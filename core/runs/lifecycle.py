@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from core import telemetry
 from core.errors import Conflict, NotFound, StoreUnavailable
 from core.fleet.scaling import Waiting
-from core.models import Result
+from core.models import Result, WorkItem
 from core.models.ids import step_id
 from core.models.state import TERMINAL, DeliveryState, ItemState, RunState
 from core.models.stored import Item, Run, Step
@@ -52,7 +52,7 @@ from core.runs.delivery import DELIVERY_BACKOFF_MS, Outcome, close_outbox, sent,
 from core.runs.plan import plan_items, resolve_dynamic
 from core.runs.provisioning import AwaitingAgents, holding
 from core.runs.recorder import RunRecorder
-from core.runs.sending import SendInProgress, giving_up_send, taking_send
+from core.runs.sending import SendInProgress, giving_up_send, not_sent, still_to_send, taking_send
 from core.timeline import ClientTimeline
 from core.timestamps import iso_ms
 
@@ -253,15 +253,16 @@ class Lifecycle:
         assert step.workload is not None
         taken: list[bool] = []
         began = self.now_ms()
-        self.update_step(run.id, number, taking_send(began, taken))
+        unsent = self.update_step(run.id, number, taking_send(began, taken)).unsent
         if not taken[0]:
             raise SendInProgress(number)  # another caller is sending it: it marks it sent
+        work = plan_items(run, step, step.workload)  # one per client
         try:
-            self._create_and_send(run, step, number)
-        except StoreUnavailable:
+            self._create_and_send(run, number, work, unsent)
+        except StoreUnavailable as e:
             # The outbox's retry (DELIVERY_BACKOFF_MS) need not wait out this lease.
             with contextlib.suppress(StoreUnavailable, Conflict):
-                self.update_step(run.id, number, giving_up_send(began))
+                self.update_step(run.id, number, giving_up_send(began, not_sent(e, work)))
             raise
         self.update_step(run.id, number, lambda s: s.mark_sent())
         w0 = step.workload
@@ -270,21 +271,20 @@ class Lifecycle:
         ) * 1000 + STEP_SLACK_MS
         return self.now_ms() + expected
 
-    def _create_and_send(self, run: Run, step: Step, number: int) -> None:
-        assert step.workload is not None
-        work = plan_items(run, step, step.workload)  # one per client
-        # Several at once where the store allows (adapters/cosmos/items.py).
-        self.store.items.create_items(
-            [
-                Item(id=w.item_id, run_id=run.id, step=w.step, client=w.client, work_item=w)
-                for w in work
-            ]
-        )
-        # Each message carries this span's trace context to its agent (adapters/queue.py),
-        # sent several at once there; should one fail, the step is not marked sent and the
-        # outbox sends it again in full.
+    def _create_and_send(
+        self, run: Run, number: int, work: list[WorkItem], unsent: list[int] | None
+    ) -> None:
+        if unsent is None:  # else a send failed part-way: the items exist, send what it left
+            self.store.items.create_items(
+                [
+                    Item(id=w.item_id, run_id=run.id, step=w.step, client=w.client, work_item=w)
+                    for w in work
+                ]
+            )
+        # Each message carries this span's trace context to its agent (adapters/queue.py);
+        # should some fail, the step is not marked sent and the outbox sends those again.
         with telemetry.span("enqueue step", run.traceparent, run_id=run.id, step=number):
-            self.queue.send_all(work)
+            self.queue.send_all(still_to_send(unsent, work))
 
     def _resolve(self, run: Run, step: Step) -> Step | None:
         """Size a dynamic step from the aggregate of the step it refers to; a step that

@@ -1,0 +1,152 @@
+"""A large simulated fleet spreads its calls as a fleet may (issue 29.2): its registry beats
+at the longer interval it declares (and stays live by the registry's own rule), its first
+registrations at a bounded rate, and a held item's heartbeats at ``item_beat_s`` apart;
+a small fleet beats as the agent does."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+
+from adapters.queue import Message
+from core.models import WorkItem
+from core.models.agents import Registration, record_from
+from simagent import client as sim_client
+from simagent.client import SimClient, _Lease
+from simagent.figures import DeclaredRate
+from simagent.fleet import FLEET_REGISTER_RETRIES_PER_S, Fleet
+
+pytestmark = pytest.mark.unit
+RUN = "r-" + "0" * 32
+
+
+def fleet(count: int, **kw: Any) -> Fleet:
+    return Fleet(
+        api_url="http://127.0.0.1:9",
+        queue_uri="http://127.0.0.1:9/devstoreaccount1",
+        pool="sim",
+        count=count,
+        rate=DeclaredRate(1000, 100_000),
+        targets=["scratch"],
+        **kw,
+    )
+
+
+@pytest.fixture
+def fleets() -> Iterator[list[Fleet]]:
+    made: list[Fleet] = []
+    yield made
+    for f in made:
+        f.pool_threads.shutdown(wait=False, cancel_futures=True)
+
+
+def test_a_small_fleet_beats_as_the_agent_does(fleets: list[Fleet]) -> None:
+    f = fleet(10)
+    fleets.append(f)
+    assert f.heartbeat_s == 30.0
+    assert f.item_beat_s == sim_client.HEARTBEAT_S == 1.0
+    assert f.register_retry_s == 2.0
+
+
+def test_a_thousand_clients_declare_the_slower_beat_and_stay_live_by_the_registry(
+    fleets: list[Fleet],
+) -> None:
+    f = fleet(1000)
+    fleets.append(f)
+    # 5 registry beats and 100 item heartbeats a second in all (the fleet's defaults).
+    assert f.heartbeat_s == 200.0
+    assert f.item_beat_s == 10.0
+    reg = Registration.model_validate(f.registration(SimClient(f, "sim-1"), "a" * 32, "idle"))
+    assert reg.heartbeat_s == 200.0
+    # Its next beat comes at most 1.2 x heartbeat_s later (the fleet's jitter): still live.
+    record = record_from(reg, None, None, now_ms=0)
+    assert record.status(now_ms=int(1.2 * 200 * 1000)) == "live"
+    # At the agent's 30 s it would have been "gone" by then.
+    at_30 = record_from(reg.model_copy(update={"heartbeat_s": 30.0}), None, None, now_ms=0)
+    assert at_30.status(now_ms=int(1.2 * 200 * 1000)) == "gone"
+
+
+def test_first_registrations_come_at_the_fleet_rate_not_all_at_once(
+    fleets: list[Fleet],
+) -> None:
+    count = 30
+    f = fleet(count)
+    fleets.append(f)
+    seen: list[tuple[float, str]] = []
+
+    def register(body: dict[str, Any]) -> dict[str, Any]:
+        seen.append((time.monotonic(), body["state"]))
+        return {}
+
+    api = SimpleNamespace(register=register)
+    clients = [SimpleNamespace(agent_id=f"sim-{i}", item_id=None, api=api) for i in range(count)]
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        beacons = [
+            f._beacon(cast(SimClient, c), stop, i / FLEET_REGISTER_RETRIES_PER_S)
+            for i, c in enumerate(clients)
+        ]
+        loop = asyncio.get_running_loop()
+        loop.call_later(count / FLEET_REGISTER_RETRIES_PER_S + 0.3, stop.set)
+        await asyncio.gather(*beacons)
+
+    asyncio.run(main())
+    idle = sorted(t for t, state in seen if state == "idle")
+    assert len(idle) == count  # each registered once (its next beat is 30 s away)
+    # No second holds more than the rate's registrations (one more at the window's edge).
+    most = max(sum(1 for u in idle if t <= u < t + 1.0) for t in idle)
+    assert most <= FLEET_REGISTER_RETRIES_PER_S + 1
+    assert idle[-1] - idle[0] >= (count - 1) / FLEET_REGISTER_RETRIES_PER_S - 0.05
+
+
+def work_item() -> WorkItem:
+    return WorkItem.model_validate(
+        {
+            "run_id": RUN,
+            "item_id": RUN + ".s0.c0",
+            "step": 0,
+            "client": 0,
+            "clients": 1,
+            "pool": "sim",
+            "targets": ["scratch"],
+            "engine": "fio",
+            "workload": {"rw": "randread", "bs": "4k", "size": "8m", "runtime": 3},
+        }
+    )
+
+
+def test_a_held_item_beats_item_beat_s_apart(
+    fleets: list[Fleet], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sim_client, "HEARTBEAT_S", 0.05)  # the lease's tick, for a short test
+    f = fleet(1000)
+    fleets.append(f)
+    f.item_beat_s = 0.2
+    beats: list[float] = []
+
+    def heartbeat(item: WorkItem, agent_id: str, samples: list[Any]) -> bool:
+        beats.append(time.monotonic())
+        return False
+
+    c = SimpleNamespace(fleet=f, agent_id="sim-1", api=SimpleNamespace(heartbeat=heartbeat))
+
+    async def main() -> float:
+        lease = _Lease(cast(SimClient, c), work_item(), Message("m", "p", 1, ""))
+        lease.heartbeats = True
+        t0 = time.monotonic()
+        lease.start()
+        await asyncio.sleep(1.0)
+        await lease.stop()
+        return time.monotonic() - t0
+
+    elapsed = asyncio.run(main())
+    assert len(beats) >= 2
+    assert all(b - a >= 0.2 for a, b in itertools.pairwise(beats))
+    assert len(beats) <= elapsed / 0.2 + 1  # not every 0.05 s tick
