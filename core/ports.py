@@ -15,6 +15,7 @@ from typing import Protocol
 from core.models import Result, StepAggregate, StoredResult, WorkItem
 from core.models.activity import SeenActivity
 from core.models.agents import AgentRecord
+from core.models.barrier_shard import BarrierShard, ClaimMark
 from core.models.cards import TeamsMessage
 from core.models.chat import RunFinished
 from core.models.live import LiveDoc
@@ -62,6 +63,13 @@ class ItemRepo(Protocol):
     def of_run(self, run_id: str) -> tuple[list[Step], list[Item]]: ...
     def overdue_barriers(self, now_ms: int) -> list[Step]: ...  # deadline passed, not started
     def open_items(self, run_id: str, step: int) -> int: ...  # the step's items not ended
+    # The item of a step an agent claimed last (core.models.barrier_shard.ClaimMark).
+    def get_claim_mark(self, run_id: str, mark_id: str) -> ClaimMark: ...
+    def put_claim_mark(self, mark: ClaimMark) -> None: ...  # an upsert: its agent's alone
+    # The start barrier's shards (core.models.barrier_shard), in the run's partition.
+    def get_shard(self, run_id: str, shard_id: str) -> BarrierShard: ...
+    def create_shard(self, shard: BarrierShard) -> BarrierShard: ...
+    def replace_shard(self, shard: BarrierShard) -> BarrierShard: ...
 
 
 class LiveRepo(Protocol):

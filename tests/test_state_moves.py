@@ -53,7 +53,7 @@ def step_in(state: StepState, clients: int = 2) -> Step:
     if state != StepState.PLANNED:
         step.mark_sent()
     if state == StepState.STARTED:
-        step.claimed(f"{RUN}.s0.c0", 1_000, 30_000)
+        step.claimed(1_000, 30_000)
         step.start(5_000)
     if state == StepState.FAILED:
         step.fail("1 of 2 clients claimed within 30 s")
@@ -286,20 +286,19 @@ def test_a_failed_step_cannot_be_reopened() -> None:
 
 def test_reopen_gives_a_fresh_barrier_from_the_next_claim() -> None:
     step = step_in(StepState.STARTED, clients=1)
-    step.ready[f"{RUN}.s0.c0"] = "a1"
+    step.ready_shards = [0]
     step.reopen()
     assert step.state == StepState.OPEN
-    assert (step.start_at_ms, step.first_claim_ms, step.ready) == (None, None, {})
-    step.claimed(f"{RUN}.s0.c0", 50_000, 30_000)
+    assert (step.start_at_ms, step.first_claim_ms, step.ready_shards) == (None, None, [])
+    assert step.barrier_round == 1  # the round before's shards are left behind
+    step.claimed(50_000, 30_000)
     assert (step.first_claim_ms, step.deadline_ms) == (50_000, 80_000)
 
 
-def test_claims_keep_the_first_deadline_and_readiness_is_reported_again() -> None:
+def test_claims_keep_the_first_deadline() -> None:
     step = step_in(StepState.OPEN)
-    step.claimed(f"{RUN}.s0.c0", 1_000, 30_000)
-    step.ready[f"{RUN}.s0.c0"] = "a1"
-    step.claimed(f"{RUN}.s0.c0", 7_000, 30_000)  # redelivered: it must report ready again
-    assert step.ready == {}
+    step.claimed(1_000, 30_000)
+    step.claimed(7_000, 30_000)  # redelivered (its readiness: core.runs.barrier.leave)
     assert (step.first_claim_ms, step.deadline_ms) == (1_000, 31_000)
 
 

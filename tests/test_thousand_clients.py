@@ -186,7 +186,8 @@ def test_agents_claiming_while_the_step_is_still_sent_do_not_send_it_again() -> 
     world.queues.mid_send = world.claim_visible
     world.run()
     assert len(world.queues.sent) == 40 and set(world.queues.sent.values()) == {1}
-    assert world.hook.calls[("items", "create")] == 40 + 1  # the items, and the step
+    # The items, the step, and its barrier's 16 shards (core.models.barrier_shard).
+    assert world.hook.calls[("items", "create")] == 40 + 1 + 16
 
 
 def whole_run_costs(clients: int) -> tuple[Counter[tuple[str, str]], int]:
@@ -197,12 +198,13 @@ def whole_run_costs(clients: int) -> tuple[Counter[tuple[str, str]], int]:
 
 def test_calls_per_client_do_not_grow_with_the_clients() -> None:
     """Every (container, operation) costs a + b x clients over a whole run: the same extra
-    calls for each client added, from 10 to 30 and from 30 to 50. The run's items are read
-    whole a constant number of times per run (was: by every claim and every result)."""
-    (c10, r10), (c30, r30), (c50, r50) = (whole_run_costs(n) for n in (10, 30, 50))
-    for key in set(c10) | set(c30) | set(c50):
-        assert c50[key] - c30[key] == c30[key] - c10[key], key
-    assert r10 == r30 == r50 <= 4
+    calls for each client added, from 20 to 40 and from 40 to 60 (each with the barrier's 16
+    shards: a step of fewer clients has fewer). The run's items are read whole a constant
+    number of times per run (was: by every claim and every result)."""
+    (c20, r20), (c40, r40), (c60, r60) = (whole_run_costs(n) for n in (20, 40, 60))
+    for key in set(c20) | set(c40) | set(c60):
+        assert c60[key] - c40[key] == c40[key] - c20[key], key
+    assert r20 == r40 == r60 <= 4
 
 
 def test_a_claim_reads_no_other_item_of_the_run() -> None:

@@ -12,6 +12,7 @@ from azure.cosmos import exceptions as cx
 
 from adapters.cosmos.base import Container, wrap
 from core.errors import Conflict
+from core.models.barrier_shard import BarrierShard, ClaimMark
 from core.models.ids import step_id
 from core.models.stored import Item, Step
 
@@ -88,6 +89,21 @@ class CosmosItems:
             return sum(int(n) for n in counts)
         except (cx.CosmosHttpResponseError, AzureError) as e:
             raise wrap(e, f"count on {self._c.name}") from e
+
+    def get_claim_mark(self, run_id: str, mark_id: str) -> ClaimMark:
+        return ClaimMark.model_validate(self._c.read(mark_id, run_id))
+
+    def put_claim_mark(self, mark: ClaimMark) -> None:
+        self._c.upsert(mark.doc())
+
+    def get_shard(self, run_id: str, shard_id: str) -> BarrierShard:
+        return BarrierShard.model_validate(self._c.read(shard_id, run_id))
+
+    def create_shard(self, shard: BarrierShard) -> BarrierShard:
+        return BarrierShard.model_validate(self._c.create(shard.doc()))
+
+    def replace_shard(self, shard: BarrierShard) -> BarrierShard:
+        return BarrierShard.model_validate(self._c.replace(shard.doc(), shard.etag))
 
     def overdue_barriers(self, now_ms: int) -> list[Step]:
         """Steps whose barrier deadline has passed with no start instant and no failure."""

@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from core.errors import Conflict, FieldError, NotFound, StoreUnavailable, ValidationFailed
+from core.memory.barrier_docs import BarrierDocs
 from core.memory.documents import Faults, Table, Tables
 from core.models import Result, StepAggregate, StoredResult
 from core.models.activity import SeenActivity
@@ -113,7 +114,7 @@ class MemoryRuns:
         return [Run.model_validate(d) for d in docs]
 
 
-class MemoryItems:
+class MemoryItems(BarrierDocs):
     def __init__(self, t: Table) -> None:
         self._t = t
 

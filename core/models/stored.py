@@ -77,6 +77,7 @@ class Item(_Stored):
     started_at: str | None = None
     ended_at: str | None = None
     start_at_ms: int | None = None  # an instant of its own (see Rebarrier)
+    rtt_ms: int | None = None  # its agent's round trip, as it reported ready
     rebarriered: Rebarrier | None = None
     # Its run was cancelled while an agent held it: the holder's next heartbeat, which
     # reads only its item, tells it to stop (core.runs.agent_reports).
@@ -139,25 +140,17 @@ class Step(_Stored):
     deadline_ms: int | None = None
     start_at_ms: int | None = None  # the common start instant
     failed_reason: str | None = None
-    ready: dict[str, str] = Field(default_factory=dict)  # item id -> agent id
-    # item id -> the principal its agent's credential proved when it reported ready (only
-    # for agents with one): a barrier poll is answered from this document alone.
-    principals: dict[str, str] = Field(default_factory=dict)
-    rtt_ms: dict[str, int] = Field(default_factory=dict)  # item id -> its agent's round trip
-    # item id -> the agent that claimed it last: a claim asks whether the agent holds
-    # another item of the step from this document, not from every item of the run.
-    claimed_by: dict[str, str] = Field(default_factory=dict)
+    # The barrier's progress (core.models.barrier_shard): its round (a lone client's retry
+    # begins another), and the shards seen complete, each written once by the ready report
+    # that completed it; the clients' own facts are on their items.
+    barrier_round: int = 0
+    ready_shards: list[int] = Field(default_factory=list)
     # When a sender began to send the step's items (core.runs.lifecycle.enqueue_step):
     # another caller leaves the send to it until its lease has passed (core.runs.sending).
     sending_ms: int | None = None
     # The clients whose messages a sender that failed part-way did not get out: the next
     # sender sends only these (None: send every item, creating them first).
     unsent: list[int] | None = None
-
-    def waits_for(self, item_id: str, agent_id: str, principal: str | None) -> bool:
-        """Whether this agent, with this credential, reported ready for the item, and the
-        step has not taken that back since (a claim again, a failure)."""
-        return self.ready.get(item_id) == agent_id and self.principals.get(item_id) == principal
 
     @property
     def state(self) -> StepState:
@@ -178,15 +171,9 @@ class Step(_Stored):
         self.enqueued = True
         self.unsent = None
 
-    def claimed(
-        self, item_id: str, at_ms: int, timeout_ms: int, agent_id: str | None = None
-    ) -> None:
-        """One of its items was claimed (again): a client of a barrier not yet complete must
-        report ready again; the first claim starts the barrier's deadline."""
-        if agent_id is not None:
-            self.claimed_by[item_id] = agent_id
-        if self.start_at_ms is None:
-            self.ready.pop(item_id, None)
+    def claimed(self, at_ms: int, timeout_ms: int) -> None:
+        """One of its items was claimed: the first claim starts the barrier's deadline (a
+        client claimed again reports ready again: core.runs.barrier.leave)."""
         if self.first_claim_ms is None:
             self.first_claim_ms, self.deadline_ms = at_ms, at_ms + timeout_ms
 
@@ -200,8 +187,9 @@ class Step(_Stored):
         its deadline from its next claim (none until then: a deadline left behind would
         expire a barrier nobody claimed, issue 24.1)."""
         self._check(StepState.OPEN if self.enqueued else StepState.PLANNED)
-        self.start_at_ms, self.first_claim_ms, self.deadline_ms, self.ready = None, None, None, {}
-        self.principals = {}
+        self.start_at_ms, self.first_claim_ms, self.deadline_ms = None, None, None
+        self.barrier_round += 1  # every shard of the round before is left behind
+        self.ready_shards = []
 
     def move_start(self, at_ms: int) -> None:
         """A lone client heard "go" too late: the step's instant moves with it."""

@@ -19,6 +19,7 @@ from core.models.live import LiveSample
 from core.models.state import ItemState
 from core.models.stored import Item, ItemError, Step
 from core.runs import live
+from core.runs.barrier import leave
 from core.runs.lifecycle import Lifecycle
 from core.timestamps import iso_ms
 from core.validation import parse
@@ -157,18 +158,20 @@ class AgentReports:
         if replay[0]:
             return bool(outcome[0])
 
-        def unready(s: Step) -> bool | None:
-            if s.start_at_ms is None:
-                return None if s.ready.pop(item_id, None) is not None else False
-            if s.clients == 1:
-                s.reopen()  # a fresh barrier
-                return None
-            return False
+        def reopen(s: Step) -> bool | None:
+            if s.start_at_ms is None or s.clients != 1:
+                return False
+            s.reopen()  # a lone client's retry: a fresh barrier
+            return None
 
         if final:
             self.life.advance(run_id)
+            return final
+        step = self.store.items.get_step(run_id, doc.step)
+        if step.start_at_ms is None:
+            leave(self.life, step, doc.client)  # it reports ready again when claimed again
         else:
-            self.life.update_step(run_id, doc.step, unready)
+            self.life.update_step(run_id, doc.step, reopen, read=step)
         return final
 
     def report_cancelled(self, run_id: str, item_id: str, agent: AgentRef) -> None:

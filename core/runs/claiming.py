@@ -6,25 +6,36 @@ from __future__ import annotations
 
 from core.errors import NotFound
 from core.models import WorkItem
+from core.models.barrier_shard import ClaimMark, claim_mark_id
 from core.models.holder import AgentRef
 from core.models.state import DeliveryState, RunState
-from core.models.stored import Run, Step
+from core.models.stored import Run
 from core.ports import Store
 
 
-def held_sibling(store: Store, work: WorkItem, step: Step, agent: AgentRef) -> str | None:
-    """Another item of the step this agent holds: the step records who claimed each item,
-    and only those this agent claimed are read (none, as a rule), never the whole run."""
-    for item_id, holder in step.claimed_by.items():
-        if item_id == work.item_id or holder != agent.id:
-            continue
-        try:
-            d = store.items.get_item(work.run_id, item_id)
-        except NotFound:
-            continue
-        if d.agent_id == agent.id and d.held:
-            return d.id
-    return None
+def held_sibling(store: Store, work: WorkItem, agent: AgentRef) -> str | None:
+    """Another item of the step this agent holds: the agent's claim mark in the step names
+    the item it claimed last, and only that item is read (none, as a rule), never the
+    whole run."""
+    try:
+        mark = store.items.get_claim_mark(
+            work.run_id, claim_mark_id(work.run_id, work.step, agent.id)
+        )
+        if mark.item_id == work.item_id:
+            return None
+        d = store.items.get_item(work.run_id, mark.item_id)
+    except NotFound:
+        return None
+    return d.id if d.agent_id == agent.id and d.held else None
+
+
+def mark_claimed(store: Store, work: WorkItem, agent: AgentRef) -> None:
+    """The agent took the item: its claim mark in the step names it."""
+    mark_id = claim_mark_id(work.run_id, work.step, agent.id)
+    mark = ClaimMark(
+        id=mark_id, run_id=work.run_id, step=work.step, agent_id=agent.id, item_id=work.item_id
+    )
+    store.items.put_claim_mark(mark)
 
 
 def shows_queued(store: Store, run: Run) -> bool:

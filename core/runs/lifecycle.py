@@ -32,7 +32,7 @@ from core.models.ids import step_id
 from core.models.state import TERMINAL, DeliveryState, ItemState, RunState
 from core.models.stored import Item, Run, Step
 from core.ports import Artifacts, Queue, Store
-from core.runs import finalize
+from core.runs import finalize, sending
 from core.runs.admission import Admission, run_keys
 from core.runs.cas import update
 from core.runs.commit import accepting, voiding
@@ -52,7 +52,7 @@ from core.runs.delivery import DELIVERY_BACKOFF_MS, Outcome, close_outbox, sent,
 from core.runs.plan import plan_items, resolve_dynamic
 from core.runs.provisioning import AwaitingAgents, holding
 from core.runs.recorder import RunRecorder
-from core.runs.sending import SendInProgress, giving_up_send, not_sent, still_to_send, taking_send
+from core.runs.sending import SendInProgress
 from core.timeline import ClientTimeline
 from core.timestamps import iso_ms
 
@@ -132,13 +132,16 @@ class Lifecycle:
         get, put, stamp = self.store.items.get_item, self.store.items.replace_item, self._stamp_item
         return update(lambda: get(run_id, item), put, change, item, stamp=stamp, first=read)
 
-    def update_step(self, run_id: str, step: int, change: Callable[[Step], bool | None]) -> Step:
-        return update(
-            lambda: self.store.items.get_step(run_id, step),
-            self.store.items.replace_step,
-            change,
-            step_id(run_id, step),
-        )
+    def update_step(
+        self,
+        run_id: str,
+        step: int,
+        change: Callable[[Step], bool | None],
+        read: Step | None = None,
+    ) -> Step:
+        """``read``: the step as just read, tried first (core.runs.cas.update's ``first``)."""
+        get, put = self.store.items.get_step, self.store.items.replace_step
+        return update(lambda: get(run_id, step), put, change, step_id(run_id, step), first=read)
 
     def fail_step(self, run_id: str, step: int, reason: str) -> Step:
         return self.update_step(run_id, step, lambda s: None if s.fail(reason) else False)
@@ -253,7 +256,7 @@ class Lifecycle:
         assert step.workload is not None
         taken: list[bool] = []
         began = self.now_ms()
-        unsent = self.update_step(run.id, number, taking_send(began, taken)).unsent
+        unsent = self.update_step(run.id, number, sending.taking_send(began, taken)).unsent
         if not taken[0]:
             raise SendInProgress(number)  # another caller is sending it: it marks it sent
         work = plan_items(run, step, step.workload)  # one per client
@@ -262,29 +265,26 @@ class Lifecycle:
         except StoreUnavailable as e:
             # The outbox's retry (DELIVERY_BACKOFF_MS) need not wait out this lease.
             with contextlib.suppress(StoreUnavailable, Conflict):
-                self.update_step(run.id, number, giving_up_send(began, not_sent(e, work)))
+                self.update_step(run.id, number, sending.giving_up_send(began, e, work))
             raise
-        self.update_step(run.id, number, lambda s: s.mark_sent())
-        w0 = step.workload
-        expected = (
-            run.request.barrier_timeout_s + w0.ramp_time + w0.runtime + run.cooldown_s
-        ) * 1000 + STEP_SLACK_MS
-        return self.now_ms() + expected
+        # Its messages are out: a mark lost to a race would send them all again.
+        sending.marking_sent(lambda: self.update_step(run.id, number, lambda s: s.mark_sent()))
+        w0, wait_s = step.workload, run.request.barrier_timeout_s + run.cooldown_s
+        return self.now_ms() + (wait_s + w0.ramp_time + w0.runtime) * 1000 + STEP_SLACK_MS
 
     def _create_and_send(
         self, run: Run, number: int, work: list[WorkItem], unsent: list[int] | None
     ) -> None:
         if unsent is None:  # else a send failed part-way: the items exist, send what it left
-            self.store.items.create_items(
-                [
-                    Item(id=w.item_id, run_id=run.id, step=w.step, client=w.client, work_item=w)
-                    for w in work
-                ]
+            made = (
+                Item(id=w.item_id, run_id=run.id, step=w.step, client=w.client, work_item=w)
+                for w in work
             )
+            self.store.items.create_items(list(made))
         # Each message carries this span's trace context to its agent (adapters/queue.py);
         # should some fail, the step is not marked sent and the outbox sends those again.
         with telemetry.span("enqueue step", run.traceparent, run_id=run.id, step=number):
-            self.queue.send_all(still_to_send(unsent, work))
+            self.queue.send_all(sending.still_to_send(unsent, work))
 
     def _resolve(self, run: Run, step: Step) -> Step | None:
         """Size a dynamic step from the aggregate of the step it refers to; a step that

@@ -23,11 +23,11 @@ from typing import Literal
 from core.errors import NotFound
 from core.models import WorkItem
 from core.models.holder import AgentRef, holds, refuse
-from core.models.ids import step_of_item
 from core.models.state import ItemState
 from core.models.stored import Item, Rebarrier, Run, Step
+from core.runs.barrier import join, leave, settle
 from core.runs.barrier_timing import BARRIER_LEAD_MS, REJOIN_LATE_MS, barrier_lead_ms
-from core.runs.claiming import held_sibling, shows_queued
+from core.runs.claiming import held_sibling, mark_claimed, shows_queued
 from core.runs.lifecycle import Lifecycle
 from core.runs.timer import barrier_reason, fail_barrier
 from core.timestamps import iso_ms
@@ -91,7 +91,7 @@ class AgentProtocol:
         )
         if refusal:
             return refusal
-        sibling = held_sibling(self.store, work, step, agent)
+        sibling = held_sibling(self.store, work, agent)
         if sibling is not None:
             return ClaimDecision("release", f"{agent.id} already holds {sibling}")
         return self._take(work, step, agent, dequeue_count, message_id, run)
@@ -166,8 +166,10 @@ class AgentProtocol:
         now = self.life.now_ms()
         started_together = step.start_at_ms is not None and step.clients > 1
         verdict: list[ClaimDecision] = []
+        was_ready: list[bool] = []
 
         def take(d: Item) -> bool | None:
+            was_ready[:] = [d.state == ItemState.READY]
             if d.ended:
                 verdict[:] = [ClaimDecision("drop", f"item already {d.state}")]
                 return False
@@ -196,11 +198,16 @@ class AgentProtocol:
         def open_barrier(s: Step) -> None:
             if s.clients == 1 and s.start_at_ms:
                 s.reopen()  # a retry: a fresh barrier
-            s.claimed(work.item_id, now, work.barrier_timeout_s * 1000, agent.id)
+            s.claimed(now, work.barrier_timeout_s * 1000)
 
         after = self.life.update_item(work.run_id, work.item_id, take)
         if verdict[0].action == "run":
-            self.life.update_step(work.run_id, work.step, open_barrier)
+            # Written by the first claim only (and a lone client's retry): tried on the step
+            # as read, no write and no read when nothing changes.
+            step = self.life.update_step(work.run_id, work.step, open_barrier, read=step)
+            mark_claimed(self.store, work, agent)
+            if was_ready[0]:  # claimed again while its barrier waits: ready again first
+                leave(self.life, step, after.client)
         # The run's first claim (it now shows as running) or an item that ended: the run
         # moves on, in the one place runs do (core.runs.lifecycle.advance).
         if after.ended or (verdict[0].action == "run" and shows_queued(self.store, run)):
@@ -214,9 +221,10 @@ class AgentProtocol:
     ) -> BarrierDecision:
         """The agent has laid out its files and waits for the step's start instant.
 
-        Readiness is recorded on the step document by compare-and-swap, and the client that
-        completes the set also sets the start instant in the same write: no two concurrent
-        readies can both miss the moment the step became complete.
+        Readiness is recorded on the item, then in the step's barrier shard; the report
+        that completes the set sets the start instant, in the step's compare-and-swap, after
+        checking every shard (core.runs.barrier): no two concurrent readies can both miss
+        the moment the step became complete.
         """
         refused: list[bool] = []
 
@@ -225,7 +233,7 @@ class AgentProtocol:
             refused[:] = [not holds(d, agent) or not waiting]
             if refused[0] or d.state == ItemState.READY:
                 return False  # refused, or a retry of a ready already recorded
-            d.move(ItemState.READY, ready_at=iso_ms(self.life.now_ms()))
+            d.move(ItemState.READY, ready_at=iso_ms(self.life.now_ms()), rtt_ms=rtt_ms)
             return None
 
         doc = self.life.update_item(run_id, item_id, mark)
@@ -233,69 +241,26 @@ class AgentProtocol:
             if holds(doc, agent) and doc.ended:
                 return _ended(doc)
             raise refuse(doc, agent, "ready")
+        step = self.store.items.get_step(run_id, doc.step)
         now = self.life.now_ms()
-
-        def join(s: Step) -> bool | None:
-            if s.start_at_ms is not None or s.failed_reason:
-                return False
-            s.ready[item_id] = agent.id
-            if agent.principal is not None:
-                s.principals[item_id] = agent.principal
-            else:
-                s.principals.pop(item_id, None)
-            if rtt_ms is not None:
-                s.rtt_ms[item_id] = rtt_ms
-            if len(s.ready) == s.clients and len(set(s.ready.values())) == s.clients:
-                trips = [s.rtt_ms[i] for i in s.ready if i in s.rtt_ms]
-                s.start(now + self.lead_ms(s.clients, trips))
-            return None
-
-        step = self.life.update_step(run_id, doc.step, join)
+        step = join(self.life, step, doc.client, agent.id, doc.rtt_ms, self.lead_ms)
         if step.start_at_ms is not None and step.start_at_ms > now:
             log.info(
-                "run %s step %d: all %d ready, start in %d ms (round trips %s ms)",
+                "run %s step %d: all %d ready, start in %d ms",
                 run_id,
                 step.step,
                 step.clients,
                 step.start_at_ms - now,
-                sorted(step.rtt_ms.values()),
             )
         return self._barrier(run_id, doc, agent, step)
 
     def barrier(self, run_id: str, item_id: str, agent: AgentRef) -> BarrierDecision:
-        """An agent's poll while it waits: one read, of the step document, while the step
-        waits or has just started; its item as well for anything else."""
-        quick = self._from_step(run_id, item_id, agent)
-        if quick is not None:
-            return quick
+        """An agent's poll while it waits: two reads, its item (only its holder is
+        answered) and its step (small: the clients' facts are on their items)."""
         doc = self.store.items.get_item(run_id, item_id)
         if not holds(doc, agent) or doc.state == ItemState.QUEUED:
             raise refuse(doc, agent, "barrier")
         return self._barrier(run_id, doc, agent)
-
-    def _from_step(self, run_id: str, item_id: str, agent: AgentRef) -> BarrierDecision | None:
-        """The answer from the step document alone, for the agent the step records as ready
-        for this item (so it held it then, with this credential; a claim by another or a
-        failure takes the entry back): "wait" before the deadline, "go" up to
-        ``rejoin_late_ms`` after the instant. None: decide on the item too (a failed step,
-        a deadline passed, a late client, an agent the step does not know)."""
-        number = step_of_item(run_id, item_id)
-        if number is None:
-            return None
-        try:
-            step = self.store.items.get_step(run_id, number)
-        except NotFound:
-            return None
-        if step.failed_reason or not step.waits_for(item_id, agent.id, agent.principal):
-            return None
-        now = self.life.now_ms()
-        if step.start_at_ms is not None:
-            if now - step.start_at_ms <= self.rejoin_late_ms:
-                return BarrierDecision("go", start_at_ms=step.start_at_ms)
-            return None
-        if step.deadline_ms is None or now <= step.deadline_ms:
-            return BarrierDecision("wait")
-        return None
 
     def _barrier(
         self, run_id: str, doc: Item, agent: AgentRef, step: Step | None = None
@@ -313,11 +278,15 @@ class AgentProtocol:
             late_ms = self.life.now_ms() - step.start_at_ms
             if late_ms <= self.rejoin_late_ms:
                 return BarrierDecision("go", start_at_ms=step.start_at_ms)
-            return self._rebarrier(run_id, doc.id, step, agent, late_ms)
+            return self._rebarrier(run_id, doc, step, agent, late_ms)
         if step.deadline_ms is None or self.life.now_ms() <= step.deadline_ms:
             return BarrierDecision("wait")
-        # Past the deadline: this call fails the step and ends its own item; the run's
+        # Past the deadline: every client ready, unrecorded (a crash between two writes),
+        # starts it now; else this call fails the step and ends its own item; the run's
         # advance fails the step's other items (core.runs.lifecycle).
+        step = settle(self.life, step, self.lead_ms)
+        if step.start_at_ms is not None:
+            return BarrierDecision("go", start_at_ms=step.start_at_ms)
         reason = barrier_reason(self.store, step)
         step = fail_barrier(self.life, step, reason)
         if step.start_at_ms is not None:  # completed just before the deadline
@@ -327,7 +296,7 @@ class AgentProtocol:
         return BarrierDecision("abort", reason=failed)
 
     def _rebarrier(
-        self, run_id: str, item_id: str, step: Step, agent: AgentRef, late_ms: int
+        self, run_id: str, item: Item, step: Step, agent: AgentRef, late_ms: int
     ) -> BarrierDecision:
         """This client hears "go" after its step's instant has passed: it was redelivered,
         or could not reach the API while it waited (after a 41 s outage a client started
@@ -339,7 +308,7 @@ class AgentProtocol:
         now = self.life.now_ms()
         assert step.start_at_ms is not None
         common = step.start_at_ms
-        trip = step.rtt_ms.get(item_id)
+        item_id, trip = item.id, item.rtt_ms
         fresh = now + self.lead_ms(1, None if trip is None else [trip])
         if step.clients == 1:
 

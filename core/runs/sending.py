@@ -1,5 +1,6 @@
-"""One sender per step (pure): ``core.runs.lifecycle.enqueue_step`` takes
-the step's send lease, creates its item documents and hands their messages to the queue.
+"""One sender per step (pure logic; ``marking_sent`` waits between its tries):
+``core.runs.lifecycle.enqueue_step`` takes the step's send lease, creates its item
+documents and hands their messages to the queue.
 
 Every caller that advances a run may find a step to send: the intake, an agent's claim,
 the timer, another API instance. Before issue 29 each of them sent it again while the
@@ -11,9 +12,10 @@ again).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 
-from core.errors import PartialSend
+from core.errors import PartialSend, StoreUnavailable
 from core.models import WorkItem
 from core.models.stored import Step
 
@@ -49,10 +51,13 @@ def taking_send(now_ms: int, taken: list[bool]) -> Callable[[Step], bool | None]
     return take
 
 
-def giving_up_send(began_ms: int, unsent: list[int] | None) -> Callable[[Step], bool | None]:
+def giving_up_send(
+    began_ms: int, error: Exception, work: Sequence[WorkItem]
+) -> Callable[[Step], bool | None]:
     """The change a sender that could not reach the store or the queue writes: its lease
     (begun at ``began_ms``) is given back, unless another sender took it since, with the
-    clients it did not send to (``unsent``; None: those the step had kept)."""
+    clients it did not send to (``not_sent``; None: those the step had kept)."""
+    unsent = not_sent(error, work)
 
     def give_up(s: Step) -> bool | None:
         if s.sending_ms != began_ms:
@@ -81,3 +86,23 @@ def not_sent(error: Exception, work: Sequence[WorkItem]) -> list[int] | None:
         return None
     failed = set(error.unsent)
     return [w.client for w in work if w.item_id in failed]
+
+
+# A sender whose step is out marks it sent, through MARK_SENT_TRIES compare-and-swaps of
+# core.runs.cas each, MARK_SENT_PAUSE_S apart (issue 29.2: the mark lost the race to the
+# step's claims, the lease lapsed and the timer sent all 1,000 items again, twice).
+MARK_SENT_TRIES = 5
+MARK_SENT_PAUSE_S = 0.2
+
+
+def marking_sent(mark: Callable[[], object], sleep: Callable[[float], None] = time.sleep) -> None:
+    """Run ``mark`` (the step's "sent" write) until it is stored: a store busy or contended
+    for a moment does not turn a complete send into a resend."""
+    for attempt in range(MARK_SENT_TRIES):
+        try:
+            mark()
+            return
+        except StoreUnavailable:  # Contended among them
+            if attempt == MARK_SENT_TRIES - 1:
+                raise
+            sleep(MARK_SENT_PAUSE_S * (attempt + 1))

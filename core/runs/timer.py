@@ -27,6 +27,7 @@ from core.errors import StoreUnavailable
 from core.models.state import FINISHED_RUN, INTERNAL_ERROR_ATTEMPTS, DeliveryState, RunState
 from core.models.stored import Run, Step
 from core.ports import Store, TickRepo
+from core.runs.barrier import default_lead, ready_count, settle
 from core.runs.lifecycle import Lifecycle, failing
 from core.units import clients_text
 
@@ -105,7 +106,8 @@ def barrier_reason(store: Store, step: Step) -> str:
     secs = (deadline - (step.first_claim_ms or deadline)) // 1000
     if claimed < step.clients:
         return f"{claimed} of {clients_text(step.clients)} claimed within {secs} s"
-    return f"{len(step.ready)} of {clients_text(step.clients)} were ready within {secs} s"
+    ready = ready_count(store, step)
+    return f"{ready} of {clients_text(step.clients)} were ready within {secs} s"
 
 
 class Timer:
@@ -217,6 +219,9 @@ class Timer:
                 return None
 
             return self.life.update_step(step.run_id, step.step, clear)
+        step = settle(self.life, step, default_lead)  # every client ready, unrecorded (a crash)
+        if step.start_at_ms is not None:
+            return step
         step = fail_barrier(self.life, step, barrier_reason(self.store, step))
         if step.start_at_ms is None:
             self.life.advance(step.run_id)
