@@ -15,6 +15,7 @@ import pytest
 from core.errors import Conflict, NotFound, TooLarge, ValidationFailed
 from core.models.activity import SeenActivity
 from core.models.agents import AgentRecord
+from core.models.barrier_shard import BarrierShard, ClaimMark, claim_mark_id
 from core.models.gate import KeptVerdict
 from core.models.live import LiveDirection, LiveDoc, LiveSample
 from core.models.locks import TargetLock, Waiter
@@ -159,6 +160,34 @@ def test_a_runs_steps_and_items_and_overdue_barriers(ports: Ports) -> None:
     item.attempts = 3
     assert items.replace_item(item).attempts == 3
     assert started.etag != step.etag
+
+
+def test_barrier_shards_and_claim_marks_beside_the_items(ports: Ports) -> None:
+    """A shard is created once and swapped by ETag; a claim mark is upserted; neither is
+    read back as a step or an item of the run (core.models.barrier_shard)."""
+    items = ports.store.items
+    run_id = new_id()
+    items.create_step(Step(id=f"{run_id}.s0", run_id=run_id, step=0, clients=2))
+    shard = BarrierShard.empty(run_id, 0, 0, 1, 2)
+    with pytest.raises(NotFound):
+        items.get_shard(run_id, shard.id)
+    shard.ready["1"] = "agent-1"
+    made = items.create_shard(shard)
+    with pytest.raises(Conflict):
+        items.create_shard(shard)
+    made.rtt_ms["1"] = 20
+    swapped = items.replace_shard(made)
+    with pytest.raises(Conflict):
+        items.replace_shard(made)  # the stale copy
+    assert items.get_shard(run_id, shard.id).rtt_ms == {"1": 20} and swapped.complete
+    mark_id = claim_mark_id(run_id, 0, "agent/1?")  # any agent id makes a valid id
+    for item in ("a", "b"):
+        items.put_claim_mark(
+            ClaimMark(id=mark_id, run_id=run_id, step=0, agent_id="agent/1?", item_id=item)
+        )
+    assert items.get_claim_mark(run_id, mark_id).item_id == "b"
+    steps, its = items.of_run(run_id)
+    assert [s.id for s in steps] == [f"{run_id}.s0"] and its == []
 
 
 def test_target_locks_and_free_targets_with_waiters(ports: Ports) -> None:
