@@ -68,7 +68,8 @@ checkov:
 # and every test in two phases. Phase 1: the fio tests one at a time in one process (the
 # critical path), while a second lane runs the checks (lint, Checkov, the docs site: about
 # 2.5 minutes, which used to come before any test; niced, so mypy yields the CPU to fio's
-# lane; beside them, the download of the wheelhouse tests/test_wheel.py installs from) and
+# lane; beside them, the download of the wheelhouse tests/test_wheel.py installs from and
+# the build of the wheel it installs) and
 # then every test that neither runs fio nor times anything, but Schemathesis: that module
 # (about a third of the second lane) runs from the start in a third lane, niced, on a stack
 # of its own (it collects one module, not the whole tree). Fio tests mostly wait on fio's
