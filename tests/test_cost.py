@@ -93,15 +93,16 @@ def test_the_table_from_counted_runs_and_the_price_file(
     assert "| run of 1 client | 1 | 1 | 3 | $0.000000 | n/a | n/a |" in capsys.readouterr().out
 
 
-def test_a_counted_run_costs_the_same_per_client_at_10_55_and_100_clients() -> None:
+def test_a_counted_run_costs_the_same_per_client_at_20_60_and_100_clients() -> None:
     """Each count (database calls by operation, queue operations, API requests) of a run
-    is a + b x clients: a client added costs the same at 10, 55 and 100 clients. The
+    is a + b x clients: a client added costs the same at 20, 60 and 100 clients (each
+    step with the barrier's 16 shards: core.models.barrier_shard; fewer below 16). The
     simulated agents used to report no round trip with ready, so the start lead was the
     fallback's 1.5 s + 50 ms a client, heartbeated through by every client, and they renewed
     a 6 s lease every 3 s: per client, 11 heartbeats at 24 clients and 21 at 1,000."""
     from bench.cost_count import counted_run
 
-    runs = [counted_run(n, runtime_s=2) for n in (10, 55, 100)]
+    runs = [counted_run(n, runtime_s=2) for n in (20, 60, 100)]
     keyed = [
         {**{f"db {k}": v for k, v in c.db.items()}, **c.queue, "http": c.http_requests}
         for c in runs
