@@ -11,6 +11,11 @@ what it read or wrote, every queue operation, and every API request (one Functio
 execution each). Request units per call follow Microsoft's point-read figures (1 KB: 1 RU,
 100 KB: 10 RU); writes and queries are the assumptions prices.json names.
 
+Flex Consumption on demand bills executions and GB-seconds: the instance's memory while it
+executes. The GB-seconds are executions x ``--execution-ms`` x ``--instance-memory-mb``
+(2,048 MB: bicep/modules/functionapp.bicep): an assumed duration, and an upper bound at it,
+since executions that overlap on one instance are billed once. No free grant is taken off.
+
 An idle agent-hour: bench/out/idle_polls.json's steady receives per hour (one queue
 transaction each) and the registry heartbeat every 30 s (agent/config.py heartbeat_s), one
 API request that reads and replaces the agent's document (core.fleet.service.register).
@@ -37,6 +42,10 @@ HERE = Path(__file__).parent
 OUT = HERE / "out"
 WRITES = ("create", "replace", "upsert", "patch", "delete")
 REGISTRY_BEAT_S = 30  # agent/config.py heartbeat_s
+INSTANCE_MEMORY_MB = 2048  # bicep/modules/functionapp.bicep instanceMemoryMB
+# About one request's time in the API here (a heartbeat's round trip 11.5-15.9 ms,
+# docs/performance.md): assumed for Azure, where each database call crosses the network.
+EXECUTION_MS = 20
 
 
 # ---- pure arithmetic ----------------------------------------------------------------------
@@ -95,6 +104,19 @@ class Prices:
     per_million_ru: float | None = None
     per_10k_queue_ops: float | None = None
     per_million_executions: float | None = None
+    per_gb_second: float | None = None
+
+
+@dataclass(frozen=True)
+class Execution:
+    """What one Function execution holds: its instance's memory for its duration."""
+
+    memory_mb: float = INSTANCE_MEMORY_MB
+    duration_ms: float = EXECUTION_MS
+
+    @property
+    def gb_seconds(self) -> float:
+        return self.memory_mb / 1024 * self.duration_ms / 1000
 
 
 def usd(amount: float, price: float | None, per: float) -> float | None:
@@ -106,16 +128,21 @@ def usd(amount: float, price: float | None, per: float) -> float | None:
     return amount * price / per
 
 
-def costs(counts: Counts, model: RuModel, prices: Prices) -> dict[str, float | None]:
+def costs(
+    counts: Counts, model: RuModel, prices: Prices, execution: Execution = Execution()
+) -> dict[str, float | None]:
     ru = counts.request_units(model)
     ops = sum(counts.queue.values())
+    gb_s = counts.http_requests * execution.gb_seconds
     return {
         "request_units": ru,
         "queue_operations": float(ops),
         "executions": float(counts.http_requests),
+        "gb_seconds": gb_s,
         "cosmos_usd": usd(ru, prices.per_million_ru, 1e6),
         "queue_usd": usd(ops, prices.per_10k_queue_ops, 1e4),
         "functions_usd": usd(counts.http_requests, prices.per_million_executions, 1e6),
+        "functions_gb_s_usd": usd(gb_s, prices.per_gb_second, 1),
     }
 
 
@@ -149,6 +176,7 @@ def load_prices(path: Path) -> tuple[Prices, RuModel, dict[str, Any]]:
         per_million_ru=p["cosmos_serverless_usd_per_million_ru"]["usd"],
         per_10k_queue_ops=p["queue_usd_per_10k_operations"]["usd"],
         per_million_executions=p["flex_usd_per_million_executions"]["usd"],
+        per_gb_second=p["flex_usd_per_gb_second"]["usd"],
     )
     model = RuModel(
         read_1kb=r["point_read_1kb"]["ru"],
@@ -174,16 +202,21 @@ def _money(value: float | None) -> str:
 
 
 def rows(table: Mapping[str, dict[str, float | None]]) -> Iterator[str]:
-    yield "| what | RUs | queue ops | executions | Cosmos DB | queue | Functions |"
-    yield "|---|---|---|---|---|---|---|"
+    yield (
+        "| what | RUs | queue ops | executions | GB-s | Cosmos DB | queue "
+        "| Functions executions | Functions GB-s |"
+    )
+    yield "|---|---|---|---|---|---|---|---|---|"
     for name, c in table.items():
         cells = [
             f"{c['request_units']:,.0f}",
             f"{c['queue_operations']:,.0f}",
             f"{c['executions']:,.0f}",
+            f"{c['gb_seconds']:,.2f}",
             _money(c["cosmos_usd"]),
             _money(c["queue_usd"]),
             _money(c["functions_usd"]),
+            _money(c["functions_gb_s_usd"]),
         ]
         yield f"| {name} | " + " | ".join(cells) + " |"
 
@@ -194,27 +227,32 @@ def main(argv: list[str] | None = None, count: Callable[[int], Counts] = count_r
     p.add_argument("--extrapolate", type=int, default=0)
     p.add_argument("--prices", type=Path, default=HERE / "prices.json")
     p.add_argument("--idle", type=Path, default=OUT / "idle_polls.json")
+    p.add_argument("--execution-ms", type=float, default=EXECUTION_MS)
+    p.add_argument("--instance-memory-mb", type=float, default=INSTANCE_MEMORY_MB)
     a = p.parse_args(argv)
     prices, model, doc = load_prices(a.prices)
+    execution = Execution(memory_mb=a.instance_memory_mb, duration_ms=a.execution_ms)
     table: dict[str, dict[str, float | None]] = {}
     counted: dict[str, Any] = {}
     count_cache: dict[int, Counts] = {}
     for n in a.clients:
         c = count_cache[n] = count(n)
         name = f"run of {n:,} client{'s' if n > 1 else ''}"
-        table[name] = costs(c, model, prices)
+        table[name] = costs(c, model, prices, execution)
         counted[name] = {"db": dict(c.db), "queue": dict(c.queue), "http": c.http_requests}
         print(f"{name}: {json.dumps(counted[name])}", flush=True)
     if a.extrapolate > max(a.clients):
         # The largest counted run, per client, times the clients asked for.
         n = max(a.clients)
         scaled = scale(count_cache[n], a.extrapolate / n)
-        table[f"{a.extrapolate:,} clients (from {n}, per client)"] = costs(scaled, model, prices)
+        name = f"{a.extrapolate:,} clients (from {n}, per client)"
+        table[name] = costs(scaled, model, prices, execution)
     receives = json.loads(a.idle.read_text())["rows"][0]["steady_per_agent_hour"]
     idle = idle_hour(receives, REGISTRY_BEAT_S, beat_read_kb=1.0)
-    table["idle agent-hour"] = costs(idle, model, prices)
+    table["idle agent-hour"] = costs(idle, model, prices, execution)
     OUT.mkdir(exist_ok=True)
-    report = {"counted": counted, "costs": table, "prices": doc}
+    assumed = {"execution_ms": execution.duration_ms, "instance_memory_mb": execution.memory_mb}
+    report = {"counted": counted, "costs": table, "prices": doc, "execution": assumed}
     (OUT / "cost.json").write_text(json.dumps(report, indent=2))
     print("\n".join(rows(table)))
 

@@ -16,7 +16,9 @@ Figures per run:
 - (ours) POST answered: the POST's round trip; POST -> start: from sending the POST to the
   step's common start instant (``result.start.scheduled_ms``); POST -> completed.
 
-The machine's load average (1 min) is recorded before and after each N: read the ratios.
+The stack's N agents are started after its API and are all registered and idle before the
+first POST. The machine's load average (1 min) is recorded before and after each N: read
+the ratios (alternate with a reference checkout run with PYTHONPATH set to it).
 
 Usage: .venv/bin/python bench/start_skew.py [--clients 4 8 16] [--repeat 3] [--out PATH]
 Writes bench/out/start_skew.json (or PATH) and prints a table.
@@ -38,6 +40,7 @@ from typing import Any
 import httpx
 
 from benchctl import localstack
+from benchctl.local_state import remember_port
 from core.engines.fio_job import job_file
 from core.engines.fio_logs import parse_log
 from core.models import Workload
@@ -46,9 +49,35 @@ WORKLOAD = Workload(rw="randread", bs="4k", iodepth=1, size="4m", runtime=3)
 OUT = Path(__file__).parent / "out"
 
 
-def ours(n: int, repeat: int, root: Path, all_skews: list[float]) -> list[dict[str, float]]:
+def with_agents(n: int, root: Path) -> localstack.Stack:
+    """The stack, then its N agents, then until all N are registered and idle. 32 agents
+    starting beside the API kept it from answering within ``up``'s 60 s at load 17-36
+    (2026-11-27, in this tree and in the issue's reference alike), and a POST sent while
+    agents still start would time their start-up, not the control plane's."""
     scratch = root / "scratch"
-    stack = localstack.up(agents=n, targets={"scratch": str(scratch)}, directory=root / "stack")
+    # A port of its own for the API: every new stack asks for 7071 first, and when another
+    # worktree's stack takes it at the same moment, ``up`` finds that one's API healthy
+    # and this stack's POST goes to it (seen 2026-11-27: "no target 'scratch' ... known:
+    # scratch-1").
+    remember_port(root / "stack", localstack.free_port())
+    stack = localstack.up(agents=0, targets={"scratch": str(scratch)}, directory=root / "stack")
+    try:
+        for i in range(1, n + 1):
+            localstack.start_agent(stack, i)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            listed = httpx.get(f"{stack.api_url}/api/agents", timeout=30).json()["agents"]
+            if sum(a["status"] == "live" and a["state"] == "idle" for a in listed) >= n:
+                return stack
+            time.sleep(1.0)
+        raise RuntimeError(f"{n} agents not registered and idle in 300 s")
+    except BaseException:
+        localstack.down(root / "stack")
+        raise
+
+
+def ours(n: int, repeat: int, root: Path, all_skews: list[float]) -> list[dict[str, float]]:
+    stack = with_agents(n, root)
     figures: list[dict[str, float]] = []
     try:
         with httpx.Client(base_url=stack.api_url, timeout=60) as api:
@@ -60,7 +89,10 @@ def ours(n: int, repeat: int, root: Path, all_skews: list[float]) -> list[dict[s
                     "tags": {"bench": "start_skew"},
                 }
                 sent_ms = time.time() * 1000
-                run_id = api.post("/api/runs", json=body).json()["id"]
+                posted = api.post("/api/runs", json=body)
+                if posted.status_code >= 300:
+                    raise RuntimeError(f"POST {posted.status_code}: {posted.text}")
+                run_id = posted.json()["id"]
                 answered_ms = time.time() * 1000
                 deadline = time.monotonic() + 300
                 while True:

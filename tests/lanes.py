@@ -9,6 +9,10 @@ and `make test` can run side by side what is safe to (README, "Tests and lanes")
 - ``slow``: needs no server but takes over ``SLOW_S`` alone. Explicit only; a run in one
   process names the unit tests that took longer without it.
 
+``idle_agents`` is no lane but a promise: the test starts agents and gives them no work
+(they register, beat and stop; no fio runs), so it is a ``stack`` test, not a ``fio`` one,
+and the guard lets it start agents, never fio itself.
+
 The lanes come from the fixtures a test uses (their closure, so a fixture built on ``stack``
 counts). An explicit marker adds what that cannot see (a test that starts an agent or fio
 itself); an explicit ``unit`` says the test needs none of it. A guard keeps this honest: a
@@ -49,6 +53,8 @@ def lanes_of(item: pytest.Item) -> set[str]:
         uses = set(getattr(item, "fixturenames", ()))
         found = {lane for lane, fixtures in FIXTURE_LANES.items() if uses & fixtures}
     found |= explicit - {"unit"}
+    if item.get_closest_marker("idle_agents"):
+        found = (found - {"fio"}) | {"stack"}
     if not found & set(SERVER_LANES):
         found.add("unit")
     return found
@@ -59,9 +65,9 @@ def lane_started_by(argv: Sequence[str]) -> str | None:
     the first: fio runs behind `setpriv ... --` or `nice -n -15`."""
     args = [os.fsdecode(a) for a in argv]
     names = {Path(a).name for a in args}
-    pairs = set(itertools.pairwise(args))
-    if {"fio", "benchagent"} & names or ("-m", "agent") in pairs:
+    if "fio" in names or is_agent(argv):
         return "fio"
+    pairs = set(itertools.pairwise(args))
     if ("-m", "uvicorn") in pairs or {"azurite.js", "cosmosdb-server.js"} & names:
         return "stack"
     if {"chromium", "chrome", "headless_shell"} & names or any("playwright" in a for a in args):
@@ -69,12 +75,20 @@ def lane_started_by(argv: Sequence[str]) -> str | None:
     return None
 
 
+def is_agent(argv: Sequence[str]) -> bool:
+    """An agent (`benchagent` or `python -m agent`): fio's lane, unless given no work."""
+    args = [os.fsdecode(a) for a in argv]
+    return "benchagent" in {Path(a).name for a in args} or ("-m", "agent") in set(
+        itertools.pairwise(args)
+    )
+
+
 class Guard:
     """Fails a test that starts what its lanes do not name (an audit hook sees every
     process this one starts: subprocess, os.exec*, os.posix_spawn, os.system)."""
 
     def __init__(self) -> None:
-        self.test: tuple[str, set[str]] | None = None
+        self.test: tuple[str, set[str], bool] | None = None  # node id, lanes, idle agents
         self.broken: dict[str, str] = {}
         sys.addaudithook(self._audit)
 
@@ -90,7 +104,9 @@ class Guard:
         else:
             return
         lane = lane_started_by(argv)
-        nodeid, lanes = self.test
+        nodeid, lanes, idle_agents = self.test
+        if idle_agents and is_agent(argv):
+            return
         if lane is not None and lane not in lanes:
             shown = " ".join(os.fsdecode(a) for a in list(argv)[:6])
             message = (
@@ -102,7 +118,11 @@ class Guard:
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Iterator[None]:
-        self.test = (item.nodeid, lanes_of(item))
+        self.test = (
+            item.nodeid,
+            lanes_of(item),
+            item.get_closest_marker("idle_agents") is not None,
+        )
         try:
             yield
         finally:

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bench import cost
-from bench.cost import Counts, Prices, RuModel, costs, idle_hour, scale, usd
+from bench.cost import Counts, Execution, Prices, RuModel, costs, idle_hour, scale, usd
 
 MODEL = RuModel()
 OPS = st.sampled_from(["read", "query", "create", "replace", "upsert", "delete"])
@@ -55,11 +55,27 @@ def test_a_run_scaled_k_times_costs_k_times(
 ) -> None:
     c = Counts(db=Counter(op for op, _ in calls), db_kb=calls, http_requests=http)
     c.queue["send"] = queue_ops
-    prices = Prices(per_million_ru=0.25, per_10k_queue_ops=0.004, per_million_executions=0.4)
+    prices = Prices(
+        per_million_ru=0.25, per_10k_queue_ops=0.004, per_million_executions=0.4, per_gb_second=3e-5
+    )
     one, many = costs(c, MODEL, prices), costs(scale(c, k), MODEL, prices)
     for key, value in one.items():
         assert value is not None
         assert many[key] == pytest.approx(value * k)
+
+
+def test_functions_gb_seconds_are_executions_times_memory_times_duration() -> None:
+    """Flex Consumption on demand bills the instance's memory while it executes: 1,000
+    executions of 20 ms on 2,048 MB are 1,000 x 2 GB x 0.02 s = 40 GB-s."""
+    assert Execution(memory_mb=2048, duration_ms=20).gb_seconds == pytest.approx(0.04)
+    c = Counts(http_requests=1000)
+    prices = Prices(per_gb_second=2.6e-5)
+    figures = costs(c, MODEL, prices, Execution(memory_mb=2048, duration_ms=20))
+    assert figures["gb_seconds"] == pytest.approx(40.0)
+    assert figures["functions_gb_s_usd"] == pytest.approx(40 * 2.6e-5)
+    assert figures["functions_usd"] is None  # no price per execution read
+    half = costs(c, MODEL, prices, Execution(memory_mb=512, duration_ms=40))
+    assert half["gb_seconds"] == pytest.approx(20.0)
 
 
 def test_an_idle_agent_hour_is_its_receives_and_120_registry_beats() -> None:
@@ -83,6 +99,7 @@ def test_the_table_from_counted_runs_and_the_price_file(
         return c
 
     argv = ["--clients", "1", "4", "--extrapolate", "8", "--prices", str(tmp_path / "prices.json")]
+    argv += ["--execution-ms", "50", "--instance-memory-mb", "1024"]
     cost.main([*argv, "--idle", str(tmp_path / "idle.json")], count=fake)
     table = json.loads((tmp_path / "cost.json").read_text())["costs"]
     assert table["run of 4 clients"]["request_units"] == 4.0
@@ -90,7 +107,11 @@ def test_the_table_from_counted_runs_and_the_price_file(
     assert table["run of 4 clients"]["queue_usd"] is None  # no price read
     assert table["8 clients (from 4, per client)"]["executions"] == 24
     assert table["idle agent-hour"]["queue_operations"] == 240
-    assert "| run of 1 client | 1 | 1 | 3 | $0.000000 | n/a | n/a |" in capsys.readouterr().out
+    # 3 executions of 50 ms on 1 GB, at the file's $0.000026 per GB-s
+    assert table["run of 1 client"]["gb_seconds"] == pytest.approx(0.15)
+    assert table["run of 1 client"]["functions_gb_s_usd"] == pytest.approx(0.15 * 2.6e-5)
+    row = "| run of 1 client | 1 | 1 | 3 | 0.15 | $0.000000 | n/a | n/a | $0.000004 |"
+    assert row in capsys.readouterr().out
 
 
 def test_a_counted_run_costs_the_same_per_client_at_10_55_and_100_clients() -> None:

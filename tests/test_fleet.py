@@ -45,7 +45,7 @@ def start(stack: Stack, pool: str, name: str, mounts: dict[str, str]) -> localst
 # ---- 1. the registry ---------------------------------------------------------------------
 
 
-@pytest.mark.fio
+@pytest.mark.idle_agents  # they register, beat and stop: no fio, so not in the fio lane
 def test_agents_register_heartbeat_and_go(
     stack: Stack, api: httpx.Client, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -99,6 +99,16 @@ def test_starts_an_agent_from_a_thread():
 
 def test_starts_a_plain_process():
     subprocess.run([sys.executable, "-c", "pass"], check=True)
+
+@pytest.mark.idle_agents
+def test_idle_agents(agents):
+    # The guard hears of a start before the exec: no agent need exist (nor cost a start).
+    with pytest.raises(FileNotFoundError):
+        subprocess.run(["/nonexistent/benchagent", "--pool", "p"])
+
+@pytest.mark.idle_agents
+def test_idle_agents_and_fio():
+    subprocess.run(["fio", "--version"])
 """
 
 MARKERS = """[pytest]
@@ -109,6 +119,7 @@ markers =
     browser: b
     timing: t
     slow: w
+    idle_agents: i
 """
 
 
@@ -134,10 +145,18 @@ def test_lanes_come_from_fixtures_and_markers_and_the_guard_fails_what_they_do_n
         "test_starts_fio_unmarked": "unit",
         "test_starts_an_agent_from_a_thread": "unit",
         "test_starts_a_plain_process": "unit",
+        # Agents given no work: the stack lane; they may start agents, never fio.
+        "test_idle_agents": "idle_agents,stack",
+        "test_idle_agents_and_fio": "idle_agents,stack",
     }
-    result.assert_outcomes(passed=8, failed=2)
+    result.assert_outcomes(passed=9, failed=3)
     failed = set(re.findall(r"^FAILED test_inner.py::(\w+)", out, re.MULTILINE))
-    assert failed == {"test_starts_fio_unmarked", "test_starts_an_agent_from_a_thread"}
+    assert failed == {
+        "test_starts_fio_unmarked",
+        "test_starts_an_agent_from_a_thread",
+        "test_idle_agents_and_fio",
+    }
+    assert "test_idle_agents_and_fio started `fio --version` (lane fio)" in out
     assert (
         "test_inner.py::test_starts_fio_unmarked started `setpriv --pdeathsig KILL -- fio "
         "--version` (lane fio) but its lanes are ['unit']: mark it @pytest.mark.fio" in out
@@ -145,5 +164,5 @@ def test_lanes_come_from_fixtures_and_markers_and_the_guard_fails_what_they_do_n
     assert "test_starts_an_agent_from_a_thread started" in out
     # The summary per lane: tests, failures, seconds.
     assert re.search(r"^unit +6 tests +2 failed", out, re.MULTILINE), out
-    assert re.search(r"^stack +3 tests +0 failed", out, re.MULTILINE), out
+    assert re.search(r"^stack +5 tests +1 failed", out, re.MULTILINE), out
     assert re.search(r"^fio +2 tests +0 failed", out, re.MULTILINE), out

@@ -12,7 +12,8 @@ import pytest
 from benchctl import localstack
 from benchctl.localstack import Proc, Stack
 
-pytestmark = [pytest.mark.stack, pytest.mark.fio]
+# Its agents are given no work (no fio): the stack lane, beside the fio lane in make test.
+pytestmark = [pytest.mark.stack, pytest.mark.idle_agents]
 
 
 def test_an_agent_started_while_the_stack_stops_is_stopped_too(

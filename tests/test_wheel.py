@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from benchctl.localstack import Stack
 from tests.ci_steps import AzurePipeline, GitHubWorkflow, Outcome, clean_env
 from tests.test_packaging import TELEMETRY
 from tests.test_windows_installer import python_commands
+from tests.wheelhouse import built_wheel
 from tests.wheelhouse import wheelhouse as prepare_wheelhouse
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,32 +34,10 @@ PROFILE = "smoke-randread-4k"  # the catalogue's shortest (10 s): a pipeline's s
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Built as docs/deploy.md says (pip wheel --no-deps); the build backend is this
-    environment's setuptools instead of a downloaded one (same wheel, seconds sooner)."""
-    out = tmp_path_factory.mktemp("dist")
-    # From the repository's files only (tracked or new, not ignored), as a release builds
-    # from a checkout: nothing left in build/ by an earlier build can slip in.
-    source = tmp_path_factory.mktemp("source")
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-    ).stdout.decode()
-    for name in filter(None, listed.split("\0")):
-        if (ROOT / name).is_file() and not name.startswith(("node_modules/", "tests/")):
-            (source / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, source / name)
-    build = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
-    subprocess.run(
-        [*build, "-w", str(out), str(source)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    (found,) = out.glob("benchsvc-*.whl")
-    return found
+def wheel() -> Path:
+    """Built as docs/deploy.md says from the checkout's files (tests/wheelhouse.py; `make
+    test` builds it beside the fio lane, and a lock makes this wait for that build)."""
+    return built_wheel()
 
 
 @pytest.fixture(scope="module")
