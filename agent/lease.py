@@ -1,6 +1,15 @@
 """The message lease: keeps a received message invisible while its item runs (renewing
 its visibility at half the timeout, always with the newest pop receipt), sends the item's
-heartbeats (with fio's live samples, agent.live) and relays cancellation."""
+heartbeats (with fio's live samples, agent.live) and relays cancellation.
+
+The lease is lost when the item may be someone else's: the queue refuses the pop receipt
+(another agent received the message, or it is gone), the API refuses a heartbeat (the item
+is no longer this agent's), or neither the queue (a renewal) nor the API (an accepted
+heartbeat) has confirmed it for a whole visibility timeout. A queue that merely cannot be
+reached is not a lost lease while the API, which decides who holds an item, still accepts
+this agent's heartbeats: nobody else can receive the message from a queue service that is
+down, and the chaos test's surviving client was failed when it gave up its finished
+measurement during an Azurite restart (docs/agent.md, "The lease")."""
 
 from __future__ import annotations
 
@@ -63,6 +72,7 @@ class Lease:
         self.cancelled = threading.Event()
         self._news = threading.Event()  # set with lost or cancelled: wakes ``wait``
         self._renewed_at = time.monotonic()
+        self._confirmed_at: float | None = None  # the API's last accepted heartbeat
         self._thread = threading.Thread(target=self._run, name="lease", daemon=True)
         self.heartbeats = False
         # Set once fio measures (agent.fio_item): its samples ride on the heartbeat, so the
@@ -105,6 +115,7 @@ class Lease:
                     if self._heartbeat(samples):
                         self.cancelled.set()
                         self._news.set()
+                    self._confirmed_at = time.monotonic()  # the item is still ours
                     if live is not None:
                         live.sent(samples)
                 except ApiError as e:
@@ -126,12 +137,16 @@ class Lease:
             self._lose()
             return
         except StoreUnavailable as e:
-            # Transient: retry on the next beat, but once the visibility has run out the
-            # message may be someone else's.
-            if now - self._renewed_at >= self._timeout:
+            # Transient: retry on the next beat. Once the visibility has run out the message
+            # may be someone else's, unless the API has said since that the item is ours.
+            if now - self._renewed_at >= self._timeout and not self._confirmed(now):
                 log.error("could not renew before the visibility timeout ran out: %s", e)
                 self._lose()
             return
         with self._lock:
             self._message = renewed
         self._renewed_at = now
+
+    def _confirmed(self, now: float) -> bool:
+        """Whether the API accepted a heartbeat within the last visibility timeout."""
+        return self._confirmed_at is not None and now - self._confirmed_at < self._timeout

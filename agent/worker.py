@@ -36,6 +36,7 @@ from agent.layout import ItemFailed
 from agent.lease import Lease, sleep_until
 from agent.mounts import MountWatch
 from agent.outcome import Outcome
+from agent.queue_return import after_outage
 from agent.workdir import WorkRoot
 from core.artifacts import ref
 from core.errors import StoreUnavailable
@@ -107,6 +108,9 @@ class Worker:
                     msg = self.queues.receive(self.config.pool, self.config.visibility_timeout)
             except StoreUnavailable as e:
                 log.warning("queue unavailable: %s", e)
+                if not once:  # let the leases of items held elsewhere be renewed first
+                    after_outage(self.queues, self.config.pool, self.stop_after_current)
+                    continue
             except Exception:  # crash-only: the loop outlives any poll
                 log.exception("polling the queue failed")
             if msg is None:

@@ -48,6 +48,19 @@ def test_a_received_message_is_hidden_for_its_visibility_timeout_then_redelivere
     assert q.receive(ports.pool, visibility_timeout=1) is None
 
 
+def test_a_receipt_whose_visibility_ran_out_renews_until_another_receive(ports: Ports) -> None:
+    """What a holder relies on after a queue outage longer than its visibility
+    (agent/lease.py): nobody received its message meanwhile, so its receipt still holds."""
+    q = ports.queues
+    q.send(work(new_id(), ports.pool))
+    held = q.receive(ports.pool, visibility_timeout=1)
+    assert held is not None
+    ports.wait(1.5)  # visible again, and nobody received it
+    renewed = q.renew(ports.pool, held, 30)
+    assert q.receive(ports.pool, visibility_timeout=30) is None  # hidden again: still held
+    q.delete(ports.pool, renewed)
+
+
 def test_a_renewal_to_zero_hands_the_message_back_at_once(ports: Ports) -> None:
     q = ports.queues
     q.send(work(new_id(), ports.pool))

@@ -21,6 +21,7 @@ from core.models.stored import Item, ItemError, Step
 from core.runs import live
 from core.runs.barrier import leave
 from core.runs.lifecycle import Lifecycle
+from core.runs.timer import advance_or_defer
 from core.timestamps import iso_ms
 from core.validation import parse
 
@@ -266,7 +267,7 @@ class AgentReports:
         # still open, not a read of the whole run by every client (issue 29: calls per
         # client grew with the clients). Missed by a race, the timer advances it when due.
         if flipped[0] and self.store.items.open_items(result.run_id, result.step) == 0:
-            self.life.advance(result.run_id)
+            advance_or_defer(self.life, result.run_id)
         return created
 
 

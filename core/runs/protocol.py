@@ -29,7 +29,7 @@ from core.runs.barrier import join, leave, settle
 from core.runs.barrier_timing import BARRIER_LEAD_MS, REJOIN_LATE_MS, barrier_lead_ms
 from core.runs.claiming import held_sibling, mark_claimed, shows_queued
 from core.runs.lifecycle import Lifecycle
-from core.runs.timer import barrier_reason, fail_barrier
+from core.runs.timer import advance_or_defer, barrier_reason, fail_barrier
 from core.timestamps import iso_ms
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ class AgentProtocol:
     def _end(self, run_id: str, item: str, to: ItemState, reason: str) -> None:
         moved = self.life.update_item(run_id, item, lambda d: None if d.end(to, reason) else False)
         if moved.ended:
-            self.life.advance(run_id)
+            advance_or_defer(self.life, run_id)
 
     # ---- claim ------------------------------------------------------------------------
 
@@ -210,7 +210,9 @@ class AgentProtocol:
                 leave(self.life, step, after.client)
         # The run's first claim (it now shows as running) or an item that ended: the run
         # moves on, in the one place runs do (core.runs.lifecycle.advance).
-        if after.ended or (verdict[0].action == "run" and shows_queued(self.store, run)):
+        if after.ended:
+            advance_or_defer(self.life, work.run_id)  # the item is failed: the claim is answered
+        elif verdict[0].action == "run" and shows_queued(self.store, run):
             self.life.advance(work.run_id)
         return verdict[0]
 
