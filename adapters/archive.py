@@ -18,7 +18,7 @@ import re
 from collections import Counter
 from typing import get_args
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from adapters.blob import BlobArtifacts
 from adapters.cosmos import CosmosStore
@@ -30,6 +30,7 @@ from core.models.archive import (
     OwnedContainer,
     RunBundle,
 )
+from core.models.barrier_shard import BarrierShard, ClaimMark
 from core.models.document import StoredJson
 from core.models.schedule import StoredSchedule
 from core.models.state import FINISHED_RUN
@@ -204,8 +205,13 @@ class Archive:
             if not isinstance(value, str) or not 0 < len(value) <= 255 or "/" in value:
                 raise ValidationFailed([FieldError(f"{where}.doc.{key}", "a document id")])
         if container == "items":
+            kind = doc.get("kind", "item")  # an item stored before kinds were written
+            model = ITEMS_KINDS.get(kind) if isinstance(kind, str) else None
+            if model is None:
+                known = ", ".join(ITEMS_KINDS)
+                raise ValidationFailed([FieldError(f"{where}.doc.kind", f"one of {known}")])
             try:
-                (Step if doc.get("kind") == "step" else Item).model_validate(doc)
+                model.model_validate(doc)
             except ValueError as e:
                 raise ValidationFailed([FieldError(f"{where}.doc", _first_line(e))]) from None
         return ImportedDocument(container=container, doc=doc)
@@ -223,6 +229,15 @@ def _entry(where: str, entry: object) -> ImportedDocument:
             raise ValidationFailed([FieldError(f"{where}.container", f"one of {known}")]) from None
         raise ValidationFailed([FieldError(f"{where}.doc", "must be an object")]) from None
 
+
+# The documents of a run in the items container, by their kind: its steps, its items, and
+# each step's barrier shards and claim marks (core.runs.barrier).
+ITEMS_KINDS: dict[str, type[BaseModel]] = {
+    "step": Step,
+    "item": Item,
+    "barrier": BarrierShard,
+    "claim": ClaimMark,
+}
 
 # What a run's documents name it by, per container (import checks each belongs to its run).
 OWNED_BY_RUN: dict[OwnedContainer, str] = {
