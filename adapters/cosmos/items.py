@@ -14,7 +14,7 @@ from adapters.cosmos.base import Container, wrap
 from core.errors import Conflict
 from core.models.barrier_shard import BarrierShard, ClaimMark
 from core.models.ids import step_id
-from core.models.stored import Item, Step
+from core.models.stored import Item, Step, steps_and_items
 
 # Item documents created at once (create_items), as adapters/queue.py sends the messages.
 CREATE_CONCURRENCY = 8
@@ -68,9 +68,7 @@ class CosmosItems:
             [{"name": "@r", "value": run_id}],
             pk=run_id,
         )
-        steps = [Step.model_validate(d) for d in docs if d.get("kind") == "step"]
-        items = [Item.model_validate(d) for d in docs if d.get("kind", "item") == "item"]
-        return steps, items
+        return steps_and_items(docs)
 
     def open_items(self, run_id: str, step: int) -> int:
         """How many of the step's items have not ended: one count in the run's partition,

@@ -21,7 +21,7 @@ from core.models.regression import Regression
 from core.models.schedule import StoredSchedule, readable_schedules
 from core.models.series import PointFacts, StepPoint
 from core.models.state import TERMINAL
-from core.models.stored import Item, Run, Step
+from core.models.stored import Item, Run, Step, steps_and_items
 from core.models.ticks import TimerTick
 from core.ports import CONTINUATION_PATTERN, Store
 
@@ -151,9 +151,7 @@ class MemoryItems(BarrierDocs):
 
     def of_run(self, run_id: str) -> tuple[list[Step], list[Item]]:
         docs = sorted(self._t.query(lambda d: d.get("run_id") == run_id, pk=run_id), key=_id)
-        steps = [Step.model_validate(d) for d in docs if d.get("kind") == "step"]
-        items = [Item.model_validate(d) for d in docs if d.get("kind", "item") == "item"]
-        return steps, items
+        return steps_and_items(docs)
 
     def open_items(self, run_id: str, step: int) -> int:
         ended = {str(s) for s in TERMINAL}

@@ -4,6 +4,7 @@ change of state goes through their moves, along the edges of core.models.state.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -335,3 +336,13 @@ def derive_run_state(
     if any(i.state != ItemState.QUEUED for i in items):
         return RunState.RUNNING
     return RunState.QUEUED
+
+
+def steps_and_items(docs: Iterable[StoredJson]) -> tuple[list[Step], list[Item]]:
+    """A run's steps and items from its documents in the items container (its barrier
+    shards and claim marks, kept there too, are neither). An item stored before kinds were
+    written has none."""
+    listed = list(docs)
+    steps = [Step.model_validate(d) for d in listed if d.get("kind") == "step"]
+    items = [Item.model_validate(d) for d in listed if d.get("kind", "item") == "item"]
+    return steps, items
