@@ -15,8 +15,6 @@ from adapters.queue import WorkQueues
 from core.errors import PartialSend, StoreUnavailable
 from core.memory import MemoryQueues
 from core.models import WorkItem
-from core.models.stored import Step
-from core.runs.sending import taking_send
 from tests.test_thousand_clients import POOL, WORKLOAD, World
 
 CLIENTS = 40
@@ -94,16 +92,3 @@ def test_the_adapter_names_every_message_it_could_not_send() -> None:
     with pytest.raises(PartialSend) as caught:
         queues.send_all(items)
     assert sorted(caught.value.unsent) == sorted(i.item_id for i in items)
-
-
-@pytest.mark.unit
-def test_a_large_steps_send_lease_outlasts_its_send_and_a_dead_senders_lapses() -> None:
-    """A 1,000-item step's sender holds it 130 s (at 30 s the timer would send the whole
-    step again beside a slow send); a 2-item step's, 30.2 s."""
-    for clients, held_ms in ((1000, 130_000), (2, 30_200)):
-        step = Step(id="s", run_id="r", step=0, clients=clients, sending_ms=0)
-        taken: list[bool] = []
-        taking_send(held_ms - 1, taken)(step)
-        assert taken == [False]
-        taking_send(held_ms, taken)(step)
-        assert taken == [True] and step.sending_ms == held_ms

@@ -146,11 +146,12 @@ class Step(_Stored):
     # that completed it; the clients' own facts are on their items.
     barrier_round: int = 0
     ready_shards: list[int] = Field(default_factory=list)
-    # When a sender began to send the step's items (core.runs.lifecycle.enqueue_step):
-    # another caller leaves the send to it until its lease has passed (core.runs.sending).
+    # When the step's sender took or last renewed its send lease (core.runs.sender): another
+    # caller leaves the send to it until the lease has passed (core.runs.sending).
     sending_ms: int | None = None
-    # The clients whose messages a sender that failed part-way did not get out: the next
-    # sender sends only these (None: send every item, creating them first).
+    # The clients whose messages its sender had not got out, as recorded at its last
+    # renewal or when it failed: the next sender sends only these (None: send every item,
+    # creating them first).
     unsent: list[int] | None = None
 
     @property

@@ -24,10 +24,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from core import telemetry
 from core.errors import Conflict, NotFound, StoreUnavailable
 from core.fleet.scaling import Waiting
-from core.models import Result, WorkItem
+from core.models import Result
 from core.models.ids import step_id
 from core.models.state import TERMINAL, DeliveryState, ItemState, RunState
 from core.models.stored import Item, Run, Step
@@ -48,10 +47,18 @@ from core.runs.decide import (
     decide,
     settling,
 )
-from core.runs.delivery import DELIVERY_BACKOFF_MS, Outcome, close_outbox, sent, unreachable
+from core.runs.delivery import (
+    DELIVERY_BACKOFF_MS,
+    Outcome,
+    close_outbox,
+    sent,
+    unreachable,
+    waiting_for_sender,
+)
 from core.runs.plan import plan_items, resolve_dynamic
 from core.runs.provisioning import AwaitingAgents, holding
 from core.runs.recorder import RunRecorder
+from core.runs.sender import StepSender
 from core.runs.sending import SendInProgress
 from core.timeline import ClientTimeline
 from core.timestamps import iso_ms
@@ -206,8 +213,11 @@ class Lifecycle:
         outcome = Outcome()
         try:
             due = self.enqueue_step(run, number)
-        except SendInProgress:
-            return run  # its sender advances the run once the step is out
+        except SendInProgress as e:  # its sender advances the run once the step is out
+            if e.lapses_ms is not None:  # the timer looks again when its lease would lapse
+                with contextlib.suppress(StoreUnavailable, Conflict):
+                    run = self.update_run(run.id, waiting_for_sender(e.lapses_ms, now))
+            return run
         except AwaitingAgents as e:
             run = self.update_run(run.id, holding(number, e.waiting, now, outcome))
             why = run.error or "its pool did not grow"
@@ -239,8 +249,8 @@ class Lifecycle:
     def enqueue_step(self, run: Run, number: int) -> int | None:
         """Resolve, create and send a step's items, then mark the step enqueued; when the
         run is due next (None: sent before, or failed as it could not be sized). One caller
-        sends (core.runs.sending; SendInProgress for the others); should two still send (a
-        sender slower than its lease), a second copy of an item is dropped at claim."""
+        sends, renewing its lease (core.runs.sender; SendInProgress for the others); should
+        two still send (one stalled past its lease), a second copy is dropped at claim."""
         step = self.store.items.get_step(run.id, number)
         if step.enqueued:
             return None
@@ -256,35 +266,25 @@ class Lifecycle:
         assert step.workload is not None
         taken: list[bool] = []
         began = self.now_ms()
-        unsent = self.update_step(run.id, number, sending.taking_send(began, taken)).unsent
-        if not taken[0]:
-            raise SendInProgress(number)  # another caller is sending it: it marks it sent
+        taking = self.update_step(run.id, number, sending.taking_send(began, taken))
+        if not taken[0]:  # another caller is sending it: it marks it sent
+            raise SendInProgress(number, sending.lapses_ms(taking))
         work = plan_items(run, step, step.workload)  # one per client
+        sender = StepSender(
+            number, began, lambda change: self.update_step(run.id, number, change), self.now_ms
+        )
         try:
-            self._create_and_send(run, number, work, unsent)
-        except StoreUnavailable as e:
+            sender.run(run, work, taking.unsent, self.store.items.create_items, self.queue.send_all)
+        except StoreUnavailable:
             # The outbox's retry (DELIVERY_BACKOFF_MS) need not wait out this lease.
             with contextlib.suppress(StoreUnavailable, Conflict):
-                self.update_step(run.id, number, sending.giving_up_send(began, e, work))
+                give_up = sending.giving_up_send(sender.held_ms, sender.left)
+                self.update_step(run.id, number, give_up)
             raise
         # Its messages are out: a mark lost to a race would send them all again.
         sending.marking_sent(lambda: self.update_step(run.id, number, lambda s: s.mark_sent()))
         w0, wait_s = step.workload, run.request.barrier_timeout_s + run.cooldown_s
         return self.now_ms() + (wait_s + w0.ramp_time + w0.runtime) * 1000 + STEP_SLACK_MS
-
-    def _create_and_send(
-        self, run: Run, number: int, work: list[WorkItem], unsent: list[int] | None
-    ) -> None:
-        if unsent is None:  # else a send failed part-way: the items exist, send what it left
-            made = (
-                Item(id=w.item_id, run_id=run.id, step=w.step, client=w.client, work_item=w)
-                for w in work
-            )
-            self.store.items.create_items(list(made))
-        # Each message carries this span's trace context to its agent (adapters/queue.py);
-        # should some fail, the step is not marked sent and the outbox sends those again.
-        with telemetry.span("enqueue step", run.traceparent, run_id=run.id, step=number):
-            self.queue.send_all(sending.still_to_send(unsent, work))
 
     def _resolve(self, run: Run, step: Step) -> Step | None:
         """Size a dynamic step from the aggregate of the step it refers to; a step that

@@ -1,13 +1,20 @@
 """One sender per step (pure logic; ``marking_sent`` waits between its tries):
-``core.runs.lifecycle.enqueue_step`` takes the step's send lease, creates its item
-documents and hands their messages to the queue.
+``core.runs.lifecycle.enqueue_step`` takes the step's send lease and core.runs.sender
+creates its item documents and hands their messages to the queue, renewing the lease.
 
 Every caller that advances a run may find a step to send: the intake, an agent's claim,
 the timer, another API instance. Before issue 29 each of them sent it again while the
 first was still sending (5.2 sends per item at 64 clients, the items created again with
-409s); now the first takes the lease (``Step.sending_ms``) and the others leave it,
-unless it has held it for its lease, ``send_lease_ms`` (it died: the timer sends the step
-again).
+409s); now the first takes the lease (``Step.sending_ms``) and the others leave it until
+``SEND_LEASE_MS`` after its last renewal (it died: the timer sends what it had not sent).
+
+The sender renews the lease as it goes (``renewing``), at least every ``RENEW_EVERY_MS``
+between chunks of messages sized to take about that long at the rate the queue is going
+(``next_chunk``), and each renewal records the clients it has not sent yet (``Step.unsent``):
+a live sender keeps the step however slow the queue (Azurite sent 3-8 messages a second
+under load and a 1,000-item send outlasted a fixed lease: the timer sent the whole step
+again beside it, 5.7 sends per item), and the sender that takes over a dead one's lease
+sends only what it had not recorded as sent.
 """
 
 from __future__ import annotations
@@ -15,34 +22,48 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from core.errors import PartialSend, StoreUnavailable
+from core.errors import StoreUnavailable
 from core.models import WorkItem
 from core.models.stored import Step
 
-# A step's sender holds it this long, and SEND_LEASE_PER_CLIENT_MS more per item: 100
-# items took 9-14 s to create and send on the loaded local stack (docs/local-stack.md), so
-# a thousand can outlast 30 s, and a lease that lapses mid-send has the timer send the
-# whole step again beside it.
+# A sender holds its step this long after its last renewal: a dead sender's step is taken
+# over this long after it died, at most RENEW_EVERY_MS plus a chunk's send more.
 SEND_LEASE_MS = 30_000
-SEND_LEASE_PER_CLIENT_MS = 100
-
-
-def send_lease_ms(clients: int) -> int:
-    """How long a sender of a step of ``clients`` items holds it."""
-    return SEND_LEASE_MS + SEND_LEASE_PER_CLIENT_MS * clients
+# A sender renews its lease (and records its progress) once this long has passed since
+# its last renewal, after the chunk of messages it is sending; each chunk is sized to take
+# about this long at the rate of the one before, so that a queue slowing down five-fold
+# from one chunk to the next still leaves the lease held.
+RENEW_EVERY_MS = 5_000
+FIRST_CHUNK = 8  # the queue adapter's sends at once (adapters/queue.py SEND_CONCURRENCY)
+MAX_CHUNK = 256
+CREATE_CHUNK = 64  # item documents created between two looks at the lease
 
 
 class SendInProgress(Exception):
-    """Another caller is sending this step's items."""
+    """Another caller is sending this step's items; its lease lapses at ``lapses_ms``
+    (None: the step was sent meanwhile)."""
+
+    def __init__(self, step: int, lapses_ms: int | None = None) -> None:
+        super().__init__(f"step {step} is being sent by another caller")
+        self.step = step
+        self.lapses_ms = lapses_ms
+
+
+def lapses_ms(step: Step) -> int | None:
+    """When the step's sender's lease lapses (None: nobody holds it, or it was sent)."""
+    if step.enqueued or step.sending_ms is None:
+        return None
+    return step.sending_ms + SEND_LEASE_MS
 
 
 def taking_send(now_ms: int, taken: list[bool]) -> Callable[[Step], bool | None]:
     """The change that makes its caller the step's sender: ``taken`` says whether it did
-    (not when the step was sent, or another sender began less than its lease ago)."""
+    (not when the step was sent, or another sender renewed its lease less than
+    SEND_LEASE_MS ago)."""
 
     def take(s: Step) -> bool | None:
-        busy = s.sending_ms is not None and now_ms - s.sending_ms < send_lease_ms(s.clients)
-        taken[:] = [not s.enqueued and not busy]
+        held = lapses_ms(s)
+        taken[:] = [not s.enqueued and (held is None or now_ms >= held)]
         if not taken[0]:
             return False
         s.sending_ms = now_ms
@@ -51,20 +72,39 @@ def taking_send(now_ms: int, taken: list[bool]) -> Callable[[Step], bool | None]
     return take
 
 
-def giving_up_send(
-    began_ms: int, error: Exception, work: Sequence[WorkItem]
+def renewing(
+    held_ms: int, now_ms: int, unsent: list[int] | None, kept: list[bool]
 ) -> Callable[[Step], bool | None]:
+    """The change a sender writes as it goes: its lease (the mark ``held_ms`` it wrote
+    last) runs from ``now_ms`` again, and the step records the clients it has not sent
+    yet (``unsent``; None: its items are still being created, the record stays). ``kept``
+    says whether the lease was still its own (not when another sender took it over, or
+    the step was marked sent)."""
+
+    def renew(s: Step) -> bool | None:
+        kept[:] = [s.sending_ms == held_ms and not s.enqueued]
+        if not kept[0]:
+            return False
+        s.sending_ms = now_ms
+        if unsent is not None:
+            s.unsent = list(unsent)
+        return None
+
+    return renew
+
+
+def giving_up_send(held_ms: int, unsent: list[int] | None) -> Callable[[Step], bool | None]:
     """The change a sender that could not reach the store or the queue writes: its lease
-    (begun at ``began_ms``) is given back, unless another sender took it since, with the
-    clients it did not send to (``not_sent``; None: those the step had kept)."""
-    unsent = not_sent(error, work)
+    (the mark ``held_ms`` it wrote last) is given back, unless another sender took it
+    since, with the clients it did not send to (``unsent``; None: its items were not all
+    created, the step keeps what it had)."""
 
     def give_up(s: Step) -> bool | None:
-        if s.sending_ms != began_ms:
+        if s.sending_ms != held_ms:
             return False
         s.sending_ms = None
         if unsent is not None:
-            s.unsent = unsent
+            s.unsent = list(unsent)
         return None
 
     return give_up
@@ -79,13 +119,13 @@ def still_to_send(unsent: list[int] | None, work: Sequence[WorkItem]) -> list[Wo
     return [w for w in work if w.client in left]
 
 
-def not_sent(error: Exception, work: Sequence[WorkItem]) -> list[int] | None:
-    """The clients a failed send left out: those PartialSend names; None when the error
-    says nothing of which went (the step's record stays as it was)."""
-    if not isinstance(error, PartialSend):
-        return None
-    failed = set(error.unsent)
-    return [w.client for w in work if w.item_id in failed]
+def next_chunk(last_size: int, last_ms: int) -> int:
+    """How many messages to send before the sender looks at its lease again: as many as
+    the last chunk's rate (``last_size`` in ``last_ms``) sends in RENEW_EVERY_MS, from 1
+    to MAX_CHUNK (a chunk that took no time at all: MAX_CHUNK)."""
+    if last_ms <= 0:
+        return MAX_CHUNK
+    return max(1, min(MAX_CHUNK, last_size * RENEW_EVERY_MS // last_ms))
 
 
 # A sender whose step is out marks it sent, through MARK_SENT_TRIES compare-and-swaps of
