@@ -98,13 +98,14 @@ def sent(step: int, due_ms: int | None) -> Change:
     return change
 
 
-def waiting_for_sender(lapses_ms: int, now_ms: int) -> Change:
+def waiting_for_sender(lapses_ms: int | None, now_ms: int) -> Change:
     """Another caller is sending the step: a run due now is due again when that sender's
     lease would lapse (it renews it as it goes), not at every tick of the timer, each of
-    which reads the whole run (a 1,000-item send lasts minutes on a slow queue)."""
+    which reads the whole run (a 1,000-item send lasts minutes on a slow queue). None: it
+    was sent meanwhile."""
 
     def change(r: Run) -> bool | None:
-        if r.due_ms is None or r.due_ms > now_ms or r.due_ms >= lapses_ms:
+        if lapses_ms is None or r.due_ms is None or r.due_ms > now_ms or r.due_ms >= lapses_ms:
             return False
         r.due_ms = lapses_ms
         return None

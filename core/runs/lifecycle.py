@@ -214,9 +214,8 @@ class Lifecycle:
         try:
             due = self.enqueue_step(run, number)
         except SendInProgress as e:  # its sender advances the run once the step is out
-            if e.lapses_ms is not None:  # the timer looks again when its lease would lapse
-                with contextlib.suppress(StoreUnavailable, Conflict):
-                    run = self.update_run(run.id, waiting_for_sender(e.lapses_ms, now))
+            with contextlib.suppress(StoreUnavailable, Conflict):  # due when its lease lapses
+                return self.update_run(run.id, waiting_for_sender(e.lapses_ms, now), read=run)
             return run
         except AwaitingAgents as e:
             run = self.update_run(run.id, holding(number, e.waiting, now, outcome))
@@ -249,8 +248,7 @@ class Lifecycle:
     def enqueue_step(self, run: Run, number: int) -> int | None:
         """Resolve, create and send a step's items, then mark the step enqueued; when the
         run is due next (None: sent before, or failed as it could not be sized). One caller
-        sends, renewing its lease (core.runs.sender; SendInProgress for the others); should
-        two still send (one stalled past its lease), a second copy is dropped at claim."""
+        sends, renewing its lease (core.runs.sender; SendInProgress for the others)."""
         step = self.store.items.get_step(run.id, number)
         if step.enqueued:
             return None
