@@ -216,3 +216,37 @@ def test_on_the_cosmos_db_server_a_reviver_that_loses_twice_answers_with_the_run
         assert stored.accepted is True and stored.generation == 2 and not stored.void
     finally:
         svc.cancel(run_id)
+
+
+def test_a_late_creations_void_spares_the_revival_a_twin_answered_202_for() -> None:
+    """Request A's creation lands late and its void does not get through at once. Twin B
+    voids that attempt and revives the run in time (202); A's void lands between B's write
+    and B's accept. It was decided on A's attempt, so it leaves B's alone: the run B was
+    answered 202 for runs (before, it was failed, and A's retry was answered 202 too: one
+    key answered 202 twice, in a rehearsal of 40 POSTs on 30 keys through 3 instances)."""
+    svc, store, script, _ = service()
+    run_id = run_id_for_key(KEY)
+
+    def void_unreachable() -> None:
+        raise StoreUnavailable("Cosmos DB: replace runs: no answer (simulated)", "Cosmos DB")
+
+    script.before("replace", "runs", run_id, void_unreachable)  # A's own void
+    with pytest.raises(Abandoned):
+        svc.intake.submit(BODY, KEY, answer=nearly_answered(svc))
+    first = store.runs.get(run_id)
+    assert first.accepted is None and not first.void  # late, not yet voided by anyone
+
+    def noop() -> None:
+        pass
+
+    def a_void_lands() -> None:  # A's void, decided on its own attempt, lands only now
+        svc.lifecycle.void(run_id, first.generation, read=first)
+
+    # B's writes of the run: its void of A's attempt, its revival, then its accept.
+    script.before("replace", "runs", run_id, noop, noop, a_void_lands)
+    run, created = svc.intake.submit(BODY, KEY)
+    assert (run.id, created) == (run_id, True)
+    stored = store.runs.get(run_id)
+    assert stored.generation == first.generation + 1
+    assert stored.accepted is True and not stored.void and stored.state == RunState.QUEUED
+    assert len(store.items.of_run(run_id)[1]) == 1  # its step was sent, once

@@ -298,7 +298,7 @@ class Intake:
             run.etag = revive.void.etag
             return self.store.runs.replace(run)
         except StoreUnavailable:
-            self.life.void_unknown(run.id)  # if it was stored after all
+            self.life.void_unknown(run.id, run.generation)  # if it was stored after all
             raise
 
     def _start(self, stored: Run) -> Run:
@@ -317,7 +317,7 @@ class Intake:
 
     def _void(self, run: Run) -> None:
         try:
-            self.life.void(run.id, read=run)
+            self.life.void(run.id, run.generation, read=run)
         except (StoreUnavailable, Conflict) as e:  # void by its timestamp, or by the timer
             log.warning("run %s: could not void its late creation: %s", run.id, e)
 
@@ -334,7 +334,7 @@ class Intake:
                 "Idempotency-Key was already used with a different request body"
             )
         if late(run):
-            run = self.life.void(run.id, read=run)
+            run = self.life.void(run.id, run.generation, read=run)
         if run.accepted is None:
             # Its first call's answer is unknown here: this call answers for it.
             if not answer.commit(run):
