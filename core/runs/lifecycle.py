@@ -364,14 +364,12 @@ class Lifecycle:
     # ---- the commit point (core.runs.commit) ----------------------------------------------
 
     def accept(self, run: Run) -> Run:
-        """Record that the run counts, before its first step is sent. A run voided
-        meanwhile is returned void."""
+        """Record that the run counts, before its first step is sent (returned void if so)."""
         return self.update_run(run.id, accepting, read=run)
 
     def void(self, run_id: str, generation: int, read: Run | None = None) -> Run:
         """Fail attempt ``generation`` of a run, whose creation does not count, unless it
-        was accepted or revived meanwhile; free what it took (its target locks, its places
-        in line)."""
+        was accepted or revived meanwhile; free what it took (target locks, places in line)."""
         run = self.update_run(run_id, voiding(generation), read=read)
         if run.accepted is False:
             self.admission.leave(run)
