@@ -26,7 +26,7 @@ from core.memory import Effect, MemoryArtifacts, MemoryQueues, MemoryStore, SimC
 from core.models.ids import run_id_for_key
 from core.models.state import RunState
 from core.models.stored import Run
-from core.runs.commit import Abandoned, Answer
+from core.runs.commit import DECIDE_GRACE_MS, Abandoned, Answer
 from core.runs.intake import COMMIT_ATTEMPTS
 from core.runs.service import RunService
 from tests.conftest import run_body
@@ -250,3 +250,33 @@ def test_a_late_creations_void_spares_the_revival_a_twin_answered_202_for() -> N
     assert stored.generation == first.generation + 1
     assert stored.accepted is True and not stored.void and stored.state == RunState.QUEUED
     assert len(store.items.of_run(run_id)[1]) == 1  # its step was sent, once
+
+
+def test_a_write_without_answer_voids_its_own_attempt_never_a_twins_answered_202() -> None:
+    """B is about to revive the void run; its twin C, of the same generation, revives it
+    first and is answered 202 (its accept's write gets no answer: the timer accepts it);
+    then B's write gets no answer. B voids what it may have stored, and must leave C's
+    attempt alone (before, it voided the run C was answered 202 for)."""
+    svc, store, _, clock = service()
+    run_id = void_run(svc, store).id
+    writes, twins = [0], list[bool]()
+
+    def effect(op: str, table: str, key: str) -> Effect:
+        if (op, table, key) != ("replace", "runs", run_id):
+            return "ok"
+        writes[0] += 1
+        if writes[0] == 1:  # B's revival: twin C first, then B's write is refused unanswered
+            twins.append(svc.intake.submit(BODY, KEY)[1])
+            return "fail"
+        return "fail" if writes[0] == 3 else "ok"  # 2: C's revival; 3: C's accept
+
+    store.tables.faults = effect
+    with pytest.raises(StoreUnavailable):
+        svc.intake.submit(BODY, KEY)
+    assert twins == [True]  # C: 202
+    run = store.runs.get(run_id)
+    assert (run.void, run.generation, run.accepted) == (False, 1, None)
+    clock.advance(DECIDE_GRACE_MS / 1000)
+    svc.tick()  # nobody decided it: the timer does, from its timestamp (in time)
+    run = store.runs.get(run_id)
+    assert run.accepted is True and len(store.items.of_run(run_id)[1]) == 1

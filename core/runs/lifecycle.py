@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from core import telemetry
-from core.errors import Conflict, NotFound, StoreUnavailable
+from core.errors import Conflict, StoreUnavailable
 from core.fleet.scaling import Waiting
 from core.models import Result, WorkItem
 from core.models.ids import step_id
@@ -375,17 +375,6 @@ class Lifecycle:
             self.admission.leave(run)
             self.free_targets(run)
         return run
-
-    def void_unknown(self, run_id: str, generation: int) -> None:
-        """The creation's outcome is unknown (the database did not answer): void attempt
-        ``generation`` if it was stored. Best effort: a creation stored later is void by its
-        timestamp."""
-        try:
-            self.void(run_id, generation)
-        except NotFound:
-            pass
-        except (StoreUnavailable, Conflict) as e:
-            log.warning("run %s: could not void its unconfirmed creation: %s", run_id, e)
 
     # ---- reading results back -------------------------------------------------------------
 
