@@ -79,8 +79,8 @@ async def create_run(
             raise StoreUnavailable(
                 f"no answer within {ANSWER_MS / 1000:g} s", "Cosmos DB"
             ) from None
-        assert answer.run is not None  # committed: stored in time, 202 whatever follows
-        run, created = public_run(answer.run), True
+        assert answer.run is not None  # committed: 202 (200 for a replay) whatever follows
+        run, created = public_run(answer.run), answer.created
     location = f"/api/runs/{run.id}"
     response.status_code = 202 if created else 200
     response.headers["Location"] = location

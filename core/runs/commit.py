@@ -69,14 +69,19 @@ class Answer:
         self._lock = threading.Lock()
         self._state: str | None = None  # "committed" | "abandoned"
         self.run: Run | None = None
+        # What was committed: this request's creation (202) or a replay of another's (200).
+        self.created = False
 
     def _late(self) -> bool:
         return int(self.clock() * 1000) > self.deadline_ms
 
-    def commit(self, run: Run) -> bool:
+    def commit(self, run: Run, *, created: bool) -> bool:
+        """``created``: the run is this request's creation (202), not a replay (200); the
+        handler that answers at its deadline says which (a replay committed and then held
+        up was answered 202: one key answered 202 twice under load)."""
         with self._lock:
             if self._state is None and not self._late():
-                self._state, self.run = "committed", run
+                self._state, self.run, self.created = "committed", run, created
             return self._state == "committed"
 
     @property

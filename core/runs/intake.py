@@ -152,7 +152,7 @@ class Intake:
         stored, created = self._commit(attempt, revive)  # the commit point
         if not created:
             return stored, False
-        if not in_time(stored) or not answer.commit(stored):
+        if not in_time(stored) or not answer.commit(stored, created=True):
             self._void(stored)
             raise Abandoned("the database did not confirm the run in time", "Cosmos DB")
         # Committed: the answer is 202 whatever follows (the timer finishes what does not).
@@ -354,7 +354,7 @@ class Intake:
             run = self.life.void(run.id, run.generation, read=run)
         if run.accepted is None:
             # Its first call's answer is unknown here: this call answers for it.
-            if not answer.commit(run):
+            if not answer.commit(run, created=False):
                 raise Abandoned("the request was answered before its run was confirmed")
             run = self.life.accept(run)
         if run.void:
