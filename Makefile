@@ -72,7 +72,9 @@ checkov:
 #   here, at full priority, with no other fio lane's work ahead of theirs;
 # - fio beside: the fio_beside tests (end to end, faults and chaos, the wheel, fleet,
 #   export/import: nothing they assert depends on throughput or on being alone), one at a
-#   time, niced, so the first fio lane keeps the CPU it asks for;
+#   time, niced (5: the first fio lane keeps the CPU it asks for, and the waits these
+#   tests bound, a fio started or ended within seconds, come before Schemathesis' and the
+#   checks' CPU, niced 10);
 # - other: every test that neither runs fio nor times anything, but Schemathesis;
 # - fuzz, then checks: Schemathesis (it collects one module, not the whole tree), then lint,
 #   Checkov and the docs site, all niced; beside them, the download of the wheelhouse
@@ -107,7 +109,7 @@ test: install
 	  wait $$house || { echo '== wheelhouse failed (test_wheel.py will try again):'; cat $$tmp/wheelhouse.log; }; \
 	  echo "== fuzz and checks lane done at $$((SECONDS - start)) s"; exit $$lane; } > $$tmp/fuzz.log 2>&1 & \
 	fuzz=$$!; \
-	{ TMPDIR=$$tmp/beside nice -n 10 $(PYTEST) -q -ra $(BESIDE_TESTS) $(DURATIONS); lane=$$?; \
+	{ TMPDIR=$$tmp/beside nice -n 5 $(PYTEST) -q -ra $(BESIDE_TESTS) $(DURATIONS); lane=$$?; \
 	  echo "== fio beside lane done at $$((SECONDS - start)) s"; exit $$lane; } > $$tmp/beside.log 2>&1 & \
 	beside=$$!; \
 	{ TMPDIR=$$tmp/other $(PYTEST) -q -ra $(OTHER_TESTS) $(DURATIONS); lane=$$?; \
