@@ -25,4 +25,7 @@ class TargetLock(_Stored):
     id: str  # "<pool>:<target>"
     run_id: str | None = None  # the holder
     since_ms: int = 0
+    # The holder's attempt (Run.generation): a lock marked later than the holder's document
+    # is a revival's, its document not written yet (core.runs.admission).
+    generation: int = 0
     queue: list[Waiter] = Field(default_factory=list)

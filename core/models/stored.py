@@ -285,6 +285,10 @@ class Run(_Stored):
     accept_by_s: int | None = None
     landed_s: int | None = None
     accepted: bool | None = None
+    # Revivals of a void run under its Idempotency-Key so far (core.runs.intake): the
+    # target locks it takes carry it (core.runs.admission), so the cleanup of one attempt
+    # never frees the locks a later attempt of the same run took over.
+    generation: int = 0
     ts: int | None = Field(None, alias="_ts", exclude=True)  # the database's, as read
     provisioning: Provisioning | None = None  # while its pool grows (state provisioning)
     # What the run was judged with (core.limits.facts.run_target_facts): kept with the run,

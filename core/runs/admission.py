@@ -12,6 +12,13 @@ queues (or is refused). Nothing releases a lock by timer: a lock whose holder ha
 Queues are ordered by submission (created_ms, run id), the same order on every target,
 and a run starts only at the head of all its queues: a run on targets A and B and another
 on B and A cannot each hold one and wait forever.
+
+A void run (core.runs.commit) is revived under its Idempotency-Key by writing a new
+attempt over its document (core.runs.intake), with the same run id: each attempt has a
+generation, and a lock carries the generation of the attempt that took it. The revival
+takes over the void attempt's locks (marking them with its generation) before it writes
+the run; meanwhile the lock is held as for a run not written yet, and the void attempt's
+cleanup gives back only what is still marked with its own generation or an earlier one.
 """
 
 from __future__ import annotations
@@ -124,12 +131,14 @@ class Admission:
             return None
 
     def holds(self, lock: TargetLock, run_id: str) -> bool:
-        """Whether another run than ``run_id`` holds the lock and may still do I/O."""
+        """Whether another run than ``run_id`` holds the lock and may still do I/O. Taken for
+        an attempt not written yet (a new run, or a revival: the lock's generation is ahead
+        of the void document's), it is held for a grace."""
         holder = lock.run_id
         if not holder or holder == run_id:
             return False
         run = self._run(holder)
-        if run is None:
+        if run is None or lock.generation > run.generation:
             return self._now_ms() - lock.since_ms < UNWRITTEN_HOLDER_GRACE_MS
         return not holder_done(run)
 
@@ -170,43 +179,59 @@ class Admission:
     # ---- taking and waiting -------------------------------------------------------------
 
     def try_acquire(
-        self, keys: list[str], me: Waiter, seen: dict[str, TargetLock] | None = None
+        self,
+        keys: list[str],
+        me: Waiter,
+        seen: dict[str, TargetLock] | None = None,
+        *,
+        generation: int = 0,
     ) -> bool:
-        """Take every lock for ``me`` or none (what was taken is handed back). A lock is
-        taken only if no earlier live waiter queues for it. ``me`` stays in the queues
-        until it is marked admitted (``leave``): a crash in between leaves it at their
-        head, where the timer finds it and finishes its admission."""
+        """Take every lock for ``me`` (its attempt ``generation``) or none (what was taken
+        is handed back). A lock is taken only if no earlier live waiter queues for it.
+        ``me`` stays in the queues until it is marked admitted (``leave``): a crash in
+        between leaves it at their head, where the timer finds it and finishes its
+        admission."""
         taken: list[str] = []
         for key in keys:
-            if not self._take(key, me, seen):
+            if not self._take(key, me, seen, generation):
                 for k in taken:
-                    self._give_back(k, me.run_id)
+                    self._give_back(k, me.run_id, generation)
                 return False
             taken.append(key)
         return True
 
-    def _take(self, key: str, me: Waiter, seen: dict[str, TargetLock] | None = None) -> bool:
+    def _take(
+        self, key: str, me: Waiter, seen: dict[str, TargetLock] | None, generation: int
+    ) -> bool:
         got: list[bool] = [False]
 
         def take(lock: TargetLock) -> bool | None:
-            got[0] = False
             mine = lock.run_id == me.run_id
+            got[0] = mine and lock.generation > generation
+            if got[0]:
+                return False  # a later attempt of the same run holds it: this one is void
             if not mine and (
                 self.holds(lock, me.run_id) or any(self._live(w) for w in ahead(lock, me))
             ):
                 return False
-            lock.run_id, lock.since_ms = me.run_id, lock.since_ms if mine else self._now_ms()
+            # A revival taking over its void attempt's lock holds it anew, as a new run.
+            anew = not mine or lock.generation != generation
+            lock.since_ms = self._now_ms() if anew else lock.since_ms
+            lock.run_id, lock.generation = me.run_id, generation
             got[0] = True
             return None
 
         self._change(key, take, seen)
         return got[0]
 
-    def _give_back(self, key: str, run_id: str) -> None:
+    def _give_back(self, key: str, run_id: str, generation: int) -> None:
+        """Free the lock if this attempt of the run (or an earlier one) holds it; a later
+        attempt that took it over keeps it."""
+
         def give(lock: TargetLock) -> bool | None:
-            if lock.run_id != run_id:
+            if lock.run_id != run_id or lock.generation > generation:
                 return False
-            lock.run_id, lock.since_ms = None, 0
+            lock.run_id, lock.since_ms, lock.generation = None, 0, 0
             return None
 
         self._change(key, give)
@@ -242,7 +267,7 @@ class Admission:
         """A finished run gives its locks back (free already by rule; this just lets the
         next run in without reading the finished one)."""
         for key in run_keys(run):
-            self._give_back(key, run.id)
+            self._give_back(key, run.id, run.generation)
 
     def admit_next(self, keys: Iterable[str]) -> list[Run]:
         """Start, in submission order, the runs at the head of these targets' queues whose
@@ -259,7 +284,11 @@ class Admission:
                 # A head whose creation is not decided yet waits (core.runs.commit): the
                 # timer's look at free targets with runs waiting starts it once it is.
                 undecided = run is not None and verdict(run, self._now_ms()) is None
-                if run is not None and not undecided and self.try_acquire(run_keys(run), w):
+                if (
+                    run is not None
+                    and not undecided
+                    and self.try_acquire(run_keys(run), w, generation=run.generation)
+                ):
                     admitted.append(run)
                 break  # only the head of a queue may start
         return admitted
@@ -293,7 +322,7 @@ class Admission:
         out = []
         for lock in self.store.targets.with_waiters():
             holder = self._run(lock.run_id) if lock.run_id else None
-            if lock.run_id and holder is None:
+            if lock.run_id and (holder is None or lock.generation > holder.generation):
                 stuck = self._now_ms() - lock.since_ms >= UNWRITTEN_HOLDER_GRACE_MS
             else:
                 stuck = holder is None or holder_done(holder) or not holder.admitted

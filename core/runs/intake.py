@@ -19,6 +19,8 @@ replay of a void run (its first request was answered 503) makes it anew.
 from __future__ import annotations
 
 import logging
+import random
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +36,7 @@ from core.models.state import DeliveryState, RunState
 from core.models.stored import Delivery, Requester, Run, Step
 from core.ports import Store
 from core.runs.admission import Admission, TargetBusy, lock_keys, run_keys, target_of
+from core.runs.cas import Contended
 from core.runs.commit import (
     ANSWER_MS,
     DECIDE_GRACE_MS,
@@ -57,6 +60,8 @@ from core.timestamps import iso_ms
 from core.validation import parse
 
 log = logging.getLogger(__name__)
+# Each write lost means another request with the same Idempotency-Key wrote the run meanwhile.
+COMMIT_ATTEMPTS = 8
 
 
 class IdempotencyMismatch(Conflict):
@@ -72,6 +77,19 @@ class _Plan:
     base: Workload
     specs: list[PlannedStep]
     fill: bool
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    """This request's making of the run: what its document is written from."""
+
+    plan: _Plan
+    me: Waiter
+    caller: Caller
+    answer: Answer
+    digest: str
+    idempotency_key: str | None
+    traceparent: str | None
 
 
 @dataclass(frozen=True)
@@ -126,26 +144,12 @@ class Intake:
                 return replay, False
             revive = replay
         answer.check()
-        created_ms = self.life.now_ms()
-        me = Waiter(run_id=run_id, created_ms=created_ms)
-        keys = lock_keys(plan.request.pool, plan.request.all_targets)
-        admitted = self._admit_or_wait(keys, me, plan.request.on_busy)
-        self._create_steps(run_id, plan.specs)
-        answer.check()
-        run = self._new_run(plan, me, admitted, caller, answer)
+        me = Waiter(run_id=run_id, created_ms=self.life.now_ms())
         # The intake span's trace is the run's (core.telemetry).
-        run.body_hash, run.idempotency_key, run.traceparent = digest, idempotency_key, traceparent
-        try:
-            stored = self._store(run, revive)  # the commit point
-        except Conflict:  # a request with the same Idempotency-Key stored it first
-            replay = self._replay(run_id, digest, answer)
-            if isinstance(replay, Run):
-                return replay, False
-            if replay is None:
-                raise
-            # Its creation came too late and is void: this request makes the run anew, as
-            # a retry would (it answered 409 "already exists" before).
-            stored = self._store(run, replay)
+        attempt = _Attempt(plan, me, caller, answer, digest, idempotency_key, traceparent)
+        stored, created = self._commit(attempt, revive)  # the commit point
+        if not created:
+            return stored, False
         if not in_time(stored) or not answer.commit(stored):
             self._void(stored)
             raise Abandoned("the database did not confirm the run in time", "Cosmos DB")
@@ -238,6 +242,54 @@ class Intake:
             due_ms=me.created_ms + DECIDE_GRACE_MS,
         )
 
+    def _prepare(self, a: _Attempt, generation: int) -> Run:
+        """Admit the run (its target locks, marked with this attempt's generation, or its
+        place in line) and create its steps: its document, to be written next."""
+        request = a.plan.request
+        keys = lock_keys(request.pool, request.all_targets)
+        admitted = self._admit_or_wait(keys, a.me, request.on_busy, generation)
+        self._create_steps(a.me.run_id, a.plan.specs)
+        a.answer.check()
+        run = self._new_run(a.plan, a.me, admitted, a.caller, a.answer)
+        run.body_hash, run.idempotency_key, run.traceparent = (
+            a.digest,
+            a.idempotency_key,
+            a.traceparent,
+        )
+        run.generation = generation
+        return run
+
+    def _commit(self, a: _Attempt, revive: _Revive | None) -> tuple[Run, bool]:
+        """Store the run document: (the run as stored, True), or (the run another request
+        with the same Idempotency-Key stored first, False). Requests with one key converge:
+        one that loses the write reads the run again and answers with it, or writes over it
+        once more while it is void (that request's revival came too late, or was voided
+        meanwhile: 40 POSTs on 30 keys through 3 instances answered 409 "changed
+        concurrently" when a second write over the void run was lost too). A document that
+        keeps changing is a 503 the caller retries, never a 409 for the same body.
+
+        A revival is the void run's next generation: its locks are taken (or taken over)
+        for that generation before it is written, again when it must write over a later
+        void generation (core.runs.admission)."""
+        run: Run | None = None
+        for attempt in range(COMMIT_ATTEMPTS):
+            if attempt:
+                a.answer.check()  # answered 503 meanwhile: nothing more is written
+            generation = revive.void.generation + 1 if revive else 0
+            if run is None or run.generation != generation:
+                before, run = run, self._prepare(a, generation)
+                if before is not None and before.admitted and not run.admitted:
+                    self.admission.release(before)  # unless taken over since
+            try:
+                return self._store(run, revive), True
+            except Conflict:  # a request with the same Idempotency-Key wrote it first
+                replay = self._replay(run.id, a.digest, a.answer)
+            if isinstance(replay, Run):
+                return replay, False
+            revive = replay  # void, or gone: this request makes it anew, as a retry would
+            time.sleep(random.uniform(0, 0.005 * (attempt + 1)))  # jitter, as cas.update
+        raise Contended(f"run {a.me.run_id} kept changing under us")
+
     def _store(self, run: Run, revive: _Revive | None) -> Run:
         """Write the run document: the commit point (over the void run it revives)."""
         try:
@@ -246,7 +298,7 @@ class Intake:
             run.etag = revive.void.etag
             return self.store.runs.replace(run)
         except StoreUnavailable:
-            self.life.void_unknown(run.id)  # if it was stored after all
+            self.life.void_unknown(run.id, run.generation)  # if it was stored after all
             raise
 
     def _start(self, stored: Run) -> Run:
@@ -265,7 +317,7 @@ class Intake:
 
     def _void(self, run: Run) -> None:
         try:
-            self.life.void(run.id, read=run)
+            self.life.void(run.id, run.generation, read=run)
         except (StoreUnavailable, Conflict) as e:  # void by its timestamp, or by the timer
             log.warning("run %s: could not void its late creation: %s", run.id, e)
 
@@ -282,7 +334,7 @@ class Intake:
                 "Idempotency-Key was already used with a different request body"
             )
         if late(run):
-            run = self.life.void(run.id, read=run)
+            run = self.life.void(run.id, run.generation, read=run)
         if run.accepted is None:
             # Its first call's answer is unknown here: this call answers for it.
             if not answer.commit(run):
@@ -303,12 +355,12 @@ class Intake:
         in no queue, and nothing ever admitted it."""
         self.admission.wait(run_keys(run), Waiter(run_id=run.id, created_ms=run.created_ms))
 
-    def _admit_or_wait(self, keys: list[str], me: Waiter, on_busy: str) -> bool:
+    def _admit_or_wait(self, keys: list[str], me: Waiter, on_busy: str, generation: int) -> bool:
         """Take the run's target locks now if nobody holds them or waits for them; else
         join their queues, or refuse."""
         seen: dict[str, TargetLock] = {}  # the locks busy() read, for the change that follows
         busy = self.admission.busy(keys, me, seen)
-        if busy is None and self.admission.try_acquire(keys, me, seen):
+        if busy is None and self.admission.try_acquire(keys, me, seen, generation=generation):
             return True
         if on_busy == "refuse":
             who = f"run {busy.holder}" if busy and busy.holder else "another run"

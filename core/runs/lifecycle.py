@@ -184,7 +184,7 @@ class Lifecycle:
                 seen.run = self.accept(run)
                 return None if seen.run.accepted else seen.run
             case Judge():
-                return self.void(run.id, read=run)
+                return self.void(run.id, run.generation, read=run)
             case CloseOutbox():
                 self.update_run(run.id, close_outbox)
                 self._reread(seen)
@@ -368,20 +368,22 @@ class Lifecycle:
         meanwhile is returned void."""
         return self.update_run(run.id, accepting, read=run)
 
-    def void(self, run_id: str, read: Run | None = None) -> Run:
-        """Fail a run whose creation does not count, unless it was accepted meanwhile; free
-        what it took (its target locks, its places in line)."""
-        run = self.update_run(run_id, voiding, read=read)
+    def void(self, run_id: str, generation: int, read: Run | None = None) -> Run:
+        """Fail attempt ``generation`` of a run, whose creation does not count, unless it
+        was accepted or revived meanwhile; free what it took (its target locks, its places
+        in line)."""
+        run = self.update_run(run_id, voiding(generation), read=read)
         if run.accepted is False:
             self.admission.leave(run)
             self.free_targets(run)
         return run
 
-    def void_unknown(self, run_id: str) -> None:
-        """The creation's outcome is unknown (the database did not answer): void the run if
-        it was stored. Best effort: a creation stored later is void by its timestamp."""
+    def void_unknown(self, run_id: str, generation: int) -> None:
+        """The creation's outcome is unknown (the database did not answer): void attempt
+        ``generation`` if it was stored. Best effort: a creation stored later is void by its
+        timestamp."""
         try:
-            self.void(run_id)
+            self.void(run_id, generation)
         except NotFound:
             pass
         except (StoreUnavailable, Conflict) as e:
