@@ -72,12 +72,11 @@ checkov:
 #   here, at full priority, with no other fio lane's work ahead of theirs;
 # - fio beside: the fio_beside tests (end to end, faults and chaos, the wheel, fleet,
 #   export/import: nothing they assert depends on throughput or on being alone), one at a
-#   time, niced (5: the first fio lane keeps the CPU it asks for, and the waits these
-#   tests bound, a fio started or ended within seconds, come before Schemathesis' and the
-#   checks' CPU, niced 10);
+#   time, niced (5), so the first fio lane keeps the CPU it asks for;
 # - other: every test that neither runs fio nor times anything, but Schemathesis;
-# - fuzz, then checks: Schemathesis (it collects one module, not the whole tree), then lint,
-#   Checkov and the docs site, all niced; beside them, the download of the wheelhouse
+# - fuzz, then checks: Schemathesis (it collects one module, not the whole tree; niced 5,
+#   as the second fio lane: it has a timeout), then lint, Checkov and the docs site (niced
+#   10: they have none, and wait last); beside them, the download of the wheelhouse
 #   tests/test_wheel.py installs from and the build of the wheel it installs.
 # Fio tests mostly wait on fio's runtime, so the lanes overlap. The other lanes' output
 # follows the first's. Phase 2: the timing tests one at a time with nothing else of ours
@@ -103,7 +102,7 @@ test: install
 	@rc=0; tmp=$$(mktemp -d); mkdir -p $$tmp/fio $$tmp/beside $$tmp/other $$tmp/fuzz; start=$$SECONDS; \
 	echo '== phase 1: pytest $(FIO_TESTS), beside pytest $(BESIDE_TESTS), pytest $(OTHER_TESTS), and pytest $(FUZZ_TESTS) then make $(CHECKS)'; \
 	{ lane=0; $(VENV)/bin/python -m tests.wheelhouse > $$tmp/wheelhouse.log 2>&1 & house=$$!; \
-	  TMPDIR=$$tmp/fuzz nice -n 10 $(PYTEST) -q -ra $(FUZZ_TESTS) $(DURATIONS) || lane=$$?; \
+	  TMPDIR=$$tmp/fuzz nice -n 5 $(PYTEST) -q -ra $(FUZZ_TESTS) $(DURATIONS) || lane=$$?; \
 	  echo "== fuzz done at $$((SECONDS - start)) s"; \
 	  nice -n 10 $(MAKE) --no-print-directory -k $(CHECKS) || lane=$$?; \
 	  wait $$house || { echo '== wheelhouse failed (test_wheel.py will try again):'; cat $$tmp/wheelhouse.log; }; \
