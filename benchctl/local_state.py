@@ -79,6 +79,21 @@ def port_free(port: int) -> bool:
         return True
 
 
+def listen_on(port: int) -> socket.socket:
+    """A listening socket on ``port`` (0: any free one), for a server started on it
+    (uvicorn's ``--fd``): the bind is the check, so no other server can take the port
+    between the two. StackError when the port is taken."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: past TIME_WAIT
+    try:
+        s.bind(("127.0.0.1", port))
+        s.listen(2048)  # uvicorn's backlog
+    except OSError as e:
+        s.close()
+        raise StackError(f"port {port} is already in use: {e}") from e
+    return s
+
+
 def api_port_for(directory: Path) -> tuple[int, str | None]:
     """The port the stack's API had (bookmarks of the UI keep working), 7071 (the Functions
     host's) the first time; another free port only when that one is taken, saying so."""

@@ -33,6 +33,7 @@ from benchctl.local_state import (
     ROOT,
     StackError,
     api_port_for,
+    listen_on,
     pool_specs,
     remember_port,
     remove_data,
@@ -134,6 +135,7 @@ def _spawn(
     env: dict[str, str] | None = None,
     port: int | None = None,
     pool: str | None = None,
+    pass_fds: tuple[int, ...] = (),
 ) -> Proc:
     logs = Path(stack.dir) / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -147,6 +149,7 @@ def _spawn(
             stderr=subprocess.STDOUT,
             env={**os.environ, **(env or {})},
             start_new_session=True,
+            pass_fds=pass_fds,
         )  # outlives `benchctl local up`
     p = Proc(name, proc.pid, str(log_path), port, pool)
     stack.procs.append(p)
@@ -204,8 +207,13 @@ def start_api(
     wait: bool = True,
 ) -> Proc:
     """The API under uvicorn, on the stack's API port or on ``port`` (an instance behind the
-    balancer); ``access_log``: a line per request in its log (benches count requests)."""
-    port = stack.api_port if port is None else port
+    balancer; 0: any free port); ``access_log``: a line per request in its log (benches
+    count requests). The port is bound here and handed to uvicorn: a port another server
+    took since it was chosen is a StackError ("already in use"), where waiting for an
+    answer on it took that server's for the API's (another stack's API, started at the
+    same moment on 7071, while this uvicorn was still importing)."""
+    listener = listen_on(stack.api_port if port is None else port)
+    port = int(listener.getsockname()[1])
     env = {
         **stack.env(),
         **stack.telemetry,
@@ -213,25 +221,11 @@ def start_api(
         **(extra_env or {}),
     }
     env["BENCH_PUBLIC_URL"] = stack.api_url
-    p = _spawn(
-        stack,
-        name,
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "--factory",
-            "benchctl.local_api:create_app",  # functions.api's, with the pool scaler
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--log-level",
-            "info" if access_log else "warning",
-        ],
-        env,
-        port,
-    )
+    argv = [sys.executable, "-m", "uvicorn", "--factory", "benchctl.local_api:create_app"]
+    argv += ["--fd", str(listener.fileno())]  # functions.api's app, with the pool scaler
+    argv += ["--log-level", "info" if access_log else "warning"]
+    with listener:  # uvicorn has its own copy
+        p = _spawn(stack, name, argv, env, port, pass_fds=(listener.fileno(),))
     if wait:
         wait_api(p)
     return p
@@ -247,7 +241,7 @@ def start_apis(
     local_balancer.ensure_nginx()
     env = {"BENCH_LOCAL_TIMER_LEASE_S": str(local_balancer.TIMER_LEASE_S), **(extra_env or {})}
     procs = [
-        start_api(stack, timer_seconds, env, name=f"api-{i}", port=free_port(), wait=False)
+        start_api(stack, timer_seconds, env, name=f"api-{i}", port=0, wait=False)
         for i in range(1, stack.api_instances + 1)
     ]
     for p in procs:  # started side by side: each takes seconds to import

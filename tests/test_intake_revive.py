@@ -6,24 +6,30 @@ that won, or revives it again while it is still void, and never 409 for the same
 In memory (core.memory), one clock; the interleavings are forced by the store's fault
 hook, which runs a twin request at the moment a request is about to write the run (found
 by 40 concurrent POSTs on 30 keys through 3 instances: one answered 409 "runs/r-... changed
-concurrently")."""
+concurrently"). The first one runs on the Cosmos DB server too, where it gave that 409."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from adapters.blob import BlobArtifacts
+from adapters.cosmos import CosmosStore
+from adapters.queue import WorkQueues
+from benchctl.localstack import Stack
 from core.errors import Conflict, StoreUnavailable
 from core.fleet.pools import PoolConfig
 from core.memory import Effect, MemoryArtifacts, MemoryQueues, MemoryStore, SimClock
 from core.models.ids import run_id_for_key
 from core.models.state import RunState
 from core.models.stored import Run
-from core.runs.commit import Abandoned, Answer
+from core.runs.commit import DECIDE_GRACE_MS, Abandoned, Answer
 from core.runs.intake import COMMIT_ATTEMPTS
 from core.runs.service import RunService
+from tests.conftest import run_body
 
 POOL = "sim"
 KEY = "revive-key"
@@ -155,6 +161,63 @@ def test_a_void_run_that_keeps_changing_is_answered_503_and_a_retry_makes_it() -
     assert store.runs.get(run_id).accepted is True
 
 
+def test_on_the_cosmos_db_server_a_reviver_that_loses_twice_answers_with_the_run_that_won(
+    stack: Stack,
+    store: CosmosStore,
+    queues: WorkQueues,
+    artifacts: BlobArtifacts,
+    pool: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first test's interleaving on the real ETags of the Cosmos DB server (whose 412
+    was the CI's 409): a write "lands late" when it is held until its run's accept_by_s
+    has passed, as by a paused server."""
+    svc = RunService(store, queues, artifacts, pools=tuple(stack.pool_names))
+    key, body = f"revive-{pool}-{time.time_ns()}", run_body(pool)
+    run_id = run_id_for_key(key)
+    late, twins, before_write = [False], list[str](), list[Callable[[], object]]()
+    acting: list[bool] = []
+
+    def held(write: Callable[[Run], Run]) -> Callable[[Run], Run]:
+        def maybe_late(run: Run) -> Run:
+            if late[0]:
+                late[0] = False
+                while int(time.time()) <= (run.accept_by_s or 0):
+                    time.sleep(0.05)
+            elif before_write and run.id == run_id and not acting:
+                acting.append(True)  # the twin's own writes go through
+                try:
+                    before_write.pop(0)()
+                finally:
+                    acting.clear()
+            return write(run)
+
+        return maybe_late
+
+    monkeypatch.setattr(store.runs, "create", held(store.runs.create))
+    monkeypatch.setattr(store.runs, "replace", held(store.runs.replace))
+
+    def twin(landing_late: bool) -> None:
+        late[0] = landing_late
+        try:
+            twins.append("202" if svc.intake.submit(body, key)[1] else "200")
+        except Abandoned:
+            twins.append("503")
+
+    twin(landing_late=True)  # the key's first request: void
+    assert twins == ["503"] and store.runs.get(run_id).void
+    before_write.extend([lambda: twin(landing_late=True), lambda: twin(landing_late=False)])
+    roomy = Answer(int(time.time() * 1000) + 30_000, time.time)  # outlasts the twins
+    run, created = svc.intake.submit(body, key, answer=roomy)
+    try:
+        assert twins == ["503", "503", "202"]
+        assert (run.id, created) == (run_id, False)
+        stored = store.runs.get(run_id)
+        assert stored.accepted is True and stored.generation == 2 and not stored.void
+    finally:
+        svc.cancel(run_id)
+
+
 def test_a_late_creations_void_spares_the_revival_a_twin_answered_202_for() -> None:
     """Request A's creation lands late and its void does not get through at once. Twin B
     voids that attempt and revives the run in time (202); A's void lands between B's write
@@ -187,3 +250,33 @@ def test_a_late_creations_void_spares_the_revival_a_twin_answered_202_for() -> N
     assert stored.generation == first.generation + 1
     assert stored.accepted is True and not stored.void and stored.state == RunState.QUEUED
     assert len(store.items.of_run(run_id)[1]) == 1  # its step was sent, once
+
+
+def test_a_write_without_answer_voids_its_own_attempt_never_a_twins_answered_202() -> None:
+    """B is about to revive the void run; its twin C, of the same generation, revives it
+    first and is answered 202 (its accept's write gets no answer: the timer accepts it);
+    then B's write gets no answer. B voids what it may have stored, and must leave C's
+    attempt alone (before, it voided the run C was answered 202 for)."""
+    svc, store, _, clock = service()
+    run_id = void_run(svc, store).id
+    writes, twins = [0], list[bool]()
+
+    def effect(op: str, table: str, key: str) -> Effect:
+        if (op, table, key) != ("replace", "runs", run_id):
+            return "ok"
+        writes[0] += 1
+        if writes[0] == 1:  # B's revival: twin C first, then B's write is refused unanswered
+            twins.append(svc.intake.submit(BODY, KEY)[1])
+            return "fail"
+        return "fail" if writes[0] == 3 else "ok"  # 2: C's revival; 3: C's accept
+
+    store.tables.faults = effect
+    with pytest.raises(StoreUnavailable):
+        svc.intake.submit(BODY, KEY)
+    assert twins == [True]  # C: 202
+    run = store.runs.get(run_id)
+    assert (run.void, run.generation, run.accepted) == (False, 1, None)
+    clock.advance(DECIDE_GRACE_MS / 1000)
+    svc.tick()  # nobody decided it: the timer does, from its timestamp (in time)
+    run = store.runs.get(run_id)
+    assert run.accepted is True and len(store.items.of_run(run_id)[1]) == 1

@@ -289,6 +289,9 @@ class Run(_Stored):
     # target locks it takes carry it (core.runs.admission), so the cleanup of one attempt
     # never frees the locks a later attempt of the same run took over.
     generation: int = 0
+    # The request that wrote this attempt (a random id): a request whose write got no answer
+    # voids its own attempt if it landed, never a twin's of the same generation.
+    attempt: str | None = None
     ts: int | None = Field(None, alias="_ts", exclude=True)  # the database's, as read
     provisioning: Provisioning | None = None  # while its pool grows (state provisioning)
     # What the run was judged with (core.limits.facts.run_target_facts): kept with the run,

@@ -21,7 +21,8 @@ from __future__ import annotations
 import logging
 import random
 import time
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, field
 from typing import Any
 
 from core.catalogue import Profile, get_profile, resolve
@@ -90,6 +91,7 @@ class _Attempt:
     digest: str
     idempotency_key: str | None
     traceparent: str | None
+    nonce: str = field(default_factory=lambda: uuid.uuid4().hex)  # Run.attempt
 
 
 @dataclass(frozen=True)
@@ -256,7 +258,7 @@ class Intake:
             a.idempotency_key,
             a.traceparent,
         )
-        run.generation = generation
+        run.generation, run.attempt = generation, a.nonce
         return run
 
     def _commit(self, a: _Attempt, revive: _Revive | None) -> tuple[Run, bool]:
@@ -298,7 +300,7 @@ class Intake:
             run.etag = revive.void.etag
             return self.store.runs.replace(run)
         except StoreUnavailable:
-            self.life.void_unknown(run.id, run.generation)  # if it was stored after all
+            self._void_unknown(run)  # if it was stored after all
             raise
 
     def _start(self, stored: Run) -> Run:
@@ -314,6 +316,21 @@ class Intake:
         except Exception:
             log.exception("run %s: stored; the timer will send it", stored.id)
         return stored
+
+    def _void_unknown(self, run: Run) -> None:
+        """This request's write got no answer: void its attempt if it landed. Not a twin's
+        attempt of the same generation that landed instead (its twin may have answered 202
+        for it): the write read back must be this request's. Best effort: a write applied
+        later is void by its timestamp."""
+        try:
+            stored = self.store.runs.get(run.id)
+        except NotFound:
+            return
+        except StoreUnavailable as e:
+            log.warning("run %s: could not void its unconfirmed creation: %s", run.id, e)
+            return
+        if stored.attempt == run.attempt:
+            self._void(stored)
 
     def _void(self, run: Run) -> None:
         try:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from core import telemetry
-from core.errors import Conflict, NotFound, StoreUnavailable
+from core.errors import Conflict, StoreUnavailable
 from core.fleet.scaling import Waiting
 from core.models import Result, WorkItem
 from core.models.ids import step_id
@@ -364,30 +364,17 @@ class Lifecycle:
     # ---- the commit point (core.runs.commit) ----------------------------------------------
 
     def accept(self, run: Run) -> Run:
-        """Record that the run counts, before its first step is sent. A run voided
-        meanwhile is returned void."""
+        """Record that the run counts, before its first step is sent (returned void if so)."""
         return self.update_run(run.id, accepting, read=run)
 
     def void(self, run_id: str, generation: int, read: Run | None = None) -> Run:
         """Fail attempt ``generation`` of a run, whose creation does not count, unless it
-        was accepted or revived meanwhile; free what it took (its target locks, its places
-        in line)."""
+        was accepted or revived meanwhile; free what it took (target locks, places in line)."""
         run = self.update_run(run_id, voiding(generation), read=read)
         if run.accepted is False:
             self.admission.leave(run)
             self.free_targets(run)
         return run
-
-    def void_unknown(self, run_id: str, generation: int) -> None:
-        """The creation's outcome is unknown (the database did not answer): void attempt
-        ``generation`` if it was stored. Best effort: a creation stored later is void by its
-        timestamp."""
-        try:
-            self.void(run_id, generation)
-        except NotFound:
-            pass
-        except (StoreUnavailable, Conflict) as e:
-            log.warning("run %s: could not void its unconfirmed creation: %s", run_id, e)
 
     # ---- reading results back -------------------------------------------------------------
 
