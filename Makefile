@@ -65,22 +65,18 @@ checkov:
 	scripts/checkov.sh
 
 # The test lanes (tests/lanes.py; docs/testing.md, "make test"). `make test` runs every check
-# and every test in two phases. Phase 1, four lanes at once, each pytest on a stack of its
-# own in a temp dir of its own:
-# - fio: the fio tests one at a time in one process, but those marked fio_beside: the tests
-#   that hold a figure to a known load (rate caps, the 50 % rate step, per-second rates) are
-#   here, at full priority, with no other fio lane's work ahead of theirs;
-# - fio beside: the fio_beside tests (end to end, faults and chaos, the wheel, fleet,
-#   export/import: nothing they assert depends on throughput or on being alone), one at a
-#   time, niced (5), so the first fio lane keeps the CPU it asks for;
-# - other: every test that neither runs fio nor times anything, but Schemathesis;
-# - fuzz, then checks: Schemathesis (it collects one module, not the whole tree; niced 5,
-#   as the second fio lane: it has a timeout), then lint, Checkov and the docs site (niced
-#   10: they have none, and wait last); beside them, the download of the wheelhouse
-#   tests/test_wheel.py installs from and the build of the wheel it installs.
-# Fio tests mostly wait on fio's runtime, so the lanes overlap. The other lanes' output
-# follows the first's. Phase 2: the timing tests one at a time with nothing else of ours
-# running. Every lane runs to its end; any check or test failing fails the target.
+# and every test in two phases. Phase 1: the fio tests one at a time in one process (the
+# critical path), while a second lane runs the checks (lint, Checkov, the docs site: about
+# 2.5 minutes, which used to come before any test; niced, so mypy yields the CPU to fio's
+# lane; beside them, the download of the wheelhouse tests/test_wheel.py installs from and
+# the build of the wheel it installs) and
+# then every test that neither runs fio nor times anything, but Schemathesis: that module
+# (about a third of the second lane) runs from the start in a third lane, niced, on a stack
+# of its own (it collects one module, not the whole tree). Fio tests mostly wait on fio's
+# runtime, so the lanes overlap; each pytest starts a stack of its own, in a temp dir of its
+# own; the second and third lanes' output follows the first's. Phase 2: the timing tests one
+# at a time with nothing else of ours running. Every lane runs to its end; any check or test
+# failing fails the target.
 PYTEST := $(VENV)/bin/pytest
 # Bytecode is cached (under the venv, out of the source tree) even where the environment
 # says not to write it (PYTHONDONTWRITEBYTECODE): uv installs no .pyc and pytest caches its
@@ -89,8 +85,7 @@ PYTEST := $(VENV)/bin/pytest
 # agent started, 2.5 s per API.
 unit test: export PYTHONDONTWRITEBYTECODE :=
 unit test: export PYTHONPYCACHEPREFIX := $(abspath $(VENV))/pycache
-FIO_TESTS := -m "fio and not fio_beside and not timing"
-BESIDE_TESTS := -m "fio and fio_beside and not timing"
+FIO_TESTS := -m "fio and not timing"
 FUZZ := tests/test_openapi_fuzz.py
 FUZZ_TESTS := $(FUZZ) -m "not fio and not timing"
 OTHER_TESTS := -m "not fio and not timing" --ignore=$(FUZZ)
@@ -99,30 +94,24 @@ CHECKS := lint checkov docs
 # Where the time goes: the slowest test phases, then a line per lane.
 DURATIONS := --durations=30 --durations-min=2
 test: install
-	@rc=0; tmp=$$(mktemp -d); mkdir -p $$tmp/fio $$tmp/beside $$tmp/other $$tmp/fuzz; start=$$SECONDS; \
-	echo '== phase 1: pytest $(FIO_TESTS), beside pytest $(BESIDE_TESTS), pytest $(OTHER_TESTS), and pytest $(FUZZ_TESTS) then make $(CHECKS)'; \
+	@rc=0; tmp=$$(mktemp -d); mkdir -p $$tmp/fio $$tmp/other $$tmp/fuzz; start=$$SECONDS; \
+	echo '== phase 1: pytest $(FIO_TESTS), beside make $(CHECKS) then pytest $(OTHER_TESTS), beside pytest $(FUZZ_TESTS)'; \
+	{ TMPDIR=$$tmp/fuzz nice -n 10 $(PYTEST) -q -ra $(FUZZ_TESTS) $(DURATIONS); lane=$$?; \
+	  echo "== fuzz lane done at $$((SECONDS - start)) s"; exit $$lane; } > $$tmp/fuzz.log 2>&1 & \
+	fuzz=$$!; \
 	{ lane=0; $(VENV)/bin/python -m tests.wheelhouse > $$tmp/wheelhouse.log 2>&1 & house=$$!; \
-	  TMPDIR=$$tmp/fuzz nice -n 5 $(PYTEST) -q -ra $(FUZZ_TESTS) $(DURATIONS) || lane=$$?; \
-	  echo "== fuzz done at $$((SECONDS - start)) s"; \
 	  nice -n 10 $(MAKE) --no-print-directory -k $(CHECKS) || lane=$$?; \
 	  wait $$house || { echo '== wheelhouse failed (test_wheel.py will try again):'; cat $$tmp/wheelhouse.log; }; \
-	  echo "== fuzz and checks lane done at $$((SECONDS - start)) s"; exit $$lane; } > $$tmp/fuzz.log 2>&1 & \
-	fuzz=$$!; \
-	{ TMPDIR=$$tmp/beside nice -n 5 $(PYTEST) -q -ra $(BESIDE_TESTS) $(DURATIONS); lane=$$?; \
-	  echo "== fio beside lane done at $$((SECONDS - start)) s"; exit $$lane; } > $$tmp/beside.log 2>&1 & \
-	beside=$$!; \
-	{ TMPDIR=$$tmp/other $(PYTEST) -q -ra $(OTHER_TESTS) $(DURATIONS); lane=$$?; \
-	  echo "== other lane done at $$((SECONDS - start)) s"; exit $$lane; } > $$tmp/other.log 2>&1 & \
+	  echo "== checks done at $$((SECONDS - start)) s"; \
+	  TMPDIR=$$tmp/other $(PYTEST) -q -ra $(OTHER_TESTS) $(DURATIONS) || lane=$$?; \
+	  echo "== lane done at $$((SECONDS - start)) s"; exit $$lane; } > $$tmp/other.log 2>&1 & \
 	other=$$!; \
 	TMPDIR=$$tmp/fio $(PYTEST) -q -ra $(FIO_TESTS) $(DURATIONS) || rc=$$?; \
 	echo "== fio lane done at $$((SECONDS - start)) s"; \
-	wait $$beside || rc=$$?; \
-	echo '== phase 1, beside it: pytest $(BESIDE_TESTS)'; cat $$tmp/beside.log; \
 	wait $$other || rc=$$?; \
-	echo '== phase 1, beside it: pytest $(OTHER_TESTS)'; cat $$tmp/other.log; \
+	echo '== phase 1, beside it: make $(CHECKS), then pytest $(OTHER_TESTS)'; cat $$tmp/other.log; \
 	wait $$fuzz || rc=$$?; \
-	echo '== phase 1, beside it: pytest $(FUZZ_TESTS), then make $(CHECKS)'; cat $$tmp/fuzz.log; \
-	echo "== phase 1 done at $$((SECONDS - start)) s"; \
+	echo '== phase 1, beside it: pytest $(FUZZ_TESTS)'; cat $$tmp/fuzz.log; \
 	echo '== phase 2: pytest $(TIMING_TESTS)'; \
 	$(PYTEST) -q -ra $(TIMING_TESTS) $(DURATIONS) || rc=$$?; \
 	echo "== make test: $$((SECONDS - start)) s after install, exit $$rc"; \
