@@ -9,6 +9,13 @@ and `make test` can run side by side what is safe to (README, "Tests and lanes")
 - ``slow``: needs no server but takes over ``SLOW_S`` alone. Explicit only; a run in one
   process names the unit tests that took longer without it.
 
+``fio_beside`` is no lane either, but a claim a fio test makes: nothing it asserts depends on
+the machine's throughput or on being alone on it (no figure held to a known load such as a
+rate cap, no count of every fio, agent or process of the machine; it kills only its own
+processes), so it may run in a second fio lane beside the first, which keeps the tests
+that hold a figure to a known load (docs/testing.md, "make test": not yet done). Its
+``fio`` comes from its fixtures or its own marker, as any fio test's.
+
 ``idle_agents`` is no lane but a promise: the test starts agents and gives them no work
 (they register, beat and stop; no fio runs), so it is a ``stack`` test, not a ``fio`` one,
 and the guard lets it start agents, never fio itself.

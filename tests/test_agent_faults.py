@@ -28,6 +28,9 @@ from tests.conftest import AgentFactory, run_body, wait_state, wait_until
 from tests.second_api import SecondApi
 from tests.test_e2e import alive, children
 
+# No figure here is held to a known load: the second fio lane (tests/lanes.py).
+pytestmark = pytest.mark.fio_beside
+
 
 @pytest.fixture
 def api2(stack: Stack, tmp_path: Path) -> Iterator[SecondApi]:

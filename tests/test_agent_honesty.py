@@ -20,6 +20,9 @@ from agent.layout import first_hole
 from tests.conftest import AgentFactory, TmpfsFactory, run_body, wait_state, wait_until
 from tests.test_e2e import children, item_of
 
+# No figure here is held to a known load: the second fio lane (tests/lanes.py).
+pytestmark = pytest.mark.fio_beside
+
 MIB = 1 << 20
 
 

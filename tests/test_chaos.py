@@ -24,7 +24,8 @@ from benchctl.local_balancer import TIMER_LEASE_S
 from benchctl.localstack import Proc, Stack
 from tests.conftest import wait_until
 
-pytestmark = [pytest.mark.stack, pytest.mark.fio]
+# No figure here is held to a known load: the second fio lane (tests/lanes.py).
+pytestmark = [pytest.mark.stack, pytest.mark.fio, pytest.mark.fio_beside]
 
 RUNTIME_S = 24
 

@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import tarfile
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,6 +37,9 @@ from tests.conftest import (
     wait_state,
     wait_until,
 )
+
+# No figure here is held to a known load: the second fio lane (tests/lanes.py).
+pytestmark = pytest.mark.fio_beside
 
 # The tests marked so run against 1 API process and against 3 behind nginx.
 ONE_AND_THREE = pytest.mark.parametrize(
@@ -188,8 +192,10 @@ def check_stored_result(
 
 def processes_of(agent_id: str) -> list[int]:
     """Every live process whose command line names this agent's work directory: its fio,
-    and any process fio forked (a forked child keeps its parent's command line)."""
-    marker = f"benchagent-{agent_id}/".encode()
+    and any process fio forked (a forked child keeps its parent's command line). The whole
+    path, temp dir included: another pytest (a lane of `make test`) has agents of the same
+    ids under a temp dir of its own."""
+    marker = f"{Path(tempfile.gettempdir()) / f'benchagent-{agent_id}'}/".encode()
     found = []
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:

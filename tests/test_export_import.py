@@ -31,8 +31,9 @@ QUERIES = {
     field: f"SELECT c.id FROM c WHERE c.{field} = @r"  # noqa: S608 (fixed field names)
     for field in ("id", "run_id", "first_run_id")
 }
-# The deployments' agents run fio (the runs exported are measured).
-pytestmark = pytest.mark.fio
+# The deployments' agents run fio (the runs exported are measured); no figure is held to a
+# known load, so the second fio lane runs them (tests/lanes.py).
+pytestmark = [pytest.mark.fio, pytest.mark.fio_beside]
 ADMIN_KEY, ENGINEER_KEY = "admin-key-" + "a" * 16, "engineer-key-" + "e" * 16
 
 

@@ -68,6 +68,7 @@ def test_every_job_file_runs_jobs_as_threads(tmp_path: Path) -> None:
 
 
 @pytest.mark.fio
+@pytest.mark.timing  # the fill writes 0.5 s after fio starts, and ends 2 s after its agent
 def test_fill_dies_with_its_agent(tmp_path: Path, throttled: Path) -> None:
     w = Workload(rw="randread", numjobs=2, size="24m", runtime=1)
     work = tmp_path / "work"

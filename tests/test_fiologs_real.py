@@ -104,6 +104,9 @@ def staggered(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     return dirs
 
 
+# The common window's length is the clients' start instants, 0.5 s apart by the test's
+# clock: on a busy machine fio starts late and the window shrinks. So the timing phase, alone.
+@pytest.mark.timing
 def test_staggered_rate_capped_clients_aggregate_to_their_caps(staggered: list[Path]) -> None:
     agg = aggregate([client_sample(i, d) for i, d in enumerate(staggered)]).model_dump()
     assert agg["basis"] == "common-window"
@@ -117,6 +120,7 @@ def test_staggered_rate_capped_clients_aggregate_to_their_caps(staggered: list[P
     assert agg["read"]["percentiles_basis"] == "common-window"
 
 
+@pytest.mark.timing  # no clock of its own, but it reads the same runs: one fixture, one phase
 def test_offline_aggregate_with_logs_matches_the_service(staggered: list[Path]) -> None:
     """`benchctl aggregate --logs` reads the same logs the same way, histograms included."""
     out = subprocess.run(

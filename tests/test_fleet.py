@@ -31,6 +31,9 @@ from core.models.holder import AgentRef
 from tables.fleet import vm_time
 from tests.conftest import FLEET_POOL, run_body, wait_state, wait_until
 
+# No figure here is held to a known load: the second fio lane (tests/lanes.py).
+pytestmark = pytest.mark.fio_beside
+
 
 def agents_of(api: httpx.Client, pool: str) -> dict[str, dict[str, Any]]:
     r = api.get("/api/agents", params={"pool": pool})

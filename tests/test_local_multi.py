@@ -42,7 +42,8 @@ from core.models.ids import run_id_for_key
 from tests.conftest import run_body, wait_state, wait_until
 from tests.test_e2e import check_stored_result
 
-pytestmark = pytest.mark.stack
+# Its fio tests hold no figure to a known load: the second fio lane (tests/lanes.py).
+pytestmark = [pytest.mark.stack, pytest.mark.fio_beside]
 
 INSTANCES = 3
 TICK_S = 0.5

@@ -98,6 +98,7 @@ def test_profile_override_is_stored_resolved_and_comparable(api: httpx.Client, p
     assert bad.status_code == 400 and bad.json()["errors"][0]["field"] == "profile"
 
 
+@pytest.mark.fio_beside  # no figure held to a known load (tests/lanes.py)
 def test_fill_runs_once_per_target_and_size(
     api: httpx.Client, store: CosmosStore, agents: AgentFactory, pool: str, scratch: Path
 ) -> None:
@@ -125,6 +126,7 @@ def test_fill_runs_once_per_target_and_size(
     assert len(markers) == 2
 
 
+@pytest.mark.fio_beside  # no figure held to a known load (tests/lanes.py)
 def test_diskspd_item_runs_through_the_agent(
     api: httpx.Client, store: CosmosStore, agents: AgentFactory, pool: str
 ) -> None:

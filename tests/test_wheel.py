@@ -28,6 +28,9 @@ from tests.test_windows_installer import python_commands
 from tests.wheelhouse import built_wheel
 from tests.wheelhouse import wheelhouse as prepare_wheelhouse
 
+# No figure here is held to a known load: the second fio lane (tests/lanes.py).
+pytestmark = pytest.mark.fio_beside
+
 ROOT = Path(__file__).resolve().parents[1]
 API_ONLY = ("fastapi", "uvicorn", "plotly", "azure-cosmos", "azure-mgmt-")
 PROFILE = "smoke-randread-4k"  # the catalogue's shortest (10 s): a pipeline's smoke check
