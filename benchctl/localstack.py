@@ -221,8 +221,8 @@ def start_api(
         **(extra_env or {}),
     }
     env["BENCH_PUBLIC_URL"] = stack.api_url
-    argv = [sys.executable, "-m", "uvicorn", "--factory", "benchctl.local_api:create_app"]
-    argv += ["--fd", str(listener.fileno())]  # functions.api's app, with the pool scaler
+    # functions.api's app, with the pool scaler, under uvicorn on the socket bound here.
+    argv = [sys.executable, "-m", "benchctl.local_api", "--fd", str(listener.fileno())]
     argv += ["--log-level", "info" if access_log else "warning"]
     with listener:  # uvicorn has its own copy
         p = _spawn(stack, name, argv, env, port, pass_fds=(listener.fileno(),))

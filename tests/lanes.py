@@ -75,7 +75,8 @@ def lane_started_by(argv: Sequence[str]) -> str | None:
     if "fio" in names or is_agent(argv):
         return "fio"
     pairs = set(itertools.pairwise(args))
-    if ("-m", "uvicorn") in pairs or {"azurite.js", "cosmosdb-server.js"} & names:
+    api = {("-m", "uvicorn"), ("-m", "benchctl.local_api")}
+    if api & pairs or {"azurite.js", "cosmosdb-server.js"} & names:
         return "stack"
     if {"chromium", "chrome", "headless_shell"} & names or any("playwright" in a for a in args):
         return "browser"

@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
         (["node", "/repo/scripts/azurite.js", "queue", "--queuePort", "1"], "stack"),
         (["node", "/repo/scripts/cosmosdb-server.js", "127.0.0.1", "1"], "stack"),
         ([sys.executable, "-m", "uvicorn", "--factory", "functions.api:create_app"], "stack"),
+        ([sys.executable, "-m", "benchctl.local_api", "--fd", "5"], "stack"),
         (["/venv/lib/python3.11/site-packages/playwright/driver/node", "cli.js"], "browser"),
         (["/usr/bin/chromium", "--headless"], "browser"),
         ([sys.executable, "-m", "benchctl", "aggregate", "fio.json"], None),
