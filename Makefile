@@ -65,18 +65,14 @@ checkov:
 	scripts/checkov.sh
 
 # The test lanes (tests/lanes.py; docs/testing.md, "make test"). `make test` runs every check
-# and every test in two phases. Phase 1: the fio tests one at a time in one process (the
-# critical path), while a second lane runs the checks (lint, Checkov, the docs site: about
-# 2.5 minutes, which used to come before any test; niced, so mypy yields the CPU to fio's
-# lane; beside them, the download of the wheelhouse tests/test_wheel.py installs from and
-# the build of the wheel it installs) and
-# then every test that neither runs fio nor times anything, but Schemathesis: that module
-# (about a third of the second lane) runs from the start in a third lane, niced, on a stack
-# of its own (it collects one module, not the whole tree). Fio tests mostly wait on fio's
-# runtime, so the lanes overlap; each pytest starts a stack of its own, in a temp dir of its
-# own; the second and third lanes' output follows the first's. Phase 2: the timing tests one
-# at a time with nothing else of ours running. Every lane runs to its end; any check or test
-# failing fails the target.
+# and every test in two phases. Phase 1, three lanes at once, each pytest on a stack of its
+# own in a temp dir of its own: (1) the fio tests that hold a figure to a known load, one at
+# a time; (2) the checks (lint, Checkov, the docs site; niced, with the wheel built beside
+# them for tests/test_wheel.py), then every test that neither runs fio nor times anything;
+# (3) Schemathesis (niced), then the fio tests marked fio_beside, whose assertions no other
+# fio job disturbs (end-to-end, faults, chaos, the wheel...). Fio tests mostly wait on fio's
+# runtime, so the lanes overlap. Phase 2: the timing tests one at a time with nothing else
+# of ours running. Every lane runs to its end; any check or test failing fails the target.
 PYTEST := $(VENV)/bin/pytest
 # Bytecode is cached (under the venv, out of the source tree) even where the environment
 # says not to write it (PYTHONDONTWRITEBYTECODE): uv installs no .pyc and pytest caches its
@@ -85,7 +81,8 @@ PYTEST := $(VENV)/bin/pytest
 # agent started, 2.5 s per API.
 unit test: export PYTHONDONTWRITEBYTECODE :=
 unit test: export PYTHONPYCACHEPREFIX := $(abspath $(VENV))/pycache
-FIO_TESTS := -m "fio and not timing"
+FIO_TESTS := -m "fio and not fio_beside and not timing"
+BESIDE_TESTS := -m "fio and fio_beside and not timing"
 FUZZ := tests/test_openapi_fuzz.py
 FUZZ_TESTS := $(FUZZ) -m "not fio and not timing"
 OTHER_TESTS := -m "not fio and not timing" --ignore=$(FUZZ)
@@ -94,9 +91,11 @@ CHECKS := lint checkov docs
 # Where the time goes: the slowest test phases, then a line per lane.
 DURATIONS := --durations=30 --durations-min=2
 test: install
-	@rc=0; tmp=$$(mktemp -d); mkdir -p $$tmp/fio $$tmp/other $$tmp/fuzz; start=$$SECONDS; \
-	echo '== phase 1: pytest $(FIO_TESTS), beside make $(CHECKS) then pytest $(OTHER_TESTS), beside pytest $(FUZZ_TESTS)'; \
-	{ TMPDIR=$$tmp/fuzz nice -n 10 $(PYTEST) -q -ra $(FUZZ_TESTS) $(DURATIONS); lane=$$?; \
+	@rc=0; tmp=$$(mktemp -d); mkdir -p $$tmp/fio $$tmp/other $$tmp/fuzz $$tmp/beside; start=$$SECONDS; \
+	echo '== phase 1: pytest $(FIO_TESTS), beside make $(CHECKS) then pytest $(OTHER_TESTS), beside pytest $(FUZZ_TESTS) then pytest $(BESIDE_TESTS)'; \
+	{ lane=0; TMPDIR=$$tmp/fuzz nice -n 10 $(PYTEST) -q -ra $(FUZZ_TESTS) $(DURATIONS) || lane=$$?; \
+	  echo "== Schemathesis done at $$((SECONDS - start)) s"; \
+	  TMPDIR=$$tmp/beside $(PYTEST) -q -ra $(BESIDE_TESTS) $(DURATIONS) || lane=$$?; \
 	  echo "== fuzz lane done at $$((SECONDS - start)) s"; exit $$lane; } > $$tmp/fuzz.log 2>&1 & \
 	fuzz=$$!; \
 	{ lane=0; $(VENV)/bin/python -m tests.wheelhouse > $$tmp/wheelhouse.log 2>&1 & house=$$!; \
@@ -111,7 +110,7 @@ test: install
 	wait $$other || rc=$$?; \
 	echo '== phase 1, beside it: make $(CHECKS), then pytest $(OTHER_TESTS)'; cat $$tmp/other.log; \
 	wait $$fuzz || rc=$$?; \
-	echo '== phase 1, beside it: pytest $(FUZZ_TESTS)'; cat $$tmp/fuzz.log; \
+	echo '== phase 1, beside it: pytest $(FUZZ_TESTS), then pytest $(BESIDE_TESTS)'; cat $$tmp/fuzz.log; \
 	echo '== phase 2: pytest $(TIMING_TESTS)'; \
 	$(PYTEST) -q -ra $(TIMING_TESTS) $(DURATIONS) || rc=$$?; \
 	echo "== make test: $$((SECONDS - start)) s after install, exit $$rc"; \
