@@ -12,8 +12,8 @@ and `make test` can run side by side what is safe to (README, "Tests and lanes")
 ``fio_beside`` is no lane either, but a claim a fio test makes: nothing it asserts depends on
 the machine's throughput or on being alone on it (no figure held to a known load such as a
 rate cap, no count of every fio, agent or process of the machine; it kills only its own
-processes), so it may run in a second fio lane beside the first, which keeps the tests
-that hold a figure to a known load (docs/testing.md, "make test": not yet done). Its
+processes), so `make test` runs it in a second fio lane beside the first, which keeps the tests
+that hold a figure to a known load (docs/testing.md, "make test"). Its
 ``fio`` comes from its fixtures or its own marker, as any fio test's.
 
 ``idle_agents`` is no lane but a promise: the test starts agents and gives them no work
