@@ -81,8 +81,8 @@ def port_free(port: int) -> bool:
 
 def listen_on(port: int) -> socket.socket:
     """A listening socket on ``port`` (0: any free one), for a server started on it
-    (uvicorn's ``--fd``): the bind is the check, so no other server can take the port
-    between the two. StackError when the port is taken."""
+    (``python -m benchctl.local_api --fd N``): the bind is the check, so no other server
+    can take the port between the two. StackError when the port is taken."""
     s = socket.socket()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: past TIME_WAIT
     try:

@@ -1,9 +1,9 @@
 """The local API's port is bound by the stack itself, before the API starts, and handed to
-uvicorn (``--fd``): two stacks started at once (two worktrees, CI lanes) can both find 7071
-free (benchctl.local_state.api_port_for), and the one that starts second used to take the
-other's API, which already answered /api/health on that port, for its own (its uvicorn
-then failed to bind and exited, unseen). Now the second one's start is an error, and
-``up`` moves its API to another port, saying so."""
+uvicorn (``python -m benchctl.local_api --fd N``): two stacks started at once (two
+worktrees, CI lanes) can both find 7071 free (benchctl.local_state.api_port_for), and the
+one that starts second used to take the other's API, which already answered /api/health
+on that port, for its own (its uvicorn then failed to bind and exited, unseen). Now the
+second one's start is an error, and ``up`` moves its API to another port, saying so."""
 
 from __future__ import annotations
 
