@@ -54,8 +54,9 @@ class Step:
         return dict(self.hook.calls)
 
 
-def claimed_step(clients: int) -> Step:
-    """A run of ``clients`` clients, every item claimed by an agent of its own."""
+def claimed_step(clients: int, claims: list[dict[tuple[str, str], int]] | None = None) -> Step:
+    """A run of ``clients`` clients, every item claimed by an agent of its own; ``claims``
+    gets the database calls of each claim."""
     clock, hook = SimClock(), Counting()
     store, queues = MemoryStore(clock, hook), MemoryQueues(clock)
     queues.ensure_pool(POOL)
@@ -75,7 +76,10 @@ def claimed_step(clients: int) -> Step:
         assert msg is not None
         w = WorkItem.model_validate_json(msg.content)
         agent = AgentRef(f"agent-{i}", principal=f"oid-{i}")
+        hook.calls.clear()
         decision = service.claim(w, agent=agent, dequeue_count=1, message_id=msg.id)
+        if claims is not None:
+            claims.append(dict(hook.calls))
         assert decision.action == "run", decision
         work.append(w)
         agents.append(agent)
@@ -157,3 +161,19 @@ def test_a_poll_from_another_agent_or_credential_is_refused_as_before() -> None:
     for other in (AgentRef("agent-1", principal="oid-1"), AgentRef("agent-0", principal="x")):
         with pytest.raises(Exception, match="barrier refused"):
             s.service.barrier(s.run_id, item, other)
+
+
+def test_a_claim_reads_its_item_once() -> None:
+    """A claim reads the run, its item, its step and the agent's claim mark, and swaps the
+    item as it read it (issue 29.3: it read the item a second time for the swap, one read
+    more for each of a step's clients, all claiming at once)."""
+    claims: list[dict[tuple[str, str], int]] = []
+    claimed_step(3, claims)
+    # The first claim opens the step's barrier and shows the run running; the others:
+    expected = {
+        ("runs", "read"): 1,
+        ("items", "read"): 3,  # the item, its step, the agent's claim mark
+        ("items", "replace"): 1,  # the item, claimed
+        ("items", "upsert"): 1,  # the agent's claim mark
+    }
+    assert claims[1:] == [expected, expected]

@@ -94,7 +94,7 @@ class AgentProtocol:
         sibling = held_sibling(self.store, work, agent)
         if sibling is not None:
             return ClaimDecision("release", f"{agent.id} already holds {sibling}")
-        return self._take(work, step, agent, dequeue_count, message_id, run)
+        return self._take(work, doc, step, agent, dequeue_count, message_id, run)
 
     def _stale(
         self, doc: Item, agent: AgentRef, dequeue_count: int, message_id: str
@@ -157,6 +157,7 @@ class AgentProtocol:
     def _take(
         self,
         work: WorkItem,
+        doc: Item,
         step: Step,
         agent: AgentRef,
         dequeue_count: int,
@@ -200,7 +201,9 @@ class AgentProtocol:
                 s.reopen()  # a retry: a fresh barrier
             s.claimed(now, work.barrier_timeout_s * 1000)
 
-        after = self.life.update_item(work.run_id, work.item_id, take)
+        # Tried on the item as read above (a copy changed since fails its swap and is read
+        # again): one read less per claim, in a step's burst of claims (issue 29.3).
+        after = self.life.update_item(work.run_id, work.item_id, take, read=doc)
         if verdict[0].action == "run":
             # Written by the first claim only (and a lone client's retry): tried on the step
             # as read, no write and no read when nothing changes.
