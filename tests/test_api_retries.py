@@ -16,6 +16,7 @@ import pytest
 from agent.api_client import ApiClient, ApiError
 from core.errors import StoreUnavailable
 from core.models import WorkItem, Workload
+from core.models.live import LiveDirection, LiveSample
 
 ITEM = WorkItem(
     run_id="r-" + "a" * 32,
@@ -145,3 +146,36 @@ def test_the_round_trip_sent_with_ready_is_the_barrier_calls_once_there_are_some
     assert len(sent) == 2
     assert sent[0] >= 300
     assert sent[1] < 100
+
+
+def test_a_ready_report_and_a_beat_with_samples_do_not_count_as_a_polls_round_trip(
+    scripted: Any,
+) -> None:
+    """A ready report writes (its item, its barrier shard, maybe the step), as does a
+    heartbeat carrying fio's samples: neither is how long a poll takes to bring "go" back
+    (issue 29.3: 32 agents reporting ready at once took 0.75-1.7 s each, and the slowest
+    sized the next step's lead)."""
+    sample = LiveSample(end_ms=2000, dur_ms=1000, read=LiveDirection(ios=5, bytes=20480))
+    for slow in ("/api/agent/ready", "/api/agent/heartbeat"):
+        server = scripted([200], delays={slow: 0.3})
+        client = ApiClient(server.url)
+        client.barrier(ITEM, "vm1")
+        if slow.endswith("ready"):  # 300 ms
+            client.ready(ITEM, "vm1")
+        else:
+            client.heartbeat(ITEM, "vm1", [sample])
+        client.ready(ITEM, "vm1")
+        sent = [body.get("rtt_ms") for _, body in server.seen if "rtt_ms" in body]
+        assert sent[-1] < 100, slow
+
+
+def test_a_heartbeat_times_a_poll_before_the_agent_has_polled(scripted: Any) -> None:
+    """Between its claim and its ready report the agent heartbeats every second (a read of
+    its item, as a poll's): that round trip, not the claim's, is the one it reports."""
+    server = scripted([200], delays={"/api/agent/claim": 0.3})
+    client = ApiClient(server.url)
+    client.claim(ITEM, "vm1", 1, "m1")
+    client.heartbeat(ITEM, "vm1")
+    client.ready(ITEM, "vm1")
+    sent = [body.get("rtt_ms") for _, body in server.seen if "rtt_ms" in body]
+    assert sent == [sent[0]] and sent[0] < 100
