@@ -31,6 +31,8 @@ def _cosmos(method: str, path: str, headers: Mapping[str, str]) -> str:
     if method == "GET":
         return "read" if by_id else "query"  # a read feed is a query without a filter
     if method == "POST":
+        if headers.get("x-ms-cosmos-is-batch-request", "").lower() == "true":
+            return "batch"  # a transactional batch: one request, billed per operation in it
         if headers.get("x-ms-documentdb-isquery", "").lower() == "true":
             return "query"
         if headers.get("Content-Type", "").startswith("application/query+json"):

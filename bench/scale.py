@@ -63,7 +63,7 @@ from core.runs.finalize import timelines
 from simagent.fleet import FLEET_ITEM_BEATS_PER_S, FLEET_REGISTRY_BEATS_PER_S
 
 OUT = Path(__file__).parent / "out" / "scale.json"
-DB_OPS = ("read", "query", "create", "upsert", "replace", "patch", "delete", "other")
+DB_OPS = ("read", "query", "create", "batch", "upsert", "replace", "patch", "delete", "other")
 QUEUE_OPS = ("send", "receive", "delete", "update", "peek", "other")
 BLOB_OPS = ("put", "get", "head", "delete", "other")
 

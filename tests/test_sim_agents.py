@@ -122,6 +122,13 @@ def test_a_declared_rate_reads_back_as_that_rate(
             {"x-ms-documentdb-isquery": "True"},
             "query",
         ),
+        (
+            "cosmos",
+            "POST",
+            "https://h/dbs/bench/colls/items/docs",
+            {"x-ms-cosmos-is-batch-request": "True"},
+            "batch",
+        ),
         ("cosmos", "PUT", "https://h/dbs/bench/colls/items/docs/i-1", {}, "replace"),
         ("cosmos", "PATCH", "https://h/dbs/bench/colls/items/docs/i-1", {}, "patch"),
         ("cosmos", "DELETE", "https://h/dbs/bench/colls/items/docs/i-1", {}, "delete"),

@@ -123,6 +123,22 @@ class Container:
         except (cx.CosmosHttpResponseError, AzureError) as e:
             raise wrap(e, f"{self.name}/{doc.get('id')}") from e
 
+    def create_all(self, docs: list[StoredJson], pk: str) -> None:
+        """Create every document of one partition in one request (a transactional batch:
+        all or none). Conflict when one of them exists already, and nothing is created."""
+        for doc in docs:
+            _check_size(self.name, doc)
+        ops: list[tuple[str, tuple[Any, ...]]] = [("create", (doc,)) for doc in docs]
+        try:
+            self.proxy.execute_item_batch(ops, partition_key=pk)
+        except cx.CosmosBatchOperationError as e:
+            failed = docs[e.error_index or 0].get("id")
+            if e.status_code == 409:
+                raise Conflict(f"{self.name}/{failed} already exists") from e
+            raise wrap(e, f"{self.name}/{failed}") from e
+        except (cx.CosmosHttpResponseError, AzureError) as e:
+            raise wrap(e, f"{self.name}: a batch of {len(docs)}") from e
+
     def create_once(self, doc: StoredJson) -> bool:
         try:
             self.create(doc)
