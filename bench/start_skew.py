@@ -14,7 +14,9 @@ Figures per run:
 - I/O start spread (both): the difference between the earliest and latest client's first
   I/O, from each client's 1 s log (``log_unix_epoch``: fio's own clock, to the ms);
 - (ours) POST answered: the POST's round trip; POST -> start: from sending the POST to the
-  step's common start instant (``result.start.scheduled_ms``); POST -> completed.
+  step's common start instant (``result.start.scheduled_ms``); POST -> completed;
+- (ours) how long before the instant each agent heard it (the lead's margin, from the
+  agents' logs; a tree whose agents do not log it has none): the smallest and the median.
 
 The stack's N agents are started after its API and are all registered and idle before the
 first POST. The machine's load average (1 min) is recorded before and after each N: read
@@ -29,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -76,6 +79,20 @@ def with_agents(n: int, root: Path) -> localstack.Stack:
         raise
 
 
+HEARD = re.compile(r"item (r-[0-9a-f]+)\.s\d+\.c\d+: heard the start (-?\d+) ms before it")
+
+
+def heard_early(logs: Path, run_id: str) -> list[float]:
+    """How long before the step's instant each of the run's agents heard it, ms (their
+    logs, agent.worker); negative: after it."""
+    found = []
+    for log in logs.glob("agent-*.log"):
+        for m in HEARD.finditer(log.read_text(errors="replace")):
+            if m.group(1) == run_id:
+                found.append(float(m.group(2)))
+    return found
+
+
 def ours(n: int, repeat: int, root: Path, all_skews: list[float]) -> list[dict[str, float]]:
     stack = with_agents(n, root)
     figures: list[dict[str, float]] = []
@@ -108,8 +125,13 @@ def ours(n: int, repeat: int, root: Path, all_skews: list[float]) -> list[dict[s
                 skews = [r["start"]["skew_ms"] for r in results]
                 starts = [r["started_at_ms"] for r in results]
                 instant = min(r["start"]["scheduled_ms"] for r in results)
+                early = heard_early(root / "stack" / "logs", run_id)
+                margin = {"heard_early_min_ms": min(early)} if len(early) == n else {}
+                if margin:
+                    margin["heard_early_median_ms"] = statistics.median(early)
                 figures.append(
                     {
+                        **margin,
                         "skew_max_ms": max(skews),
                         "skew_mean_ms": statistics.fmean(skews),
                         "io_start_spread_ms": max(starts) - min(starts),
@@ -166,12 +188,13 @@ def fio_client_server(n: int, repeat: int, root: Path) -> list[dict[str, float]]
 
 
 def summarize(figures: list[dict[str, float]]) -> dict[str, float]:
-    keys = figures[0].keys()
+    keys = [k for k in figures[0] if all(k in f for f in figures)]
     out = {}
     for k in keys:
         values = [f[k] for f in figures]
         out[f"{k}_median"] = statistics.median(values)
-        out[f"{k}_worst"] = max(values)
+        # A margin's worst is its smallest; a time's, its largest.
+        out[f"{k}_worst"] = (min if k.startswith("heard_early") else max)(values)
     return out
 
 
@@ -210,9 +233,10 @@ def main() -> None:
     print()
     print(
         "| clients | POST answered | POST -> start | ours: max start skew | skew p99 "
-        "| ours: I/O start spread | fio client/server: I/O start spread | load |"
+        "| ours: I/O start spread | fio client/server: I/O start spread | load "
+        "| heard the instant before it, least |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for n, r in report["runs"].items():
         o, f = r["ours"], r["fio_client_server"]
         cells = [
@@ -224,6 +248,9 @@ def main() -> None:
             f"{f['io_start_spread_ms_median']:.0f} ms (worst {f['io_start_spread_ms_worst']:.0f})",
             " to ".join(f"{x:.1f}" for x in r["load_1min"]),
         ]
+        if "heard_early_min_ms_median" in o:
+            least, worst = o["heard_early_min_ms_median"], o["heard_early_min_ms_worst"]
+            cells.append(f"{least:.0f} ms (worst {worst:.0f})")
         print(f"| {n} | " + " | ".join(cells) + " |")
 
 
