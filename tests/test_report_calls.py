@@ -177,3 +177,24 @@ def test_a_claim_reads_its_item_once() -> None:
         ("items", "upsert"): 1,  # the agent's claim mark
     }
     assert claims[1:] == [expected, expected]
+
+
+def test_a_post_rereads_no_document_it_has_just_written() -> None:
+    """A POST sends its first step from the step it read and goes on from the run as it
+    wrote it "sent" (issue 29.3: it read the step again to take the send lease, and the run
+    twice after marking it sent, on the way to its answer)."""
+    clock, hook = SimClock(), Counting()
+    store, queues = MemoryStore(clock, hook), MemoryQueues(clock)
+    queues.ensure_pool(POOL)
+    service = RunService(
+        store,
+        queues,
+        MemoryArtifacts(),
+        clock=clock,
+        pools=(POOL,),
+        pool_configs=(PoolConfig(name=POOL, size=4),),
+    )
+    service.submit({"pool": POOL, "target": "a", "clients": 4, "workload": WORKLOAD})
+    reads = {k: n for k, n in hook.calls.items() if k[1] == "read"}
+    # The step: to send it and to mark it sent; the run: as the settle writes it.
+    assert reads == {("targets", "read"): 1, ("items", "read"): 2, ("runs", "read"): 1}

@@ -225,8 +225,12 @@ class Lifecycle:
             run = self.update_run(run.id, unreachable(number, str(e)[:500], now, outcome))
             why = run.error or str(e)
         else:
-            self.update_run(run.id, sent(number, due))
-            self._reread(seen)
+            # From the run in hand (a stale copy fails its swap and is read again), and the
+            # run as written is the one to go on with: two reads fewer on a POST's way to
+            # its answer (issue 29.3). Nothing written: the copy in hand is read afresh.
+            after = self.update_run(run.id, sent(number, due), read=run)
+            seen.run = after if after.etag != run.etag else self.store.runs.get(run.id)
+            seen.steps, seen.items = self.store.items.of_run(run.id)
             return None
         if not outcome.gave_up:
             return run  # held, or to be sent again: the timer looks at it when it is due
@@ -264,7 +268,7 @@ class Lifecycle:
         assert step.workload is not None
         taken: list[bool] = []
         began = self.now_ms()
-        taking = self.update_step(run.id, number, sending.taking_send(began, taken))
+        taking = self.update_step(run.id, number, sending.taking_send(began, taken), read=step)
         if not taken[0]:  # another caller is sending it: it marks it sent
             raise SendInProgress(number, sending.lapses_ms(taking))
         work = plan_items(run, step, step.workload)  # one per client
