@@ -183,6 +183,8 @@ def test_barrier_shards_and_claim_marks_beside_the_items(ports: Ports) -> None:
     with pytest.raises(Conflict):
         items.replace_shard(made)  # the stale copy
     assert items.get_shard(run_id, shard.id).rtt_ms == {"1": 20} and swapped.complete
+    other = BarrierShard.empty(run_id, 0, 0, 0, 2)  # never written: left out
+    assert items.get_shards(run_id, [other.id, shard.id]) == {shard.id: swapped}
     mark_id = claim_mark_id(run_id, 0, "agent/1?")  # any agent id makes a valid id
     for item in ("a", "b"):
         items.put_claim_mark(

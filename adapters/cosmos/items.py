@@ -12,7 +12,7 @@ from azure.core.exceptions import AzureError
 from azure.cosmos import exceptions as cx
 
 from adapters.cosmos.base import Container, wrap
-from core.errors import Conflict
+from core.errors import Conflict, NotFound
 from core.models.barrier_shard import BarrierShard, ClaimMark
 from core.models.ids import step_id
 from core.models.stored import Item, Step, steps_and_items
@@ -25,6 +25,8 @@ BATCH_OPERATIONS = 100
 BATCH_BYTES = 1_500_000
 # Item documents created at once when a batch cannot be (some exist already: a replay).
 CREATE_CONCURRENCY = 8
+# A step's barrier shards read at once (get_shards).
+READ_CONCURRENCY = 8
 
 
 def batches(docs: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
@@ -132,6 +134,21 @@ class CosmosItems:
 
     def get_shard(self, run_id: str, shard_id: str) -> BarrierShard:
         return BarrierShard.model_validate(self._c.read(shard_id, run_id))
+
+    def get_shards(self, run_id: str, shard_ids: Sequence[str]) -> dict[str, BarrierShard]:
+        """Point reads, READ_CONCURRENCY at a time: the report that completes a step's set
+        reads all 16 of its shards before it sets the start instant, and one after another
+        they were 90-120 ms of that report at 32 clients (issue 29.3)."""
+
+        def read(shard_id: str) -> BarrierShard | None:
+            try:
+                return self.get_shard(run_id, shard_id)
+            except NotFound:
+                return None
+
+        with ThreadPoolExecutor(min(READ_CONCURRENCY, len(shard_ids) or 1), "shard-read") as pool:
+            found = list(pool.map(read, shard_ids))
+        return {i: s for i, s in zip(shard_ids, found, strict=True) if s is not None}
 
     def create_shard(self, shard: BarrierShard) -> BarrierShard:
         return BarrierShard.model_validate(self._c.create(shard.doc()))

@@ -60,10 +60,18 @@ def _update_shard(
 
 
 def shards(store: Store, step: Step) -> list[BarrierShard]:
-    """Every shard of the step's current round (a constant number of reads)."""
+    """Every shard of the step's current round (a constant number of reads, at once)."""
+    run_id, ids = (
+        step.run_id,
+        [
+            shard_id(step.run_id, step.step, step.barrier_round, k)
+            for k in range(shard_count(step.clients))
+        ],
+    )
+    found = store.items.get_shards(run_id, ids)
     return [
-        _read(store, step.run_id, shard_id(step.run_id, step.step, step.barrier_round, k), step, k)
-        for k in range(shard_count(step.clients))
+        found.get(sid) or BarrierShard.empty(run_id, step.step, step.barrier_round, k, step.clients)
+        for k, sid in enumerate(ids)
     ]
 
 
