@@ -61,13 +61,8 @@ def _update_shard(
 
 def shards(store: Store, step: Step) -> list[BarrierShard]:
     """Every shard of the step's current round (a constant number of reads, at once)."""
-    run_id, ids = (
-        step.run_id,
-        [
-            shard_id(step.run_id, step.step, step.barrier_round, k)
-            for k in range(shard_count(step.clients))
-        ],
-    )
+    run_id, count = step.run_id, shard_count(step.clients)
+    ids = [shard_id(run_id, step.step, step.barrier_round, k) for k in range(count)]
     found = store.items.get_shards(run_id, ids)
     return [
         found.get(sid) or BarrierShard.empty(run_id, step.step, step.barrier_round, k, step.clients)
