@@ -28,7 +28,7 @@ class Killed(BaseException):
     """The API process died while it aggregated: nothing in the service catches it."""
 
 
-def finished_but_the_last_result(world: World) -> Callable[[], None]:
+def finished_but_the_last_result(world: World) -> Callable[[], bool]:
     """Run every client of one run to its result, all but the last one's stored; returns
     the call that stores it (and so advances the run to its finalize)."""
     body = {"pool": POOL, "target": "a", "clients": CLIENTS, "workload": WORKLOAD}
