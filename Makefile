@@ -67,10 +67,10 @@ checkov:
 # The test lanes (tests/lanes.py; docs/testing.md, "make test"). `make test` runs every check
 # and every test in two phases. Phase 1, three lanes at once, each pytest on a stack of its
 # own in a temp dir of its own: (1) the fio tests that hold a figure to a known load, one at
-# a time; (2) the checks (lint, Checkov, the docs site; niced, with the wheel built beside
-# them for tests/test_wheel.py), then every test that neither runs fio nor times anything;
-# (3) Schemathesis (niced), then the fio tests marked fio_beside, whose assertions no other
-# fio job disturbs (end-to-end, faults, chaos, the wheel...). Fio tests mostly wait on fio's
+# a time, then the lane's tail (TAIL, below); (2) the checks (lint, Checkov, the docs site;
+# niced, with the wheel built beside them for tests/test_wheel.py), then every test that
+# neither runs fio nor times anything; (3) Schemathesis (niced), then the fio tests marked
+# fio_beside, whose assertions no other fio job disturbs (end-to-end, faults, chaos, ...). Fio tests mostly wait on fio's
 # runtime, so the lanes overlap. Phase 2: the timing tests one at a time with nothing else
 # of ours running. Every lane runs to its end; any check or test failing fails the target.
 PYTEST := $(VENV)/bin/pytest
@@ -82,17 +82,21 @@ PYTEST := $(VENV)/bin/pytest
 unit test: export PYTHONDONTWRITEBYTECODE :=
 unit test: export PYTHONPYCACHEPREFIX := $(abspath $(VENV))/pycache
 FIO_TESTS := -m "fio and not fio_beside and not timing"
-BESIDE_TESTS := -m "fio and fio_beside and not timing"
+# The fio lane's tail: whole files of stack and fio_beside tests, run once its serial fio tests
+# are done, so the three lanes end together (docs/testing.md).
+TAIL := tests/test_local_persistence.py tests/test_export_import.py tests/test_fleet.py
+TAIL_TESTS := $(TAIL) -m "not timing and (fio_beside or not fio)"
+BESIDE_TESTS := -m "fio and fio_beside and not timing" $(TAIL:%=--ignore=%)
 FUZZ := tests/test_openapi_fuzz.py
 FUZZ_TESTS := $(FUZZ) -m "not fio and not timing"
-OTHER_TESTS := -m "not fio and not timing" --ignore=$(FUZZ)
+OTHER_TESTS := -m "not fio and not timing" --ignore=$(FUZZ) $(TAIL:%=--ignore=%)
 TIMING_TESTS := -m "timing"
 CHECKS := lint checkov docs
 # Where the time goes: the slowest test phases, then a line per lane.
 DURATIONS := --durations=30 --durations-min=2
 test: install
-	@rc=0; tmp=$$(mktemp -d); mkdir -p $$tmp/fio $$tmp/other $$tmp/fuzz $$tmp/beside; start=$$SECONDS; \
-	echo '== phase 1: pytest $(FIO_TESTS), beside make $(CHECKS) then pytest $(OTHER_TESTS), beside pytest $(FUZZ_TESTS) then pytest $(BESIDE_TESTS)'; \
+	@rc=0; tmp=$$(mktemp -d); mkdir -p $$tmp/fio $$tmp/tail $$tmp/other $$tmp/fuzz $$tmp/beside; start=$$SECONDS; \
+	echo '== phase 1: pytest $(FIO_TESTS) then pytest $(TAIL_TESTS), beside make $(CHECKS) then pytest $(OTHER_TESTS), beside pytest $(FUZZ_TESTS) then pytest $(BESIDE_TESTS)'; \
 	{ lane=0; TMPDIR=$$tmp/fuzz nice -n 10 $(PYTEST) -q -ra $(FUZZ_TESTS) $(DURATIONS) || lane=$$?; \
 	  echo "== Schemathesis done at $$((SECONDS - start)) s"; \
 	  TMPDIR=$$tmp/beside $(PYTEST) -q -ra $(BESIDE_TESTS) $(DURATIONS) || lane=$$?; \
@@ -106,6 +110,8 @@ test: install
 	  echo "== lane done at $$((SECONDS - start)) s"; exit $$lane; } > $$tmp/other.log 2>&1 & \
 	other=$$!; \
 	TMPDIR=$$tmp/fio $(PYTEST) -q -ra $(FIO_TESTS) $(DURATIONS) || rc=$$?; \
+	echo "== fio tests done at $$((SECONDS - start)) s, then pytest $(TAIL_TESTS)"; \
+	TMPDIR=$$tmp/tail $(PYTEST) -q -ra $(TAIL_TESTS) $(DURATIONS) || rc=$$?; \
 	echo "== fio lane done at $$((SECONDS - start)) s"; \
 	wait $$other || rc=$$?; \
 	echo '== phase 1, beside it: make $(CHECKS), then pytest $(OTHER_TESTS)'; cat $$tmp/other.log; \
