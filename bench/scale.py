@@ -12,9 +12,9 @@ and every request of the clients to the API, submits one run of N clients and re
   heard "go" in time, else when it heard it) less the step's instant, p50/p99/max;
   ``heard_late_ms`` the same for hearing "go", ``sim_wake_ms`` the simulator's own wake-up
   delay (not the control plane's);
-- ``last_result_to_completed_s``: from the API's answer to the last result to the run's
-  state ``completed`` (the run document read from Cosmos DB every 100 ms by this process,
-  whose calls are not counted);
+- ``last_result_to_completed_s``: from the last client's call to store its result (its
+  wait for a fleet's thread included) to the run seen ``completed`` (read every 50 ms
+  from Cosmos DB by this process, whose calls are not counted);
 - ``aggregation_s``, ``aggregation_peak_mib``: the timer's aggregation (core.runs.finalize's
   ``timelines`` and ``build_aggregates``) run again here on the stored run, under
   tracemalloc;

@@ -11,11 +11,11 @@
 // - every async method of the metadata stores, once it has resolved, waits for a save that
 //   holds everything it saw or changed before Azurite answers: if its database has changed
 //   since the last save began, the next save; else the save being written, if any.
-// Group commit: LokiJS's throttled saves (on by default) write one save at a time, and the
-// requests that changed the database while one was being written all wait for the next
-// one, which serialises the database once for all of them. LokiJS clears the dirty flags
-// and serialises in one synchronous step when a save begins, so a change is either in the
-// save being written or flagged for the next. Each save still rewrites the whole database
+// Group commit: one save of a database is written at a time, and the requests that changed
+// it while one was being written all wait for the next one, which serialises the database
+// once for all of them when the one before is on disk. A save clears the dirty flags and
+// serialises in one synchronous step when it begins, so a change is either in the save
+// being written or flagged for the next. Each save still rewrites the whole database
 // (LokiJS has no incremental file format), so its cost grows with the number of messages
 // and blobs kept; what group commit changes is that concurrent requests share it (before,
 // each changing request saved and fsynced synchronously, one after the other: about 6 queue
@@ -65,20 +65,26 @@ async function writeDurably(file, text) {
   }
 }
 
-// The save being written, per database file: LokiJS's throttled saves write one at a time.
-const writing = new Map();
+// Writes of each database file, one at a time and in order: the promise of the last one
+// queued, until it is on disk.
+const tails = new Map();
 
+function queueWrite(file, text) {
+  const done = (tails.get(file) || Promise.resolve())
+    .then(() => writeDurably(file, text))
+    .catch((err) => fatal(`cannot save ${file}`, err));
+  tails.set(file, done);
+  done.then(() => {
+    if (tails.get(file) === done) {
+      tails.delete(file);
+    }
+  });
+  return done;
+}
+
+// LokiJS's own saves (its 5 s autosave, init, close) queue with the group commit's.
 Loki.LokiFsAdapter.prototype.saveDatabase = function saveDatabase(dbname, dbstring, callback) {
-  const done = writeDurably(dbname, dbstring).then(
-    () => {
-      if (writing.get(dbname) === done) {
-        writing.delete(dbname);
-      }
-      callback();
-    },
-    (err) => fatal(`cannot save ${dbname}`, err),
-  );
-  writing.set(dbname, done);
+  queueWrite(dbname, dbstring).then(() => callback());
 };
 
 // Azurite clears expired messages on every receive and peek (coll.remove(found) in
@@ -93,17 +99,37 @@ for (const name of ["removeBatch", "removeBatchByPositions"]) {
   };
 }
 
-// Resolves once everything the caller saw in the database is on disk.
+// A save begins: the flags cleared and the database serialised in one synchronous step, so
+// a change is either in this save or flagged for the next.
+function begin(db) {
+  db.autosaveClearFlags();
+  return queueWrite(db.filename, db.serialize());
+}
+
+// The save that will begin once the one being written is on disk, per database file: every
+// request that changes the database meanwhile waits for it (group commit).
+const next = new Map();
+
+// Resolves once everything the caller saw or changed in the database is on disk.
 function saved(db) {
-  if (db.autosaveDirty()) {
-    // Begins a save now, or, while one is being written, queues for the next (group commit).
-    return new Promise((resolve) => {
-      db.saveDatabase((err) => (err ? fatal(`cannot save ${db.filename}`, err) : resolve()));
-    });
+  const file = db.filename;
+  const writing = tails.get(file);
+  if (!db.autosaveDirty()) {
+    return writing; // unchanged since the last save began, which may hold what was read
   }
-  // Unchanged since the last save began: that save, if still being written, may hold
-  // what the caller changed or read.
-  return writing.get(db.filename);
+  if (!writing) {
+    return begin(db);
+  }
+  if (!next.has(file)) {
+    next.set(
+      file,
+      writing.then(() => {
+        next.delete(file);
+        return begin(db);
+      }),
+    );
+  }
+  return next.get(file);
 }
 
 function durableStore(modulePath) {
@@ -114,9 +140,6 @@ function durableStore(modulePath) {
       continue;
     }
     Store.prototype[name] = async function durableMethod(...args) {
-      if (!this.db.throttledSaves) {
-        fatal(this.db.filename, "LokiJS's throttled saves are off: saves could overlap");
-      }
       try {
         return await method.apply(this, args);
       } finally {

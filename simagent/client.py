@@ -65,6 +65,7 @@ class Fleet(Protocol):
     def api_client(self) -> ApiClient: ...
     def work_queues(self) -> WorkQueues: ...
     async def call(self, fn: Callable[..., T], *args: Any) -> T: ...
+    async def call_lease(self, fn: Callable[..., T], *args: Any) -> T: ...
     def jitter(self) -> float: ...
     def block_bytes(self, bs: str) -> int: ...
     def write(self, rec: Record) -> None: ...
@@ -129,7 +130,7 @@ class _Lease:
     async def _renew(self) -> None:
         c = self.c
         try:
-            self.message = await c.fleet.call(
+            self.message = await c.fleet.call_lease(
                 c.queues.renew, c.fleet.pool, self.message, c.fleet.visibility_timeout
             )
             self._renewed = time.monotonic()
@@ -143,7 +144,7 @@ class _Lease:
         samples = list(self.live) if fresh else []
         c = self.c
         try:
-            if await c.fleet.call(c.api.heartbeat, self.item, c.agent_id, samples):
+            if await c.fleet.call_lease(c.api.heartbeat, self.item, c.agent_id, samples):
                 self.cancelled = True
             if samples:
                 self._sent_to_ms = samples[-1].end_ms

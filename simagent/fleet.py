@@ -53,6 +53,12 @@ MAX_HEARTBEAT_S = 3600.0  # the longest a registration may declare (Registration
 # second as the agent does (agent.lease) up to this many clients, then less often (a
 # thousand beating every second would ask the local API 1,000 times a second).
 FLEET_ITEM_BEATS_PER_S = 100.0
+# Threads for the held items' lease calls (renewals and heartbeats), apart from the others':
+# an agent renews its message on a thread of its own (agent.lease), so a renewal never
+# waits behind its own or another client's uploads (issue 29: at 1,000 clients on one
+# pool, renewals queued behind artifact puts past the visibility timeout, and 89 messages
+# were delivered again).
+LEASE_THREADS = 64
 
 
 class CountingApiClient(ApiClient):
@@ -85,6 +91,7 @@ class Fleet:
     item_beats_per_s: float = FLEET_ITEM_BEATS_PER_S
     queue_timeout_s: int = READ_TIMEOUT_S
     threads: int = 64
+    lease_threads: int = LEASE_THREADS
     records: Path | None = None
     measurements: Measurements = field(default_factory=Measurements)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -102,6 +109,9 @@ class Fleet:
         self.item_beat_s = max(HEARTBEAT_S, self.count / self.item_beats_per_s)
         self.tls = httpx.create_ssl_context()  # one for all: each costs 0.3 s to load
         self.pool_threads = ThreadPoolExecutor(self.threads, thread_name_prefix="sim")
+        self.lease_pool = ThreadPoolExecutor(
+            min(self.count, self.lease_threads), thread_name_prefix="sim-lease"
+        )
         self.host = HostFacts(
             hostname=f"{SIMULATED}-{socket.gethostname()}"[:255],
             kernel="",
@@ -122,6 +132,15 @@ class Fleet:
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.pool_threads, partial(fn, *args))
+
+    async def call_lease(self, fn: Callable[..., T], *args: Any) -> T:
+        """A lease's call (a renewal, an item's heartbeat), on threads of their own."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.lease_pool, partial(fn, *args))
+
+    def shutdown(self) -> None:
+        for pool in (self.pool_threads, self.lease_pool):
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def jitter(self) -> float:
         """Idle waits spread by +-20 %: a thousand clients do not poll in lockstep."""
@@ -206,4 +225,4 @@ class Fleet:
         finally:
             for c in clients:
                 c.api.close()
-            self.pool_threads.shutdown(wait=False, cancel_futures=True)
+            self.shutdown()

@@ -43,7 +43,7 @@ def fleets() -> Iterator[list[Fleet]]:
     made: list[Fleet] = []
     yield made
     for f in made:
-        f.pool_threads.shutdown(wait=False, cancel_futures=True)
+        f.shutdown()
 
 
 def test_a_small_fleet_beats_as_the_agent_does(fleets: list[Fleet]) -> None:
@@ -150,3 +150,34 @@ def test_a_held_item_beats_item_beat_s_apart(
     assert len(beats) >= 2
     assert all(b - a >= 0.2 for a, b in itertools.pairwise(beats))
     assert len(beats) <= elapsed / 0.2 + 1  # not every 0.05 s tick
+
+
+def test_a_renewal_does_not_wait_behind_the_fleets_other_calls(
+    fleets: list[Fleet], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent renews its message on a thread of its own (agent.lease): a renewal must not
+    queue behind other clients' calls (issue 29: at 1,000 clients renewals waited behind
+    artifact uploads past the visibility timeout, and the messages were delivered again)."""
+    monkeypatch.setattr(sim_client, "HEARTBEAT_S", 0.05)
+    f = fleet(1000, threads=1)
+    fleets.append(f)
+    f.visibility_timeout = 1  # renewed every 0.5 s
+    renewed: list[float] = []
+
+    def renew(pool: str, message: Message, timeout: int) -> Message:
+        renewed.append(time.monotonic())
+        return message
+
+    c = SimpleNamespace(fleet=f, agent_id="sim-1", queues=SimpleNamespace(renew=renew))
+
+    async def main() -> float:
+        lease = _Lease(cast(SimClient, c), work_item(), Message("m", "p", 1, ""))
+        t0 = time.monotonic()
+        lease.start()
+        await f.call(time.sleep, 1.5)  # another client's upload holds the fleet's thread
+        await lease.stop()
+        return t0
+
+    t0 = asyncio.run(main())
+    assert renewed, "never renewed"
+    assert renewed[0] - t0 < 0.9  # due at 0.5 s, not after the 1.5 s call

@@ -296,7 +296,7 @@ def test_a_thousand_idle_simulated_clients_poll_the_queue_at_most_50_times_a_sec
             assert fleet.idle_max_s == most
             assert count / fleet.idle_max_s <= FLEET_IDLE_POLLS_PER_S  # at the mean jitter
         finally:
-            fleet.pool_threads.shutdown()
+            fleet.shutdown()
 
 
 def test_a_sender_that_could_not_reach_the_queue_gives_its_lease_back() -> None:

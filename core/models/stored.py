@@ -275,6 +275,7 @@ class Run(_Stored):
     cancel_requested: bool = False
     finished: bool = False  # no item will run any more
     finalized: bool = False  # aggregates stored, monitor told
+    finalizing_ms: int | None = None  # its finalizer's lease, from then (core.runs.finalizing)
     error: str | None = None
     due_ms: int | None = None  # when the timer must look at it (None: nothing due)
     # Ticks of the timer that failed on this run with an unexpected error (core.runs.timer);

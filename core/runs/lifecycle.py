@@ -23,6 +23,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from core.errors import Conflict, StoreUnavailable
 from core.fleet.scaling import Waiting
@@ -55,6 +56,7 @@ from core.runs.delivery import (
     unreachable,
     waiting_for_sender,
 )
+from core.runs.finalizing import finalize_lease
 from core.runs.plan import plan_items, resolve_dynamic
 from core.runs.provisioning import AwaitingAgents, holding
 from core.runs.recorder import RunRecorder
@@ -198,7 +200,10 @@ class Lifecycle:
             case Send(step=number):
                 return self._send(seen, number)
             case Finalize():
-                seen.announce, seen.run = self._finalize(run, seen.steps, seen.items)
+                with finalize_lease(partial(self.update_run, run.id), self.now_ms()) as held:
+                    if held is None:
+                        return run  # another caller finalizes it
+                    seen.announce, seen.run = self._finalize(held, seen.steps, seen.items)
             case Settle():
                 return self._settle(seen, action)
         return None
