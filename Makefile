@@ -110,7 +110,7 @@ test: install
 	  echo "== lane done at $$((SECONDS - start)) s"; exit $$lane; } > $$tmp/other.log 2>&1 & \
 	other=$$!; \
 	TMPDIR=$$tmp/fio $(PYTEST) -q -ra $(FIO_TESTS) $(DURATIONS) || rc=$$?; \
-	echo "== fio tests done at $$((SECONDS - start)) s, then pytest $(TAIL_TESTS)"; \
+	echo "== fio tests done at $$((SECONDS - start)) s"; echo '== then pytest $(TAIL_TESTS)'; \
 	TMPDIR=$$tmp/tail $(PYTEST) -q -ra $(TAIL_TESTS) $(DURATIONS) || rc=$$?; \
 	echo "== fio lane done at $$((SECONDS - start)) s"; \
 	wait $$other || rc=$$?; \
