@@ -14,6 +14,7 @@ from azure.cosmos import exceptions as cx
 from adapters.cosmos.base import Container, wrap
 from core.errors import Conflict, NotFound
 from core.models.barrier_shard import BarrierShard, ClaimMark
+from core.models.document import StoredJson
 from core.models.ids import step_id
 from core.models.stored import Item, Step, steps_and_items
 
@@ -29,9 +30,9 @@ CREATE_CONCURRENCY = 8
 READ_CONCURRENCY = 8
 
 
-def batches(docs: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+def batches(docs: Sequence[StoredJson]) -> list[list[StoredJson]]:
     """``docs`` in order, cut into batches of at most BATCH_OPERATIONS and BATCH_BYTES."""
-    out: list[list[dict[str, Any]]] = []
+    out: list[list[StoredJson]] = []
     size = 0
     for doc in docs:
         n = len(json.dumps(doc, separators=(",", ":")).encode())
