@@ -38,11 +38,16 @@ def _open(step: Step) -> bool:
     return step.start_at_ms is None and step.failed_reason is None
 
 
+def _empty(step: Step, shard: int) -> BarrierShard:
+    """A shard nobody of which has been ready in the step's current round (never written)."""
+    return BarrierShard.empty(step.run_id, step.step, step.barrier_round, shard, step.clients)
+
+
 def _read(store: Store, run_id: str, sid: str, step: Step, shard: int) -> BarrierShard:
     try:
         return store.items.get_shard(run_id, sid)
-    except NotFound:  # nobody of this shard has been ready in this round
-        return BarrierShard.empty(run_id, step.step, step.barrier_round, shard, step.clients)
+    except NotFound:
+        return _empty(step, shard)
 
 
 def _update_shard(
@@ -64,10 +69,7 @@ def shards(store: Store, step: Step) -> list[BarrierShard]:
     run_id, count = step.run_id, shard_count(step.clients)
     ids = [shard_id(run_id, step.step, step.barrier_round, k) for k in range(count)]
     found = store.items.get_shards(run_id, ids)
-    return [
-        found.get(sid) or BarrierShard.empty(run_id, step.step, step.barrier_round, k, step.clients)
-        for k, sid in enumerate(ids)
-    ]
+    return [found.get(sid) or _empty(step, k) for k, sid in enumerate(ids)]
 
 
 def ready_count(store: Store, step: Step) -> int:
