@@ -62,12 +62,20 @@ def _log_retry(state: RetryCallState) -> None:
     log.warning("API call failed (%s); retry %d", failed, state.attempt_number)
 
 
+# How much longer than the wait it asks for a held barrier call may take to be answered.
+HELD_SLACK_S = 30.0
+
+
 # The calls whose round trip is a barrier poll's (a read of the item and one of its step,
 # no write): the polls themselves and the item's heartbeats (core.runs.agent_reports).
 LIGHT_PATHS = frozenset({"/api/agent/barrier", "/api/agent/heartbeat"})
 
 
 class ApiClient:
+    # Whether the agent waits for its step's start in held barrier calls when the API offers
+    # them (core.runs.barrier_watch), one call at a time, rather than polling.
+    HOLDS_BARRIER = True
+
     def __init__(
         self,
         base_url: str,
@@ -97,6 +105,14 @@ class ApiClient:
         # client had heard "go" 2.4-2.7 s before the instant).
         self._round_trips: deque[float] = deque(maxlen=8)
         self._light_trips: deque[float] = deque(maxlen=8)
+        # The longest the API holds a barrier call, as its last claim's answer said (an API
+        # that does not say holds none: the agent polls).
+        self.barrier_wait_ms = 0
+
+    @property
+    def holds_barrier(self) -> bool:
+        """Whether this agent's barrier calls wait at the API (and it says so when ready)."""
+        return self.HOLDS_BARRIER and self.barrier_wait_ms > 0
 
     def round_trip_ms(self) -> int | None:
         """The slowest of the recent polls' and heartbeats' round trips, ms; before any, of
@@ -122,8 +138,10 @@ class ApiClient:
         content: bytes | None = None,
         content_type: str | None = None,
         timeout: float | None = None,
+        timed: bool = True,
     ) -> dict[str, Any]:
-        """One attempt. StoreUnavailable for what may pass, ApiError for a refusal."""
+        """One attempt. StoreUnavailable for what may pass, ApiError for a refusal.
+        ``timed``: its round trip counts (not a held call's, which is its wait's)."""
         sent = time.perf_counter()
         # The current stage's trace context: the API's spans of this call nest under it.
         headers = telemetry.headers()
@@ -142,7 +160,7 @@ class ApiClient:
             raise StoreUnavailable(str(e)) from e
         except Refused as e:
             raise ApiError(e.status, e.text) from None
-        if content is None:  # an upload's time is its size's, not the round trip's
+        if content is None and timed:  # an upload's time is its size's, not the round trip's
             trip = (time.perf_counter() - sent) * 1000
             self._round_trips.append(trip)
             if path in LIGHT_PATHS and not (body or {}).get("live"):
@@ -181,6 +199,8 @@ class ApiClient:
                 "message_id": message_id,
             },
         )
+        offered = reply.get("barrier_wait_ms")
+        self.barrier_wait_ms = offered if isinstance(offered, int) and offered > 0 else 0
         return CLAIM_REPLY.validate_python(reply)
 
     def _ref(self, item: WorkItem, agent_id: str) -> dict[str, str]:
@@ -198,11 +218,20 @@ class ApiClient:
         rtt = self.round_trip_ms()
         if rtt is not None:
             body["rtt_ms"] = min(rtt, MAX_RTT_MS)
+        if self.holds_barrier:
+            body["barrier_wait"] = True
         reply = self._call("POST", "/api/agent/ready", body)
         return BARRIER_REPLY.validate_python(reply)
 
     def barrier(self, item: WorkItem, agent_id: str) -> BarrierDecision:
-        reply = self._call("POST", "/api/agent/barrier", self._ref(item, agent_id))
+        """A poll of the start barrier; held at the API while the answer is "wait" (up to
+        its ``barrier_wait_ms``) when it offers that."""
+        body: dict[str, Any] = self._ref(item, agent_id)
+        if not self.holds_barrier:
+            return BARRIER_REPLY.validate_python(self._call("POST", "/api/agent/barrier", body))
+        body["wait_ms"] = self.barrier_wait_ms
+        timeout = self.barrier_wait_ms / 1000 + HELD_SLACK_S
+        reply = self._call("POST", "/api/agent/barrier", body, timeout=timeout, timed=False)
         return BARRIER_REPLY.validate_python(reply)
 
     def heartbeat(self, item: WorkItem, agent_id: str, live: Sequence[LiveSample] = ()) -> bool:

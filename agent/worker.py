@@ -313,7 +313,8 @@ class Worker:
             stop = self._interrupted(lease, item)
             if stop:
                 return stop
-            time.sleep(barrier_poll_ms(item.clients) / 1000)
+            if not self.api.holds_barrier:  # else the API holds the call while the step waits
+                time.sleep(barrier_poll_ms(item.clients) / 1000)
             barrier = self.api.barrier(item, agent)
         if barrier.status != "go":
             log.info("step of %s aborted: %s", item.item_id, barrier.reason)

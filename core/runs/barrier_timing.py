@@ -1,6 +1,7 @@
 """When a step's clients start (pure): how often an agent waiting at the start barrier asks,
-and the lead from "all ready" to the common start instant, from the agents' measured round
-trips. Shared by the API (core.runs.protocol sets the instant) and the agent (it polls)."""
+how long the API holds a barrier call that asks to wait, and the lead from "all ready" to the
+common start instant, from the agents' measured round trips. Shared by the API
+(core.runs.protocol sets the instant, functions.agent_api holds the calls) and the agent."""
 
 from __future__ import annotations
 
@@ -19,6 +20,12 @@ REJOIN_LATE_MS = 500
 STEP_POLLS_PER_S = 200
 # The share of a step's clients the lead is sized to reach before the instant.
 COVERED_PCT = 99
+# A held barrier call (issue 29.3): the API keeps an agent's poll until its step's start
+# instant is set, the step fails or its deadline passes, or at most MAX_WAIT_MS (the agent's
+# next call follows at once); each API process reads a step it holds calls for once every
+# WATCH_MS, whatever the number of calls (core.runs.barrier_watch), and answers them all.
+WATCH_MS = 50
+MAX_WAIT_MS = 5000
 
 
 def barrier_poll_ms(clients: int) -> int:
@@ -31,7 +38,9 @@ def barrier_poll_ms(clients: int) -> int:
     return max(min(250, max(100, 25 * clients)), clients * 1000 // STEP_POLLS_PER_S)
 
 
-def barrier_lead_ms(clients: int, round_trips: list[int], fixed_ms: int) -> int:
+def barrier_lead_ms(
+    clients: int, round_trips: list[int], fixed_ms: int, *, held: bool = False
+) -> int:
     """Time from "all ready" to the start instant, for every agent to hear it and start
     fio. From the agents' measured round trips when each reported one: the client that
     completes the set hears "go" in its own answer (within its round trip); the others at
@@ -43,10 +52,22 @@ def barrier_lead_ms(clients: int, round_trips: list[int], fixed_ms: int) -> int:
     step of up to 99 clients, not the few slowest of a thousand, whose slow answers would
     hold every client back (issue 29: the lead followed the slowest round trip). Those few
     hear "go" late by their own extra round trip and still start at once, within the
-    REJOIN_LATE_MS the barrier grants."""
+    REJOIN_LATE_MS the barrier grants.
+
+    ``held``: every client waits in held barrier calls (it said so with its ready report).
+    It hears "go" when its API process next reads the step (within WATCH_MS) and answers it,
+    within a round trip (the read of its item, the answer's way back); or, when its held call
+    ended just before the instant was set, from its next call, sent at once: half a round
+    trip for the "wait" to come back, one for the next call. No poll interval, and not twice
+    the round trip."""
     if not round_trips or len(round_trips) < clients:
         return fixed_ms + 50 * clients
     ordered = sorted(round_trips)
     covered = ordered[math.ceil(COVERED_PCT / 100 * len(ordered)) - 1]
-    hear = covered if clients == 1 else barrier_poll_ms(clients) + 2 * covered
+    if clients == 1:
+        hear = covered
+    elif held:
+        hear = max(WATCH_MS + covered, math.ceil(1.5 * covered))
+    else:
+        hear = barrier_poll_ms(clients) + 2 * covered
     return hear + WAKE_MS

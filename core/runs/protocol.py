@@ -63,8 +63,10 @@ class AgentProtocol:
         self.barrier_lead_ms = barrier_lead_ms
         self.rejoin_late_ms = rejoin_late_ms
 
-    def lead_ms(self, clients: int, round_trips: list[int] | None = None) -> int:
-        return barrier_lead_ms(clients, round_trips or [], self.barrier_lead_ms)
+    def lead_ms(
+        self, clients: int, round_trips: list[int] | None = None, held: bool = False
+    ) -> int:
+        return barrier_lead_ms(clients, round_trips or [], self.barrier_lead_ms, held=held)
 
     def _end(self, run_id: str, item: str, to: ItemState, reason: str) -> None:
         moved = self.life.update_item(run_id, item, lambda d: None if d.end(to, reason) else False)
@@ -222,9 +224,16 @@ class AgentProtocol:
     # ---- the start barrier --------------------------------------------------------------
 
     def ready(
-        self, run_id: str, item_id: str, agent: AgentRef, rtt_ms: int | None = None
+        self,
+        run_id: str,
+        item_id: str,
+        agent: AgentRef,
+        rtt_ms: int | None = None,
+        *,
+        held: bool = False,
     ) -> BarrierDecision:
-        """The agent has laid out its files and waits for the step's start instant.
+        """The agent has laid out its files and waits for the step's start instant (``held``:
+        in held barrier calls, which a shorter lead covers, core.runs.barrier_timing).
 
         Readiness is recorded on the item, then in the step's barrier shard; the report
         that completes the set sets the start instant, in the step's compare-and-swap, after
@@ -248,7 +257,7 @@ class AgentProtocol:
             raise refuse(doc, agent, "ready")
         step = self.store.items.get_step(run_id, doc.step)
         now = self.life.now_ms()
-        step = join(self.life, step, doc.client, agent.id, doc.rtt_ms, self.lead_ms)
+        step = join(self.life, step, doc.client, agent.id, doc.rtt_ms, self.lead_ms, held=held)
         if step.start_at_ms is not None and step.start_at_ms > now:
             log.info(
                 "run %s step %d: all %d ready, start in %d ms",
@@ -259,13 +268,19 @@ class AgentProtocol:
             )
         return self._barrier(run_id, doc, agent, step)
 
-    def barrier(self, run_id: str, item_id: str, agent: AgentRef) -> BarrierDecision:
+    def barrier(
+        self, run_id: str, item_id: str, agent: AgentRef, step: Step | None = None
+    ) -> BarrierDecision:
         """An agent's poll while it waits: two reads, its item (only its holder is
-        answered) and its step (small: the clients' facts are on their items)."""
+        answered) and its step (small: the clients' facts are on their items); one, its item,
+        when ``step`` is the step as just read (a held call woken by its API process's
+        watch, core.runs.barrier_watch)."""
         doc = self.store.items.get_item(run_id, item_id)
         if not holds(doc, agent) or doc.state == ItemState.QUEUED:
             raise refuse(doc, agent, "barrier")
-        return self._barrier(run_id, doc, agent)
+        if step is not None and step.step != doc.step:
+            step = None
+        return self._barrier(run_id, doc, agent, step)
 
     def _barrier(
         self, run_id: str, doc: Item, agent: AgentRef, step: Step | None = None
