@@ -23,7 +23,9 @@ first POST. The machine's load average (1 min) is recorded before and after each
 the ratios (alternate with a reference checkout run with PYTHONPATH set to it).
 
 Usage: .venv/bin/python bench/start_skew.py [--clients 4 8 16] [--repeat 3] [--out PATH]
-Writes bench/out/start_skew.json (or PATH) and prints a table.
+[--keep-logs DIR]
+Writes bench/out/start_skew.json (or PATH) and prints a table; ``--keep-logs`` copies the
+stack's logs (the API's and every agent's) to DIR/<N> before the stack's directory goes.
 """
 
 from __future__ import annotations
@@ -93,7 +95,9 @@ def heard_early(logs: Path, run_id: str) -> list[float]:
     return found
 
 
-def ours(n: int, repeat: int, root: Path, all_skews: list[float]) -> list[dict[str, float]]:
+def ours(
+    n: int, repeat: int, root: Path, all_skews: list[float], keep: Path | None = None
+) -> list[dict[str, float]]:
     stack = with_agents(n, root)
     figures: list[dict[str, float]] = []
     try:
@@ -143,6 +147,8 @@ def ours(n: int, repeat: int, root: Path, all_skews: list[float]) -> list[dict[s
                 all_skews.extend(skews)
     finally:
         localstack.down(root / "stack")
+        if keep is not None:
+            shutil.copytree(root / "stack" / "logs", keep / str(n), dirs_exist_ok=True)
     return figures
 
 
@@ -209,6 +215,7 @@ def main() -> None:
     p.add_argument("--clients", type=int, nargs="+", default=[4, 8, 16])
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--out", type=Path, default=OUT / "start_skew.json")
+    p.add_argument("--keep-logs", type=Path, default=None)
     a = p.parse_args()
     localstack.ensure_installed()
     report: dict[str, Any] = {"workload": WORKLOAD.model_dump(), "repeat": a.repeat, "runs": {}}
@@ -219,7 +226,7 @@ def main() -> None:
         try:
             report["runs"][n] = {
                 "ours": {
-                    **summarize(ours(n, a.repeat, root, skews)),
+                    **summarize(ours(n, a.repeat, root, skews, a.keep_logs)),
                     "skew_p99_ms": p99(skews),
                 },
                 "fio_client_server": summarize(fio_client_server(n, a.repeat, root)),
