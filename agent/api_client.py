@@ -220,6 +220,13 @@ class ApiClient:
             body["rtt_ms"] = min(rtt, MAX_RTT_MS)
         if self.holds_barrier:
             body["barrier_wait"] = True
+        # The lead is sized on it (bench/start_skew.py's margins are read against it).
+        log.info(
+            "item %s: ready, round trip %s ms, %s",
+            item.item_id,
+            body.get("rtt_ms"),
+            "waits in held barrier calls" if self.holds_barrier else "polls the barrier",
+        )
         reply = self._call("POST", "/api/agent/ready", body)
         return BARRIER_REPLY.validate_python(reply)
 
