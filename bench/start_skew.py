@@ -15,6 +15,8 @@ Figures per run:
   I/O, from each client's 1 s log (``log_unix_epoch``: fio's own clock, to the ms);
 - (ours) POST answered: the POST's round trip; POST -> start: from sending the POST to the
   step's common start instant (``result.start.scheduled_ms``); POST -> completed;
+- (ours) how late after the instant the latest agent wrote its fio's start FIFO (its wake-up,
+  ``result.start.released_ms``): the part of the skew before fio's own;
 - (ours) how long before the instant each agent heard it (the lead's margin, from the
   agents' logs; a tree whose agents do not log it has none): the smallest and the median.
 
@@ -127,6 +129,8 @@ def ours(
                     raise RuntimeError(f"run {run_id}: {run['state']}: {run['error']}")
                 results = [i["result"] for i in run["items"]]
                 skews = [r["start"]["skew_ms"] for r in results]
+                # Of the skew, how late each agent wrote fio's start FIFO (its wake-up).
+                late = [r["start"]["released_ms"] - r["start"]["scheduled_ms"] for r in results]
                 starts = [r["started_at_ms"] for r in results]
                 instant = min(r["start"]["scheduled_ms"] for r in results)
                 early = heard_early(root / "stack" / "logs", run_id)
@@ -137,6 +141,7 @@ def ours(
                     {
                         **margin,
                         "skew_max_ms": max(skews),
+                        "release_late_max_ms": max(late),
                         "skew_mean_ms": statistics.fmean(skews),
                         "io_start_spread_ms": max(starts) - min(starts),
                         "post_answered_ms": answered_ms - sent_ms,
