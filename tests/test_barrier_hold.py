@@ -16,9 +16,11 @@ and two round trips (core.runs.barrier_timing).
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
@@ -27,8 +29,10 @@ import pytest
 from adapters.blob import BlobArtifacts
 from adapters.cosmos import CosmosStore
 from adapters.queue import WorkQueues
+from agent.api_client import ApiClient
 from benchctl.localstack import Stack
 from core.errors import NotFound
+from core.models import WorkItem, Workload
 from core.models.barrier_shard import shard_count, shard_id
 from core.models.holder import AgentRef
 from core.models.ids import item_id
@@ -36,6 +40,7 @@ from core.models.stored import Step
 from core.runs.barrier_timing import WAKE_MS, barrier_lead_ms
 from core.runs.barrier_watch import StepWatch, moved
 from core.runs.service import RunService
+from simagent.fleet import CountingApiClient
 from tests.conftest import run_body
 
 RTT_MS = 500  # the round trip the test's clients report: the lead is sized on it
@@ -189,3 +194,74 @@ def test_held_calls_hear_go_before_the_instant(
 ) -> None:
     service = RunService(store, queues, artifacts, pools=tuple(stack.pool_names))
     check_held_step(stack.api_url, service, pool)
+
+
+class FakeApi:
+    """A loopback API that answers every call with ``reply`` and records what it was sent."""
+
+    def __init__(self, reply: dict[str, Any]) -> None:
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+        sent = self.sent
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                sent.append((self.path, body))
+                data = json.dumps(reply).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+
+
+WORK = WorkItem(
+    run_id="r-" + "b" * 32,
+    item_id="r-" + "b" * 32 + ".s0.c0",
+    step=0,
+    client=0,
+    clients=2,
+    pool="default",
+    targets=["scratch"],
+    engine="fio",
+    workload=Workload(),
+)
+ANSWER = {"action": "run", "reason": "", "status": "wait", "start_at_ms": None}
+
+
+@pytest.mark.parametrize("offered", [None, 5_000])
+def test_an_agent_waits_in_held_calls_only_when_the_api_offers_them(offered: int | None) -> None:
+    """An older API (no ``barrier_wait_ms`` in the claim's answer) refuses fields it does not
+    know: the agent then sends none and polls as before."""
+    api = FakeApi({**ANSWER, **({"barrier_wait_ms": offered} if offered else {})})
+    try:
+        client = ApiClient(api.url)
+        client.claim(WORK, "a1", 1, "m1")
+        client.ready(WORK, "a1")
+        client.barrier(WORK, "a1")
+    finally:
+        api.server.shutdown()
+    sent = {path: body for path, body in api.sent}
+    assert client.holds_barrier is bool(offered)
+    if offered:
+        assert sent["/api/agent/ready"]["barrier_wait"] is True
+        assert sent["/api/agent/barrier"]["wait_ms"] == offered
+    else:
+        assert "barrier_wait" not in sent["/api/agent/ready"]
+        assert "wait_ms" not in sent["/api/agent/barrier"]
+
+
+def test_simulated_clients_keep_polling() -> None:
+    api = FakeApi({**ANSWER, "barrier_wait_ms": 5_000})
+    try:
+        client = CountingApiClient(api.url)
+        client.claim(WORK, "s1", 1, "m1")
+    finally:
+        api.server.shutdown()
+    assert client.barrier_wait_ms == 5_000 and not client.holds_barrier
