@@ -71,6 +71,26 @@ HELD_SLACK_S = 30.0
 LIGHT_PATHS = frozenset({"/api/agent/barrier", "/api/agent/heartbeat"})
 
 
+class Either(threading.Event):
+    """Set when either of two events is (read only: as retrying's ``give_up``)."""
+
+    def __init__(self, a: threading.Event, b: threading.Event) -> None:
+        super().__init__()
+        self._a, self._b = a, b
+
+    def is_set(self) -> bool:
+        return self._a.is_set() or self._b.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.is_set():
+            left = 0.05 if deadline is None else min(0.05, deadline - time.monotonic())
+            if left <= 0:
+                break
+            self._a.wait(left)
+        return self.is_set()
+
+
 class ApiClient:
     # Whether the agent waits for its step's start in held barrier calls when the API offers
     # them (core.runs.barrier_watch), one call at a time, rather than polling.
@@ -168,8 +188,18 @@ class ApiClient:
         data: dict[str, Any] = r.json()
         return data
 
-    def _call(self, method: str, path: str, body: Any = None, **raw: Any) -> dict[str, Any]:
-        give_up = self._give_up
+    def _call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        also_give_up: threading.Event | None = None,
+        **raw: Any,
+    ) -> dict[str, Any]:
+        """``also_give_up``: stop retrying when it is set too (a barrier call whose answer
+        is no longer needed, agent.barrier_wait)."""
+        give_up = self._give_up if also_give_up is None else Either(self._give_up, also_give_up)
 
         def attempt() -> dict[str, Any]:
             if give_up.is_set():  # the lease was lost while we waited: send nothing more
@@ -206,7 +236,9 @@ class ApiClient:
     def _ref(self, item: WorkItem, agent_id: str) -> dict[str, str]:
         return {"run_id": item.run_id, "item_id": item.item_id, "agent_id": agent_id}
 
-    def ready(self, item: WorkItem, agent_id: str) -> BarrierDecision:
+    def ready(
+        self, item: WorkItem, agent_id: str, give_up: threading.Event | None = None
+    ) -> BarrierDecision:
         body: dict[str, Any] = self._ref(item, agent_id)
         if not self._light_trips:
             # Nothing timed yet that costs what a poll costs (a fresh agent, ready within a
@@ -227,18 +259,22 @@ class ApiClient:
             body.get("rtt_ms"),
             "waits in held barrier calls" if self.holds_barrier else "polls the barrier",
         )
-        reply = self._call("POST", "/api/agent/ready", body)
+        reply = self._call("POST", "/api/agent/ready", body, also_give_up=give_up)
         return BARRIER_REPLY.validate_python(reply)
 
-    def barrier(self, item: WorkItem, agent_id: str) -> BarrierDecision:
+    def barrier(
+        self, item: WorkItem, agent_id: str, give_up: threading.Event | None = None
+    ) -> BarrierDecision:
         """A poll of the start barrier; held at the API while the answer is "wait" (up to
-        its ``barrier_wait_ms``) when it offers that."""
+        its ``barrier_wait_ms``) when it offers that. ``give_up``: stop retrying once set."""
         body: dict[str, Any] = self._ref(item, agent_id)
+        path = "/api/agent/barrier"
         if not self.holds_barrier:
-            return BARRIER_REPLY.validate_python(self._call("POST", "/api/agent/barrier", body))
+            return BARRIER_REPLY.validate_python(self._call("POST", path, body))
         body["wait_ms"] = self.barrier_wait_ms
         timeout = self.barrier_wait_ms / 1000 + HELD_SLACK_S
-        reply = self._call("POST", "/api/agent/barrier", body, timeout=timeout, timed=False)
+        # Not timed: its time is the wait's, not a round trip.
+        reply = self._call("POST", path, body, timeout=timeout, timed=False, also_give_up=give_up)
         return BARRIER_REPLY.validate_python(reply)
 
     def heartbeat(self, item: WorkItem, agent_id: str, live: Sequence[LiveSample] = ()) -> bool:

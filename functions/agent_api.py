@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from core.errors import FieldError, ValidationFailed
 from core.models import ITEM_ID_PATTERN, MAX_RTT_MS, RUN_ID_PATTERN, ArtifactName, WorkItem
 from core.models import Result as WorkResult
+from core.models.holder import AgentRef
 from core.models.ids import step_of_item
 from core.models.live import LiveSample
 from core.runs.barrier_timing import MAX_WAIT_MS, WATCH_MS
@@ -72,8 +73,9 @@ class ReadyBody(ItemRef):
     )
     barrier_wait: bool = Field(
         False,
-        description="true: the agent waits for the start in held barrier calls (wait_ms), "
-        "not by polling; the lead is shorter when every client of the step does",
+        description="true: from this report on, the agent always has a barrier call held "
+        "(wait_ms) at the API until it hears the start, not polling; the lead is shorter "
+        "when every client of the step does",
     )
 
 
@@ -196,13 +198,21 @@ async def barrier(b: BarrierBody, svc: Svc, caller: CallerOf) -> BarrierReply:
     (core.runs.barrier_watch): answered as a poll again when the step moves."""
     agent = agent_ref(caller, b.agent_id)
     decision = await asyncio.to_thread(svc.barrier, b.run_id, b.item_id, agent)
+    return _barrier(await _held(svc, b, agent, decision))
+
+
+async def _held(
+    svc: RunService, b: BarrierBody, agent: AgentRef, decision: BarrierDecision
+) -> BarrierDecision:
+    """A "wait" held up to ``wait_ms`` while the step waits; then answered as a poll, on the
+    step as the watch read it."""
     step = step_of_item(b.run_id, b.item_id)
     if decision.status != "wait" or not b.wait_ms or step is None:
-        return _barrier(decision)
+        return decision
     moved, seen = await _watch(svc).wait(b.run_id, step, b.wait_ms / 1000)
-    if moved:
-        decision = await asyncio.to_thread(svc.barrier, b.run_id, b.item_id, agent, seen)
-    return _barrier(decision)
+    if not moved:
+        return decision
+    return await asyncio.to_thread(svc.barrier, b.run_id, b.item_id, agent, seen)
 
 
 @router.post("/api/agent/heartbeat", **doc(HeartbeatReply, body=True, errors=AGENT))

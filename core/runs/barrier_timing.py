@@ -20,10 +20,11 @@ REJOIN_LATE_MS = 500
 STEP_POLLS_PER_S = 200
 # The share of a step's clients the lead is sized to reach before the instant.
 COVERED_PCT = 99
-# A held barrier call (issue 29.3): the API keeps an agent's poll until its step's start
-# instant is set, the step fails or its deadline passes, or at most MAX_WAIT_MS (the agent's
-# next call follows at once); each API process reads a step it holds calls for once every
-# WATCH_MS, whatever the number of calls (core.runs.barrier_watch), and answers them all.
+# A held barrier call (issue 29.3): the API keeps an agent's barrier call until its step's
+# start instant is set, the step fails or its deadline passes, or at most MAX_WAIT_MS (the
+# agent sends its next call half-way through, so that one is always held); each API
+# process reads a step it holds calls for once every WATCH_MS, whatever the number of calls
+# (core.runs.barrier_watch), and answers them all.
 WATCH_MS = 50
 MAX_WAIT_MS = 5000
 
@@ -54,12 +55,15 @@ def barrier_lead_ms(
     hear "go" late by their own extra round trip and still start at once, within the
     REJOIN_LATE_MS the barrier grants.
 
-    ``held``: every client waits in held barrier calls (it said so with its ready report).
-    It hears "go" when its API process next reads the step (within WATCH_MS) and answers it,
-    within a round trip (the read of its item, the answer's way back); or, when its held call
-    ended just before the instant was set, from its next call, sent at once: half a round
-    trip for the "wait" to come back, one for the next call. No poll interval, and not twice
-    the round trip."""
+    ``held``: every client waits in held calls (it said so with its ready report): from its
+    ready report on, the agent always has a barrier call held at the API (the first sent
+    with the ready report, the next while the last is still held, agent.barrier_wait), so
+    it hears "go" when its API process next reads the step (within WATCH_MS) and answers
+    it, within a round trip (the read of its item, the answer's way back); the first call,
+    if it reaches the API after the instant was set, answers "go" within the round trip of
+    a call sent before it. No poll interval, and not twice the round trip (a call sent
+    half-way through the last one's MAX_WAIT_MS reaches the API before that one's bound
+    passes unless its way there is MAX_WAIT_MS / 2 slower)."""
     if not round_trips or len(round_trips) < clients:
         return fixed_ms + 50 * clients
     ordered = sorted(round_trips)
@@ -67,7 +71,7 @@ def barrier_lead_ms(
     if clients == 1:
         hear = covered
     elif held:
-        hear = max(WATCH_MS + covered, math.ceil(1.5 * covered))
+        hear = WATCH_MS + covered
     else:
         hear = barrier_poll_ms(clients) + 2 * covered
     return hear + WAKE_MS
