@@ -2,8 +2,8 @@
 
 Where the API holds barrier calls (its claim's answer offers ``barrier_wait_ms``), the agent
 sends its ready report and (in a step of more than one client) its first barrier call at
-once, and then a barrier call half-way
-through the last one's wait (or at once when it came back): each is held at the API while
+once, and then a barrier call when OVERLAP_MS of the last one's
+wait are left (or at once when it came back): each is held at the API while
 the step waits, so that from the ready report on one is held at every moment and hears "go"
 when its API process sees the instant (core.runs.barrier_watch; core.runs.barrier_timing
 sizes the lead on that). A barrier call that reaches the API after the instant was set
@@ -26,7 +26,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from agent.api_client import ApiClient
 from agent.outcome import Outcome
 from core.models import WorkItem
-from core.runs.barrier_timing import barrier_poll_ms
+from core.runs.barrier_timing import OVERLAP_MS, barrier_poll_ms
 from core.runs.protocol import BarrierDecision
 
 Interrupted = Callable[[], Outcome | None]  # why to stop now, or None
@@ -58,7 +58,7 @@ def _poll(
 def _held(
     api: ApiClient, item: WorkItem, agent: str, interrupted: Interrupted
 ) -> BarrierDecision | Outcome:
-    half_s = api.barrier_wait_ms / 2000
+    every_s = max(api.barrier_wait_ms - OVERLAP_MS, api.barrier_wait_ms // 2) / 1000
     calls = ThreadPoolExecutor(3, thread_name_prefix="barrier")
     # Set on the way out: a call still out is not retried (a barrier call answered after
     # the instant would give the item an instant of its own, core.runs.protocol).
@@ -74,7 +74,7 @@ def _held(
         pending = {send(api.ready)}
         if item.clients > 1:  # a lone client hears "go" in its ready report's answer
             pending.add(send(api.barrier))
-        next_at = time.monotonic() + half_s
+        next_at = time.monotonic() + every_s
         while True:
             until_next = max(0.0, next_at - time.monotonic())
             done, pending = wait(pending, min(0.2, until_next), FIRST_COMPLETED)
@@ -93,7 +93,7 @@ def _held(
                 return stop
             if failed is None and (not pending or time.monotonic() >= next_at):
                 pending.add(send(api.barrier))
-                next_at = time.monotonic() + half_s
+                next_at = time.monotonic() + every_s
     finally:
         answered_or_stopped.set()
         calls.shutdown(wait=False, cancel_futures=True)  # a call still held ends by itself

@@ -229,11 +229,9 @@ def main() -> None:
         skews: list[float] = []
         load_before = os.getloadavg()[0]
         try:
+            figures = ours(n, a.repeat, root, skews, a.keep_logs)
             report["runs"][n] = {
-                "ours": {
-                    **summarize(ours(n, a.repeat, root, skews, a.keep_logs)),
-                    "skew_p99_ms": p99(skews),
-                },
+                "ours": {**summarize(figures), "skew_p99_ms": p99(skews), "each": figures},
                 "fio_client_server": summarize(fio_client_server(n, a.repeat, root)),
                 "load_1min": [load_before, os.getloadavg()[0]],
             }

@@ -17,7 +17,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from core.errors import FieldError, ValidationFailed
 from core.models import ITEM_ID_PATTERN, MAX_RTT_MS, RUN_ID_PATTERN, ArtifactName, WorkItem
 from core.models import Result as WorkResult
-from core.models.holder import AgentRef
 from core.models.ids import step_of_item
 from core.models.live import LiveSample
 from core.runs.barrier_timing import MAX_WAIT_MS, WATCH_MS
@@ -197,22 +196,16 @@ async def barrier(b: BarrierBody, svc: Svc, caller: CallerOf) -> BarrierReply:
     """A poll of the start barrier; with ``wait_ms``, held while the answer is wait
     (core.runs.barrier_watch): answered as a poll again when the step moves."""
     agent = agent_ref(caller, b.agent_id)
-    decision = await asyncio.to_thread(svc.barrier, b.run_id, b.item_id, agent)
-    return _barrier(await _held(svc, b, agent, decision))
-
-
-async def _held(
-    svc: RunService, b: BarrierBody, agent: AgentRef, decision: BarrierDecision
-) -> BarrierDecision:
-    """A "wait" held up to ``wait_ms`` while the step waits; then answered as a poll, on the
-    step as the watch read it."""
+    protocol = svc.protocol
+    decision, doc = await asyncio.to_thread(protocol.polled, b.run_id, b.item_id, agent)
     step = step_of_item(b.run_id, b.item_id)
     if decision.status != "wait" or not b.wait_ms or step is None:
-        return decision
+        return _barrier(decision)
+    # Held while the step waits; then answered again on the step as the watch read it.
     moved, seen = await _watch(svc).wait(b.run_id, step, b.wait_ms / 1000)
-    if not moved:
-        return decision
-    return await asyncio.to_thread(svc.barrier, b.run_id, b.item_id, agent, seen)
+    if moved:
+        decision = await asyncio.to_thread(protocol.decide, doc, agent, seen)
+    return _barrier(decision)
 
 
 @router.post("/api/agent/heartbeat", **doc(HeartbeatReply, body=True, errors=AGENT))

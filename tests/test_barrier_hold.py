@@ -328,10 +328,10 @@ def test_a_failure_is_raised_once_no_call_is_left_to_answer() -> None:
 
 
 def test_one_call_is_always_held_until_the_answer() -> None:
-    """With 1 s holds: the next call is sent half-way through the last (not after it came
-    back), so one is held at every moment."""
-    calls = ScriptedCalls(ready=WAIT, barrier=WAIT, delay_s=1.0)
-    calls.barrier_wait_ms = 1_000
+    """With 2 s holds: the next call is sent when 1.25 s of the last are left (not after
+    it came back), so one is held at every moment."""
+    calls = ScriptedCalls(ready=WAIT, barrier=WAIT, delay_s=2.0)
+    calls.barrier_wait_ms = 2_000
     sent: list[float] = []
     original = calls._answer
 
@@ -341,7 +341,7 @@ def test_one_call_is_always_held_until_the_answer() -> None:
         return original(name)
 
     calls._answer = timed  # type: ignore[method-assign]
-    stop_at = time.monotonic() + 2.2
+    stop_at = time.monotonic() + 3.5
     stopped = hear_start(
         calls,  # type: ignore[arg-type]
         WORK,
@@ -350,8 +350,9 @@ def test_one_call_is_always_held_until_the_answer() -> None:
     )
     assert stopped is Outcome.INTERRUPTED
     assert len(sent) >= 3, sent
-    # Each sent before the last came back (a call is held for 1 s).
-    assert all(b - a < 1.0 for a, b in itertools.pairwise(sent)), sent
+    # Each sent 1 s after the last (half of 2 s: the quarter left would be 0.75 s), before
+    # it came back.
+    assert all(b - a < 2.0 for a, b in itertools.pairwise(sent)), sent
 
 
 def test_a_call_no_longer_needed_is_not_retried() -> None:

@@ -17,6 +17,7 @@ from core.models.holder import AgentRef
 from core.runs.barrier_timing import (
     BARRIER_LEAD_MS,
     MAX_WAIT_MS,
+    OVERLAP_MS,
     STEP_POLLS_PER_S,
     WAKE_MS,
     WATCH_MS,
@@ -52,14 +53,14 @@ def test_every_polling_agent_hears_go_in_time_to_start_fio(
         assert heard_at(0.0, first, rtt, poll) + WAKE_MS <= lead
 
 
-def heard_held(rtt: float, tick: float, bound_end: float, half_wait: float) -> float:
+def heard_held(rtt: float, tick: float, bound_end: float, overlap: float) -> float:
     """When an agent waiting in held calls hears "go" set on the server at 0. Its API process
     reads the step at ``tick`` (the first read at or after 0, within WATCH_MS) and answers
     a call it holds within a round trip (the read of its item, the way back). Its calls:
-    one whose bound ends at ``bound_end`` and the next, sent ``half_wait`` before that and
+    one whose bound ends at ``bound_end`` and the next, sent ``overlap`` before that and
     reaching the server half a round trip later: one of them is held at 0."""
     held_until = bound_end
-    next_arrives = bound_end - half_wait + rtt / 2
+    next_arrives = bound_end - overlap + rtt / 2
     assert next_arrives <= held_until or held_until >= 0  # no moment without a held call
     return tick + rtt
 
@@ -75,9 +76,8 @@ def test_every_agent_in_held_calls_hears_go_in_time(
     """Issue 29.3: an agent that always has a call held needs no poll interval and not twice
     the round trip; only its API process's watch and one answer."""
     lead = barrier_lead_ms(len(trips), trips, BARRIER_LEAD_MS, held=True)
-    half = MAX_WAIT_MS / 2
     for rtt, tick, bound in zip(trips, ticks, bounds, strict=False):
-        heard = heard_held(rtt, tick * WATCH_MS, bound * MAX_WAIT_MS, half)
+        heard = heard_held(rtt, tick * WATCH_MS, bound * MAX_WAIT_MS, OVERLAP_MS)
         assert heard + WAKE_MS <= lead
     if max(trips) > 0:
         assert lead < barrier_lead_ms(len(trips), trips, BARRIER_LEAD_MS)

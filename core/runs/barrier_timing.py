@@ -22,11 +22,13 @@ STEP_POLLS_PER_S = 200
 COVERED_PCT = 99
 # A held barrier call (issue 29.3): the API keeps an agent's barrier call until its step's
 # start instant is set, the step fails or its deadline passes, or at most MAX_WAIT_MS (the
-# agent sends its next call half-way through, so that one is always held); each API
+# agent sends its next call when a quarter of the last one's is left, OVERLAP_MS, so that
+# one is always held); each API
 # process reads a step it holds calls for once every WATCH_MS, whatever the number of calls
 # (core.runs.barrier_watch), and answers them all.
 WATCH_MS = 50
 MAX_WAIT_MS = 5000
+OVERLAP_MS = MAX_WAIT_MS // 4
 
 
 def barrier_poll_ms(clients: int) -> int:
@@ -62,8 +64,8 @@ def barrier_lead_ms(
     it, within a round trip (the read of its item, the answer's way back); the first call,
     if it reaches the API after the instant was set, answers "go" within the round trip of
     a call sent before it. No poll interval, and not twice the round trip (a call sent
-    half-way through the last one's MAX_WAIT_MS reaches the API before that one's bound
-    passes unless its way there is MAX_WAIT_MS / 2 slower)."""
+    OVERLAP_MS before the last one's bound passes reaches the API before it unless its way
+    there is OVERLAP_MS slower)."""
     if not round_trips or len(round_trips) < clients:
         return fixed_ms + 50 * clients
     ordered = sorted(round_trips)

@@ -268,19 +268,30 @@ class AgentProtocol:
             )
         return self._barrier(run_id, doc, agent, step)
 
-    def barrier(
-        self, run_id: str, item_id: str, agent: AgentRef, step: Step | None = None
-    ) -> BarrierDecision:
+    def barrier(self, run_id: str, item_id: str, agent: AgentRef) -> BarrierDecision:
         """An agent's poll while it waits: two reads, its item (only its holder is
-        answered) and its step (small: the clients' facts are on their items); one, its item,
-        when ``step`` is the step as just read (a held call woken by its API process's
-        watch, core.runs.barrier_watch)."""
+        answered) and its step (small: the clients' facts are on their items)."""
+        return self.polled(run_id, item_id, agent)[0]
+
+    def polled(self, run_id: str, item_id: str, agent: AgentRef) -> tuple[BarrierDecision, Item]:
+        """A poll, and the item as read for it: a held call (core.runs.barrier_watch) is
+        answered again on it when its step moves (:meth:`decide`)."""
         doc = self.store.items.get_item(run_id, item_id)
         if not holds(doc, agent) or doc.state == ItemState.QUEUED:
             raise refuse(doc, agent, "barrier")
+        return self._barrier(run_id, doc, agent), doc
+
+    def decide(self, doc: Item, agent: AgentRef, step: Step | None) -> BarrierDecision:
+        """A held call's answer once its step moved: on the step as the watch just read it
+        and the item as read when the call came, its holder checked then, so that waking
+        N calls reads nothing more (issue 29.3: at 32 clients re-reading each item held the
+        answers back by up to 0.8 s). What a barrier answer reads of the item changes only
+        by its holder's own calls while it waits (an instant of its own, a failure report)
+        or with its step (failed: the step says so); a run cancelled meanwhile is heard at
+        the next heartbeat, as after any "go"."""
         if step is not None and step.step != doc.step:
             step = None
-        return self._barrier(run_id, doc, agent, step)
+        return self._barrier(doc.run_id, doc, agent, step)
 
     def _barrier(
         self, run_id: str, doc: Item, agent: AgentRef, step: Step | None = None
