@@ -22,7 +22,7 @@ from core.timeline import ClientTimeline
 
 log = logging.getLogger(__name__)
 # Timelines fetched at once: requests' connection pool keeps 10 per host.
-FETCH_CONCURRENCY = 8
+FETCH_CONCURRENCY = 32
 
 
 def timeline(artifacts: Artifacts, run_id: str, item: str) -> ClientTimeline | None:
