@@ -35,6 +35,22 @@ def test_dollars_are_counts_at_the_price_and_unknown_without_one() -> None:
         usd(-1, 0.25, 1e6)
 
 
+def test_the_shipped_price_file_prices_every_counted_quantity_with_its_source() -> None:
+    """Every price bench/cost.py multiplies is read, and says where from and when: an idle
+    agent-hour's 14,400 queue receives at $0.004 per 10,000 are $0.00576."""
+    prices, _, doc = cost.load_prices(Path(cost.__file__).parent / "prices.json")
+    assert None not in (
+        prices.per_million_ru,
+        prices.per_10k_queue_ops,
+        prices.per_million_executions,
+        prices.per_gb_second,
+    )
+    for entry in doc["prices"].values():
+        assert entry["source"] and entry["read"]
+    assert usd(14_400, prices.per_10k_queue_ops, 1e4) == pytest.approx(0.00576)
+    assert usd(20_000, prices.per_million_executions, 1e6) == pytest.approx(0.008)
+
+
 @given(CALLS)
 def test_request_units_are_the_sum_over_calls(calls: list[tuple[str, float]]) -> None:
     c = Counts(db_kb=calls)
@@ -89,6 +105,9 @@ def test_the_table_from_counted_runs_and_the_price_file(
 ) -> None:
     prices = json.loads((Path(cost.__file__).parent / "prices.json").read_text())
     prices["prices"]["cosmos_serverless_usd_per_million_ru"]["usd"] = 0.25
+    # A price not read (null in the file) shows as n/a, not as $0.
+    prices["prices"]["queue_usd_per_10k_operations"]["usd"] = None
+    prices["prices"]["flex_usd_per_million_executions"]["usd"] = None
     (tmp_path / "prices.json").write_text(json.dumps(prices))
     (tmp_path / "idle.json").write_text(json.dumps({"rows": [{"steady_per_agent_hour": 240}]}))
     monkeypatch.setattr(cost, "OUT", tmp_path)
