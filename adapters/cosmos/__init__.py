@@ -126,7 +126,7 @@ class CosmosStore(Store):
                 credential=COSMOS_EMULATOR_KEY,
                 connection_verify=False,
                 enable_endpoint_discovery=False,
-                transport=pooled_transport(pool_size),
+                transport=pooled_transport(pool_size, verify=False),
                 **BOUNDED,
                 **counting.hooks("cosmos"),
             )
