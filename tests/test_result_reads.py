@@ -5,6 +5,7 @@ compare-and-swap that completes the item starts from the copy read to check the 
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 import pytest
 
@@ -37,9 +38,9 @@ def test_a_result_reads_its_item_once_and_a_stale_copy_is_read_again() -> None:
         get_item = world.store.items.get_item
         if n == 1:  # its item changes between the read and the swap (a heartbeat's write)
 
-            def then_written(run_id: str, item_id: str) -> Item:
-                got = get_item(run_id, item_id)
-                world.store.items.get_item = get_item  # type: ignore[method-assign]
+            def then_written(run_id: str, item_id: str, real: Any = get_item) -> Item:
+                got: Item = real(run_id, item_id)
+                world.store.items.get_item = real  # type: ignore[method-assign]
                 stamp = iso_ms(world.clock.ms())
                 world.service.lifecycle.update_item(
                     run_id, item_id, lambda d: setattr(d, "heartbeat_at", stamp), read=got
