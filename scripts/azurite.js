@@ -8,9 +8,10 @@
 // Two changes, both outside Azurite's own code:
 // - LokiJS's file adapter saves durably: it writes a temporary file, fdatasyncs it, renames
 //   it over the database and fsyncs the directory, without blocking the event loop;
-// - every async method of the metadata stores, once it has resolved, waits for a save that
-//   holds everything it saw or changed before Azurite answers: if its database has changed
-//   since the last save began, the next save; else the save being written, if any.
+// - every async method of the metadata stores that a request calls (not one the store calls
+//   on itself), once it has resolved, waits for a save that holds everything it saw or
+//   changed before Azurite answers: if its database has changed since the last save began,
+//   the next save; else the save being written, if any.
 // Group commit: one save of a database is written at a time, and the requests that changed
 // it while one was being written all wait for the next one, which serialises the database
 // once for all of them when the one before is on disk. A save clears the dirty flags and
@@ -23,6 +24,7 @@
 //
 // Usage: node scripts/azurite.js queue|blob [azurite-queue or azurite-blob options...]
 "use strict";
+const { AsyncLocalStorage } = require("async_hooks");
 const fs = require("fs");
 const path = require("path");
 const Loki = require("lokijs");
@@ -141,6 +143,35 @@ function saved(db) {
   return next.get(file);
 }
 
+// A store method looks documents up and then changes them, awaiting its own store methods
+// in between (deleteBlob awaits checkContainerExist and getBlobWithLeaseUpdated, then removes
+// the document these found). Another request's method must not run in between: a blob
+// deleted or replaced meanwhile makes LokiJS throw on the change (a 500). Two rules keep a
+// method whole:
+// - only the outermost store call waits for the save: a call the store makes on itself
+//   (marked by `inside`, the databases whose store methods the async call chain is in)
+//   returns at once;
+// - the outermost calls on a database run one at a time (`turns`). They touch only memory,
+//   so a turn lasts microseconds, but without it the requests that a save wakes together
+//   (group commit) run their methods interleaved, one await each in turn.
+const inside = new AsyncLocalStorage();
+const turns = new Map(); // database -> the promise of the last outermost call queued on it
+
+function inTurn(db, body) {
+  const run = (turns.get(db) || Promise.resolve()).then(body);
+  const done = run.then(
+    () => undefined,
+    () => undefined,
+  );
+  turns.set(db, done);
+  done.then(() => {
+    if (turns.get(db) === done) {
+      turns.delete(db);
+    }
+  });
+  return run;
+}
+
 function durableStore(modulePath) {
   const Store = require(modulePath).default;
   for (const name of Object.getOwnPropertyNames(Store.prototype)) {
@@ -149,8 +180,13 @@ function durableStore(modulePath) {
       continue;
     }
     Store.prototype[name] = async function durableMethod(...args) {
+      const outer = inside.getStore();
+      if (outer && outer.has(this.db)) {
+        return method.apply(this, args); // a call the store makes on itself
+      }
+      const dbs = new Set(outer).add(this.db);
       try {
-        return await method.apply(this, args);
+        return await inTurn(this.db, () => inside.run(dbs, () => method.apply(this, args)));
       } finally {
         await saved(this.db);
       }

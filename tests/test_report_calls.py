@@ -164,15 +164,18 @@ def test_a_poll_from_another_agent_or_credential_is_refused_as_before() -> None:
 
 
 def test_a_claim_reads_its_item_once() -> None:
-    """A claim reads the run, its item, its step and the agent's claim mark, and swaps the
-    item as it read it (issue 29.3: it read the item a second time for the swap, one read
-    more for each of a step's clients, all claiming at once)."""
+    """A claim reads the run, its item, its step (twice, the barrier opened by another
+    claim) and the agent's claim mark, and swaps the item as it read it (issue 29.3: it
+    read the item a second time for the swap, one read more for each of a step's clients,
+    all claiming at once)."""
     claims: list[dict[tuple[str, str], int]] = []
     claimed_step(3, claims)
     # The first claim opens the step's barrier and shows the run running; the others:
     expected = {
         ("runs", "read"): 1,
-        ("items", "read"): 3,  # the item, its step, the agent's claim mark
+        # The item, its step (and again: nothing to write on the step as read is confirmed
+        # on a fresh read, core.runs.cas.update), the agent's claim mark.
+        ("items", "read"): 4,
         ("items", "replace"): 1,  # the item, claimed
         ("items", "upsert"): 1,  # the agent's claim mark
     }

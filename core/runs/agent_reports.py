@@ -80,7 +80,10 @@ class AgentReports:
                 d.move(ItemState.RUNNING, started_at=iso_ms(now))
             return None
 
-        doc = self.life.update_item(run_id, item_id, beat, read=doc)
+        # Nothing to record on the item as read above stands: it was read milliseconds ago,
+        # and the next heartbeat comes in a second; a fresh read to confirm it would double
+        # every heartbeat's reads (bench.cost: 15,000 reads more in a run of 1,000 clients).
+        doc = self.life.update_item(run_id, item_id, beat, read=doc, trusted=True)
         if not held[0]:
             raise refuse(doc, agent, "heartbeat")
         if samples and doc.state in (ItemState.READY, ItemState.RUNNING):

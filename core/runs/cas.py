@@ -30,16 +30,22 @@ def update(
     *,
     stamp: Callable[[M], None] | None = None,
     first: M | None = None,
+    trusted: bool = False,
 ) -> M:
     """``change`` edits a copy of the document as read and returns False for "nothing to
     write"; the document is returned as written (or as read, when nothing changed).
     ``stamp`` marks a document that did change (an ``updated_at``) before it is written.
     ``first``: the document as the caller just read it, tried instead of a first read (a
-    stale copy fails its swap and is read afresh)."""
+    stale copy fails its swap and is read afresh; nothing to write on it is checked on a
+    fresh read, as the stored document may need the change: ``change`` runs again).
+    ``trusted``: nothing to write on ``first`` is the answer, for a caller that asks
+    again soon anyway (a heartbeat a second) and cannot afford the read."""
     for attempt in range(CAS_ATTEMPTS):
         current = first if attempt == 0 and first is not None else read()
         draft = current.model_copy(deep=True)
         if change(draft) is False or draft.model_dump() == current.model_dump():
+            if current is first and not trusted:
+                continue
             return current
         if stamp is not None:
             stamp(draft)

@@ -136,10 +136,13 @@ class Lifecycle:
         item: str,
         change: Callable[[Item], bool | None],
         read: Item | None = None,
+        trusted: bool = False,
     ) -> Item:
-        """``read``: the item as just read, tried first (core.runs.cas.update's ``first``)."""
+        """``read``: the item as just read, tried first (cas.update's ``first``, ``trusted``)."""
         get, put, stamp = self.store.items.get_item, self.store.items.replace_item, self._stamp_item
-        return update(lambda: get(run_id, item), put, change, item, stamp=stamp, first=read)
+        return update(
+            lambda: get(run_id, item), put, change, item, stamp=stamp, first=read, trusted=trusted
+        )
 
     def update_step(
         self,
@@ -232,9 +235,8 @@ class Lifecycle:
         else:
             # From the run in hand (a stale copy fails its swap and is read again), and the
             # run as written is the one to go on with: two reads fewer on a POST's way to
-            # its answer (issue 29.3). Nothing written: the copy in hand is read afresh.
-            after = self.update_run(run.id, sent(number, due), read=run)
-            seen.run = after if after.etag != run.etag else self.store.runs.get(run.id)
+            # its answer (issue 29.3). Nothing written: the run as read afresh (cas.update).
+            seen.run = self.update_run(run.id, sent(number, due), read=run)
             seen.steps, seen.items = self.store.items.of_run(run.id)
             return None
         if not outcome.gave_up:

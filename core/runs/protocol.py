@@ -206,7 +206,8 @@ class AgentProtocol:
         after = self.life.update_item(work.run_id, work.item_id, take, read=doc)
         if verdict[0].action == "run":
             # Written by the first claim only (and a lone client's retry): tried on the step
-            # as read, no write and no read when nothing changes.
+            # as read, no write when nothing changes, but a read to confirm it (the copy may
+            # be stale: cas.update).
             step = self.life.update_step(work.run_id, work.step, open_barrier, read=step)
             mark_claimed(self.store, work, agent)
             if was_ready[0]:  # claimed again while its barrier waits: ready again first
