@@ -14,10 +14,12 @@ from typing import TypedDict
 from urllib.parse import urlparse
 
 from azure.core.credentials import TokenCredential
+from azure.core.pipeline.transport import RequestsTransport
 from azure.storage.queue import ExponentialRetry
 
 from adapters.config import LOOPBACK_HOSTS, ConfigError, azure_credential
 from adapters.local import AZURITE_ACCOUNT, AZURITE_KEY
+from adapters.transport import pooled_transport
 
 CONNECT_TIMEOUT_S = 2
 READ_TIMEOUT_S = 3
@@ -29,18 +31,23 @@ class ClientOptions(TypedDict):
     connection_timeout: int
     read_timeout: int
     retry_policy: ExponentialRetry
+    transport: RequestsTransport
 
 
 def bounded_client_options(retries: int = 1, read_timeout_s: int = READ_TIMEOUT_S) -> ClientOptions:
     """Keyword arguments for a Storage service client: at most ``retries`` + 1 attempts of
     a few seconds each (the queue and the blob SDK take the same policy). A caller that
     would rather wait than give up (the simulated fleet against a busy Azurite) may allow
-    a longer ``read_timeout_s``."""
+    a longer ``read_timeout_s``. Its connections are pooled for the threads that share the
+    client (adapters/transport.py)."""
     return {
         "connection_timeout": CONNECT_TIMEOUT_S,
         "read_timeout": read_timeout_s,
         "retry_policy": ExponentialRetry(
             initial_backoff=1, increment_base=2, retry_total=retries, random_jitter_range=0
+        ),
+        "transport": pooled_transport(
+            connection_timeout=CONNECT_TIMEOUT_S, read_timeout=read_timeout_s
         ),
     }
 

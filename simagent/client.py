@@ -66,6 +66,7 @@ class Fleet(Protocol):
     def work_queues(self) -> WorkQueues: ...
     async def call(self, fn: Callable[..., T], *args: Any) -> T: ...
     async def call_lease(self, fn: Callable[..., T], *args: Any) -> T: ...
+    async def call_poll(self, fn: Callable[..., T], *args: Any) -> T: ...
     def jitter(self) -> float: ...
     def block_bytes(self, bs: str) -> int: ...
     def write(self, rec: Record) -> None: ...
@@ -262,13 +263,14 @@ class SimClient:
 
     async def _await_start(self, item: WorkItem, lease: _Lease, rec: Record) -> int | None:
         """Ready, the barrier's polls until "go": the start instant, or None."""
-        barrier = await self.call(self.api.ready, item, self.agent_id)
+        # On the barrier's own threads (simagent.fleet.POLL_THREADS), as an agent's own.
+        barrier = await self.fleet.call_poll(self.api.ready, item, self.agent_id)
         while barrier.status == "wait":
             if lease.lost.is_set() or lease.cancelled:
                 await self._stopped(item, lease)
                 return None
             await asyncio.sleep(barrier_poll_ms(item.clients) / 1000)
-            barrier = await self.call(self.api.barrier, item, self.agent_id)
+            barrier = await self.fleet.call_poll(self.api.barrier, item, self.agent_id)
         if barrier.status != "go" or barrier.start_at_ms is None:
             rec.reason = barrier.reason
             await self._delete(lease.message)

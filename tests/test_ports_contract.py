@@ -358,10 +358,11 @@ def test_a_steps_items_are_created_in_one_request(
     for c in range(32):
         w = work(run_id, pool, c)
         docs.append(Item(id=w.item_id, run_id=run_id, step=0, client=c, work_item=w))
-    calls.unlink(missing_ok=True)
+    before = calls.stat().st_size if calls.exists() else 0
     items.create_items(docs[:31])
     monkeypatch.delenv(counting.SETTING)
-    writes = [x.split()[3] for x in calls.read_text().splitlines() if " cosmos " in x]
+    lines = calls.read_bytes()[before:].decode().splitlines()
+    writes = [x.split()[3] for x in lines if " cosmos " in x]
     assert [w for w in writes if w in ("create", "batch")] == ["batch"]
     items.create_items(docs)  # the first 31 again: each on its own, left as they are
     assert sorted(i.id for i in items.of_run(run_id)[1]) == sorted(d.id for d in docs)

@@ -6,6 +6,7 @@ a small fleet beats as the agent does."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ import pytest
 from adapters.queue import Message
 from core.models import WorkItem
 from core.models.agents import Registration, record_from
+from core.runs.protocol import BarrierDecision
 from simagent import client as sim_client
 from simagent.client import SimClient, _Lease
 from simagent.figures import DeclaredRate
@@ -181,3 +183,48 @@ def test_a_renewal_does_not_wait_behind_the_fleets_other_calls(
     t0 = asyncio.run(main())
     assert renewed, "never renewed"
     assert renewed[0] - t0 < 0.9  # due at 0.5 s, not after the 1.5 s call
+
+
+def test_the_barriers_polls_do_not_wait_behind_the_fleets_other_calls(
+    fleets: list[Fleet],
+) -> None:
+    """An agent polls the barrier on its own thread: a simulated client's ready report and
+    polls must not queue behind other clients' calls (issue 29: on one pool of 128 threads
+    a thousand clients polled every ~10 s instead of every 5 s, and some heard "go" after
+    the instant)."""
+    f = fleet(1000, threads=1)
+    fleets.append(f)
+    polls: list[float] = []
+    go_at = int(time.time() * 1000) + 5_000
+
+    def ready(item: WorkItem, agent_id: str) -> BarrierDecision:
+        polls.append(time.monotonic())
+        return BarrierDecision("wait")
+
+    def barrier(item: WorkItem, agent_id: str) -> BarrierDecision:
+        polls.append(time.monotonic())
+        return (
+            BarrierDecision("go", start_at_ms=go_at) if len(polls) >= 3 else BarrierDecision("wait")
+        )
+
+    api = SimpleNamespace(ready=ready, barrier=barrier)
+    c = SimClient.__new__(SimClient)
+    c.fleet, c.agent_id, c.api = f, "sim-1", cast(Any, api)
+    lease = cast(_Lease, SimpleNamespace(lost=asyncio.Event(), cancelled=False))
+    rec = sim_client.Record("sim-1", "i", RUN, 0, 0, "", 0)
+    item = work_item().model_copy(update={"clients": 50})  # a poll every 250 ms
+
+    async def main() -> float:
+        t0 = time.monotonic()
+        # Another client's upload holds the fleet's only calling thread for 1.5 s.
+        busy = asyncio.ensure_future(f.call(time.sleep, 1.5))
+        await asyncio.sleep(0.05)
+        heard = c._await_start(item, lease, rec)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(heard, 1.0)
+        await busy
+        return t0
+
+    t0 = asyncio.run(main())
+    assert len(polls) >= 3, "the polls waited behind the other call"
+    assert rec.heard_ms is not None and polls[-1] - t0 < 1.5

@@ -27,15 +27,11 @@ from __future__ import annotations
 import warnings
 from typing import Any, TypedDict
 
-import requests
 from azure.core.credentials import TokenCredential
 from azure.core.exceptions import AzureError
-from azure.core.pipeline.transport import RequestsTransport
 from azure.cosmos import CosmosClient, PartitionKey
 from azure.cosmos import exceptions as cx
-from requests.adapters import HTTPAdapter
 from urllib3.exceptions import InsecureRequestWarning
-from urllib3.util.retry import Retry
 
 from adapters import counting
 from adapters.config import Settings, azure_credential
@@ -53,6 +49,7 @@ from adapters.cosmos.results import CosmosResults
 from adapters.cosmos.runs import CosmosRuns, CosmosTargets
 from adapters.cosmos.threadsafe import per_thread_headers
 from adapters.local import COSMOS_EMULATOR_KEY
+from adapters.transport import POOL_SIZE, pooled_transport
 from core.ports import Store
 
 CONTAINERS: dict[str, str] = {
@@ -70,21 +67,6 @@ CONTAINERS: dict[str, str] = {
     "ticks": "/id",
     "live": "/run_id",
 }
-
-
-def _pooled_transport(size: int) -> RequestsTransport:
-    """Keep as many connections as the API has worker threads. With requests' default of
-    10, concurrent calls kept discarding connections and opening new TLS ones (measured:
-    most of the API's CPU went to TLS set-up with 16 agents polling)."""
-    session = requests.Session()
-    adapter = HTTPAdapter(
-        pool_connections=4,
-        pool_maxsize=size,
-        max_retries=Retry(total=False, redirect=False, raise_on_status=False),  # SDK retries
-    )
-    session.mount("https://", adapter)
-    session.mount("http://", adapter)
-    return RequestsTransport(session=session, session_owner=False)
 
 
 # No request may hang on an unreachable database (issue 12.2): a call ends within
@@ -133,7 +115,7 @@ class CosmosStore(Store):
         )
 
     @classmethod
-    def from_settings(cls, settings: Settings, *, pool_size: int = 64) -> CosmosStore:
+    def from_settings(cls, settings: Settings, *, pool_size: int = POOL_SIZE) -> CosmosStore:
         credential: str | TokenCredential
         if settings.local_emulators:
             # The local server's certificate is self-signed; Settings.from_env has already
@@ -144,7 +126,7 @@ class CosmosStore(Store):
                 credential=COSMOS_EMULATOR_KEY,
                 connection_verify=False,
                 enable_endpoint_discovery=False,
-                transport=_pooled_transport(pool_size),
+                transport=pooled_transport(pool_size, verify=False),
                 **BOUNDED,
                 **counting.hooks("cosmos"),
             )
@@ -153,7 +135,7 @@ class CosmosStore(Store):
             client = CosmosClient(
                 settings.cosmos_endpoint,
                 credential=credential,
-                transport=_pooled_transport(pool_size),
+                transport=pooled_transport(pool_size),
                 **BOUNDED,
                 **counting.hooks("cosmos"),
             )

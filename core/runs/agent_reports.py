@@ -265,7 +265,9 @@ class AgentReports:
             d.move(ItemState.COMPLETED)
             return None
 
-        self.life.update_item(result.run_id, result.item_id, done)
+        # From the item read above: a copy gone stale meanwhile (a heartbeat's write) fails
+        # its swap and is read again (one read fewer per result: issue 29's final burst).
+        self.life.update_item(result.run_id, result.item_id, done, read=doc)
         # The run moves on when its step's last item ends: a count of the step's items
         # still open, not a read of the whole run by every client (issue 29: calls per
         # client grew with the clients). Missed by a race, the timer advances it when due.

@@ -21,8 +21,9 @@ from core.runs.recorder import RunRecorder
 from core.timeline import ClientTimeline
 
 log = logging.getLogger(__name__)
-# Timelines fetched at once: requests' connection pool keeps 10 per host.
-FETCH_CONCURRENCY = 8
+# Timelines fetched at once, each on a kept connection (adapters/transport.py): a thousand
+# of them 8 at a time took 4-6 s of the aggregation, 32 at a time 2.4-3.9 s.
+FETCH_CONCURRENCY = 32
 
 
 def timeline(artifacts: Artifacts, run_id: str, item: str) -> ClientTimeline | None:

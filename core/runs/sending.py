@@ -34,7 +34,10 @@ SEND_LEASE_MS = 30_000
 # about this long at the rate of the one before, so that a queue slowing down five-fold
 # from one chunk to the next still leaves the lease held.
 RENEW_EVERY_MS = 5_000
-FIRST_CHUNK = 8  # the queue adapter's sends at once (adapters/queue.py SEND_CONCURRENCY)
+# The first chunk, before any rate is known: small enough that a queue sending one message
+# a second still leaves the lease held (the chunks after it are sized by the rate, and go
+# out adapters/queue.py SEND_CONCURRENCY at a time).
+FIRST_CHUNK = 8
 MAX_CHUNK = 256
 CREATE_CHUNK = 64  # item documents created between two looks at the lease
 
