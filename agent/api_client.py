@@ -62,12 +62,40 @@ def _log_retry(state: RetryCallState) -> None:
     log.warning("API call failed (%s); retry %d", failed, state.attempt_number)
 
 
+# How much longer than the wait it asks for a held barrier call may take to be answered.
+HELD_SLACK_S = 30.0
+
+
 # The calls whose round trip is a barrier poll's (a read of the item and one of its step,
 # no write): the polls themselves and the item's heartbeats (core.runs.agent_reports).
 LIGHT_PATHS = frozenset({"/api/agent/barrier", "/api/agent/heartbeat"})
 
 
+class Either(threading.Event):
+    """Set when either of two events is (read only: as retrying's ``give_up``)."""
+
+    def __init__(self, a: threading.Event, b: threading.Event) -> None:
+        super().__init__()
+        self._a, self._b = a, b
+
+    def is_set(self) -> bool:
+        return self._a.is_set() or self._b.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.is_set():
+            left = 0.05 if deadline is None else min(0.05, deadline - time.monotonic())
+            if left <= 0:
+                break
+            self._a.wait(left)
+        return self.is_set()
+
+
 class ApiClient:
+    # Whether the agent waits for its step's start in held barrier calls when the API offers
+    # them (core.runs.barrier_watch), one call at a time, rather than polling.
+    HOLDS_BARRIER = True
+
     def __init__(
         self,
         base_url: str,
@@ -97,6 +125,14 @@ class ApiClient:
         # client had heard "go" 2.4-2.7 s before the instant).
         self._round_trips: deque[float] = deque(maxlen=8)
         self._light_trips: deque[float] = deque(maxlen=8)
+        # The longest the API holds a barrier call, as its last claim's answer said (an API
+        # that does not say holds none: the agent polls).
+        self.barrier_wait_ms = 0
+
+    @property
+    def holds_barrier(self) -> bool:
+        """Whether this agent's barrier calls wait at the API (and it says so when ready)."""
+        return self.HOLDS_BARRIER and self.barrier_wait_ms > 0
 
     def round_trip_ms(self) -> int | None:
         """The slowest of the recent polls' and heartbeats' round trips, ms; before any, of
@@ -122,8 +158,10 @@ class ApiClient:
         content: bytes | None = None,
         content_type: str | None = None,
         timeout: float | None = None,
+        timed: bool = True,
     ) -> dict[str, Any]:
-        """One attempt. StoreUnavailable for what may pass, ApiError for a refusal."""
+        """One attempt. StoreUnavailable for what may pass, ApiError for a refusal.
+        ``timed``: its round trip counts (not a held call's, which is its wait's)."""
         sent = time.perf_counter()
         # The current stage's trace context: the API's spans of this call nest under it.
         headers = telemetry.headers()
@@ -142,7 +180,7 @@ class ApiClient:
             raise StoreUnavailable(str(e)) from e
         except Refused as e:
             raise ApiError(e.status, e.text) from None
-        if content is None:  # an upload's time is its size's, not the round trip's
+        if content is None and timed:  # an upload's time is its size's, not the round trip's
             trip = (time.perf_counter() - sent) * 1000
             self._round_trips.append(trip)
             if path in LIGHT_PATHS and not (body or {}).get("live"):
@@ -150,8 +188,18 @@ class ApiClient:
         data: dict[str, Any] = r.json()
         return data
 
-    def _call(self, method: str, path: str, body: Any = None, **raw: Any) -> dict[str, Any]:
-        give_up = self._give_up
+    def _call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        also_give_up: threading.Event | None = None,
+        **raw: Any,
+    ) -> dict[str, Any]:
+        """``also_give_up``: stop retrying when it is set too (a barrier call whose answer
+        is no longer needed, agent.barrier_wait)."""
+        give_up = self._give_up if also_give_up is None else Either(self._give_up, also_give_up)
 
         def attempt() -> dict[str, Any]:
             if give_up.is_set():  # the lease was lost while we waited: send nothing more
@@ -181,12 +229,22 @@ class ApiClient:
                 "message_id": message_id,
             },
         )
+        offered = reply.get("barrier_wait_ms")
+        self.barrier_wait_ms = offered if isinstance(offered, int) and offered > 0 else 0
+        # The round trip this item's ready report gives (the lead is sized on it) is timed
+        # from here on: not on the last item's calls, whose slowest came from its end, 32
+        # agents storing their results at once (issue 29.3: 1.2-2.0 s from the run before
+        # in one of every agent's last 8, while this run's took 0.1-0.6 s; 16:00 UTC).
+        self._round_trips.clear()
+        self._light_trips.clear()
         return CLAIM_REPLY.validate_python(reply)
 
     def _ref(self, item: WorkItem, agent_id: str) -> dict[str, str]:
         return {"run_id": item.run_id, "item_id": item.item_id, "agent_id": agent_id}
 
-    def ready(self, item: WorkItem, agent_id: str) -> BarrierDecision:
+    def ready(
+        self, item: WorkItem, agent_id: str, give_up: threading.Event | None = None
+    ) -> BarrierDecision:
         body: dict[str, Any] = self._ref(item, agent_id)
         if not self._light_trips:
             # Nothing timed yet that costs what a poll costs (a fresh agent, ready within a
@@ -198,11 +256,31 @@ class ApiClient:
         rtt = self.round_trip_ms()
         if rtt is not None:
             body["rtt_ms"] = min(rtt, MAX_RTT_MS)
-        reply = self._call("POST", "/api/agent/ready", body)
+        if self.holds_barrier:
+            body["barrier_wait"] = True
+        # The lead is sized on it (bench/start_skew.py's margins are read against it).
+        log.info(
+            "item %s: ready, round trip %s ms, %s",
+            item.item_id,
+            body.get("rtt_ms"),
+            "waits in held barrier calls" if self.holds_barrier else "polls the barrier",
+        )
+        reply = self._call("POST", "/api/agent/ready", body, also_give_up=give_up)
         return BARRIER_REPLY.validate_python(reply)
 
-    def barrier(self, item: WorkItem, agent_id: str) -> BarrierDecision:
-        reply = self._call("POST", "/api/agent/barrier", self._ref(item, agent_id))
+    def barrier(
+        self, item: WorkItem, agent_id: str, give_up: threading.Event | None = None
+    ) -> BarrierDecision:
+        """A poll of the start barrier; held at the API while the answer is "wait" (up to
+        its ``barrier_wait_ms``) when it offers that. ``give_up``: stop retrying once set."""
+        body: dict[str, Any] = self._ref(item, agent_id)
+        path = "/api/agent/barrier"
+        if not self.holds_barrier:
+            return BARRIER_REPLY.validate_python(self._call("POST", path, body))
+        body["wait_ms"] = self.barrier_wait_ms
+        timeout = self.barrier_wait_ms / 1000 + HELD_SLACK_S
+        # Not timed: its time is the wait's, not a round trip.
+        reply = self._call("POST", path, body, timeout=timeout, timed=False, also_give_up=give_up)
         return BARRIER_REPLY.validate_python(reply)
 
     def heartbeat(self, item: WorkItem, agent_id: str, live: Sequence[LiveSample] = ()) -> bool:

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from adapters.queue import LeaseLost, Message, WorkQueues
 from agent import tracing
 from agent.api_client import ApiClient, ApiError
+from agent.barrier_wait import hear_start
 from agent.beacon import Beacon
 from agent.cleanup import after_item, carry_out, parse_order, remove_stale_trees
 from agent.config import AgentConfig
@@ -41,7 +42,6 @@ from agent.workdir import WorkRoot
 from core.artifacts import ref
 from core.errors import StoreUnavailable
 from core.models import ArtifactName, ArtifactRef, HostFacts, Result, WorkItem
-from core.runs.barrier_timing import barrier_poll_ms
 from core.runs.clean import CleanOrder
 
 log = logging.getLogger(__name__)
@@ -308,13 +308,9 @@ class Worker:
         return the common start instant (Unix ms), or why this item stops."""
         self.trace.stage("barrier wait")
         agent = self.config.agent_id
-        barrier = self.api.ready(item, agent)
-        while barrier.status == "wait":
-            stop = self._interrupted(lease, item)
-            if stop:
-                return stop
-            time.sleep(barrier_poll_ms(item.clients) / 1000)
-            barrier = self.api.barrier(item, agent)
+        barrier = hear_start(self.api, item, agent, lambda: self._interrupted(lease, item))
+        if isinstance(barrier, Outcome):
+            return barrier
         if barrier.status != "go":
             log.info("step of %s aborted: %s", item.item_id, barrier.reason)
             self._delete(lease.message)

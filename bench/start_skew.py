@@ -15,6 +15,8 @@ Figures per run:
   I/O, from each client's 1 s log (``log_unix_epoch``: fio's own clock, to the ms);
 - (ours) POST answered: the POST's round trip; POST -> start: from sending the POST to the
   step's common start instant (``result.start.scheduled_ms``); POST -> completed;
+- (ours) how late after the instant the latest agent wrote its fio's start FIFO (its wake-up,
+  ``result.start.released_ms``): the part of the skew before fio's own;
 - (ours) how long before the instant each agent heard it (the lead's margin, from the
   agents' logs; a tree whose agents do not log it has none): the smallest and the median.
 
@@ -23,7 +25,9 @@ first POST. The machine's load average (1 min) is recorded before and after each
 the ratios (alternate with a reference checkout run with PYTHONPATH set to it).
 
 Usage: .venv/bin/python bench/start_skew.py [--clients 4 8 16] [--repeat 3] [--out PATH]
-Writes bench/out/start_skew.json (or PATH) and prints a table.
+[--keep-logs DIR]
+Writes bench/out/start_skew.json (or PATH) and prints a table; ``--keep-logs`` copies the
+stack's logs (the API's and every agent's) to DIR/<N> before the stack's directory goes.
 """
 
 from __future__ import annotations
@@ -93,7 +97,9 @@ def heard_early(logs: Path, run_id: str) -> list[float]:
     return found
 
 
-def ours(n: int, repeat: int, root: Path, all_skews: list[float]) -> list[dict[str, float]]:
+def ours(
+    n: int, repeat: int, root: Path, all_skews: list[float], keep: Path | None = None
+) -> list[dict[str, float]]:
     stack = with_agents(n, root)
     figures: list[dict[str, float]] = []
     try:
@@ -123,6 +129,8 @@ def ours(n: int, repeat: int, root: Path, all_skews: list[float]) -> list[dict[s
                     raise RuntimeError(f"run {run_id}: {run['state']}: {run['error']}")
                 results = [i["result"] for i in run["items"]]
                 skews = [r["start"]["skew_ms"] for r in results]
+                # Of the skew, how late each agent wrote fio's start FIFO (its wake-up).
+                late = [r["start"]["released_ms"] - r["start"]["scheduled_ms"] for r in results]
                 starts = [r["started_at_ms"] for r in results]
                 instant = min(r["start"]["scheduled_ms"] for r in results)
                 early = heard_early(root / "stack" / "logs", run_id)
@@ -133,6 +141,7 @@ def ours(n: int, repeat: int, root: Path, all_skews: list[float]) -> list[dict[s
                     {
                         **margin,
                         "skew_max_ms": max(skews),
+                        "release_late_max_ms": max(late),
                         "skew_mean_ms": statistics.fmean(skews),
                         "io_start_spread_ms": max(starts) - min(starts),
                         "post_answered_ms": answered_ms - sent_ms,
@@ -143,6 +152,8 @@ def ours(n: int, repeat: int, root: Path, all_skews: list[float]) -> list[dict[s
                 all_skews.extend(skews)
     finally:
         localstack.down(root / "stack")
+        if keep is not None:
+            shutil.copytree(root / "stack" / "logs", keep / str(n), dirs_exist_ok=True)
     return figures
 
 
@@ -209,6 +220,7 @@ def main() -> None:
     p.add_argument("--clients", type=int, nargs="+", default=[4, 8, 16])
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--out", type=Path, default=OUT / "start_skew.json")
+    p.add_argument("--keep-logs", type=Path, default=None)
     a = p.parse_args()
     localstack.ensure_installed()
     report: dict[str, Any] = {"workload": WORKLOAD.model_dump(), "repeat": a.repeat, "runs": {}}
@@ -217,11 +229,9 @@ def main() -> None:
         skews: list[float] = []
         load_before = os.getloadavg()[0]
         try:
+            figures = ours(n, a.repeat, root, skews, a.keep_logs)
             report["runs"][n] = {
-                "ours": {
-                    **summarize(ours(n, a.repeat, root, skews)),
-                    "skew_p99_ms": p99(skews),
-                },
+                "ours": {**summarize(figures), "skew_p99_ms": p99(skews), "each": figures},
                 "fio_client_server": summarize(fio_client_server(n, a.repeat, root)),
                 "load_1min": [load_before, os.getloadavg()[0]],
             }

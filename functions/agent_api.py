@@ -8,6 +8,7 @@ it: anything else is 409 and changes nothing (core.models.holder).
 from __future__ import annotations
 
 import asyncio
+import weakref
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Query, Request, Response
@@ -16,9 +17,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from core.errors import FieldError, ValidationFailed
 from core.models import ITEM_ID_PATTERN, MAX_RTT_MS, RUN_ID_PATTERN, ArtifactName, WorkItem
 from core.models import Result as WorkResult
+from core.models.ids import step_of_item
 from core.models.live import LiveSample
+from core.runs.barrier_timing import MAX_WAIT_MS, WATCH_MS
+from core.runs.barrier_watch import StepWatch
 from core.runs.live import MAX_SAMPLES_PER_BEAT
 from core.runs.protocol import BarrierDecision
+from core.runs.service import RunService
 from functions.auth import agent_ref
 from functions.openapi import SIGNED_IN, doc
 from functions.params import (
@@ -65,6 +70,23 @@ class ReadyBody(ItemRef):
         description="the agent's slowest recent round trip to the API, ms: the start "
         "barrier's lead is derived from the step's agents' round trips",
     )
+    barrier_wait: bool = Field(
+        False,
+        description="true: from this report on, the agent always has a barrier call held "
+        "(wait_ms) at the API until it hears the start, not polling; the lead is shorter "
+        "when every client of the step does",
+    )
+
+
+class BarrierBody(ItemRef):
+    wait_ms: int = Field(
+        0,
+        ge=0,
+        le=MAX_WAIT_MS,
+        description="while the answer is wait, hold the call until the step's start instant "
+        "is set, the step fails or its deadline passes, or for at most this long (then "
+        "wait); 0: answer at once",
+    )
 
 
 class HeartbeatBody(ItemRef):
@@ -93,6 +115,11 @@ class ClaimReply(BaseModel):
         description="run it; drop (delete the message); release (hand it back to the queue)"
     )
     reason: str
+    barrier_wait_ms: int = Field(
+        MAX_WAIT_MS,
+        description="the longest this API holds a barrier call (its wait_ms); an API that "
+        "does not send it holds none: the agent polls",
+    )
 
 
 class BarrierReply(BaseModel):
@@ -143,14 +170,42 @@ def _barrier(x: BarrierDecision) -> BarrierReply:
 @router.post("/api/agent/ready", **doc(BarrierReply, body=True, errors=AGENT))
 async def ready(b: ReadyBody, svc: Svc, caller: CallerOf) -> BarrierReply:
     agent = agent_ref(caller, b.agent_id)
-    decision = await asyncio.to_thread(svc.ready, b.run_id, b.item_id, agent, b.rtt_ms)
+    decision = await asyncio.to_thread(
+        svc.ready, b.run_id, b.item_id, agent, b.rtt_ms, held=b.barrier_wait
+    )
     return _barrier(decision)
 
 
+# Each event loop's (an API process's) watch of the steps it holds barrier calls for.
+_WATCHES: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, weakref.WeakKeyDictionary[RunService, StepWatch]
+] = weakref.WeakKeyDictionary()
+
+
+def _watch(svc: RunService) -> StepWatch:
+    per_service = _WATCHES.setdefault(asyncio.get_running_loop(), weakref.WeakKeyDictionary())
+    watch = per_service.get(svc)
+    if watch is None:
+        read = svc.store.items.get_step
+        watch = per_service[svc] = StepWatch(read, WATCH_MS / 1000, svc.lifecycle.now_ms)
+    return watch
+
+
 @router.post("/api/agent/barrier", **doc(BarrierReply, body=True, errors=AGENT))
-async def barrier(b: ItemRef, svc: Svc, caller: CallerOf) -> BarrierReply:
+async def barrier(b: BarrierBody, svc: Svc, caller: CallerOf) -> BarrierReply:
+    """A poll of the start barrier; with ``wait_ms``, held while the answer is wait
+    (core.runs.barrier_watch): answered as a poll again when the step moves."""
     agent = agent_ref(caller, b.agent_id)
-    return _barrier(await asyncio.to_thread(svc.barrier, b.run_id, b.item_id, agent))
+    protocol = svc.protocol
+    decision, doc = await asyncio.to_thread(protocol.polled, b.run_id, b.item_id, agent)
+    step = step_of_item(b.run_id, b.item_id)
+    if decision.status != "wait" or not b.wait_ms or step is None:
+        return _barrier(decision)
+    # Held while the step waits; then answered again on the step as the watch read it.
+    moved, seen = await _watch(svc).wait(b.run_id, step, b.wait_ms / 1000)
+    if moved:
+        decision = await asyncio.to_thread(protocol.decide, doc, agent, seen)
+    return _barrier(decision)
 
 
 @router.post("/api/agent/heartbeat", **doc(HeartbeatReply, body=True, errors=AGENT))

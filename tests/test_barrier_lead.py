@@ -16,8 +16,11 @@ from benchctl.localstack import Stack
 from core.models.holder import AgentRef
 from core.runs.barrier_timing import (
     BARRIER_LEAD_MS,
+    MAX_WAIT_MS,
+    OVERLAP_MS,
     STEP_POLLS_PER_S,
     WAKE_MS,
+    WATCH_MS,
     barrier_lead_ms,
     barrier_poll_ms,
 )
@@ -48,6 +51,47 @@ def test_every_polling_agent_hears_go_in_time_to_start_fio(
         # The agent's last poll before the set completed was sent up to one cycle earlier.
         first = -phase * (rtt + poll) - rtt / 2
         assert heard_at(0.0, first, rtt, poll) + WAKE_MS <= lead
+
+
+def heard_held(rtt: float, tick: float, bound_end: float, overlap: float) -> float:
+    """When an agent waiting in held calls hears "go" set on the server at 0. Its API process
+    reads the step at ``tick`` (the first read at or after 0, within WATCH_MS) and answers
+    a call it holds within a round trip (the read of its item, the way back). Its calls:
+    one whose bound ends at ``bound_end`` and the next, sent ``overlap`` before that and
+    reaching the server half a round trip later: one of them is held at 0."""
+    held_until = bound_end
+    next_arrives = bound_end - overlap + rtt / 2
+    assert next_arrives <= held_until or held_until >= 0  # no moment without a held call
+    return tick + rtt
+
+
+@given(
+    trips=st.lists(st.integers(0, 2_400), min_size=2, max_size=64),
+    ticks=st.lists(st.floats(0, 1), min_size=64, max_size=64),
+    bounds=st.lists(st.floats(-1, 1), min_size=64, max_size=64),
+)
+def test_every_agent_in_held_calls_hears_go_in_time(
+    trips: list[int], ticks: list[float], bounds: list[float]
+) -> None:
+    """Issue 29.3: an agent that always has a call held needs no poll interval and not twice
+    the round trip; only its API process's watch and one answer."""
+    lead = barrier_lead_ms(len(trips), trips, BARRIER_LEAD_MS, held=True)
+    for rtt, tick, bound in zip(trips, ticks, bounds, strict=False):
+        heard = heard_held(rtt, tick * WATCH_MS, bound * MAX_WAIT_MS, OVERLAP_MS)
+        assert heard + WAKE_MS <= lead
+    if max(trips) > 0:
+        assert lead < barrier_lead_ms(len(trips), trips, BARRIER_LEAD_MS)
+
+
+def test_the_lead_of_held_calls_at_32_clients() -> None:
+    """What the issue's 32-client runs reported (round trips up to ~1.4 s in the storm of
+    claims and fio start-ups): 1.6 s less than polling's lead."""
+    trips = [1_400] * 32
+    assert barrier_lead_ms(32, trips, BARRIER_LEAD_MS) == 250 + 2_800 + WAKE_MS
+    assert barrier_lead_ms(32, trips, BARRIER_LEAD_MS, held=True) == WATCH_MS + 1_400 + WAKE_MS
+    assert barrier_lead_ms(32, [20] * 32, BARRIER_LEAD_MS, held=True) == WATCH_MS + 20 + WAKE_MS
+    # A lone client hears "go" in its ready report's answer, held or not.
+    assert barrier_lead_ms(1, [300], BARRIER_LEAD_MS, held=True) == 300 + WAKE_MS
 
 
 @given(clients=st.integers(1, 1_000))

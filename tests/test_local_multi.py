@@ -7,6 +7,9 @@ one stack for the whole module:
   duration and one tick (each instance's log has a line per tick it ran);
 - an instance SIGKILLed in the middle of a 4-client step: the step completes, one result
   per client;
+- held barrier calls (issue 29.3) spread over the instances by nginx all hear the start
+  instant a ready report made outside every instance sets, before it, from each instance's
+  own reads of the step (tests/test_barrier_hold.py); the real agents' step waits in them;
 - 40 concurrent POSTs on 30 Idempotency-Keys to one target give exactly 30 runs, admitted
   one at a time, all completed (simulated clients, ``benchctl.local_sim``: the subject is
   admission, not fio).
@@ -33,13 +36,17 @@ import pytest
 
 from adapters.blob import BlobArtifacts
 from adapters.cosmos import CosmosStore
+from adapters.queue import WorkQueues
 from benchctl import localstack
 from benchctl.local_balancer import TIMER_LEASE_S
 from benchctl.local_sim import SIM_POOL, sim_pool_spec, start_sim_agents
 from benchctl.local_state import free_port, remember_port
 from benchctl.localstack import Proc, Stack
+from core.models.barrier_shard import shard_count, shard_id
 from core.models.ids import run_id_for_key
+from core.runs.service import RunService
 from tests.conftest import run_body, wait_state, wait_until
+from tests.test_barrier_hold import check_held_step
 from tests.test_e2e import check_stored_result
 
 # Its fio tests hold no figure to a known load: the second fio lane (tests/lanes.py).
@@ -173,6 +180,19 @@ def test_the_api_answers_through_nginx_and_runs_a_2_client_fio_run(
     assert len(store.results.of_run(run["id"])) == 2  # one per client
     assert len({i["agent_id"] for i in run["items"]}) == 2  # two distinct agents
     assert run["aggregate"]["clients"] == 2 and not run["aggregate"]["partial"]
+    # The agents waited for the start in held barrier calls (their ready reports said so).
+    step = store.items.get_step(run["id"], 0)
+    ids = [shard_id(run["id"], 0, step.barrier_round, k) for k in range(shard_count(2))]
+    shards = store.items.get_shards(run["id"], ids).values()
+    assert sum(len(s.held) for s in shards) == 2, list(shards)
+
+
+def test_held_barrier_calls_over_three_instances_hear_go_in_time(multi: Stack) -> None:
+    settings = multi.settings()
+    store = CosmosStore.from_settings(settings)
+    artifacts = BlobArtifacts.connect(multi.blob_uri, local_emulators=True)
+    service = RunService(store, WorkQueues.from_settings(settings), artifacts, pools=("held",))
+    check_held_step(multi.api_url, service, "held", clients=4)
 
 
 @pytest.mark.fio

@@ -60,6 +60,8 @@ class BarrierShard(BaseModel):
     clients: int  # the step's
     ready: dict[str, str] = Field(default_factory=dict)  # client index -> its agent's id
     rtt_ms: dict[str, int] = Field(default_factory=dict)  # client index -> its round trip
+    # client index -> True: it waits in held barrier calls (a shorter lead; absent: it polls)
+    held: dict[str, bool] = Field(default_factory=dict)
 
     @classmethod
     def empty(cls, run_id: str, step: int, round_: int, shard: int, clients: int) -> BarrierShard:

@@ -27,11 +27,12 @@ if TYPE_CHECKING:
     from core.ports import Store
     from core.runs.lifecycle import Lifecycle
 
-Lead = Callable[[int, list[int]], int]  # clients, round trips -> ms from "all ready" to go
+# clients, round trips, whether every client waits in held calls -> ms from "all ready" to go
+Lead = Callable[[int, list[int], bool], int]
 
 
-def default_lead(clients: int, round_trips: list[int]) -> int:
-    return barrier_lead_ms(clients, round_trips, BARRIER_LEAD_MS)
+def default_lead(clients: int, round_trips: list[int], held: bool) -> int:
+    return barrier_lead_ms(clients, round_trips, BARRIER_LEAD_MS, held=held)
 
 
 def _open(step: Step) -> bool:
@@ -77,22 +78,35 @@ def ready_count(store: Store, step: Step) -> int:
 
 
 def join(
-    life: Lifecycle, step: Step, client: int, agent_id: str, rtt_ms: int | None, lead: Lead
+    life: Lifecycle,
+    step: Step,
+    client: int,
+    agent_id: str,
+    rtt_ms: int | None,
+    lead: Lead,
+    *,
+    held: bool = False,
 ) -> Step:
-    """Record the client as ready (its item says so already); the step as written, with its
-    start instant when this report completed the set."""
+    """Record the client as ready (its item says so already), with its round trip and
+    whether it waits in held barrier calls; the step as written, with its start instant
+    when this report completed the set."""
     if not _open(step):
         return step
     key = str(client)
 
     def add(s: BarrierShard) -> bool | None:
-        if s.ready.get(key) == agent_id and s.rtt_ms.get(key) == rtt_ms:
+        same = s.rtt_ms.get(key) == rtt_ms and s.held.get(key, False) == held
+        if s.ready.get(key) == agent_id and same:
             return False  # a retry of a ready already recorded
         s.ready[key] = agent_id
         if rtt_ms is None:
             s.rtt_ms.pop(key, None)
         else:
             s.rtt_ms[key] = rtt_ms
+        if held:
+            s.held[key] = True
+        else:
+            s.held.pop(key, None)
         return None
 
     k = shard_of(client, step.clients)
@@ -116,6 +130,7 @@ def leave(life: Lifecycle, step: Step, client: int) -> None:
             return False
         del s.ready[key]
         s.rtt_ms.pop(key, None)
+        s.held.pop(key, None)
         return None
 
     k = shard_of(client, step.clients)
@@ -141,6 +156,11 @@ def settle(life: Lifecycle, step: Step, lead: Lead) -> Step:
     return _record(life, step, complete, lead)
 
 
+def _all_held(now: list[BarrierShard]) -> bool:
+    """Whether every ready client waits in held barrier calls."""
+    return all(x.held.get(k, False) for x in now for k in x.ready)
+
+
 def _record(life: Lifecycle, step: Step, complete: Iterable[int], lead: Lead) -> Step:
     """Add shards seen complete to the step; the write that makes the set whole checks every
     shard afresh and sets the start instant, or drops the shards no longer complete."""
@@ -161,7 +181,7 @@ def _record(life: Lifecycle, step: Step, complete: Iterable[int], lead: Lead) ->
             s.ready_shards = [k for k in s.ready_shards if k not in behind]
         elif len(set(agents)) == s.clients:  # N distinct agents
             trips = [t for x in now for t in x.rtt_ms.values()]
-            s.start(life.now_ms() + lead(s.clients, trips))
+            s.start(life.now_ms() + lead(s.clients, trips, _all_held(now)))
         return None
 
     return life.update_step(step.run_id, step.step, mark)

@@ -1,6 +1,7 @@
 """When a step's clients start (pure): how often an agent waiting at the start barrier asks,
-and the lead from "all ready" to the common start instant, from the agents' measured round
-trips. Shared by the API (core.runs.protocol sets the instant) and the agent (it polls)."""
+how long the API holds a barrier call that asks to wait, and the lead from "all ready" to the
+common start instant, from the agents' measured round trips. Shared by the API
+(core.runs.protocol sets the instant, functions.agent_api holds the calls) and the agent."""
 
 from __future__ import annotations
 
@@ -19,6 +20,15 @@ REJOIN_LATE_MS = 500
 STEP_POLLS_PER_S = 200
 # The share of a step's clients the lead is sized to reach before the instant.
 COVERED_PCT = 99
+# A held barrier call (issue 29.3): the API keeps an agent's barrier call until its step's
+# start instant is set, the step fails or its deadline passes, or at most MAX_WAIT_MS (the
+# agent sends its next call when a quarter of the last one's is left, OVERLAP_MS, so that
+# one is always held); each API
+# process reads a step it holds calls for once every WATCH_MS, whatever the number of calls
+# (core.runs.barrier_watch), and answers them all.
+WATCH_MS = 50
+MAX_WAIT_MS = 5000
+OVERLAP_MS = MAX_WAIT_MS // 4
 
 
 def barrier_poll_ms(clients: int) -> int:
@@ -31,7 +41,9 @@ def barrier_poll_ms(clients: int) -> int:
     return max(min(250, max(100, 25 * clients)), clients * 1000 // STEP_POLLS_PER_S)
 
 
-def barrier_lead_ms(clients: int, round_trips: list[int], fixed_ms: int) -> int:
+def barrier_lead_ms(
+    clients: int, round_trips: list[int], fixed_ms: int, *, held: bool = False
+) -> int:
     """Time from "all ready" to the start instant, for every agent to hear it and start
     fio. From the agents' measured round trips when each reported one: the client that
     completes the set hears "go" in its own answer (within its round trip); the others at
@@ -43,10 +55,25 @@ def barrier_lead_ms(clients: int, round_trips: list[int], fixed_ms: int) -> int:
     step of up to 99 clients, not the few slowest of a thousand, whose slow answers would
     hold every client back (issue 29: the lead followed the slowest round trip). Those few
     hear "go" late by their own extra round trip and still start at once, within the
-    REJOIN_LATE_MS the barrier grants."""
+    REJOIN_LATE_MS the barrier grants.
+
+    ``held``: every client waits in held calls (it said so with its ready report): from its
+    ready report on, the agent always has a barrier call held at the API (the first sent
+    with the ready report, the next while the last is still held, agent.barrier_wait), so
+    it hears "go" when its API process next reads the step (within WATCH_MS) and answers
+    it, within a round trip (the read of its item, the answer's way back); the first call,
+    if it reaches the API after the instant was set, answers "go" within the round trip of
+    a call sent before it. No poll interval, and not twice the round trip (a call sent
+    OVERLAP_MS before the last one's bound passes reaches the API before it unless its way
+    there is OVERLAP_MS slower)."""
     if not round_trips or len(round_trips) < clients:
         return fixed_ms + 50 * clients
     ordered = sorted(round_trips)
     covered = ordered[math.ceil(COVERED_PCT / 100 * len(ordered)) - 1]
-    hear = covered if clients == 1 else barrier_poll_ms(clients) + 2 * covered
+    if clients == 1:
+        hear = covered
+    elif held:
+        hear = WATCH_MS + covered
+    else:
+        hear = barrier_poll_ms(clients) + 2 * covered
     return hear + WAKE_MS

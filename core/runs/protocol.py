@@ -63,8 +63,10 @@ class AgentProtocol:
         self.barrier_lead_ms = barrier_lead_ms
         self.rejoin_late_ms = rejoin_late_ms
 
-    def lead_ms(self, clients: int, round_trips: list[int] | None = None) -> int:
-        return barrier_lead_ms(clients, round_trips or [], self.barrier_lead_ms)
+    def lead_ms(
+        self, clients: int, round_trips: list[int] | None = None, held: bool = False
+    ) -> int:
+        return barrier_lead_ms(clients, round_trips or [], self.barrier_lead_ms, held=held)
 
     def _end(self, run_id: str, item: str, to: ItemState, reason: str) -> None:
         moved = self.life.update_item(run_id, item, lambda d: None if d.end(to, reason) else False)
@@ -223,9 +225,16 @@ class AgentProtocol:
     # ---- the start barrier --------------------------------------------------------------
 
     def ready(
-        self, run_id: str, item_id: str, agent: AgentRef, rtt_ms: int | None = None
+        self,
+        run_id: str,
+        item_id: str,
+        agent: AgentRef,
+        rtt_ms: int | None = None,
+        *,
+        held: bool = False,
     ) -> BarrierDecision:
-        """The agent has laid out its files and waits for the step's start instant.
+        """The agent has laid out its files and waits for the step's start instant (``held``:
+        in held barrier calls, which a shorter lead covers, core.runs.barrier_timing).
 
         Readiness is recorded on the item, then in the step's barrier shard; the report
         that completes the set sets the start instant, in the step's compare-and-swap, after
@@ -249,7 +258,7 @@ class AgentProtocol:
             raise refuse(doc, agent, "ready")
         step = self.store.items.get_step(run_id, doc.step)
         now = self.life.now_ms()
-        step = join(self.life, step, doc.client, agent.id, doc.rtt_ms, self.lead_ms)
+        step = join(self.life, step, doc.client, agent.id, doc.rtt_ms, self.lead_ms, held=held)
         if step.start_at_ms is not None and step.start_at_ms > now:
             log.info(
                 "run %s step %d: all %d ready, start in %d ms",
@@ -263,10 +272,27 @@ class AgentProtocol:
     def barrier(self, run_id: str, item_id: str, agent: AgentRef) -> BarrierDecision:
         """An agent's poll while it waits: two reads, its item (only its holder is
         answered) and its step (small: the clients' facts are on their items)."""
+        return self.polled(run_id, item_id, agent)[0]
+
+    def polled(self, run_id: str, item_id: str, agent: AgentRef) -> tuple[BarrierDecision, Item]:
+        """A poll, and the item as read for it: a held call (core.runs.barrier_watch) is
+        answered again on it when its step moves (:meth:`decide`)."""
         doc = self.store.items.get_item(run_id, item_id)
         if not holds(doc, agent) or doc.state == ItemState.QUEUED:
             raise refuse(doc, agent, "barrier")
-        return self._barrier(run_id, doc, agent)
+        return self._barrier(run_id, doc, agent), doc
+
+    def decide(self, doc: Item, agent: AgentRef, step: Step | None) -> BarrierDecision:
+        """A held call's answer once its step moved: on the step as the watch just read it
+        and the item as read when the call came, its holder checked then, so that waking
+        N calls reads nothing more (issue 29.3: at 32 clients re-reading each item held the
+        answers back by up to 0.8 s). What a barrier answer reads of the item changes only
+        by its holder's own calls while it waits (an instant of its own, a failure report)
+        or with its step (failed: the step says so); a run cancelled meanwhile is heard at
+        the next heartbeat, as after any "go"."""
+        if step is not None and step.step != doc.step:
+            step = None
+        return self._barrier(doc.run_id, doc, agent, step)
 
     def _barrier(
         self, run_id: str, doc: Item, agent: AgentRef, step: Step | None = None

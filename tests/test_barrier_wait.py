@@ -1,0 +1,219 @@
+"""The agent at its step's start barrier with held calls (issue 29.3; agent/barrier_wait.py,
+agent/api_client.py), against loopback stand-ins of the API: it sends ``barrier_wait`` and
+``wait_ms`` only to an API that offers held calls (the simulated clients keep polling); its
+first held call goes with its ready report and the next before the last comes back; a go
+from any call is the answer and a failure is raised once no call is left; a call no longer
+needed is not retried; the round trip its ready report gives is this item's."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from agent.api_client import ApiClient, ApiError
+from agent.barrier_wait import hear_start
+from agent.outcome import Outcome
+from core.models import WorkItem, Workload
+from core.runs.protocol import BarrierDecision
+from simagent.fleet import CountingApiClient
+
+
+class FakeApi:
+    """A loopback API that answers every call with ``reply`` and records what it was sent."""
+
+    def __init__(self, reply: dict[str, Any]) -> None:
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+        sent = self.sent
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                sent.append((self.path, body))
+                data = json.dumps(reply).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+
+
+WORK = WorkItem(
+    run_id="r-" + "b" * 32,
+    item_id="r-" + "b" * 32 + ".s0.c0",
+    step=0,
+    client=0,
+    clients=2,
+    pool="default",
+    targets=["scratch"],
+    engine="fio",
+    workload=Workload(),
+)
+ANSWER = {"action": "run", "reason": "", "status": "wait", "start_at_ms": None}
+
+
+@pytest.mark.parametrize("offered", [None, 5_000])
+def test_an_agent_waits_in_held_calls_only_when_the_api_offers_them(offered: int | None) -> None:
+    """An older API (no ``barrier_wait_ms`` in the claim's answer) refuses fields it does not
+    know: the agent then sends none and polls as before."""
+    api = FakeApi({**ANSWER, **({"barrier_wait_ms": offered} if offered else {})})
+    try:
+        client = ApiClient(api.url)
+        client.claim(WORK, "a1", 1, "m1")
+        client.ready(WORK, "a1")
+        client.barrier(WORK, "a1")
+    finally:
+        api.server.shutdown()
+    sent = {path: body for path, body in api.sent}
+    assert client.holds_barrier is bool(offered)
+    if offered:
+        assert sent["/api/agent/ready"]["barrier_wait"] is True
+        assert sent["/api/agent/barrier"]["wait_ms"] == offered
+    else:
+        assert "barrier_wait" not in sent["/api/agent/ready"]
+        assert "wait_ms" not in sent["/api/agent/barrier"]
+
+
+def test_simulated_clients_keep_polling() -> None:
+    api = FakeApi({**ANSWER, "barrier_wait_ms": 5_000})
+    try:
+        client = CountingApiClient(api.url)
+        client.claim(WORK, "s1", 1, "m1")
+    finally:
+        api.server.shutdown()
+    assert client.barrier_wait_ms == 5_000 and not client.holds_barrier
+
+
+class ScriptedCalls:
+    """The agent's calls at the barrier, answered after ``delay_s`` each as scripted."""
+
+    holds_barrier = True
+    barrier_wait_ms = 400
+
+    def __init__(self, ready: object, barrier: object, delay_s: float = 0.05) -> None:
+        self.answers = {"ready": ready, "barrier": barrier}
+        self.delay_s = delay_s
+        self.sent: list[str] = []
+
+    def _answer(self, name: str) -> BarrierDecision:
+        self.sent.append(name)
+        time.sleep(self.delay_s)
+        answer = self.answers[name]
+        if isinstance(answer, Exception):
+            raise answer
+        assert isinstance(answer, BarrierDecision)
+        return answer
+
+    def ready(self, item: WorkItem, agent: str, give_up: threading.Event) -> BarrierDecision:
+        return self._answer("ready")
+
+    def barrier(self, item: WorkItem, agent: str, give_up: threading.Event) -> BarrierDecision:
+        return self._answer("barrier")
+
+
+GO = BarrierDecision("go", start_at_ms=123)
+WAIT = BarrierDecision("wait")
+
+
+def test_the_first_held_call_goes_with_the_ready_report_and_a_go_wins() -> None:
+    """A ready report retried after an outage may be refused once the item moved on (a
+    heartbeat made it running): the held call's "go" is the answer, not that refusal."""
+    calls = ScriptedCalls(ready=ApiError(409, "ready refused: item is running"), barrier=GO)
+    assert hear_start(calls, WORK, "a1", lambda: None) == GO  # type: ignore[arg-type]
+    assert sorted(calls.sent) == ["barrier", "ready"]
+
+
+def test_a_failure_is_raised_once_no_call_is_left_to_answer() -> None:
+    calls = ScriptedCalls(ready=WAIT, barrier=ApiError(409, "barrier refused"))
+    with pytest.raises(ApiError):
+        hear_start(calls, WORK, "a1", lambda: None)  # type: ignore[arg-type]
+
+
+def test_one_call_is_always_held_until_the_answer() -> None:
+    """With 2 s holds: the next call is sent when 1.25 s of the last are left (not after
+    it came back), so one is held at every moment."""
+    calls = ScriptedCalls(ready=WAIT, barrier=WAIT, delay_s=2.0)
+    calls.barrier_wait_ms = 2_000
+    sent: list[float] = []
+    original = calls._answer
+
+    def timed(name: str) -> BarrierDecision:
+        if name == "barrier":
+            sent.append(time.monotonic())
+        return original(name)
+
+    calls._answer = timed  # type: ignore[method-assign]
+    stop_at = time.monotonic() + 3.5
+    stopped = hear_start(
+        calls,  # type: ignore[arg-type]
+        WORK,
+        "a1",
+        lambda: Outcome.INTERRUPTED if time.monotonic() > stop_at else None,
+    )
+    assert stopped is Outcome.INTERRUPTED
+    assert len(sent) >= 3, sent
+    # Each sent 1 s after the last (half of 2 s: the quarter left would be 0.75 s), before
+    # it came back.
+    assert all(b - a < 2.0 for a, b in itertools.pairwise(sent)), sent
+
+
+def test_a_call_no_longer_needed_is_not_retried() -> None:
+    """The ready report's "go" is the answer: the barrier call sent with it, failing (an API
+    restarting), is not retried: answered late it would give the item an instant of its
+    own after it started on the common one (core.runs.protocol._rebarrier)."""
+    seen: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            seen.append(self.path)
+            ok = self.path.endswith("/ready")
+            data = json.dumps({"status": "go", "start_at_ms": 1, "reason": ""}).encode()
+            self.send_response(200 if ok else 503)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        client = ApiClient(f"http://127.0.0.1:{server.server_address[1]}")
+        client.barrier_wait_ms = 5_000
+        assert hear_start(client, WORK, "a1", lambda: None).status == "go"  # type: ignore[union-attr]
+        time.sleep(2.0)  # the backoff's first waits are well under this
+    finally:
+        server.shutdown()
+    assert seen.count("/api/agent/ready") == 1
+    assert seen.count("/api/agent/barrier") <= 1, seen
+
+
+def test_the_round_trip_a_ready_report_gives_is_this_items() -> None:
+    """Issue 29.3: the slowest of an agent's last 8 polls and heartbeats came from the run
+    before (its end, every agent storing its result at once) and sized the next run's lead;
+    a claim starts the count afresh, and the ready report's heartbeat times one."""
+    api = FakeApi({**ANSWER, "barrier_wait_ms": 5_000})
+    try:
+        client = ApiClient(api.url)
+        client._light_trips.extend([1_900.0, 1_950.0])  # the last run's
+        client.claim(WORK, "a1", 1, "m1")
+        assert client.round_trip_ms() is None
+        client.ready(WORK, "a1")
+    finally:
+        api.server.shutdown()
+    paths = [path for path, _ in api.sent]
+    assert paths == ["/api/agent/claim", "/api/agent/heartbeat", "/api/agent/ready"]
+    assert api.sent[-1][1]["rtt_ms"] < 1_000  # a loopback heartbeat's, not 1,950
