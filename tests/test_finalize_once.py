@@ -18,7 +18,7 @@ from core.models.state import RunState
 from core.runs import finalize
 from core.runs.finalizing import FINALIZE_LEASE_MS
 from simagent.measured import Measurements
-from tests.test_thousand_clients import HOST, POOL, RATE, RUNTIME_S, WORKLOAD, World
+from tests.test_thousand_clients import HOST, RATE, World
 
 pytestmark = pytest.mark.unit
 CLIENTS = 6
@@ -31,14 +31,7 @@ class Killed(BaseException):
 def finished_but_the_last_result(world: World) -> Callable[[], bool]:
     """Run every client of one run to its result, all but the last one's stored; returns
     the call that stores it (and so advances the run to its finalize)."""
-    body = {"pool": POOL, "target": "a", "clients": CLIENTS, "workload": WORKLOAD}
-    world.service.submit(body)
-    world.claim_visible()
-    for w, agent in world.claimed:
-        decision = world.service.ready(w.run_id, w.item_id, agent, 20)
-    assert decision.start_at_ms is not None
-    start = decision.start_at_ms
-    world.clock.advance((start - world.clock.ms()) / 1000 + RUNTIME_S + 0.5)
+    _, start = world.started_and_measured()
     measurements = Measurements()
     results = []
     for w, agent in world.claimed:

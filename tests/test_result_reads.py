@@ -13,19 +13,13 @@ from core.artifacts import ref
 from core.models.stored import Item
 from core.timestamps import iso_ms
 from simagent.measured import Measurements
-from tests.test_thousand_clients import HOST, POOL, RATE, RUNTIME_S, WORKLOAD, World
+from tests.test_thousand_clients import HOST, RATE, World
 
 
 @pytest.mark.unit
 def test_a_result_reads_its_item_once_and_a_stale_copy_is_read_again() -> None:
     world = World(2)
-    run, _ = world.service.submit({"pool": POOL, "target": "a", "clients": 2, "workload": WORKLOAD})
-    world.claim_visible()
-    for w, agent in world.claimed:
-        decision = world.service.ready(w.run_id, w.item_id, agent, 20)
-    assert decision.start_at_ms is not None
-    start = decision.start_at_ms
-    world.clock.advance((start - world.clock.ms()) / 1000 + RUNTIME_S + 0.5)
+    run_id, start = world.started_and_measured()
     made = Measurements()
     reads: list[int] = []
     for n, (w, agent) in enumerate(world.claimed):
@@ -54,5 +48,5 @@ def test_a_result_reads_its_item_once_and_a_stale_copy_is_read_again() -> None:
         reads.append((Counter(world.hook.calls) - before)[("items", "read")])
     assert reads[0] == 1
     assert reads[1] == 2  # the stale copy failed its swap and was read again
-    items = world.store.items.of_run(run.id)[1]
+    items = world.store.items.of_run(run_id)[1]
     assert {i.state for i in items} == {"completed"}

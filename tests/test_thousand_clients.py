@@ -111,8 +111,9 @@ class World:
             if decision.action == "run":
                 self.claimed.append((w, agent))
 
-    def run(self) -> str:
-        """Submit a run of ``clients``, claim, ready, start and report every client."""
+    def started_and_measured(self) -> tuple[str, int]:
+        """Submit a run of ``clients``, claim and ready every client, and move the clock past
+        its measured seconds: the run's id and its start instant (ms)."""
         body = {"pool": POOL, "target": "a", "clients": self.clients, "workload": WORKLOAD}
         run, _ = self.service.submit(body)
         self.claim_visible()
@@ -122,6 +123,11 @@ class World:
         assert decision.status == "go" and decision.start_at_ms is not None
         start = decision.start_at_ms
         self.clock.advance((start - self.clock.ms()) / 1000 + RUNTIME_S + 0.5)
+        return run.id, start
+
+    def run(self) -> str:
+        """Submit a run of ``clients``, claim, ready, start and report every client."""
+        run_id, start = self.started_and_measured()
         measurements = Measurements()
         for w, agent in self.claimed:
             made = measurements.of(
@@ -132,8 +138,8 @@ class World:
             refs = {name: ref(name, data) for name, data in made.artifacts.items()}
             result = made.result.model_copy(update={"artifacts": refs})
             assert self.service.store_result(result.model_dump(mode="json"), agent)
-        assert self.store.runs.get(run.id).state == RunState.COMPLETED
-        return run.id
+        assert self.store.runs.get(run_id).state == RunState.COMPLETED
+        return run_id
 
     def largest_documents(self) -> dict[str, int]:
         """Each container's largest document, in bytes of JSON as Cosmos DB measures it."""
