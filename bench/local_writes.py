@@ -163,9 +163,9 @@ def start_on_disk(stack: Stack, azurite: Path | None) -> None:
     q = localstack._spawn(stack, "azurite", [*script, "queue", *queue, *common], node_path)
     b = localstack._spawn(stack, "azurite-blob", [*script, "blob", *blob, *common], node_path)
     c = localstack.start_cosmos(stack)
-    localstack._wait("Azurite", lambda: localstack._port_open(stack.queue_port), q)
-    localstack._wait("Azurite blob service", lambda: localstack._port_open(stack.blob_port), b)
-    localstack._wait("Cosmos DB server", lambda: localstack._port_open(stack.cosmos_port), c)
+    localstack.wait_listening("Azurite", q)
+    localstack.wait_listening("Azurite blob service", b)
+    localstack.wait_listening("Cosmos DB server", c)
     CosmosStore.from_settings(stack.settings()).ensure_containers()
     WorkQueues.from_settings(stack.settings()).ensure_pool("default")
 
@@ -197,9 +197,9 @@ def start_in_memory(stack: Stack, server: Path | None) -> None:
     c = localstack._spawn(
         stack, "cosmosdb", ["node", str(script), "127.0.0.1", str(stack.cosmos_port)]
     )
-    localstack._wait("Azurite", lambda: localstack._port_open(stack.queue_port), q)
-    localstack._wait("Azurite blob service", lambda: localstack._port_open(stack.blob_port), b)
-    localstack._wait("Cosmos DB server", lambda: localstack._port_open(stack.cosmos_port), c)
+    localstack.wait_listening("Azurite", q)
+    localstack.wait_listening("Azurite blob service", b)
+    localstack.wait_listening("Cosmos DB server", c)
     CosmosStore.from_settings(stack.settings()).ensure_containers()
     WorkQueues.from_settings(stack.settings()).ensure_pool("default")
 

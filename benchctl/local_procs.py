@@ -15,6 +15,8 @@ import httpx
 
 from benchctl.local_state import StackError
 
+TCP_LISTEN = "0A"  # the state column of /proc/net/tcp (include/net/tcp_states.h)
+
 
 @dataclass
 class Proc:
@@ -71,6 +73,29 @@ def port_open(port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(0.5)
         return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def listens(p: Proc) -> bool:
+    """Whether ``p`` itself listens on its port. That the port answers is not enough: when
+    another process holds it (a server of another stack that took the port first), this one
+    dies of EADDRINUSE, and a check that only connects could find the other one ready."""
+    wanted = f":{p.port:04X}"
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as rows:
+            for row in rows.readlines()[1:]:
+                fields = row.split()
+                if fields[1].endswith(wanted) and fields[3] == TCP_LISTEN:
+                    inodes.add(f"socket:[{fields[9]}]")
+    fds = Path(f"/proc/{p.pid}/fd")
+    try:
+        return any(os.readlink(fd) in inodes for fd in fds.iterdir())
+    except OSError:  # gone, or an fd closed while looking
+        return False
+
+
+def wait_listening(what: str, p: Proc, timeout: float = 60.0) -> None:
+    wait_ready(what, lambda: listens(p), p, timeout)
 
 
 def stop_proc(p: Proc, sig: int = signal.SIGTERM, timeout: float = 10.0) -> None:

@@ -4,10 +4,12 @@ API and targets, and the API port it had, which the next ``local up`` keeps."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import socket
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,9 +67,21 @@ def remember_port(directory: Path, port: int) -> None:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_ports(1)[0]
+
+
+def free_ports(count: int, besides: Collection[int] = ()) -> list[int]:
+    """``count`` distinct free ports, none of ``besides``. Each socket stays bound until all
+    are picked: one closed before the next bind can be handed out again (a stack's queue and
+    blob services were once both given 50551, and the blob service died of EADDRINUSE)."""
+    ports: list[int] = []
+    with contextlib.ExitStack() as held:
+        while len(ports) < count:
+            s = held.enter_context(socket.socket())
+            s.bind(("127.0.0.1", 0))
+            if (port := int(s.getsockname()[1])) not in besides:
+                ports.append(port)
+    return ports
 
 
 def port_free(port: int) -> bool:

@@ -24,15 +24,15 @@ from adapters.queue import WorkQueues
 from benchctl import local_balancer
 from benchctl.local_balancer import ensure_installed as ensure_installed
 from benchctl.local_procs import Proc as Proc
-from benchctl.local_procs import port_open as _port_open
 from benchctl.local_procs import stop_proc as stop_proc
 from benchctl.local_procs import tail as tail
 from benchctl.local_procs import wait_api as wait_api
-from benchctl.local_procs import wait_ready as _wait
+from benchctl.local_procs import wait_listening as wait_listening
 from benchctl.local_state import (
     ROOT,
     StackError,
     api_port_for,
+    free_ports,
     listen_on,
     pool_specs,
     remember_port,
@@ -180,9 +180,9 @@ def start_cosmos(stack: Stack, env: dict[str, str] | None = None) -> Proc:
 def start_emulators(stack: Stack) -> None:
     q, b = start_azurite(stack)
     c = start_cosmos(stack)
-    _wait("Azurite", lambda: _port_open(stack.queue_port), q)
-    _wait("Azurite blob service", lambda: _port_open(stack.blob_port), b)
-    _wait("Cosmos DB server", lambda: _port_open(stack.cosmos_port), c)
+    wait_listening("Azurite", q)
+    wait_listening("Azurite blob service", b)
+    wait_listening("Cosmos DB server", c)
     settings = stack.settings()
     CosmosStore.from_settings(settings).ensure_containers()
 
@@ -300,13 +300,14 @@ def up(
         Path(path).mkdir(parents=True, exist_ok=True)
         targets[alias] = str(Path(path).resolve())
     api_port, port_note = api_port_for(directory)
+    queue_port, cosmos_port, blob_port = free_ports(3, besides={api_port})
     stack = Stack(
         dir=str(directory),
-        queue_port=free_port(),
-        cosmos_port=free_port(),
+        queue_port=queue_port,
+        cosmos_port=cosmos_port,
         api_port=api_port,
         port_note=port_note,
-        blob_port=free_port(),
+        blob_port=blob_port,
         targets=targets,
         visibility_timeout=visibility_timeout,
         max_deliveries=max_deliveries,

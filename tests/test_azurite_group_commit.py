@@ -21,7 +21,7 @@ from azure.storage.queue import QueueClient
 
 from adapters.local import AZURITE_ACCOUNT, AZURITE_KEY
 from benchctl import localstack
-from benchctl.local_procs import port_open, wait_ready
+from benchctl.local_procs import wait_listening
 from benchctl.localstack import Proc, Stack
 
 CREDENTIAL = {"account_name": AZURITE_ACCOUNT, "account_key": AZURITE_KEY}
@@ -49,8 +49,8 @@ class Azurite:
         st.save()
         q, b = localstack.start_azurite(st)
         self.procs += [q, b]
-        wait_ready("Azurite", lambda: port_open(st.queue_port), q)
-        wait_ready("Azurite blob service", lambda: port_open(st.blob_port), b)
+        wait_listening("Azurite", q)
+        wait_listening("Azurite blob service", b)
         return st
 
     def kill(self, st: Stack) -> None:

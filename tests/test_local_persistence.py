@@ -61,7 +61,7 @@ class Emulators:
         st.save()
         self.started.append(st)
         p = localstack.start_cosmos(st, env)
-        localstack._wait("Cosmos DB server", lambda: localstack._port_open(st.cosmos_port), p, 30)
+        localstack.wait_listening("Cosmos DB server", p, 30)
         CosmosStore.from_settings(st.settings()).ensure_containers()
         return st
 

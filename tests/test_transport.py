@@ -17,7 +17,7 @@ import requests
 from adapters.cosmos import CosmosStore
 from adapters.transport import POOL_SIZE, pooled_transport
 from benchctl import localstack
-from benchctl.local_procs import port_open, wait_ready
+from benchctl.local_procs import wait_listening
 from benchctl.localstack import Stack
 
 
@@ -27,7 +27,7 @@ def cosmos(tmp_path: Path) -> Iterator[Stack]:
     st.save()
     proc = localstack.start_cosmos(st)
     try:
-        wait_ready("Cosmos DB server", lambda: port_open(st.cosmos_port), proc)
+        wait_listening("Cosmos DB server", proc)
         yield st
     finally:
         localstack.stop_proc(proc)
