@@ -179,8 +179,8 @@ def test_the_sampler_records_each_second_cheaply() -> None:
 @pytest.mark.timing
 def test_sampling_costs_under_half_a_percent_of_one_cpu() -> None:
     """What the sampler costs fio: the CPU time of its thread over 5 s of sampling, and of
-    the last reading its stop() takes. Not the whole process's: threads other tests left in
-    this one (a server's, a pool's) put 53 ms in a CI run where the sampler took 11-17."""
+    the last reading its stop() takes. Not the whole process's, which holds the threads other
+    tests left in it (a server's, a pool's): a CI run read 53 ms of that, without saying whose."""
     sampler = CounterSampler(["/"])
     sampler.start()
     assert sampler._thread is not None and sampler._thread.ident is not None
