@@ -63,9 +63,17 @@ class Answer:
     handler answered 503 at the deadline). Thread-safe: the handler and the thread doing
     the intake race for it."""
 
-    def __init__(self, deadline_ms: int, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        deadline_ms: int,
+        clock: Callable[[], float],
+        on_commit: Callable[[], None] | None = None,
+    ) -> None:
         self.deadline_ms = deadline_ms
         self.clock = clock
+        # Called once, from the committing thread, when this answer commits (the handler
+        # may answer then, functions.runs_api).
+        self._on_commit = on_commit
         self._lock = threading.Lock()
         self._state: str | None = None  # "committed" | "abandoned"
         self.run: Run | None = None
@@ -80,9 +88,13 @@ class Answer:
         handler that answers at its deadline says which (a replay committed and then held
         up was answered 202: one key answered 202 twice under load)."""
         with self._lock:
-            if self._state is None and not self._late():
+            now = self._state is None and not self._late()
+            if now:
                 self._state, self.run, self.created = "committed", run, created
-            return self._state == "committed"
+            committed = self._state == "committed"
+        if now and self._on_commit is not None:
+            self._on_commit()
+        return committed
 
     @property
     def committed(self) -> bool:
