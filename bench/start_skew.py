@@ -18,7 +18,9 @@ Figures per run:
 - (ours) how late after the instant the latest agent wrote its fio's start FIFO (its wake-up,
   ``result.start.released_ms``): the part of the skew before fio's own;
 - (ours) how long before the instant each agent heard it (the lead's margin, from the
-  agents' logs; a tree whose agents do not log it has none): the smallest and the median.
+  agents' logs; a tree whose agents do not log it has none): the smallest and the median;
+- (ours) where POST -> start went, from the items as the API stored them: POST to the
+  first and to the last claim, to the last ready report, and from it to the instant.
 
 The stack's N agents are started after its API and are all registered and idle before the
 first POST. The machine's load average (1 min) is recorded before and after each N: read
@@ -41,6 +43,7 @@ import statistics
 import subprocess
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +100,23 @@ def heard_early(logs: Path, run_id: str) -> list[float]:
     return found
 
 
+def stages(items: list[dict[str, Any]], sent_ms: float, instant: float) -> dict[str, float]:
+    """POST -> start by stage, from the items' claimed_at and ready_at (the API's clock)."""
+
+    def ms(key: str) -> list[float]:
+        return [datetime.fromisoformat(i[key]).timestamp() * 1000 for i in items if i.get(key)]
+
+    claimed, ready = ms("claimed_at"), ms("ready_at")
+    if len(claimed) < len(items) or len(ready) < len(items):
+        return {}  # a tree whose views do not show them
+    return {
+        "post_to_first_claim_ms": min(claimed) - sent_ms,
+        "post_to_last_claim_ms": max(claimed) - sent_ms,
+        "post_to_last_ready_ms": max(ready) - sent_ms,
+        "last_ready_to_start_ms": instant - max(ready),
+    }
+
+
 def ours(
     n: int, repeat: int, root: Path, all_skews: list[float], keep: Path | None = None
 ) -> list[dict[str, float]]:
@@ -134,12 +154,14 @@ def ours(
                 starts = [r["started_at_ms"] for r in results]
                 instant = min(r["start"]["scheduled_ms"] for r in results)
                 early = heard_early(root / "stack" / "logs", run_id)
+                timeline = stages(run["items"], sent_ms, instant)
                 margin = {"heard_early_min_ms": min(early)} if len(early) == n else {}
                 if margin:
                     margin["heard_early_median_ms"] = statistics.median(early)
                 figures.append(
                     {
                         **margin,
+                        **timeline,
                         "skew_max_ms": max(skews),
                         "release_late_max_ms": max(late),
                         "skew_mean_ms": statistics.fmean(skews),
