@@ -44,12 +44,11 @@ def _settle(committed: asyncio.Future[None]) -> None:
         committed.set_result(None)
 
 
-def _answered_at_commit(answer: Answer) -> bool:
-    """Whether the POST is answered as soon as its run commits: this request's creation of
-    a run that is admitted. A waiting run's answer needs its place in line (read after
-    the commit); a replay's is answered when its call ends, as before."""
-    run = answer.run
-    return answer.committed and answer.created and run is not None and run.admitted
+def _answered_early(answer: Answer) -> bool:
+    """Whether the POST is answered before its intake ends: this request's creation, whose
+    first step's messages are all out. A waiting or provisioning run, and a replay, are
+    answered when the call ends, as before."""
+    return answer.committed and answer.created and answer.sent and answer.run is not None
 
 
 async def _finished(
@@ -97,14 +96,13 @@ async def create_run(
 ) -> RunAccepted:
     """202 for a new run, 200 for a replay of the same Idempotency-Key and body. 503
     within ANSWER_MS when the database does not answer in time: that run never runs
-    (core.runs.commit). A new run that is admitted is answered once it is stored in time
-    (its commit point), not after its first step's sends: those go on in the intake's
-    thread, and the timer sends what that thread does not (issue 29.3: at 32 clients the
-    sends and their writes were ~80 % of a POST's time)."""
+    (core.runs.commit). A new run is answered once its first step's messages are all out:
+    the writes that record it (the step marked sent, the run's outbox closed) follow the
+    answer in the intake's thread, and the timer does what that thread does not."""
     loop = asyncio.get_running_loop()
     committed: asyncio.Future[None] = loop.create_future()
 
-    def heard() -> None:  # from the intake's thread, once, when the run commits
+    def heard() -> None:  # from the intake's thread, once the first step's messages are out
         with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
             loop.call_soon_threadsafe(_settle, committed)
 
@@ -116,7 +114,7 @@ async def create_run(
     deadline = loop.time() + ANSWER_MS / 1000
     either: list[asyncio.Future[Any]] = [work, committed]
     await asyncio.wait(either, timeout=ANSWER_MS / 1000, return_when=FIRST_COMPLETED)
-    if not work.done() and _answered_at_commit(answer):
+    if not work.done() and _answered_early(answer):
         assert answer.run is not None  # committed
         run, created = public_run(answer.run), True
     else:

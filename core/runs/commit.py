@@ -67,13 +67,14 @@ class Answer:
         self,
         deadline_ms: int,
         clock: Callable[[], float],
-        on_commit: Callable[[], None] | None = None,
+        on_enqueued: Callable[[], None] | None = None,
     ) -> None:
         self.deadline_ms = deadline_ms
         self.clock = clock
-        # Called once, from the committing thread, when this answer commits (the handler
-        # may answer then, functions.runs_api).
-        self._on_commit = on_commit
+        # Called from the intake's thread once the committed run's first step's messages
+        # are all out (``enqueued``): the handler may answer then (functions.runs_api).
+        self._on_enqueued = on_enqueued
+        self.sent = False
         self._lock = threading.Lock()
         self._state: str | None = None  # "committed" | "abandoned"
         self.run: Run | None = None
@@ -88,13 +89,15 @@ class Answer:
         handler that answers at its deadline says which (a replay committed and then held
         up was answered 202: one key answered 202 twice under load)."""
         with self._lock:
-            now = self._state is None and not self._late()
-            if now:
+            if self._state is None and not self._late():
                 self._state, self.run, self.created = "committed", run, created
-            committed = self._state == "committed"
-        if now and self._on_commit is not None:
-            self._on_commit()
-        return committed
+            return self._state == "committed"
+
+    def enqueued(self) -> None:
+        """Every message of the run's first step is out (the step is not marked sent yet)."""
+        self.sent = True
+        if self._on_enqueued is not None:
+            self._on_enqueued()
 
     @property
     def committed(self) -> bool:

@@ -57,6 +57,7 @@ from core.runs.guardrails import (
 )
 from core.runs.lifecycle import Lifecycle
 from core.runs.plan import plan_steps
+from core.runs.sending import STEP_OUT
 from core.timestamps import iso_ms
 from core.validation import parse
 
@@ -156,7 +157,7 @@ class Intake:
             self._void(stored)
             raise Abandoned("the database did not confirm the run in time", "Cosmos DB")
         # Committed: the answer is 202 whatever follows (the timer finishes what does not).
-        return self._start(stored), True
+        return self._start(stored, answer), True
 
     def _check(self, body: Any, caller: Caller) -> _Plan:
         """The request, valid and allowed, and its steps; ValidationFailed naming each field
@@ -303,12 +304,17 @@ class Intake:
             self._void_unknown(run)  # if it was stored after all
             raise
 
-    def _start(self, stored: Run) -> Run:
+    def _start(self, stored: Run, answer: Answer) -> Run:
         """Its creator accepts it and sends its first step (core.runs.lifecycle), or it
-        waits in line; what does not happen here, the timer does."""
+        waits in line; what does not happen here, the timer does. The answer hears when the
+        first step's messages are all out (its POST may be answered then)."""
         try:
             if stored.admitted:
-                return self.life.deliver(stored, creator=True)
+                token = STEP_OUT.set(answer.enqueued)
+                try:
+                    return self.life.deliver(stored, creator=True)
+                finally:
+                    STEP_OUT.reset(token)
             self._in_line(stored)
             return self.life.accept(stored)
         except StoreUnavailable as e:

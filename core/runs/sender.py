@@ -101,3 +101,6 @@ class StepSender:
         # Each message carries this span's trace context to its agent (adapters/queue.py).
         with telemetry.span("enqueue step", run.traceparent, run_id=run.id, step=self.step):
             self.send(send_all, sending.still_to_send(unsent, work))
+        out = sending.STEP_OUT.get()
+        if out is not None:
+            out()

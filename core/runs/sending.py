@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 
 from core.errors import StoreUnavailable
 from core.models import WorkItem
@@ -40,6 +41,11 @@ RENEW_EVERY_MS = 5_000
 FIRST_CHUNK = 8
 MAX_CHUNK = 256
 CREATE_CHUNK = 64  # item documents created between two looks at the lease
+# Called once, in the caller's own context, when every message of a step is out (before
+# the step is marked sent and the run updated): the intake answers its POST then
+# (functions.runs_api), enqueued, and those writes follow the answer. Unset (the timer,
+# the agents' calls): nothing is called.
+STEP_OUT: ContextVar[Callable[[], None] | None] = ContextVar("step_out", default=None)
 
 
 class SendInProgress(Exception):
