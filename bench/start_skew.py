@@ -284,6 +284,16 @@ def main() -> None:
             least, worst = o["heard_early_min_ms_median"], o["heard_early_min_ms_worst"]
             cells.append(f"{least:.0f} ms (worst {worst:.0f})")
         print(f"| {n} | " + " | ".join(cells) + " |")
+    print()
+    print("| clients | POST -> first claim | -> last claim | -> last ready | last ready -> start |")
+    print("|---|---|---|---|---|")
+    for n, r in report["runs"].items():
+        o = r["ours"]
+        keys = ["post_to_first_claim", "post_to_last_claim", "post_to_last_ready"]
+        keys.append("last_ready_to_start")
+        if all(f"{k}_ms_median" in o for k in keys):
+            cells = [f"{o[f'{k}_ms_median']:.0f} ms (worst {o[f'{k}_ms_worst']:.0f})" for k in keys]
+            print(f"| {n} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
