@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import cast
 
+from adapters.queue import WorkQueues
+from agent.api_client import ApiClient
 from agent.config import AgentConfig, MountSpec
 from agent.engine import Measured
 from agent.lease import Lease
@@ -106,7 +108,8 @@ def measured(tmp_path: Path, *, gated: bool) -> tuple[Recorder, float, int]:
         mounts={"scratch": MountSpec.parse("scratch", str(scratch))},
         agent_id="rt",
     )
-    worker = Worker(config, queues=cast("object", None), api=cast("object", None))  # type: ignore[arg-type]
+    # The API is never called here: the start instant is given (``_await_start``).
+    worker = Worker(config, queues=cast(WorkQueues, None), api=ApiClient(config.api_url))
     instant = int(time.time() * 1000) + 100
     worker._await_start = lambda item, lease: instant  # type: ignore[method-assign]
     engine = Recorder(tmp_path, gated=gated)
