@@ -125,7 +125,6 @@ class ApiClient:
         # client had heard "go" 2.4-2.7 s before the instant).
         self._round_trips: deque[float] = deque(maxlen=8)
         self._light_trips: deque[float] = deque(maxlen=8)
-        self._light_from = 0.0  # perf_counter: light calls sent before are not counted
         # The longest the API holds a barrier call, as its last claim's answer said (an API
         # that does not say holds none: the agent polls).
         self.barrier_wait_ms = 0
@@ -184,9 +183,8 @@ class ApiClient:
         if content is None and timed:  # an upload's time is its size's, not the round trip's
             trip = (time.perf_counter() - sent) * 1000
             self._round_trips.append(trip)
-            light = path in LIGHT_PATHS and not (body or {}).get("live")
-            if light and sent >= self._light_from:  # a beat with samples writes them
-                self._light_trips.append(trip)
+            if path in LIGHT_PATHS and not (body or {}).get("live"):
+                self._light_trips.append(trip)  # a beat with samples writes them
         data: dict[str, Any] = r.json()
         return data
 
@@ -240,17 +238,6 @@ class ApiClient:
         self._round_trips.clear()
         self._light_trips.clear()
         return CLAIM_REPLY.validate_python(reply)
-
-    def time_light_trips_afresh(self) -> None:
-        """The round trip the next ready report gives is timed from here on: the worker
-        calls it once its engine is parked at its gate, so that the heartbeats sent while
-        fio started up (its CPU clock calibration, its files opened) do not size the lead.
-        Hearing "go" comes after every client is parked (issue 29.3: at 32 agents on 2
-        cores those heartbeats took 0.3-2.0 s, and every agent heard the instant 1.5-2.0 s
-        before it). The ready report then times a heartbeat of its own first; a beat
-        sent before this and answered after does not count."""
-        self._light_from = time.perf_counter()
-        self._light_trips.clear()
 
     def _ref(self, item: WorkItem, agent_id: str) -> dict[str, str]:
         return {"run_id": item.run_id, "item_id": item.item_id, "agent_id": agent_id}

@@ -266,7 +266,6 @@ class Worker:
         try:
             engine.prepare()
             t_ready = time.perf_counter()
-            self.api.time_light_trips_afresh()  # not those of the engine's start-up
             scheduled = self._await_start(item, lease)
             log.info(
                 "item %s: checks and layout %.0f ms, barrier %.0f ms",
