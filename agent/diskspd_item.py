@@ -19,7 +19,6 @@ from core.models import ArtifactName, HostFacts, WorkItem
 
 class DiskSpdEngine:
     stage = "diskspd"
-    gated = False  # start launches DiskSpd (agent.engine)
 
     def __init__(
         self, item: WorkItem, work_dir: Path, *, config: AgentConfig, host: HostFacts

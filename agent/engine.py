@@ -37,14 +37,6 @@ class Engine(Protocol):
         ...
 
     @property
-    def gated(self) -> bool:
-        """Whether ``start`` only releases a run already started and parked at its gate
-        (fio's start FIFO: one write): the worker then sleeps to the instant and starts it
-        at a real-time priority (agent.realtime). Not where ``start`` launches a process
-        (DiskSpd), which would inherit that priority for its whole run."""
-        ...
-
-    @property
     def work_dir(self) -> Path:
         """The item's work directory, removed once the result is stored."""
         ...

@@ -40,7 +40,6 @@ PARK_TIMEOUT_S = 5.0  # fio's start-up before ready; a slower one starts late (i
 
 class FioEngine:
     stage = "fio"
-    gated = True  # parked at its start FIFO before ready (agent.engine)
 
     def __init__(
         self,

@@ -10,7 +10,6 @@ finishes the current item, a second stops now.)
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import shutil
 import tempfile
@@ -39,7 +38,6 @@ from agent.lease import Lease, sleep_until
 from agent.mounts import MountWatch
 from agent.outcome import Outcome
 from agent.queue_return import after_outage
-from agent.realtime import realtime
 from agent.workdir import WorkRoot
 from core.artifacts import ref
 from core.errors import StoreUnavailable
@@ -278,12 +276,9 @@ class Worker:
             # The lead's margin (core.runs.barrier_timing), which bench/start_skew.py reads.
             early = scheduled - time.time() * 1000
             log.info("item %s: heard the start %.0f ms before it", item.item_id, early)
-            # The wake-up at the instant ahead of ordinary threads (agent.realtime): the
-            # sleep and fio's release only, never a process started from it.
-            with realtime() if engine.gated else contextlib.nullcontext():
-                sleep_until(scheduled / 1000)
-                lease.live = engine.start()
+            sleep_until(scheduled / 1000)
             self.trace.stage(engine.stage)
+            lease.live = engine.start()
             return self._wait_for(engine, lease, item) or scheduled
         finally:
             engine.stop()
