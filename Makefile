@@ -84,7 +84,8 @@ unit test: export PYTHONPYCACHEPREFIX := $(abspath $(VENV))/pycache
 FIO_TESTS := -m "fio and not fio_beside and not timing"
 # The fio lane's tail: whole files of stack and fio_beside tests, run once its serial fio tests
 # are done, so the three lanes end together (docs/testing.md).
-TAIL := tests/test_local_persistence.py tests/test_export_import.py tests/test_fleet.py
+TAIL := tests/test_local_persistence.py tests/test_export_import.py tests/test_fleet.py \
+	tests/test_cosmos_threads.py tests/test_gate_stack.py
 TAIL_TESTS := $(TAIL) -m "not timing and (fio_beside or not fio)"
 BESIDE_TESTS := -m "fio and fio_beside and not timing" $(TAIL:%=--ignore=%)
 FUZZ := tests/test_openapi_fuzz.py

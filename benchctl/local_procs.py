@@ -79,6 +79,8 @@ def listens(p: Proc) -> bool:
     """Whether ``p`` itself listens on its port. That the port answers is not enough: when
     another process holds it (a server of another stack that took the port first), this one
     dies of EADDRINUSE, and a check that only connects could find the other one ready."""
+    if p.port is None:
+        raise StackError(f"{p.name} was started without a port to listen on")
     wanted = f":{p.port:04X}"
     inodes = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):

@@ -82,6 +82,18 @@ def test_every_environment_value_the_template_reads_is_documented() -> None:
     assert "azd up --no-prompt" in DEPLOY_DOC.read_text()
 
 
+def test_an_instance_takes_many_http_calls_at_once() -> None:
+    """Flex gives a Python app 1 HTTP call per instance unless told otherwise: every agent's
+    held barrier call would then take an instance of its own. The app says how many."""
+    fn = module("functionapp")
+    app = the(fn, "Microsoft.Web/sites")
+    scale = app["properties"]["functionAppConfig"]["scaleAndConcurrency"]
+    assert scale["triggers"]["http"]["perInstanceConcurrency"] == "httpPerInstanceConcurrency"
+    concurrency = fn["parameters"]["httpPerInstanceConcurrency"]["default"]
+    instances = fn["parameters"]["maximumInstanceCount"]["default"]
+    assert concurrency * instances >= 1000 * 2  # a thousand clients' held calls, twice over
+
+
 def test_the_windows_password_is_asked_for_only_with_a_windows_pool() -> None:
     params = main()["parameters"]
     password = params["windowsAdminPassword"]

@@ -46,6 +46,13 @@ param rawCoolAfterDays int
 param rawDeleteAfterDays int
 param maximumInstanceCount int = 40
 param instanceMemoryMB int = 2048
+// HTTP calls one instance takes at once before Flex adds another. Python apps default to 1
+// on every instance size (Microsoft Learn, "Concurrency in Azure Functions", HTTP trigger
+// concurrency): then every held barrier call (up to 5 s, awaited without a thread) would
+// take an instance of its own, and a step of 1,000 clients would queue behind the 40 cap.
+@minValue(1)
+@maxValue(1000)
+param httpPerInstanceConcurrency int = 100
 
 var appName = 'func-bench-${token}'
 
@@ -111,6 +118,11 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
       scaleAndConcurrency: {
         maximumInstanceCount: maximumInstanceCount
         instanceMemoryMB: instanceMemoryMB
+        triggers: {
+          http: {
+            perInstanceConcurrency: httpPerInstanceConcurrency
+          }
+        }
       }
       runtime: {
         name: 'python'
