@@ -16,6 +16,7 @@ from typing import cast
 
 import pytest
 
+from adapters import retention as local_retention
 from adapters.blob import BlobArtifacts
 from adapters.cosmos import CosmosStore
 from benchctl import localstack
@@ -69,9 +70,9 @@ def test_the_local_sweep_runs_as_often_as_the_shortest_rule_needs(
     their results); under rules of seconds, every 5 s, as the test below needs."""
     swept: list[float] = []
     clock = [1_000_000.0]
-    monkeypatch.setattr(timers.time, "time", lambda: clock[0])
+    monkeypatch.setattr(timers, "time", SimpleNamespace(time=lambda: clock[0]))
     monkeypatch.setattr(timers, "_swept", [0.0])
-    monkeypatch.setattr(timers.retention, "sweep", lambda s, a, r, now: swept.append(now))
+    monkeypatch.setattr(local_retention, "sweep", lambda s, a, r, now: swept.append(now))
     for rules, every in ((Retention(), 60.0), (Retention(activity_ttl_s=2, agent_ttl_s=3), 5.0)):
         assert rules.sweep_every_s() == every
         parts = SimpleNamespace(
