@@ -23,6 +23,7 @@ from adapters import counting
 from adapters.config import Settings
 from adapters.storage import READ_TIMEOUT_S, bounded_client_options, storage_credential
 from adapters.telemetry import producer
+from adapters.transport import POOL_SIZE
 from core import telemetry
 from core.errors import BenchError, LeaseLost, PartialSend, StoreUnavailable
 from core.models import WorkItem
@@ -36,8 +37,11 @@ MAX_MESSAGE_BYTES = 64 * 1024
 # one after another (issue 29.3). 32, not 8: a send waits for the queue service to make it
 # durable, and concurrent sends share that wait (Azurite's group commit, scripts/azurite.js:
 # 1,000 sends 8 at a time took 8-10 s and 6.5 ms of Azurite's CPU each, 32 at a time 5.5 s
-# and 2.5 ms). The client's connections are pooled beyond it (adapters/transport.py).
-SEND_CONCURRENCY = 32
+# and 2.5 ms). 128, not 32: while 1,000 clients claim and report ready, a send waits 0.7-1 s
+# for the CPU the API's and the queue's other calls take, and 32 at a time went out at
+# 36-45 a second (issue 29.2: intake 24-30 s at 32, 18.5 s at 128; 2026-11-27 17:50-18:05
+# UTC). Well within a queue's 2,000 messages a second; the client keeps as many connections.
+SEND_CONCURRENCY = 128
 
 
 def work_queue_name(pool: str) -> str:
@@ -86,7 +90,9 @@ class WorkQueues:
             QueueServiceClient(
                 queue_uri,
                 credential=credential,
-                **bounded_client_options(retries, read_timeout_s),
+                **bounded_client_options(
+                    retries, read_timeout_s, pool_size=max(POOL_SIZE, SEND_CONCURRENCY)
+                ),
                 **counting.hooks("queue"),
             )
         )

@@ -19,7 +19,7 @@ from azure.storage.queue import ExponentialRetry
 
 from adapters.config import LOOPBACK_HOSTS, ConfigError, azure_credential
 from adapters.local import AZURITE_ACCOUNT, AZURITE_KEY
-from adapters.transport import pooled_transport
+from adapters.transport import POOL_SIZE, pooled_transport
 
 CONNECT_TIMEOUT_S = 2
 READ_TIMEOUT_S = 3
@@ -34,7 +34,9 @@ class ClientOptions(TypedDict):
     transport: RequestsTransport
 
 
-def bounded_client_options(retries: int = 1, read_timeout_s: int = READ_TIMEOUT_S) -> ClientOptions:
+def bounded_client_options(
+    retries: int = 1, read_timeout_s: int = READ_TIMEOUT_S, pool_size: int = POOL_SIZE
+) -> ClientOptions:
     """Keyword arguments for a Storage service client: at most ``retries`` + 1 attempts of
     a few seconds each (the queue and the blob SDK take the same policy). A caller that
     would rather wait than give up (the simulated fleet against a busy Azurite) may allow
@@ -47,7 +49,7 @@ def bounded_client_options(retries: int = 1, read_timeout_s: int = READ_TIMEOUT_
             initial_backoff=1, increment_base=2, retry_total=retries, random_jitter_range=0
         ),
         "transport": pooled_transport(
-            connection_timeout=CONNECT_TIMEOUT_S, read_timeout=read_timeout_s
+            pool_size, connection_timeout=CONNECT_TIMEOUT_S, read_timeout=read_timeout_s
         ),
     }
 

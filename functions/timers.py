@@ -52,7 +52,6 @@ def schedules_tick(parts: Services) -> list[str]:
     return started
 
 
-RETENTION_EVERY_S = 5.0  # the local sweep's period (it lists every raw artifact)
 _swept: list[float] = [0.0]
 
 
@@ -60,10 +59,11 @@ def retention_tick(parts: Services) -> None:
     """The local stack only: what Cosmos DB's TTL and Blob lifecycle management do in Azure
     (the local servers have neither; adapters/retention.py)."""
     now = time.time()
-    if now - _swept[0] < RETENTION_EVERY_S:
+    rules = parts.settings.retention
+    if now - _swept[0] < rules.sweep_every_s():  # it lists every raw artifact
         return
     _swept[0] = now
-    retention.sweep(parts.store, parts.artifacts, parts.settings.retention, now)
+    retention.sweep(parts.store, parts.artifacts, rules, now)
 
 
 def _timer_lease(parts: Services) -> TimerLease | None:

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import random
 import socket
 import threading
@@ -165,6 +166,14 @@ class Fleet:
     def jitter(self) -> float:
         """Idle waits spread by +-20 %: a thousand clients do not poll in lockstep."""
         return random.uniform(0.8, 1.2)
+
+    def first_beat_phase(self) -> float:
+        """How long before its lease a held item's last beat counts as sent (simagent.client):
+        the whole interval in a fleet that beats every second (its first beat at the first
+        tick, as the agent's), else a random share of ``item_beat_s``."""
+        if self.item_beat_s <= HEARTBEAT_S:
+            return math.inf
+        return random.uniform(0.0, self.item_beat_s)
 
     @staticmethod
     def block_bytes(bs: str) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import random
 import time
 from collections.abc import Iterator
 from types import SimpleNamespace
@@ -152,6 +153,48 @@ def test_a_held_item_beats_item_beat_s_apart(
     assert len(beats) >= 2
     assert all(b - a >= 0.2 for a, b in itertools.pairwise(beats))
     assert len(beats) <= elapsed / 0.2 + 1  # not every 0.05 s tick
+
+
+def test_a_large_fleets_first_heartbeats_are_spread_over_item_beat_s(
+    fleets: list[Fleet], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Clients that claim together do not all beat at the first tick: their first beats come
+    at the fleet's rate, spread over ``item_beat_s`` as the later ones (issue 29: at 1,000
+    clients the first beats came at twice --item-beats-per-s during the intake)."""
+    monkeypatch.setattr(sim_client, "HEARTBEAT_S", 0.02)  # the lease's tick, for a short test
+    random.seed(29)
+    f = fleet(1000)
+    fleets.append(f)
+    f.item_beat_s = 1.6  # a 1.0 s window below sees about 60 % of the first beats
+    first: dict[int, float] = {}
+
+    def beater(n: int) -> Any:
+        def heartbeat(item: WorkItem, agent_id: str, samples: list[Any]) -> bool:
+            first.setdefault(n, time.monotonic())
+            return False
+
+        return SimpleNamespace(
+            fleet=f, agent_id=f"sim-{n}", api=SimpleNamespace(heartbeat=heartbeat)
+        )
+
+    async def main() -> float:
+        leases = [
+            _Lease(cast(SimClient, beater(n)), work_item(), Message("m", "p", 1, ""))
+            for n in range(40)
+        ]
+        t0 = time.monotonic()
+        for lease in leases:
+            lease.heartbeats = True
+            lease.start()
+        await asyncio.sleep(1.0)
+        for lease in leases:
+            await lease.stop()
+        return t0
+
+    t0 = asyncio.run(main())
+    early = [t - t0 for t in first.values() if t - t0 < 0.2]
+    assert 10 <= len(first) <= 35, sorted(round(t - t0, 2) for t in first.values())
+    assert len(early) <= 12  # about 5 of 40 in the first 0.2 s of 1.6, not all 40
 
 
 def test_a_renewal_does_not_wait_behind_the_fleets_other_calls(

@@ -79,7 +79,7 @@ def test_a_steps_messages_go_out_many_at_once_on_kept_connections(
     queues._send = counted  # type: ignore[method-assign]
     caplog.set_level(logging.WARNING, logger="urllib3.connectionpool")
     queues.send_all(items(256))
-    assert most == SEND_CONCURRENCY == 32
+    assert most == SEND_CONCURRENCY == 128
     assert discarded(caplog) == []
     assert queues.approximate_count(f"bench-{POOL}") == 256
 
