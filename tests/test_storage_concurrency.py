@@ -64,6 +64,10 @@ def test_a_steps_messages_go_out_many_at_once_on_kept_connections(
     in_flight, most = 0, 0
     lock = threading.Lock()
     send = queues._send
+    # Each send waits until SEND_CONCURRENCY are under way: a sender that runs fewer at once
+    # breaks the barrier (its timeout), one that runs more shows in `most`. Without it the
+    # first sends could end before the last of 128 threads started (107 at 19:37 UTC).
+    together = threading.Barrier(SEND_CONCURRENCY, timeout=30)
 
     def counted(name: str, body: str) -> None:
         nonlocal in_flight, most
@@ -71,6 +75,7 @@ def test_a_steps_messages_go_out_many_at_once_on_kept_connections(
             in_flight += 1
             most = max(most, in_flight)
         try:
+            together.wait()
             send(name, body)
         finally:
             with lock:
