@@ -16,6 +16,7 @@ import httpx
 from benchctl.local_state import StackError
 
 TCP_LISTEN = "0A"  # the state column of /proc/net/tcp (include/net/tcp_states.h)
+TCP_TABLES = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
 
 
 @dataclass
@@ -83,12 +84,13 @@ def listens(p: Proc) -> bool:
         raise StackError(f"{p.name} was started without a port to listen on")
     wanted = f":{p.port:04X}"
     inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with open(table) as rows:
-            for row in rows.readlines()[1:]:
-                fields = row.split()
-                if fields[1].endswith(wanted) and fields[3] == TCP_LISTEN:
-                    inodes.add(f"socket:[{fields[9]}]")
+    for table in TCP_TABLES:
+        if not table.exists():  # no tcp6 where IPv6 is off (ipv6.disable=1)
+            continue
+        for row in table.read_text().splitlines()[1:]:
+            fields = row.split()
+            if fields[1].endswith(wanted) and fields[3] == TCP_LISTEN:
+                inodes.add(f"socket:[{fields[9]}]")
     fds = Path(f"/proc/{p.pid}/fd")
     try:
         return any(os.readlink(fd) in inodes for fd in fds.iterdir())

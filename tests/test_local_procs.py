@@ -8,9 +8,11 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
+from benchctl import local_procs
 from benchctl.local_procs import Proc, listens, port_open, wait_listening
 from benchctl.local_state import StackError, free_ports
 
@@ -75,3 +77,17 @@ def test_a_server_is_ready_when_it_listens_itself_not_when_another_holds_its_por
         for p in (loser, winner):
             p.kill()
             p.wait()
+
+
+def test_a_machine_without_ipv6_has_no_tcp6_table_and_a_listener_is_still_found(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (port,) = free_ports(1)
+    server = subprocess.Popen([sys.executable, "-c", BINDS_THEN_DIES, str(port)])
+    tables = (Path("/proc/net/tcp"), tmp_path / "tcp6")  # what ipv6.disable=1 leaves
+    monkeypatch.setattr(local_procs, "TCP_TABLES", tables)
+    try:
+        wait_listening("server", Proc(name="server", pid=server.pid, log="", port=port), 10)
+    finally:
+        server.kill()
+        server.wait()
