@@ -23,7 +23,12 @@ from core.runs.protocol import BarrierDecision
 from simagent import client as sim_client
 from simagent.client import SimClient, _Lease
 from simagent.figures import DeclaredRate
-from simagent.fleet import FLEET_REGISTER_RETRIES_PER_S, Fleet
+from simagent.fleet import (
+    FLEET_IDLE_POLLS_PER_S,
+    FLEET_REGISTER_RETRIES_PER_S,
+    IDLE_TICK_S,
+    Fleet,
+)
 
 pytestmark = pytest.mark.unit
 RUN = "r-" + "0" * 32
@@ -271,3 +276,39 @@ def test_the_barriers_polls_do_not_wait_behind_the_fleets_other_calls(
     t0 = asyncio.run(main())
     assert len(polls) >= 3, "the polls waited behind the other call"
     assert rec.heard_ms is not None and polls[-1] - t0 < 1.5
+
+
+def test_a_fleets_idle_polls_keep_to_its_rate_while_its_clients_back_off(
+    fleets: list[Fleet],
+) -> None:
+    """Clients that end a step together back off from ``idle_min_s`` together: the fleet's
+    idle polls still come at most FLEET_IDLE_POLLS_PER_S a second (issue 29.2: a thousand
+    clients polled 300-475 times a second for 10 s after their results, while the run was
+    aggregated on the same 2 cores), after each client's first poll, which is immediate."""
+    count = 200
+    f = fleet(count)
+    fleets.append(f)
+    polls: list[float] = []
+
+    def receive(pool: str, visibility_timeout: int) -> None:
+        polls.append(time.monotonic())
+
+    def client(n: int) -> SimClient:
+        c = SimClient.__new__(SimClient)
+        c.fleet, c.agent_id = f, f"sim-{n}"
+        c.queues = cast(Any, SimpleNamespace(receive=receive))
+        return c
+
+    async def main() -> float:
+        stop = asyncio.Event()
+        t0 = time.monotonic()
+        asyncio.get_running_loop().call_later(2.0, stop.set)
+        await asyncio.gather(*(client(n).serve(stop) for n in range(count)))
+        return t0
+
+    t0 = asyncio.run(main())
+    later = sorted(t for t in polls if t - t0 > 0.2)  # each client's first poll is at once
+    assert len(polls) - len(later) == count
+    most = max(sum(1 for u in later if t <= u < t + 1.0) for t in later)
+    # A tick's slots at the window's edge may fall in it too; unpaced, 600-800 came here.
+    assert most <= FLEET_IDLE_POLLS_PER_S + 2 * FLEET_IDLE_POLLS_PER_S * IDLE_TICK_S, most
