@@ -14,19 +14,23 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 
-from core.artifacts import ref
+from core.analysis.step_aggregates import build_aggregates
+from core.artifacts import ref, unpack_json
 from core.errors import StoreUnavailable
 from core.fleet.pools import PoolConfig
 from core.memory import Effect, MemoryArtifacts, MemoryQueues, MemoryStore, SimClock
 from core.memory.documents import MAX_DOCUMENT_BYTES
-from core.models import MAX_CLIENTS, HostFacts, WorkItem
+from core.models import MAX_CLIENTS, HostFacts, Result, WorkItem
 from core.models.holder import AgentRef
 from core.models.state import RunState
 from core.models.stored import Item, Step
-from core.runs.finalize import timelines
+from core.ports import Store
+from core.runs.finalize import aggregate_and_judge, timelines
 from core.runs.service import RunService
 from simagent.figures import DeclaredRate
 from simagent.fleet import FLEET_IDLE_POLLS_PER_S, Fleet
@@ -290,6 +294,45 @@ def test_the_timelines_are_fetched_several_at_once(forty: tuple[World, str]) -> 
     assert sorted(found) == sorted(r.item_id for r in results)
     assert found == timelines(world.artifacts, run_id, results)
     assert slow.most > 1 and took < 0.4
+
+
+def test_the_timelines_are_read_while_the_results_are_queried(forty: tuple[World, str]) -> None:
+    """Issue 29.2: the last result's request queried the run's results (about a second for a
+    thousand on the local stack) and only then began to read their timelines. Each completed
+    item has its result, so its timeline is read meanwhile; the aggregate is the same."""
+    world, run_id = forty
+    slow = SlowArtifacts()
+    slow.blobs = world.artifacts.blobs
+    first_get: list[float] = []
+    queried: list[float] = []
+    get, of_run = slow.get, world.store.results.of_run
+
+    def noted_get(run: str, owner: str, name: str) -> bytes:
+        first_get.append(time.monotonic())
+        return get(run, owner, name)
+
+    def slow_of_run(run: str) -> Sequence[Result]:
+        time.sleep(0.3)
+        queried.append(time.monotonic())
+        return of_run(run)
+
+    slow.get = noted_get  # type: ignore[method-assign,assignment]
+    results = SimpleNamespace(of_run=slow_of_run, create_aggregate=lambda agg: True)
+    store = cast(Store, SimpleNamespace(results=results))
+    run = world.store.runs.get(run_id)
+    steps, items = world.store.items.of_run(run_id)
+    before = build_aggregates(
+        run,
+        steps,
+        items,
+        of_run(run_id),
+        timelines(world.artifacts, run_id, of_run(run_id)),
+        now_ms=world.clock.ms(),
+    )
+    aggregate_and_judge(store, slow, None, run, steps, items, world.clock.ms())
+    assert first_get and queried and min(first_get) < queried[0]
+    stored = unpack_json(slow.blobs[f"runs/{run_id}/{run_id}.s0/series"])
+    assert stored == before[0].series
 
 
 def test_a_thousand_idle_simulated_clients_poll_the_queue_at_most_50_times_a_second() -> None:

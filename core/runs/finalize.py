@@ -5,6 +5,7 @@ size a rate-curve or target_iops step from the step it refers to."""
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -15,6 +16,7 @@ from core.artifacts import pack_json, sha256_hex, unpack_timeline
 from core.errors import NotFound
 from core.models import Result, SeriesArtifact, StepAggregate
 from core.models.gate import RunGate
+from core.models.state import ItemState
 from core.models.stored import Item, Run, Step
 from core.ports import Artifacts, Store
 from core.runs.recorder import RunRecorder
@@ -27,25 +29,49 @@ FETCH_CONCURRENCY = 32
 
 
 def timeline(artifacts: Artifacts, run_id: str, item: str) -> ClientTimeline | None:
+    found = _fetch(artifacts, run_id, item)
+    if found is None:
+        log.warning("timeline of %s is missing from Blob Storage", item)
+    return found
+
+
+def _fetch(artifacts: Artifacts, run_id: str, item: str) -> ClientTimeline | None:
     try:
         return unpack_timeline(artifacts.get(run_id, item, "timeline"))
     except NotFound:
-        log.warning("timeline of %s is missing from Blob Storage", item)
         return None
 
 
+def fetch_timelines(
+    artifacts: Artifacts, run_id: str, item_ids: Sequence[str]
+) -> dict[str, ClientTimeline | None]:
+    """The items' timelines from Blob Storage, FETCH_CONCURRENCY at a time (None: missing):
+    one after another, a thousand clients' took most of the aggregation (issue 29)."""
+    if len(item_ids) <= 1:
+        return {i: _fetch(artifacts, run_id, i) for i in item_ids}
+    with ThreadPoolExecutor(min(FETCH_CONCURRENCY, len(item_ids)), "timelines") as pool:
+        found = list(pool.map(lambda i: _fetch(artifacts, run_id, i), item_ids))
+    return dict(zip(item_ids, found, strict=True))
+
+
 def timelines(
-    artifacts: Artifacts, run_id: str, results: Sequence[Result]
+    artifacts: Artifacts,
+    run_id: str,
+    results: Sequence[Result],
+    fetched: dict[str, ClientTimeline | None] | None = None,
 ) -> dict[str, ClientTimeline]:
-    """The results' timelines from Blob Storage, FETCH_CONCURRENCY at a time: one after
-    another, a thousand clients' took most of the aggregation (issue 29)."""
+    """The timelines the results name, from ``fetched`` (those read already) or Blob
+    Storage; one that is missing is logged and left out."""
     wanted = [r.item_id for r in results if "timeline" in r.artifacts]
-    if len(wanted) <= 1:
-        found = [timeline(artifacts, run_id, i) for i in wanted]
-    else:
-        with ThreadPoolExecutor(min(FETCH_CONCURRENCY, len(wanted)), "timelines") as pool:
-            found = list(pool.map(lambda i: timeline(artifacts, run_id, i), wanted))
-    return {i: t for i, t in zip(wanted, found, strict=True) if t is not None}
+    have = dict(fetched or {})
+    have.update(fetch_timelines(artifacts, run_id, [i for i in wanted if i not in have]))
+    found = {}
+    for i in wanted:
+        if (t := have.get(i)) is None:
+            log.warning("timeline of %s is missing from Blob Storage", i)
+        else:
+            found[i] = t
+    return found
 
 
 def store_aggregate(store: Store, artifacts: Artifacts, agg: StepAggregate) -> None:
@@ -71,8 +97,16 @@ def aggregate_and_judge(
     ids are ``<run>.s<step>``, so two callers racing store each once; every write is
     idempotent, so a crash before the run is marked finalized is retried by the timer."""
     with telemetry.span("aggregate", run.traceparent, run_id=run.id, pool=run.pool):
-        results = store.results.of_run(run.id)
-        found = timelines(artifacts, run.id, results)
+        # The completed items' timelines are read while their results are queried: each
+        # completed item has its result (stored first), and the query of a thousand results
+        # took about a second of the last result's request (issue 29.2); a result naming a
+        # timeline of an item not read as completed has it read after.
+        ended = [i.id for i in items if i.state == ItemState.COMPLETED]
+        with ThreadPoolExecutor(1, "results") as one:
+            querying = one.submit(contextvars.copy_context().run, store.results.of_run, run.id)
+            fetched = fetch_timelines(artifacts, run.id, ended)
+            results = querying.result()
+        found = timelines(artifacts, run.id, results, fetched)
         aggregates = build_aggregates(run, steps, items, results, found, now_ms=now_ms)
         for agg in aggregates:
             store_aggregate(store, artifacts, agg)
