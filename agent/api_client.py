@@ -35,6 +35,7 @@ from apiclient import Refused, Transport, Unavailable, retrying
 from core.errors import BenchError, StoreUnavailable
 from core.models import MAX_RTT_MS, WorkItem
 from core.models.live import LiveSample
+from core.receipts import receipts_header
 from core.runs.protocol import BarrierDecision, ClaimDecision
 
 if TYPE_CHECKING:
@@ -159,21 +160,22 @@ class ApiClient:
         content_type: str | None = None,
         timeout: float | None = None,
         timed: bool = True,
+        headers: dict[str, str] | None = None,
     ) -> dict[str, Any]:
         """One attempt. StoreUnavailable for what may pass, ApiError for a refusal.
         ``timed``: its round trip counts (not a held call's, which is its wait's)."""
         sent = time.perf_counter()
         # The current stage's trace context: the API's spans of this call nest under it.
-        headers = telemetry.headers()
+        sent_headers = {**telemetry.headers(), **(headers or {})}
         if content_type:
-            headers["Content-Type"] = content_type
+            sent_headers["Content-Type"] = content_type
         try:
             r = self._transport.request(
                 method,
                 path,
                 json=body,
                 content=content,
-                headers=headers or None,
+                headers=sent_headers or None,
                 timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout,
             )
         except Unavailable as e:
@@ -309,13 +311,21 @@ class ApiClient:
     def cancelled(self, item: WorkItem, agent_id: str) -> None:
         self._call("POST", "/api/agent/cancelled", self._ref(item, agent_id))
 
-    def put_artifact(self, item: WorkItem, agent_id: str, name: str, data: bytes) -> None:
-        """Uploading again writes the same blob: retried like the others."""
+    def put_artifact(self, item: WorkItem, agent_id: str, name: str, data: bytes) -> str:
+        """Uploading again writes the same blob: retried like the others. Returns the API's
+        receipt for it (core.receipts; empty from an API that gives none)."""
         path = f"/api/agent/artifacts/{item.item_id}/{name}?agent_id={quote(agent_id)}"
-        self._call("PUT", path, content=data, content_type="application/gzip")
+        reply = self._call("PUT", path, content=data, content_type="application/gzip")
+        receipt = reply.get("receipt")
+        return receipt if isinstance(receipt, str) else ""
 
-    def put_result(self, result: dict[str, Any]) -> dict[str, Any]:
-        return self._call("PUT", f"/api/agent/results/{result['item_id']}", result)
+    def put_result(
+        self, result: dict[str, Any], receipts: dict[str, str] | None = None
+    ) -> dict[str, Any]:
+        """``receipts``: the artifacts' puts' (the API then need not check them again)."""
+        header = receipts_header(receipts or {})
+        sent = {"X-Upload-Receipts": header} if header else None
+        return self._call("PUT", f"/api/agent/results/{result['item_id']}", result, headers=sent)
 
     def register(self, registration: dict[str, Any]) -> dict[str, Any]:
         """Registration and heartbeat in the registry: one attempt (the next beat follows)."""

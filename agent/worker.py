@@ -251,9 +251,9 @@ class Worker:
             measured = engine.collect(scheduled)
         except ItemFailed as e:
             return self._failed(item, lease, str(e), permanent=e.permanent)
-        uploaded = self._upload(item, measured.artifacts)
+        uploaded, receipts = self._upload(item, measured.artifacts)
         result = measured.result.model_copy(update={"artifacts": uploaded})
-        return self._store(result, lease, engine.work_dir)
+        return self._store(result, lease, engine.work_dir, receipts)
 
     def _measure(
         self, engine: Engine, item: WorkItem, lease: Lease, t_claimed: float
@@ -296,12 +296,15 @@ class Worker:
 
     def _upload(
         self, item: WorkItem, packed: dict[ArtifactName, bytes]
-    ) -> dict[ArtifactName, ArtifactRef]:
-        """Large outputs go to Blob Storage through the API before the result names them."""
+    ) -> tuple[dict[ArtifactName, ArtifactRef], dict[str, str]]:
+        """Large outputs go to Blob Storage through the API before the result names them;
+        with the receipts the API answered (core.receipts), which the result carries."""
         self.trace.stage("result upload")  # ends with the result stored (_store)
+        agent = self.config.agent_id
+        receipts: dict[str, str] = {}
         for name, data in packed.items():
-            self.api.put_artifact(item, self.config.agent_id, name, data)
-        return {name: ref(name, data) for name, data in packed.items()}
+            receipts[name] = self.api.put_artifact(item, agent, name, data)
+        return {name: ref(name, data) for name, data in packed.items()}, receipts
 
     def _await_start(self, item: WorkItem, lease: Lease) -> int | Outcome:
         """The start barrier: report ready, wait until every client of the step is, and
@@ -328,9 +331,11 @@ class Worker:
             lease.wait(0.2)
         return Outcome.LEASE_LOST if lease.lost.is_set() else None
 
-    def _store(self, result: Result, lease: Lease, work_dir: Path) -> Outcome:
+    def _store(
+        self, result: Result, lease: Lease, work_dir: Path, receipts: dict[str, str]
+    ) -> Outcome:
         """Delete the message only once the API has stored the result."""
-        self.api.put_result(result.model_dump(mode="json"))
+        self.api.put_result(result.model_dump(mode="json"), receipts)
         lease.stop()
         self._delete(lease.message)
         shutil.rmtree(work_dir, ignore_errors=True)

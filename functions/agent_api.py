@@ -11,7 +11,7 @@ import asyncio
 import weakref
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Query, Request, Response
+from fastapi import APIRouter, Body, Header, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import FieldError, ValidationFailed
@@ -19,6 +19,7 @@ from core.models import ITEM_ID_PATTERN, MAX_RTT_MS, RUN_ID_PATTERN, ArtifactNam
 from core.models import Result as WorkResult
 from core.models.ids import step_of_item
 from core.models.live import LiveSample
+from core.receipts import parse_receipts
 from core.runs.barrier_timing import MAX_WAIT_MS, WATCH_MS
 from core.runs.barrier_watch import StepWatch
 from core.runs.live import MAX_SAMPLES_PER_BEAT
@@ -44,6 +45,17 @@ AGENT = (400, 404, 409, 503)  # 409: a report from an agent not holding the item
 
 # Validated by the core (core.runs.agent_reports), as a result's every other door.
 ResultAsSent = Annotated[Any, documented_as(WorkResult), Body()]
+# The receipts the result's artifacts' puts answered (core.receipts), ``name=receipt``
+# comma-separated; one that is malformed or does not match is checked in Blob Storage.
+ReceiptsHeader = Annotated[
+    str | None,
+    Header(
+        alias="X-Upload-Receipts",
+        max_length=2000,
+        description="name=receipt,... as the artifacts' puts answered: the artifacts "
+        "they match are not checked in Blob Storage again",
+    ),
+]
 
 
 class _AgentBody(BaseModel):
@@ -144,6 +156,12 @@ class CancelledReply(BaseModel):
 class ArtifactStored(BaseModel):
     stored: Literal[True]
     bytes: int = Field(description="size stored")
+    receipt: str = Field(
+        "",
+        description="the API's receipt for what it stored: sent back with the result "
+        "(header X-Upload-Receipts), it spares the check of this artifact in Blob Storage; "
+        "empty when none could be made",
+    )
 
 
 class StoredReply(BaseModel):
@@ -254,8 +272,8 @@ async def put_artifact(
     run_id = item_id.rsplit(".", 2)[0]
     data = await request.body()
     agent = agent_ref(caller, agent_id)
-    size = await asyncio.to_thread(svc.put_artifact, run_id, item_id, name, data, agent)
-    return ArtifactStored(stored=True, bytes=size)
+    up = await asyncio.to_thread(svc.put_artifact, run_id, item_id, name, data, agent)
+    return ArtifactStored(stored=True, bytes=up.bytes, receipt=up.receipt)
 
 
 @results.put(
@@ -269,7 +287,12 @@ async def put_artifact(
     ),
 )
 async def put_result(
-    item_id: ItemId, body: ResultAsSent, svc: Svc, caller: CallerOf, response: Response
+    item_id: ItemId,
+    body: ResultAsSent,
+    svc: Svc,
+    caller: CallerOf,
+    response: Response,
+    receipts: ReceiptsHeader = None,
 ) -> StoredReply:
     """201 when stored, 200 when this item's result was stored before."""
     if not isinstance(body, dict) or body.get("item_id") != item_id:
@@ -278,6 +301,6 @@ async def put_result(
     if not isinstance(claimed, str) or not claimed:
         raise ValidationFailed([FieldError("agent_id", "required")])
     agent = agent_ref(caller, claimed)
-    created = await asyncio.to_thread(svc.store_result, body, agent)
+    created = await asyncio.to_thread(svc.store_result, body, agent, parse_receipts(receipts))
     response.status_code = 201 if created else 200
     return StoredReply(stored=True, duplicate=not created)

@@ -254,12 +254,13 @@ class SimClient:
             scheduled_ms=rec.start_at_ms,
             started_ms=start,
         )
+        receipts = {}  # the API's for each put, which the result carries (core.receipts)
         for name, data in measured.artifacts.items():
-            await self.call(self.api.put_artifact, item, self.agent_id, name, data)
+            receipts[name] = await self.call(self.api.put_artifact, item, self.agent_id, name, data)
         refs = {name: ref(name, data) for name, data in measured.artifacts.items()}
         result = measured.result.model_copy(update={"artifacts": refs})
         rec.result_sent_ms = now_ms()
-        await self.call(self.api.put_result, result.model_dump(mode="json"))
+        await self.call(self.api.put_result, result.model_dump(mode="json"), receipts)
         rec.stored_ms = now_ms()
         rec.outcome = "completed"
         self.fleet.write(rec)  # now: its message's delete may wait on a busy queue
