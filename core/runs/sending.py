@@ -40,6 +40,9 @@ RENEW_EVERY_MS = 5_000
 # out adapters/queue.py SEND_CONCURRENCY at a time).
 FIRST_CHUNK = 8
 MAX_CHUNK = 256
+# The sends that failed are tried this many times more at once, before the step is left to
+# the outbox's retry (core.runs.sender).
+SEND_RETRIES = 1
 CREATE_CHUNK = 64  # item documents created between two looks at the lease
 # Called once, in the caller's own context, when every message of a step is out (before
 # the step is marked sent and the run updated): the intake answers its POST then
