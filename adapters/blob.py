@@ -82,6 +82,18 @@ class BlobArtifacts:
                 f"cannot store artifact {name} of {owner}: {e}", "Blob Storage"
             ) from e
 
+    def create(self, run_id: str, owner: str, name: str, data: bytes) -> bool:
+        """Store ``data`` unless the blob exists (If-None-Match: *): False when it did."""
+        try:
+            self._container.upload_blob(blob_name(run_id, owner, name), data, overwrite=False)
+            return True
+        except ResourceExistsError:
+            return False
+        except AzureError as e:
+            raise StoreUnavailable(
+                f"cannot store artifact {name} of {owner}: {e}", "Blob Storage"
+            ) from e
+
     def get(self, run_id: str, owner: str, name: str) -> bytes:
         try:
             return self._container.download_blob(blob_name(run_id, owner, name)).readall()

@@ -162,6 +162,8 @@ class Artifacts(Protocol):
     Contents are stored exactly as given (the caller compresses)."""
 
     def put(self, run_id: str, owner: str, name: str, data: bytes) -> None: ...
+    # Stores it unless the blob exists: False when it did (nothing written).
+    def create(self, run_id: str, owner: str, name: str, data: bytes) -> bool: ...
     def get(self, run_id: str, owner: str, name: str) -> bytes: ...  # raises NotFound
     def size(self, run_id: str, owner: str, name: str) -> int: ...  # raises NotFound
 

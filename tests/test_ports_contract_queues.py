@@ -142,6 +142,15 @@ def test_artifacts_are_stored_as_given_and_overwritten(ports: Ports) -> None:
         a.size(run_id, "owner", "logs")
 
 
+def test_an_artifact_is_created_only_where_none_is(ports: Ports) -> None:
+    """core.receipts' key: instances that find none at once keep the first one written."""
+    a = ports.artifacts
+    run_id = new_id()
+    assert a.create(run_id, "owner", "key", b"first") is True
+    assert a.create(run_id, "owner", "key", b"second") is False
+    assert a.get(run_id, "owner", "key") == b"first"
+
+
 def test_memory_faults_lose_answers_or_hold_writes_until_resumed() -> None:
     """What the simulation injects (the real servers do it when killed or paused): a write
     applied whose answer is lost, and a write held until the server resumes, stamped then."""

@@ -6,12 +6,14 @@ artifact to Blob Storage as before, so nothing is accepted that was not before."
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 
 from core.artifacts import ref
-from core.errors import StoreUnavailable, ValidationFailed
+from core.errors import NotFound, StoreUnavailable, ValidationFailed
 from core.memory import MemoryArtifacts
 from core.models import WorkItem
 from core.models.holder import AgentRef
@@ -120,11 +122,35 @@ def test_receipts_are_the_api_instances_shared_key_and_not_forgeable_without_it(
     assert not valid(b"k" * 32, receipt, *args)
     assert not valid(key, receipt, args[0], args[1], "raw", *args[3:])
     assert not valid(key, None, *args)
-    # Another instance's key (two made at once): each reads the stored one within the TTL.
+    # A key replaced (deleted and made again): each instance reads it within the TTL.
     blobs.put(KEY_RUN, KEY_OWNER, KEY_NAME, b"n" * 32)
     assert first.get() == key
     now[0] += KEY_TTL_S
     assert first.get() == b"n" * 32
+
+
+def test_instances_that_find_no_key_at_once_all_use_the_one_written() -> None:
+    """Three instances' first uploads come together (a 1,000-client step's end): each found
+    no key and wrote its own, and for a minute each refused the others' receipts (21:44
+    UTC: 1,334 of 3,000 artifacts checked in Blob Storage). Only the first write is kept."""
+    blobs = MemoryArtifacts()
+    get = blobs.get
+    keys = [ReceiptKey(blobs) for _ in range(3)]
+    looked = threading.Barrier(3, timeout=10)
+    first = threading.local()
+
+    def none_yet(run_id: str, owner: str, name: str) -> bytes:
+        if not getattr(first, "done", False):  # each instance's first look, all at once
+            first.done = True
+            looked.wait()
+            raise NotFound("no key yet")
+        return get(run_id, owner, name)
+
+    blobs.get = none_yet  # type: ignore[method-assign]
+    with ThreadPoolExecutor(3) as pool:
+        found = list(pool.map(lambda k: k.get(), keys))
+    assert len(set(found)) == 1
+    assert blobs.get(KEY_RUN, KEY_OWNER, KEY_NAME) == found[0]
 
 
 def test_a_put_without_its_key_still_stores_and_its_result_is_checked() -> None:

@@ -29,6 +29,14 @@ class MemoryArtifacts:
         self._op("put", key)
         self.blobs[key] = bytes(data)
 
+    def create(self, run_id: str, owner: str, name: str, data: bytes) -> bool:
+        key = f"runs/{run_id}/{owner}/{name}"
+        self._op("put", key)
+        if key in self.blobs:
+            return False
+        self.blobs[key] = bytes(data)
+        return True
+
     def get(self, run_id: str, owner: str, name: str) -> bytes:
         key = f"runs/{run_id}/{owner}/{name}"
         self._op("get", key)
