@@ -6,11 +6,13 @@ artifact to Blob Storage as before, so nothing is accepted that was not before."
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
 import pytest
 
+from agent.api_client import ApiClient
 from core.artifacts import ref
 from core.errors import NotFound, StoreUnavailable, ValidationFailed
 from core.memory import MemoryArtifacts
@@ -29,6 +31,8 @@ from core.receipts import (
     valid,
 )
 from simagent.measured import Measurements
+from tests.loopback import Quiet, serve
+from tests.test_api_retries import ITEM
 from tests.test_thousand_clients import HOST, RATE, World
 
 pytestmark = pytest.mark.unit
@@ -182,3 +186,27 @@ def test_the_receipts_header_round_trips_and_malformed_parts_are_left_out() -> N
     assert parse_receipts(receipts_header(receipts)) == {"timeline": "ab", "raw": "cd"}
     assert parse_receipts(None) == {}
     assert parse_receipts("x, =y, z=, raw=1,,timeline=2") == {"raw": "1", "timeline": "2"}
+
+
+def test_the_agents_client_returns_each_receipt_and_sends_them_with_the_result() -> None:
+    """agent.api_client: an artifact's put gives back the API's receipt (empty from an API
+    that answers none), and the result goes with them in X-Upload-Receipts."""
+    seen: list[tuple[str, str | None]] = []
+
+    class Handler(Quiet):
+        def do_PUT(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            seen.append((self.path, self.headers.get("X-Upload-Receipts")))
+            receipt = {"receipt": "ab12"} if "/raw?" in self.path else {}
+            self.send_body(201, json.dumps({"stored": True, "bytes": 2, **receipt}).encode())
+
+    server, url = serve(Handler)
+    try:
+        client = ApiClient(url)
+        assert client.put_artifact(ITEM, "vm1", "raw", b"\x1f\x8b") == "ab12"
+        assert client.put_artifact(ITEM, "vm1", "logs", b"\x1f\x8b") == ""
+        client.put_result({"item_id": ITEM.item_id, "agent_id": "vm1"}, {"raw": "ab12", "logs": ""})
+        client.put_result({"item_id": ITEM.item_id, "agent_id": "vm1"})
+    finally:
+        server.shutdown()
+    assert [h for _, h in seen] == [None, None, "raw=ab12", None]
