@@ -114,8 +114,11 @@ class FioEngine:
         if not self._config.live:
             return None
         # fio's counters start when the ramp ends (core.engines.fio_live).
-        measured_from = int(self._released) + 1000 * self.item.workload.ramp_time
-        return LiveRelay(fio.output, measured_from_ms=measured_from)
+        workload = self.item.workload
+        measured_from = int(self._released) + 1000 * workload.ramp_time
+        # A data job's I/Os are all one size (its bs); a metadata job's are no blocks.
+        io_size = workload.bs_bytes if workload.metadata is None else None
+        return LiveRelay(fio.output, measured_from_ms=measured_from, io_size=io_size)
 
     def poll(self) -> int | None:
         return self._started().poll()

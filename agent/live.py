@@ -30,13 +30,13 @@ class LiveRelay:
     """Tails one fio output file; ``pending`` is its ring of samples when one is new since
     the last heartbeat answered (``sent``), else nothing."""
 
-    def __init__(self, output: Path, *, measured_from_ms: int) -> None:
+    def __init__(self, output: Path, *, measured_from_ms: int, io_size: int | None = None) -> None:
         self._path = output
         self._offset = 0
         self._text = ""
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._json = json.JSONDecoder()
-        self._sampler = LiveSampler(measured_from_ms)
+        self._sampler = LiveSampler(measured_from_ms, io_size=io_size)
         self._ring: deque[LiveSample] = deque(maxlen=LIVE_RING)
         self._sent_to_ms = 0  # the newest sample an answered heartbeat carried
         self._lock = threading.Lock()

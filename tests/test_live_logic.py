@@ -73,6 +73,24 @@ def test_samples_telescope_to_fios_final_counts_and_mean_latency() -> None:
     assert [s.start_ms for s in samples[1:]] == [s.end_ms for s in samples[:-1]]
 
 
+def test_a_seconds_bytes_are_its_ios_times_the_block_size() -> None:
+    """fio reads a status output's bytes before its I/O counts (core.engines.fio_live): in
+    this real output a second had 602 reads and 600 reads' worth of bytes. Given the job's one
+    block size, a sample's bytes are its I/Os times it, and still add up to fio's final bytes."""
+    docs = outputs()
+    lagging = LiveSampler(measured_from(docs))
+    raw = [s for d in docs if (s := lagging.add(d)) is not None]
+    assert any(s.read is not None and s.read.bytes != s.read.ios * 4096 for s in raw)
+    sampler = LiveSampler(measured_from(docs), io_size=4096)
+    samples = [s for d in docs if (s := sampler.add(d)) is not None]
+    final = docs[-1]["jobs"][0]  # type: ignore[index]
+    for direction in ("read", "write"):
+        parts = [getattr(s, direction) for s in samples]
+        assert all(p.bytes == p.ios * 4096 for p in parts)
+        assert sum(p.bytes for p in parts) == final[direction]["io_bytes"]
+    assert [s.read for s in samples] != [s.read for s in raw]
+
+
 def test_outputs_before_the_measured_start_and_in_the_ramp_are_not_samples() -> None:
     docs = outputs()
     last = docs[-1]["timestamp_ms"]
