@@ -267,15 +267,16 @@ class ApiClient:
         self, item: WorkItem, agent_id: str, give_up: threading.Event | None = None
     ) -> BarrierDecision:
         body: dict[str, Any] = self._ref(item, agent_id)
-        if not self._light_trips:
+        went = self.go_took_ms() if self.holds_barrier else None
+        if not self._light_trips and went is None:
             # Nothing timed yet that costs what a poll costs (a fresh agent, ready within a
             # second of its claim): one heartbeat first, a read of the item, so that the
             # round trip it reports is not its claim's (issue 29.3: claims of 32 at once
-            # took 0.8-1.4 s, and the lead of a fleet's first run was sized on them).
+            # took 0.8-1.4 s, and the lead of a fleet's first run was sized on them). Not
+            # when it reports its last go's way instead: a call less in the start-up storm.
             with contextlib.suppress(BenchError):  # ready itself says what is wrong
                 self.heartbeat(item, agent_id)
         rtt = self.round_trip_ms()
-        went = self.go_took_ms() if self.holds_barrier else None
         if went is not None:
             # What the lead covers for a client in held calls is its "go" coming from the
             # instant's setting (core.runs.barrier_timing), as timed on its last step, in

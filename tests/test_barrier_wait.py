@@ -240,11 +240,18 @@ def test_a_held_agent_reports_how_long_its_last_go_took_not_a_round_trip_of_the_
         assert client.go_took_ms() == took
         nxt = WORK.model_copy(update={"item_id": WORK.run_id + ".s1.c0", "step": 1})
         client.claim(nxt, "a1", 1, "m2")
+        client.ready(nxt, "a1")
         client._light_trips.extend([1_900.0, 2_050.0])
         client.ready(nxt, "a1")
     finally:
         api.server.shutdown()
-    assert api.sent[-1][0] == "/api/agent/ready"
+    # Its first ready report needs no heartbeat to time a round trip: it has its go's way.
+    assert [path for path, _ in api.sent[-3:]] == [
+        "/api/agent/claim",
+        "/api/agent/ready",
+        "/api/agent/ready",
+    ]
+    assert api.sent[-2][1]["rtt_ms"] == took
     assert api.sent[-1][1]["rtt_ms"] == took
     assert api.sent[-1][1]["barrier_wait"] is True
 
