@@ -1,10 +1,11 @@
 """The clock fio times with on this host, asked of fio once per agent process, so that every
 job the agent writes names it (``clocksource``, core.engines.fio_job.ClockSource).
 
-Left to pick, fio decides at every start, and where the CPU's TSC is invariant it first tests
-the TSC on every CPU at once (fio's gettime.c, fio_monotonic_clocktest): about 60 of the
-140 ms of CPU a fio takes to start here (fio-3.33, 2026-11-27; 32 agents start theirs
-together on 2 cores before the step can start). Named in the job, the test is skipped and
+Left to pick, fio decides at every start, and where the CPU's TSC is invariant it first
+tests the TSC (fio's gettime.c, fio_monotonic_clocktest: a second calibration, 50 spins of
+1.28 ms, then the TSC read on every CPU at once): about 60 of the 140 ms of CPU a fio takes
+to start here (fio-3.33, 2026-11-27; 32 agents start theirs together on 2 cores before the
+step can start). Named in the job, the test is skipped and
 the clock named is used, so naming the clock fio picks keeps what it measures and saves
 the test. fio says what it picked with ``--debug=time`` ("gettime: clocksource=N", its
 gettime.h numbering), which this reads from a job parsed and not run.
