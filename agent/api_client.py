@@ -69,6 +69,10 @@ HELD_SLACK_S = 30.0
 # The calls whose round trip is a barrier poll's (a read of the item and one of its step,
 # no write): the polls themselves and the item's heartbeats (core.runs.agent_reports).
 LIGHT_PATHS = frozenset({"/api/agent/barrier", "/api/agent/heartbeat"})
+# How long a "go" timed from the instant's setting stands for this agent's way from the API:
+# a sweep's steps follow each other within it; after a longer pause the agent times round
+# trips again, as a fresh one does (the API may be busier than it was).
+GO_FRESH_S = 600.0
 
 
 class Either(threading.Event):
@@ -130,7 +134,7 @@ class ApiClient:
         # time the lead has to cover, measured once every client was ready and the start-up
         # storm over (issue 29.3: round trips timed in the storm of 32 fio start-ups were
         # 1.5-2.1 s, and every agent heard "go" 1.5-2.1 s before the instant).
-        self._heard: tuple[str, int] | None = None
+        self._heard: tuple[str, int, float] | None = None  # item, ms, when (monotonic s)
         # The longest the API holds a barrier call, as its last claim's answer said (an API
         # that does not say holds none: the agent polls).
         self.barrier_wait_ms = 0
@@ -148,8 +152,10 @@ class ApiClient:
 
     def go_took_ms(self) -> int | None:
         """How long the last "go" heard in a held barrier call took to come from when the
-        API set the instant, ms (None before any)."""
-        return None if self._heard is None else self._heard[1]
+        API set the instant, ms (None before any, or GO_FRESH_S after it)."""
+        if self._heard is None or time.monotonic() - self._heard[2] > GO_FRESH_S:
+            return None
+        return self._heard[1]
 
     def _heard_go(self, item: WorkItem, reply: dict[str, Any]) -> None:
         """Times a held call's "go" from the instant's setting to now, on this host's clock,
@@ -159,7 +165,8 @@ class ApiClient:
         if reply.get("status") != "go" or not isinstance(set_at, int):
             return
         if self._heard is None or self._heard[0] != item.item_id:
-            self._heard = (item.item_id, max(0, round(time.time() * 1000) - set_at))
+            took = max(0, round(time.time() * 1000) - set_at)
+            self._heard = (item.item_id, took, time.monotonic())
 
     @contextlib.contextmanager
     def retry_until(self, give_up: threading.Event) -> Iterator[None]:

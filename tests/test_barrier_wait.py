@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from agent.api_client import ApiClient, ApiError
+from agent.api_client import GO_FRESH_S, ApiClient, ApiError
 from agent.barrier_wait import hear_start
 from agent.outcome import Outcome
 from core.models import WorkItem, Workload
@@ -252,6 +252,10 @@ def test_a_held_agent_reports_how_long_its_last_go_took_not_a_round_trip_of_the_
         "/api/agent/ready",
     ]
     assert api.sent[-2][1]["rtt_ms"] == took
+    # Heard long ago it stands for nothing: the agent times a round trip again.
+    item, ms, _ = client._heard or ("", 0, 0.0)
+    client._heard = (item, ms, time.monotonic() - GO_FRESH_S - 1)
+    assert client.go_took_ms() is None
     assert api.sent[-1][1]["rtt_ms"] == took
     assert api.sent[-1][1]["barrier_wait"] is True
 
