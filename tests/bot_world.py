@@ -28,6 +28,8 @@ import jwt
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
+from tests.loopback import Quiet, serve
+
 BOT_APP_ID = "7f3b0c9e-5a41-4a8e-9d2c-1b6e0f4a2c11"
 TENANT_ID = "4d1e2f30-8b7a-4c6d-9e5f-0a1b2c3d4e5f"
 API_APP_ID = "c0ffee00-1234-4abc-8def-0123456789ab"
@@ -149,8 +151,7 @@ class World:
             return [s for s in self.sent if s.conversation == conversation]
 
     def start(self) -> World:
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+        self.server, _ = serve(_handler(self))
         return self
 
     def stop(self) -> None:
@@ -227,17 +228,10 @@ def press(
 
 
 def _handler(world: World) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:
-            pass
-
+    class Handler(Quiet):
         def _json(self, status: int, body: Any) -> None:
             raw = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
+            self.send_body(status, raw, "application/json")
 
         def _body(self) -> Any:
             n = int(self.headers.get("Content-Length", "0"))

@@ -9,10 +9,8 @@ import base64
 import itertools
 import json
 import signal
-import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +31,7 @@ from tests.lanes import (  # noqa: F401  (hooks: pytest finds them by name in a 
     pytest_configure,
     pytest_terminal_summary,
 )
+from tests.loopback import Quiet, serve
 
 BOT_POOL = "bot"  # where the chat tests' target "chat" lives
 # Schemathesis' generated runs go to a pool and target no other test uses; no agent listens
@@ -96,19 +95,14 @@ class Receiver:
         self.posts: list[tuple[dict[str, str], bytes]] = []
         received = self.posts
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(Quiet):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 received.append(({k: v for k, v in self.headers.items()}, body))
                 self.send_response(200)
                 self.end_headers()
 
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+        self.server, self.url = serve(Handler, "/hook")
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
@@ -17,6 +16,7 @@ import pytest
 from benchctl import localstack
 from benchctl.localstack import Stack
 from tests.conftest import run_body, wait_until
+from tests.loopback import Quiet, serve
 from tests.test_e2e import alive, children, item_of
 
 pytestmark = pytest.mark.fio
@@ -33,7 +33,7 @@ class RecordingProxy:
         client = httpx.Client(base_url=upstream, timeout=30)
         proxy = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(Quiet):
             protocol_version = "HTTP/1.1"
 
             def _forward(self) -> None:
@@ -59,12 +59,7 @@ class RecordingProxy:
 
             do_GET = do_POST = do_PUT = do_DELETE = _forward
 
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+        self.server, self.url = serve(Handler)
 
     def next_beat(self, timeout: float) -> float:
         with self.beat:

@@ -8,7 +8,6 @@ import json
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -17,6 +16,7 @@ from agent.api_client import ApiClient, ApiError
 from core.errors import StoreUnavailable
 from core.models import WorkItem, Workload
 from core.models.live import LiveDirection, LiveSample
+from tests.loopback import Quiet, serve
 
 ITEM = WorkItem(
     run_id="r-" + "a" * 32,
@@ -39,7 +39,7 @@ class Scripted:
         self.seen: list[tuple[float, dict[str, Any]]] = []
         seen, script, slow = self.seen, self.statuses, delays or {}
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(Quiet):
             def do_POST(self) -> None:
                 time.sleep(slow.get(self.path, 0.0))
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -48,19 +48,11 @@ class Scripted:
                 reply = json.dumps(
                     {"status": "go", "start_at_ms": 1, "final": True, "action": "run"}
                 ).encode()
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(reply)))
-                self.end_headers()
-                self.wfile.write(reply)
+                self.send_body(status, reply)
 
             do_PUT = do_POST
 
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+        self.server, self.url = serve(Handler)
 
 
 @pytest.fixture

@@ -7,10 +7,8 @@ records each request's Authorization header."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -20,6 +18,7 @@ from azure.core.pipeline.policies import _authentication
 from agent.api_client import ApiClient
 from benchctl.client import Api, CliError, Connection
 from core.models import WorkItem, Workload
+from tests.loopback import Quiet, serve
 
 SCOPE = "api://bench/.default"
 ITEM = WorkItem(
@@ -62,26 +61,17 @@ class Recorder:
         self.auth: list[str | None] = []
         seen = self.auth
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(Quiet):
             def reply(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 self.rfile.read(length)
                 seen.append(self.headers.get("Authorization"))
                 body = json.dumps({"id": "r-1", "state": "running", "status": "wait"}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self.send_body(200, body, "application/json")
 
             do_GET = do_POST = reply
 
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+        self.server, self.url = serve(Handler)
 
 
 @pytest.fixture

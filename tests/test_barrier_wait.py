@@ -11,7 +11,6 @@ import itertools
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -22,6 +21,7 @@ from agent.outcome import Outcome
 from core.models import WorkItem, Workload
 from core.runs.protocol import BarrierDecision
 from simagent.fleet import CountingApiClient
+from tests.loopback import Quiet, serve
 
 
 class FakeApi:
@@ -31,22 +31,14 @@ class FakeApi:
         self.sent: list[tuple[str, dict[str, Any]]] = []
         sent = self.sent
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(Quiet):
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 sent.append((self.path, body))
                 data = json.dumps(reply).encode()
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                self.send_body(200, data)
 
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+        self.server, self.url = serve(Handler)
 
 
 WORK = WorkItem(
@@ -174,24 +166,17 @@ def test_a_call_no_longer_needed_is_not_retried() -> None:
     own after it started on the common one (core.runs.protocol._rebarrier)."""
     seen: list[str] = []
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(Quiet):
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers["Content-Length"]))
             seen.append(self.path)
             ok = self.path.endswith("/ready")
             data = json.dumps({"status": "go", "start_at_ms": 1, "reason": ""}).encode()
-            self.send_response(200 if ok else 503)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            self.send_body(200 if ok else 503, data)
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    server, url = serve(Handler)
     try:
-        client = ApiClient(f"http://127.0.0.1:{server.server_address[1]}")
+        client = ApiClient(url)
         client.barrier_wait_ms = 5_000
         assert hear_start(client, WORK, "a1", lambda: None).status == "go"  # type: ignore[union-attr]
         time.sleep(2.0)  # the backoff's first waits are well under this

@@ -8,16 +8,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import httpx
 import pytest
 
 from benchctl.localstack import Stack
 from tests.conftest import run_body
+from tests.loopback import Quiet, serve
 
 
 class LosingProxy:
@@ -27,7 +25,7 @@ class LosingProxy:
         self.keys: list[str | None] = []
         proxy = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(Quiet):
             def _forward(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
@@ -42,20 +40,11 @@ class LosingProxy:
                 self._send(r.status_code, r.content)
 
             def _send(self, status: int, content: bytes) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(content)))
-                self.end_headers()
-                self.wfile.write(content)
+                self.send_body(status, content, "application/json")
 
             do_GET = do_POST = do_DELETE = _forward
 
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+        self.server, self.url = serve(Handler)
 
 
 @pytest.fixture

@@ -13,9 +13,7 @@ import re
 import stat
 import subprocess
 import sys
-import threading
 from functools import cache
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +34,7 @@ from tests.bicep_tree import (
     the,
     walk,
 )
+from tests.loopback import Quiet, serve
 
 TOKEN = re.compile(r"@@[A-Z0-9_]+@@")
 
@@ -270,7 +269,7 @@ def test_smb_credentials_come_from_the_agent_vault_at_every_boot() -> None:
     assert modes["/etc/benchsvc/agent.json"] == "0644"
 
 
-class _VaultStandIn(BaseHTTPRequestHandler):
+class _VaultStandIn(Quiet):
     """Answers as the instance metadata endpoint (a token) and Key Vault (a secret) do."""
 
     secrets: dict[str, str] = {}
@@ -289,24 +288,15 @@ class _VaultStandIn(BaseHTTPRequestHandler):
                 return
             body = {"value": self.secrets[name]}
         data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: Any) -> None:
-        pass
+        self.send_body(200, data, "application/json")
 
 
 def test_the_credentials_file_is_written_mode_0600_whatever_the_umask(tmp_path: Path) -> None:
     """Runs the fetch script cloud-init writes, against a local stand-in for the metadata
     endpoint and Key Vault, with the usual umask 022 and a stale world-readable file."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _VaultStandIn)
     _VaultStandIn.secrets = {"smb-share1": "username=benchfiles\npassword=not-a-real-key\n"}
     _VaultStandIn.seen = []
-    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}"
+    server, base = serve(_VaultStandIn)
     try:
         config = json.loads(write_file("/etc/benchsvc/smb.json"))
         cred = tmp_path / "smb-share1.cred"

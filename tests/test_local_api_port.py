@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import threading
 from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -20,6 +18,7 @@ import pytest
 from benchctl import localstack
 from benchctl.localstack import Stack, StackError
 from tests.conftest import TEST_TARGETS
+from tests.loopback import serve
 from tests.test_local_balancer import Healthy
 
 pytestmark = pytest.mark.stack
@@ -30,8 +29,7 @@ ENV = {"BENCH_TARGETS": json.dumps(TEST_TARGETS)}
 @pytest.fixture
 def other_api() -> Iterator[int]:
     """Another stack's API, healthy, on the port this stack chose a moment ago."""
-    other = ThreadingHTTPServer(("127.0.0.1", 0), Healthy)
-    threading.Thread(target=other.serve_forever, daemon=True).start()
+    other, _ = serve(Healthy)
     try:
         yield other.server_address[1]
     finally:

@@ -6,8 +6,6 @@ waits until nginx has bound its port, not for any server answering there."""
 from __future__ import annotations
 
 import subprocess
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -16,6 +14,7 @@ from benchctl import local_balancer
 from benchctl.cli import main
 from benchctl.local_procs import Proc, stop_proc
 from benchctl.local_state import StackError, free_port
+from tests.loopback import Quiet, serve
 
 pytestmark = pytest.mark.unit
 
@@ -49,8 +48,7 @@ def test_a_port_another_server_took_is_an_error_not_that_servers_answers(tmp_pat
     """Another server (another stack) took the API port between the check and nginx's
     bind: it answers /api/health 200, but the stack must not take it for its balancer."""
     local_balancer.ensure_nginx()
-    other = ThreadingHTTPServer(("127.0.0.1", 0), Healthy)
-    threading.Thread(target=other.serve_forever, daemon=True).start()
+    other, _ = serve(Healthy)
     port = other.server_address[1]
     try:
         taken = start_nginx(tmp_path / "taken", port)
@@ -65,13 +63,10 @@ def test_a_port_another_server_took_is_an_error_not_that_servers_answers(tmp_pat
         stop_proc(free)
 
 
-class Healthy(BaseHTTPRequestHandler):
+class Healthy(Quiet):
     def do_GET(self) -> None:
         self.send_response(200)
         self.end_headers()
-
-    def log_message(self, *args: object) -> None:
-        pass
 
 
 def start_nginx(directory: Path, port: int) -> Proc:

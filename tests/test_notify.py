@@ -19,6 +19,8 @@ import pytest
 from adapters.webhook import Delivery, WebhookSender, redact_url
 from core.monitoring.notify import teams_card, verify, webhook_body
 from core.teams import teams_url_kind
+from tests import loopback
+from tests.loopback import Quiet
 from tests.notify_samples import BASE_URL, REGRESSION, SECRET
 
 # --- integration: a real receiver on 127.0.0.1 ------------------------------------------
@@ -48,7 +50,7 @@ class Receiver:
 
 
 def _handler_for(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(Quiet):
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             req = Received(self.path, dict(self.headers.items()), self.rfile.read(length))
@@ -60,36 +62,26 @@ def _handler_for(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
-            pass
-
     return Handler
 
 
 @pytest.fixture
 def serve() -> Iterator[Callable[..., Receiver]]:
-    servers: list[tuple[ThreadingHTTPServer, threading.Thread]] = []
+    servers: list[ThreadingHTTPServer] = []
 
     def start(
         script: list[tuple[int, dict[str, str], bytes]] | None = None,
         default: tuple[int, dict[str, str], bytes] = (200, {}, b"ok"),
     ) -> Receiver:
         receiver = Receiver(script=list(script or []), default=default)
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(receiver))  # free port
-        # A short poll interval keeps shutdown() (and so teardown) fast.
-        thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        thread.start()
-        servers.append((server, thread))
-        receiver.url = f"http://127.0.0.1:{server.server_address[1]}/hook/abc?sig=xyz"
+        server, receiver.url = loopback.serve(_handler_for(receiver), "/hook/abc?sig=xyz")
+        servers.append(server)
         return receiver
 
     yield start
-    for server, thread in servers:
+    for server in servers:
         server.shutdown()
         server.server_close()
-        thread.join(timeout=5)
 
 
 @pytest.fixture

@@ -11,9 +11,7 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +30,7 @@ from adapters.queue import WorkQueues, work_queue_name
 from benchctl import localstack
 from benchctl.localstack import Stack
 from tests.conftest import run_body, wait_state, wait_until
+from tests.loopback import Quiet, serve
 from tests.second_api import SecondApi
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -269,7 +268,7 @@ def test_spans_go_to_an_otlp_collector_when_one_is_named(tmp_path: Path) -> None
     (here a receiver of the OTLP/HTTP protocol, decoding with OpenTelemetry's own protobufs)."""
     received: list[ExportTraceServiceRequest] = []
 
-    class Collector(BaseHTTPRequestHandler):
+    class Collector(Quiet):
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers["Content-Length"]))
             if self.path == "/v1/traces":
@@ -278,15 +277,11 @@ def test_spans_go_to_an_otlp_collector_when_one_is_named(tmp_path: Path) -> None
             self.send_header("Content-Type", "application/x-protobuf")
             self.end_headers()
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Collector)
-    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    server, collector_url = serve(Collector)
     try:
         env = {
             **os.environ,
-            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{server.server_address[1]}",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": collector_url,
             "OTEL_METRIC_EXPORT_INTERVAL": "600000",
         }
         env.pop("BENCH_TELEMETRY_DIR", None)
