@@ -201,7 +201,7 @@ class Step(_Stored):
         """A lone client heard "go" too late: the step's instant moves with it."""
         if self.state != StepState.STARTED:
             raise IllegalMove(f"step {self.id}: {self.state}, no start instant to move")
-        self.start_at_ms = at_ms
+        self.start_at_ms, self.start_set_ms = at_ms, None  # not the instant set then
 
     def fail(self, reason: str) -> bool:
         """A barrier that never completed; True when this call failed it (False when it has
