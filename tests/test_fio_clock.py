@@ -5,6 +5,7 @@ host, asked once (agent.fio_clock), so that fio skips its test of the CPU clock 
 from __future__ import annotations
 
 import os
+import statistics
 import subprocess
 import time
 from pathlib import Path
@@ -94,16 +95,19 @@ def test_fio_starts_on_less_cpu_with_its_clock_named(tmp_path: Path) -> None:
     data = {"scratch": tmp_path / "data"}
     lay_out(FioProcess(W, data_dirs=data, work_dir=tmp_path / "layout"), W, fill=False)
     costs: dict[ClockSource | None, list[float]] = {None: [], clock: []}
-    for i in range(3):  # alternated, so a busy moment weighs on both
+    for i in range(5):  # alternated, so a busy moment weighs on both
         for named in costs:
             fio = FioProcess(W, data_dirs=data, work_dir=tmp_path / f"w{i}", clocksource=named)
             costs[named].append(_parked_cpu_ms(fio))
-    plain, fast = sum(costs[None]), sum(costs[clock])
+    # Medians: a busy moment adds to one start's CPU now and then (150 ms for a named clock
+    # once beside two busy loops, 2026-11-27 22:33 UTC), never takes from it.
+    plain, fast = statistics.median(costs[None]), statistics.median(costs[clock])
     if clock == "cpu":
-        # fio-3.33 here: 130-140 ms each left to pick, 70-80 ms with the clock named.
-        assert fast <= 0.75 * plain, costs
+        # fio-3.33 here: 130-140 ms each left to pick, 70-80 ms with the clock named (alone);
+        # beside two busy loops 150-170 against 80-100.
+        assert fast <= 0.8 * plain, costs
     else:  # fio tests the CPU clock only where it would pick it: nothing to save
-        assert fast <= plain + 30, costs
+        assert fast <= plain + 20, costs
 
 
 @pytest.mark.fio
