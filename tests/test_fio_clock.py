@@ -85,6 +85,12 @@ def _parked_cpu_ms(fio: FioProcess) -> float:
         fields = Path(f"/proc/{fio._proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
     finally:
+        # Released, and its gate shells gone, before the FIFO closes: a shell that had not
+        # opened it yet would find no writer and wait on it for ever.
+        fio.release()
+        deadline = time.monotonic() + 10
+        while fio.poll() is None and (fio.parked_jobs() or 0) and time.monotonic() < deadline:
+            time.sleep(0.005)
         fio.stop()
 
 
