@@ -111,7 +111,7 @@ def test_fio_starts_on_less_cpu_with_its_clock_named(tmp_path: Path) -> None:
     if clock == "cpu":
         # fio-3.33 here: 130-140 ms each left to pick, 70-80 ms with the clock named (alone);
         # beside two busy loops 150-170 against 80-100.
-        assert fast <= 0.8 * plain, costs
+        assert fast <= 0.75 * plain, costs
     else:  # fio tests the CPU clock only where it would pick it: nothing to save
         assert fast <= plain + 20, costs
 
