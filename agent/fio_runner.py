@@ -322,6 +322,10 @@ class FioProcess:
 
     def _close_start_fifo(self) -> None:
         if self._start_fd is not None:
+            # Gone first: a job's gate shell that has not opened it yet would otherwise find
+            # no writer once it is closed and wait on it for ever (fio stopped while it is
+            # still starting up); now its open fails at once.
+            self._start_fifo.unlink(missing_ok=True)
             os.close(self._start_fd)  # jobs still waiting read EOF and go on (then stop)
             self._start_fd = None
 
