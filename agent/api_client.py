@@ -70,6 +70,10 @@ HELD_SLACK_S = 30.0
 # The calls whose round trip is a barrier poll's (a read of the item and one of its step,
 # no write): the polls themselves and the item's heartbeats (core.runs.agent_reports).
 LIGHT_PATHS = frozenset({"/api/agent/barrier", "/api/agent/heartbeat"})
+# How long a "go" timed from the instant's setting stands for this agent's way from the API:
+# a sweep's steps follow each other within it; after a longer pause the agent times round
+# trips again, as a fresh one does (the API may be busier than it was).
+GO_FRESH_S = 600.0
 
 
 class Either(threading.Event):
@@ -126,6 +130,12 @@ class ApiClient:
         # client had heard "go" 2.4-2.7 s before the instant).
         self._round_trips: deque[float] = deque(maxlen=8)
         self._light_trips: deque[float] = deque(maxlen=8)
+        # How long the last "go" heard in a held barrier call took to reach this agent from
+        # when the API set the instant (its ``set_at_ms``), with the item it was for: the
+        # time the lead has to cover, measured once every client was ready and the start-up
+        # storm over (issue 29.3: round trips timed in the storm of 32 fio start-ups were
+        # 1.5-2.1 s, and every agent heard "go" 1.5-2.1 s before the instant).
+        self._heard: tuple[str, int, float] | None = None  # item, ms, when (monotonic s)
         # The longest the API holds a barrier call, as its last claim's answer said (an API
         # that does not say holds none: the agent polls).
         self.barrier_wait_ms = 0
@@ -140,6 +150,24 @@ class ApiClient:
         the recent calls' (None before any call)."""
         trips = self._light_trips or self._round_trips
         return round(max(trips)) if trips else None
+
+    def go_took_ms(self) -> int | None:
+        """How long the last "go" heard in a held barrier call took to come from when the
+        API set the instant, ms (None before any, or GO_FRESH_S after it)."""
+        if self._heard is None or time.monotonic() - self._heard[2] > GO_FRESH_S:
+            return None
+        return self._heard[1]
+
+    def _heard_go(self, item: WorkItem, reply: dict[str, Any]) -> None:
+        """Times a held call's "go" from the instant's setting to now, on this host's clock,
+        the one it starts fio by: the first "go" of each item (another held call may bring
+        the same "go" later)."""
+        set_at = reply.get("set_at_ms")
+        if reply.get("status") != "go" or not isinstance(set_at, int):
+            return
+        if self._heard is None or self._heard[0] != item.item_id:
+            took = max(0, round(time.time() * 1000) - set_at)
+            self._heard = (item.item_id, took, time.monotonic())
 
     @contextlib.contextmanager
     def retry_until(self, give_up: threading.Event) -> Iterator[None]:
@@ -248,23 +276,32 @@ class ApiClient:
         self, item: WorkItem, agent_id: str, give_up: threading.Event | None = None
     ) -> BarrierDecision:
         body: dict[str, Any] = self._ref(item, agent_id)
-        if not self._light_trips:
+        went = self.go_took_ms() if self.holds_barrier else None
+        if not self._light_trips and went is None:
             # Nothing timed yet that costs what a poll costs (a fresh agent, ready within a
             # second of its claim): one heartbeat first, a read of the item, so that the
             # round trip it reports is not its claim's (issue 29.3: claims of 32 at once
-            # took 0.8-1.4 s, and the lead of a fleet's first run was sized on them).
+            # took 0.8-1.4 s, and the lead of a fleet's first run was sized on them). Not
+            # when it reports its last go's way instead: a call less in the start-up storm.
             with contextlib.suppress(BenchError):  # ready itself says what is wrong
                 self.heartbeat(item, agent_id)
         rtt = self.round_trip_ms()
+        if went is not None:
+            # What the lead covers for a client in held calls is its "go" coming from the
+            # instant's setting (core.runs.barrier_timing), as timed on its last step, in
+            # the quiet once every client was ready: not a round trip timed while its
+            # step's clients start fio.
+            rtt = went
         if rtt is not None:
             body["rtt_ms"] = min(rtt, MAX_RTT_MS)
         if self.holds_barrier:
             body["barrier_wait"] = True
         # The lead is sized on it (bench/start_skew.py's margins are read against it).
         log.info(
-            "item %s: ready, round trip %s ms, %s",
+            "item %s: ready, round trip %s ms%s, %s",
             item.item_id,
             body.get("rtt_ms"),
+            " (its last go's way from the instant's setting)" if went is not None else "",
             "waits in held barrier calls" if self.holds_barrier else "polls the barrier",
         )
         reply = self._call("POST", "/api/agent/ready", body, also_give_up=give_up)
@@ -283,6 +320,7 @@ class ApiClient:
         timeout = self.barrier_wait_ms / 1000 + HELD_SLACK_S
         # Not timed: its time is the wait's, not a round trip.
         reply = self._call("POST", path, body, timeout=timeout, timed=False, also_give_up=give_up)
+        self._heard_go(item, reply)
         return BARRIER_REPLY.validate_python(reply)
 
     def heartbeat(self, item: WorkItem, agent_id: str, live: Sequence[LiveSample] = ()) -> bool:

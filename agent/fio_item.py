@@ -29,6 +29,7 @@ from core.engines.fio_check import (
     permanent_failure,
     rejection,
 )
+from core.engines.fio_job import ClockSource
 from core.engines.fio_logs import final_output, timeline_from_logs
 from core.engines.fio_status import StatusOutput, with_total_latency
 from core.engines.results import build_result
@@ -50,6 +51,7 @@ class FioEngine:
         mounts: MountWatch,
         host: HostFacts,
         fio_binary: str,
+        fio_clock: ClockSource | None = None,
     ) -> None:
         self.item = item
         self.work_dir = work_dir
@@ -57,6 +59,7 @@ class FioEngine:
         self._mounts = mounts
         self._host = host
         self._binary = fio_binary
+        self._clock = fio_clock  # the clock fio picks on this host (agent.fio_clock)
         self._meta = item.workload.metadata is not None
         # Only mounts that are not read-only get files laid out; a read-only one's data set
         # is read where it is, and nothing is written there (agent.dataset).
@@ -80,6 +83,7 @@ class FioEngine:
             data_dirs=self._data_dirs,
             work_dir=self.work_dir,
             fio_binary=self._binary,
+            clocksource=self._clock,
             read_files=read_only_files(item, self._config.path, self.work_dir),
         )
         if self._meta:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.engines.fio_job import fill_files, fill_job_file, job_file
+from core.engines.fio_job import ClockSource, fill_files, fill_job_file, job_file
 from core.engines.fio_metadata import metadata_job_file
 from core.engines.fio_status import Snapshot, read_output, status_interval_s
 from core.models import FillInfo, Workload
@@ -128,6 +128,7 @@ class FioProcess:
         work_dir: Path,
         fio_binary: str = "fio",
         read_files: Mapping[str, Sequence[str]] | None = None,
+        clocksource: ClockSource | None = None,
     ) -> None:
         self.work_dir = work_dir
         self.data_dirs = dict(data_dirs)  # mounts whose files this agent lays out
@@ -139,6 +140,7 @@ class FioProcess:
         self._prefix = work_dir / "bench"
         self._binary = fio_binary
         self._workload = workload
+        self._clock = clocksource  # named in every job it writes (agent.fio_clock)
         self._proc: subprocess.Popen[bytes] | None = None
         # A dot keeps it from ever matching a job (alias) name: fio takes a non-regular
         # file in its cwd named like the job as the job's file (fio's init.c, add_job).
@@ -163,7 +165,11 @@ class FioProcess:
             self.work_dir.mkdir(parents=True, exist_ok=True)
             job = self.work_dir / "fill.fio"
             job.write_text(
-                fill_job_file(self._workload, directories={a: str(v[0]) for a, v in todo.items()})
+                fill_job_file(
+                    self._workload,
+                    directories={a: str(v[0]) for a, v in todo.items()},
+                    clocksource=self._clock,
+                )
             )
             argv = [
                 *_die_with_agent(),
@@ -200,6 +206,7 @@ class FioProcess:
                 self._workload,
                 directories={a: str(d) for a, d in self.data_dirs.items()},
                 log_prefix=str(self._prefix),
+                clocksource=self._clock,
             )
         )
         argv = [
@@ -240,6 +247,7 @@ class FioProcess:
                 roots={a: str(d) for a, d in self.data_dirs.items()},
                 log_prefix=str(self._prefix),
                 start_fifo=str(self._start_fifo),
+                clocksource=self._clock,
             )
         else:
             text = job_file(
@@ -248,6 +256,7 @@ class FioProcess:
                 log_prefix=str(self._prefix),
                 start_fifo=str(self._start_fifo),
                 read_files=self.read_files,
+                clocksource=self._clock,
             )
         job.write_text(text)
         # With a read-only mount fio itself refuses any write, trim or extend (HOWTO,
@@ -313,6 +322,10 @@ class FioProcess:
 
     def _close_start_fifo(self) -> None:
         if self._start_fd is not None:
+            # Gone first: a job's gate shell that has not opened it yet would otherwise find
+            # no writer once it is closed and wait on it for ever (fio stopped while it is
+            # still starting up); now its open fails at once.
+            self._start_fifo.unlink(missing_ok=True)
             os.close(self._start_fd)  # jobs still waiting read EOF and go on (then stop)
             self._start_fd = None
 

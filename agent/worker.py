@@ -29,6 +29,7 @@ from agent.config import AgentConfig
 from agent.diskspd_item import DiskSpdEngine
 from agent.engine import Engine
 from agent.failures import item_failure
+from agent.fio_clock import fio_clock
 from agent.fio_item import FioEngine
 from agent.fio_runner import safe_name
 from agent.hostfacts import host_facts
@@ -61,6 +62,8 @@ class Worker:
         self.queues = queues
         self.api = api
         self.fio_binary = fio_binary or config.fio_binary
+        # Asked once, here, not in a step's start-up (agent.fio_clock).
+        self.fio_clock = fio_clock(self.fio_binary)
         self.mounts = MountWatch(config.mounts)
         self.stop_after_current = threading.Event()
         self.stop_now = threading.Event()
@@ -237,6 +240,7 @@ class Worker:
             mounts=self.mounts,
             host=self.host,
             fio_binary=self.fio_binary,
+            fio_clock=self.fio_clock,
         )
 
     def _run_engine(

@@ -47,6 +47,7 @@ from typing import Any
 
 import httpx
 
+from agent.fio_clock import fio_clock
 from benchctl import localstack
 from core.engines.fio_job import job_file
 from core.models import Workload
@@ -76,7 +77,12 @@ def raw_fio(workload: Workload, n: int, mount: Path, work: Path, tag: str) -> fl
         data.mkdir(parents=True, exist_ok=True)
         job = work / f"{tag}-{i}.fio"
         job.write_text(
-            job_file(workload, directories={"scratch": str(data)}, log_prefix=str(work / tag))
+            job_file(
+                workload,
+                directories={"scratch": str(data)},
+                log_prefix=str(work / tag),
+                clocksource=fio_clock("fio"),  # the agents' job names it (agent.fio_clock)
+            )
         )
         out = work / f"{tag}-{i}.json"
         outputs.append(out)

@@ -49,6 +49,7 @@ from typing import Any
 
 import httpx
 
+from agent.fio_clock import fio_clock
 from benchctl import localstack
 from benchctl.local_state import remember_port
 from core.engines.fio_job import job_file
@@ -202,7 +203,12 @@ def fio_client_server(n: int, repeat: int, root: Path) -> list[dict[str, float]]
                 prefixes.append(prefix)
                 job = root / f"cs-{r}-{i}.fio"
                 job.write_text(
-                    job_file(WORKLOAD, directories={"scratch": str(data)}, log_prefix=str(prefix))
+                    job_file(
+                        WORKLOAD,
+                        directories={"scratch": str(data)},
+                        log_prefix=str(prefix),
+                        clocksource=fio_clock("fio"),  # as the agents' (agent.fio_clock)
+                    )
                 )
                 argv += [f"--client=ip:127.0.0.1,{port}", str(job)]
             subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, timeout=300)

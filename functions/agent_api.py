@@ -79,8 +79,9 @@ class ReadyBody(ItemRef):
         None,
         ge=0,
         le=MAX_RTT_MS,
-        description="the agent's slowest recent round trip to the API, ms: the start "
-        "barrier's lead is derived from the step's agents' round trips",
+        description="the agent's slowest recent round trip to the API, ms, or (an agent "
+        "in held barrier calls) how long its last go took from the instant's setting "
+        "(set_at_ms): the start barrier's lead is derived from the step's agents' values",
     )
     barrier_wait: bool = Field(
         False,
@@ -138,6 +139,11 @@ class BarrierReply(BaseModel):
     status: Literal["wait", "go", "abort"]
     start_at_ms: int | None = Field(description="with go: the common start instant, Unix ms")
     reason: str
+    set_at_ms: int | None = Field(
+        None,
+        description="with go at the step's common instant: when the API set it, Unix ms "
+        "(the API's clock); the agent times how long its go took to reach it from then",
+    )
 
 
 class HeartbeatReply(BaseModel):
@@ -182,7 +188,9 @@ async def claim(b: ClaimBody, svc: Svc, caller: CallerOf) -> ClaimReply:
 
 
 def _barrier(x: BarrierDecision) -> BarrierReply:
-    return BarrierReply(status=x.status, start_at_ms=x.start_at_ms, reason=x.reason)
+    return BarrierReply(
+        status=x.status, start_at_ms=x.start_at_ms, reason=x.reason, set_at_ms=x.set_at_ms
+    )
 
 
 @router.post("/api/agent/ready", **doc(BarrierReply, body=True, errors=AGENT))

@@ -138,6 +138,30 @@ def test_the_service_sets_the_instant_from_the_reported_round_trip(
         assert after_lead <= lead < before_lead + 1
 
 
+def test_a_go_says_when_the_instant_was_set(
+    stack: Stack, store: CosmosStore, queues: WorkQueues, artifacts: BlobArtifacts, pool: str
+) -> None:
+    """Issue 29.3: the agent times its "go" from when the API set the instant (agent.api_client):
+    every go at the step's common instant carries it, its ready report's and a poll's alike,
+    the lead before the instant."""
+    service = RunService(store, queues, artifacts, pools=tuple(stack.pool_names))
+    agent = AgentRef("set-test")
+    run, _ = service.submit(run_body(pool))
+    item = store.items.get_item(run.id, f"{run.id}.s0.c0").work_item
+    assert service.claim(item, agent=agent, dequeue_count=1, message_id="m").action == "run"
+    before = time.time() * 1000
+    go = service.ready(run.id, item.item_id, agent, 40)
+    after = time.time() * 1000
+    assert go.status == "go" and go.set_at_ms is not None and go.start_at_ms is not None
+    assert before - 1 <= go.set_at_ms <= after
+    assert go.start_at_ms - go.set_at_ms == 40 + WAKE_MS
+    polled = service.barrier(run.id, item.item_id, agent)
+    assert (polled.start_at_ms, polled.set_at_ms) == (go.start_at_ms, go.set_at_ms)
+    step = store.items.get_step(run.id, 0)
+    assert step.start_set_ms == go.set_at_ms
+    assert service.store_result(result_from_capture(item, agent.id), agent) is True
+
+
 def test_a_few_slow_round_trips_of_a_thousand_do_not_set_the_lead() -> None:
     """Issue 29: the lead followed the slowest round trip, so one client answering in 3 s
     held a thousand back by 6 s. Sized on the 99th percentile, the ten slowest of 1,000

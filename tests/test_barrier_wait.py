@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from agent.api_client import ApiClient, ApiError
+from agent.api_client import GO_FRESH_S, ApiClient, ApiError
 from agent.barrier_wait import hear_start
 from agent.outcome import Outcome
 from core.models import WorkItem, Workload
@@ -202,3 +202,66 @@ def test_the_round_trip_a_ready_report_gives_is_this_items() -> None:
     paths = [path for path, _ in api.sent]
     assert paths == ["/api/agent/claim", "/api/agent/heartbeat", "/api/agent/ready"]
     assert api.sent[-1][1]["rtt_ms"] < 1_000  # a loopback heartbeat's, not 1,950
+
+
+def test_a_held_agent_reports_how_long_its_last_go_took_not_a_round_trip_of_the_storm() -> None:
+    """Issue 29.3: round trips timed while 32 fio start on 2 cores were 1.5-2.1 s, and every
+    agent heard "go" 1.5-2.1 s before the instant. A "go" says when the API set the instant
+    (``set_at_ms``): an agent in held calls times its way from then, once every client was
+    ready, and its next ready report gives that. The first "go" of an item counts."""
+    set_at = round(time.time() * 1000) - 300  # the instant was set 300 ms before the go came
+    go = {**ANSWER, "barrier_wait_ms": 5_000, "status": "go", "start_at_ms": set_at + 400}
+    api = FakeApi({**go, "set_at_ms": set_at})
+    try:
+        client = ApiClient(api.url)
+        client.claim(WORK, "a1", 1, "m1")
+        assert client.go_took_ms() is None
+        client._light_trips.extend([1_900.0, 2_050.0])  # timed in the start-up storm
+        client.barrier(WORK, "a1")
+        took = client.go_took_ms()
+        assert took is not None and 300 <= took < 1_000
+        time.sleep(0.2)
+        client.barrier(WORK, "a1")  # the same item's go again, by another held call
+        assert client.go_took_ms() == took
+        nxt = WORK.model_copy(update={"item_id": WORK.run_id + ".s1.c0", "step": 1})
+        client.claim(nxt, "a1", 1, "m2")
+        client.ready(nxt, "a1")
+        client._light_trips.extend([1_900.0, 2_050.0])
+        client.ready(nxt, "a1")
+    finally:
+        api.server.shutdown()
+    # Its first ready report needs no heartbeat to time a round trip: it has its go's way.
+    assert [path for path, _ in api.sent[-3:]] == [
+        "/api/agent/claim",
+        "/api/agent/ready",
+        "/api/agent/ready",
+    ]
+    assert api.sent[-2][1]["rtt_ms"] == took
+    # Heard long ago it stands for nothing: the agent times a round trip again.
+    item, ms, _ = client._heard or ("", 0, 0.0)
+    client._heard = (item, ms, time.monotonic() - GO_FRESH_S - 1)
+    assert client.go_took_ms() is None
+    assert api.sent[-1][1]["rtt_ms"] == took
+    assert api.sent[-1][1]["barrier_wait"] is True
+
+
+def test_a_polling_agent_or_a_go_without_its_setting_time_keeps_the_round_trip() -> None:
+    api = FakeApi({**ANSWER, "status": "go", "start_at_ms": 1, "set_at_ms": 0})  # no holds
+    try:
+        client = ApiClient(api.url)
+        client.claim(WORK, "a1", 1, "m1")
+        client.barrier(WORK, "a1")  # a poll: nothing held, nothing timed from the setting
+        assert client.go_took_ms() is None
+        client._light_trips.append(700.0)
+        client.ready(WORK, "a1")
+    finally:
+        api.server.shutdown()
+    assert api.sent[-1][1]["rtt_ms"] == 700
+    older = FakeApi({**ANSWER, "barrier_wait_ms": 5_000, "status": "go", "start_at_ms": 1})
+    try:
+        client = ApiClient(older.url)
+        client.claim(WORK, "a1", 1, "m1")
+        client.barrier(WORK, "a1")
+        assert client.go_took_ms() is None  # an API that does not stamp its go
+    finally:
+        older.server.shutdown()

@@ -175,18 +175,27 @@ def test_the_sampler_records_each_second_cheaply() -> None:
     assert sum(p.net["lo"]["tx_bytes"] * p.seconds for p in found.points) >= 8 << 20
 
 
+SAMPLED_S = 10
+
+
 @pytest.mark.slow
 @pytest.mark.timing
 def test_sampling_costs_under_half_a_percent_of_one_cpu() -> None:
-    """What the sampler costs fio: the CPU time of its thread over 5 s of sampling, its last
-    reading included. Not the whole process's, which holds the threads other tests left in it
-    (a server's, a pool's): a CI run read 53 ms of that, without saying whose."""
+    """What the sampler costs fio: the CPU time of its thread, its last reading included, as a
+    share of one CPU over SAMPLED_S. Not the whole process's, which holds the threads other
+    tests left in it (a server's, a pool's): a CI run read 53 ms of that, without saying whose.
+    Over 10 s, not 5: a reading takes about 0.4 ms, but now and then a wake-up of the thread
+    takes several ms on this VM (2.1-12.7 ms for 6 readings, 2026-11-27 22:20 UTC, load 19-24;
+    26-27 ms in two CI rehearsals' timing phase), and a share is better measured over more
+    readings. The bound is the same share: 0.5 % of one CPU."""
     sampler = CounterSampler(["/"])
     sampler.start()
-    time.sleep(5.0)
+    time.sleep(SAMPLED_S)
     sampler.stop()
     used = sampler.thread_cpu_s
     assert used is not None
-    print(f"sampler: {len(sampler.snapshots)} readings, {used * 1000:.1f} ms of CPU in 5 s")
-    assert len(sampler.snapshots) >= 5
-    assert used < 0.025, used  # 0.5 % of one CPU
+    print(
+        f"sampler: {len(sampler.snapshots)} readings, {used * 1000:.1f} ms of CPU in {SAMPLED_S} s"
+    )
+    assert len(sampler.snapshots) >= SAMPLED_S
+    assert used < 0.005 * SAMPLED_S, used  # 0.5 % of one CPU

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.fio_clock import fio_clock
 from core.analysis.aggregate import aggregate
 from core.engines.fio_job import job_file
 from core.engines.fio_logs import final_output, timeline_from_logs
@@ -42,7 +43,12 @@ def fio_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, StatusOutpu
         }
     )
     (logs / "job.fio").write_text(
-        job_file(w, directories={"scratch": str(data)}, log_prefix=str(logs / "bench"))
+        job_file(
+            w,
+            directories={"scratch": str(data)},
+            log_prefix=str(logs / "bench"),
+            clocksource=fio_clock("fio"),  # as the agent names it (agent.fio_clock)
+        )
     )
     try:
         argv = ["fio", "--output-format=json+", "--status-interval=1", "--output=fio.json"]

@@ -5,6 +5,8 @@ layout pass that would find nothing to do is not run."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -84,3 +86,37 @@ def test_a_thread_that_ends_while_counted_counts_no_children(tmp_path: Path) -> 
     assert parked_children(fio) is None
     # fio has exited.
     assert parked_children(tmp_path / "4300") is None
+
+
+def _gate_shells(fifo: Path) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmdline = (proc / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if str(fifo).encode() in cmdline:
+                found.append(int(proc.name))
+    return found
+
+
+def test_fio_stopped_while_starting_up_leaves_no_gate_shell_waiting(tmp_path: Path) -> None:
+    """Stopped before its jobs reach the start FIFO (an item cancelled or failed during
+    fio's start-up), no job's gate shell is left waiting on it for a writer that is gone."""
+    w = Workload(rw="randread", bs="4k", size="2m", numjobs=4, runtime=1, direct=False)
+    fio = FioProcess(w, data_dirs={"a": tmp_path / "a"}, work_dir=tmp_path / "work")
+    lay_out(fio, w, fill=False)
+    fifo = fio._start_fifo
+    for _ in range(5):  # the shells come while fio starts up: stop it at once, more than once
+        fio.start()
+        fio._close_start_fifo()  # as stop() does first, with no job at the FIFO yet
+        deadline = time.monotonic() + 20
+        while fio.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        left = _gate_shells(fifo)
+        fio.stop(grace_s=1)
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+        assert not left, "gate shells left waiting on a start FIFO nobody will write"
+        assert fio.poll() is not None

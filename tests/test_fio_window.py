@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.fio_clock import fio_clock
 from core.analysis.aggregate import aggregate
 from core.engines.fio_job import job_file
 from core.engines.fio_logs import final_output, timeline_from_logs
@@ -62,7 +63,12 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
             }
         )
         (d / "job.fio").write_text(
-            job_file(w, directories={"scratch": str(d)}, log_prefix=str(d / "bench"))
+            job_file(
+                w,
+                directories={"scratch": str(d)},
+                log_prefix=str(d / "bench"),
+                clocksource=fio_clock("fio"),  # as the agent names it (agent.fio_clock)
+            )
         )
         argv = ["nice", "-n", "-15", "fio", "--output-format=json+", "--output=fio.json"]
         procs[runtime] = subprocess.Popen([*argv, "job.fio"], cwd=d)

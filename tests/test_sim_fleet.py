@@ -80,6 +80,10 @@ def test_a_thousand_clients_declare_the_slower_beat_and_stay_live_by_the_registr
     assert at_30.status(now_ms=int(1.2 * 200 * 1000)) == "gone"
 
 
+# Wall-clock spacing: each registration is scheduled i / rate after the start, and a busy
+# machine that holds the event loop back fires several at once (22 in a second against at
+# most 21, make unit at load 10-16, 2026-11-27 21:27 UTC): with nothing else of the suite.
+@pytest.mark.timing
 def test_first_registrations_come_at_the_fleet_rate_not_all_at_once(
     fleets: list[Fleet],
 ) -> None:

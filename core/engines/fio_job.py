@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
+from typing import Literal
 
 from core.models import Workload, check_alias
 
@@ -32,6 +33,15 @@ def check_path(path: str) -> str:
 # the target.
 JOBS_AS_THREADS: tuple[str, int] = ("thread", 1)
 
+# fio's clocks (HOWTO, "clocksource"). Left unnamed, fio picks one at every start: it
+# calibrates the CPU's TSC against clock_gettime, and where CPUID says the TSC is invariant
+# it also tests it on every CPU at once (gettime.c, fio_clock_init and
+# fio_monotonic_clocktest) and takes it if that passes, clock_gettime otherwise. Named,
+# fio skips the test (about 60 of a start's 140 ms of CPU here, fio-3.33) and times with the
+# clock named; the agent names the one fio picks on its host (agent.fio_clock), so what
+# fio measures does not change.
+ClockSource = Literal["gettimeofday", "clock_gettime", "cpu"]
+
 FIFO_PATH = re.compile(r"^/[A-Za-z0-9._/-]+$")
 
 
@@ -53,6 +63,7 @@ def job_file(
     log_prefix: str,
     start_fifo: str | None = None,
     read_files: Mapping[str, Sequence[str]] | None = None,
+    clocksource: ClockSource | None = None,
 ) -> str:
     """A fio job: time-based, one job section per mount (named by its alias, ``numjobs``
     files each, under that mount's directory), 1 s IOPS/bandwidth and histogram logs.
@@ -65,7 +76,8 @@ def job_file(
     (``write_hist_log``, ``log_hist_msec=1000``, full resolution: coarseness 0) gives each
     second's completion-latency buckets, so percentiles can be taken over exactly the
     seconds every client was running. ``group_reporting`` sums all sections into one
-    result per direction. Jobs run as threads (see ``JOBS_AS_THREADS``).
+    result per direction. Jobs run as threads (see ``JOBS_AS_THREADS``). ``clocksource``:
+    the clock fio times with, named (see ``ClockSource``); fio's own pick when None.
     """
     w = workload
     opts: list[tuple[str, str | int]] = [
@@ -106,6 +118,7 @@ def job_file(
         ]
     if start_fifo is not None:
         opts.append(("exec_prerun", start_fifo_command(start_fifo)))
+    opts += clock_option(clocksource)
     sections = _read_only_sections(w, read_files or {})
     return _job_text(opts, directories, sections)
 
@@ -149,6 +162,11 @@ def _job_text(
     return "\n".join([*lines, *sections, ""])
 
 
+def clock_option(clocksource: ClockSource | None) -> list[tuple[str, str | int]]:
+    """The job's ``clocksource`` line, none when fio is left to pick."""
+    return [] if clocksource is None else [("clocksource", clocksource)]
+
+
 def rate_per_job(w: Workload, sections: int) -> str:
     """fio's rate_iops applies to each job, and to reads and writes separately ("r,w"):
     split the client's total over its jobs, and a mix by its read share."""
@@ -164,7 +182,12 @@ def rate_per_job(w: Workload, sections: int) -> str:
 FILL_BS = 64 * 1024  # the ANF method's fill: 64 KiB sequential writes to the end of file
 
 
-def fill_job_file(workload: Workload, *, directories: Mapping[str, str]) -> str:
+def fill_job_file(
+    workload: Workload,
+    *,
+    directories: Mapping[str, str],
+    clocksource: ClockSource | None = None,
+) -> str:
     """Writes every file the measured job will use, end to end: same sections, numjobs and
     size, so fio names the files identically (<section>.<job>.0)."""
     opts: list[tuple[str, str | int]] = [
@@ -177,6 +200,7 @@ def fill_job_file(workload: Workload, *, directories: Mapping[str, str]) -> str:
         ("size", workload.size_bytes),
         ("group_reporting", 1),
         JOBS_AS_THREADS,
+        *clock_option(clocksource),
     ]
     return _job_text(opts, directories)
 

@@ -23,7 +23,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import PurePosixPath
 
-from core.engines.fio_job import JOBS_AS_THREADS, _job_text, check_path, start_fifo_command
+from core.engines.fio_job import (
+    JOBS_AS_THREADS,
+    ClockSource,
+    _job_text,
+    check_path,
+    clock_option,
+    start_fifo_command,
+)
 from core.models import Direction, Metadata, MetadataOp, Workload
 
 ENGINE: dict[MetadataOp, str] = {
@@ -82,9 +89,10 @@ def metadata_job_file(
     roots: Mapping[str, str],
     log_prefix: str,
     start_fifo: str | None = None,
+    clocksource: ClockSource | None = None,
 ) -> str:
     """One section per mount (its alias), ``numjobs`` jobs each, every job on the files of
-    its own leaf directory under that mount's tree root; logs as for data jobs."""
+    its own leaf directory under that mount's tree root; logs and clock as for data jobs."""
     op = phase_of(workload)
     md = workload.metadata
     assert md is not None
@@ -119,5 +127,6 @@ def metadata_job_file(
         opts.append(("rate_iops", max(1, round(w.rate_iops / (w.numjobs * len(roots))))))
     if start_fifo is not None:
         opts.append(("exec_prerun", start_fifo_command(start_fifo)))
+    opts += clock_option(clocksource)
     dirs = {alias: parent_dir(check_path(root), md) for alias, root in roots.items()}
     return _job_text(opts, dirs)

@@ -140,6 +140,9 @@ class Step(_Stored):
     first_claim_ms: int | None = None
     deadline_ms: int | None = None
     start_at_ms: int | None = None  # the common start instant
+    # When it was set (the API's clock): a "go" carries it, and an agent waiting in held
+    # calls times how long its "go" took to come from then (agent.api_client).
+    start_set_ms: int | None = None
     failed_reason: str | None = None
     # The barrier's progress (core.models.barrier_shard): its round (a lone client's retry
     # begins another), and the shards seen complete, each written once by the ready report
@@ -179,10 +182,10 @@ class Step(_Stored):
         if self.first_claim_ms is None:
             self.first_claim_ms, self.deadline_ms = at_ms, at_ms + timeout_ms
 
-    def start(self, at_ms: int) -> None:
-        """Every client is ready: the common start instant."""
+    def start(self, at_ms: int, *, set_ms: int | None = None) -> None:
+        """Every client is ready: the common start instant, set at ``set_ms``."""
         self._check(StepState.STARTED)
-        self.start_at_ms = at_ms
+        self.start_at_ms, self.start_set_ms = at_ms, set_ms
 
     def reopen(self) -> None:
         """A lone client retried after its start: a fresh barrier (nobody ready, no instant),
@@ -190,6 +193,7 @@ class Step(_Stored):
         expire a barrier nobody claimed, issue 24.1)."""
         self._check(StepState.OPEN if self.enqueued else StepState.PLANNED)
         self.start_at_ms, self.first_claim_ms, self.deadline_ms = None, None, None
+        self.start_set_ms = None
         self.barrier_round += 1  # every shard of the round before is left behind
         self.ready_shards = []
 
@@ -197,7 +201,7 @@ class Step(_Stored):
         """A lone client heard "go" too late: the step's instant moves with it."""
         if self.state != StepState.STARTED:
             raise IllegalMove(f"step {self.id}: {self.state}, no start instant to move")
-        self.start_at_ms = at_ms
+        self.start_at_ms, self.start_set_ms = at_ms, None  # not the instant set then
 
     def fail(self, reason: str) -> bool:
         """A barrier that never completed; True when this call failed it (False when it has

@@ -181,7 +181,8 @@ def _record(life: Lifecycle, step: Step, complete: Iterable[int], lead: Lead) ->
             s.ready_shards = [k for k in s.ready_shards if k not in behind]
         elif len(set(agents)) == s.clients:  # N distinct agents
             trips = [t for x in now for t in x.rtt_ms.values()]
-            s.start(life.now_ms() + lead(s.clients, trips, _all_held(now)))
+            at = life.now_ms()
+            s.start(at + lead(s.clients, trips, _all_held(now)), set_ms=at)
         return None
 
     return life.update_step(step.run_id, step.step, mark)

@@ -46,6 +46,13 @@ class BarrierDecision:
     status: Literal["wait", "go", "abort"]
     start_at_ms: int | None = None
     reason: str = ""
+    # With "go" at the step's common instant: when the API set it (Step.start_set_ms).
+    set_at_ms: int | None = None
+
+
+def _go(step: Step) -> BarrierDecision:
+    """Go at the step's common instant, stamped with when it was set."""
+    return BarrierDecision("go", start_at_ms=step.start_at_ms, set_at_ms=step.start_set_ms)
 
 
 class AgentProtocol:
@@ -309,7 +316,7 @@ class AgentProtocol:
         if step.start_at_ms is not None:
             late_ms = self.life.now_ms() - step.start_at_ms
             if late_ms <= self.rejoin_late_ms:
-                return BarrierDecision("go", start_at_ms=step.start_at_ms)
+                return _go(step)
             return self._rebarrier(run_id, doc, step, agent, late_ms)
         if step.deadline_ms is None or self.life.now_ms() <= step.deadline_ms:
             return BarrierDecision("wait")
@@ -318,11 +325,11 @@ class AgentProtocol:
         # advance fails the step's other items (core.runs.lifecycle).
         step = settle(self.life, step, self.lead_ms)
         if step.start_at_ms is not None:
-            return BarrierDecision("go", start_at_ms=step.start_at_ms)
+            return _go(step)
         reason = barrier_reason(self.store, step)
         step = fail_barrier(self.life, step, reason)
         if step.start_at_ms is not None:  # completed just before the deadline
-            return BarrierDecision("go", start_at_ms=step.start_at_ms)
+            return _go(step)
         failed = step.failed_reason or reason
         self._end(run_id, doc.id, ItemState.FAILED, failed)
         return BarrierDecision("abort", reason=failed)
