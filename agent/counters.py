@@ -34,11 +34,6 @@ log = logging.getLogger(__name__)
 PROC = Path("/proc")
 
 
-def read_snapshot(mount_points: Sequence[str], proc: Path = PROC) -> Snapshot:
-    with _ProcFiles(proc, bool(mount_points)) as files:
-        return files.snapshot(mount_points)
-
-
 def _read_all(fd: int) -> str:
     # A /proc file is made anew by each read from offset 0, so an fd kept open reads fresh.
     os.lseek(fd, 0, os.SEEK_SET)
