@@ -20,7 +20,6 @@ reads it again every KEY_TTL_S (should it be deleted, receipts signed before go 
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import secrets
 import threading
@@ -73,10 +72,6 @@ def parse_receipts(header: str | None) -> dict[str, str]:
 
 def receipts_header(receipts: dict[str, str]) -> str:
     return ",".join(f"{name}={r}" for name, r in receipts.items() if r)
-
-
-def sha256_of(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 class ReceiptKey:

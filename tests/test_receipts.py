@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from agent.api_client import ApiClient
-from core.artifacts import ref
+from core.artifacts import ref, sha256_hex
 from core.errors import NotFound, StoreUnavailable, ValidationFailed
 from core.memory import MemoryArtifacts
 from core.models import WorkItem
@@ -26,7 +26,6 @@ from core.receipts import (
     ReceiptKey,
     parse_receipts,
     receipts_header,
-    sha256_of,
     sign,
     valid,
 )
@@ -119,7 +118,7 @@ def test_receipts_are_the_api_instances_shared_key_and_not_forgeable_without_it(
     first, second = ReceiptKey(blobs, lambda: now[0]), ReceiptKey(blobs, lambda: now[0])
     key = first.get()
     assert second.get() == key and len(key) == 32  # made by one, read by the other
-    args = ("r-" + "1" * 32, "r-" + "1" * 32 + ".s0.c0", "timeline", 10, sha256_of(b"x"))
+    args = ("r-" + "1" * 32, "r-" + "1" * 32 + ".s0.c0", "timeline", 10, sha256_hex(b"x"))
     receipt = sign(key, *args)
     assert valid(key, receipt, *args)
     assert not valid(b"k" * 32, receipt, *args)

@@ -12,13 +12,14 @@ import logging
 from datetime import datetime
 from typing import Any
 
+from core.artifacts import sha256_hex
 from core.errors import FieldError, NotFound, StoreUnavailable, TooLarge, ValidationFailed
 from core.models import ARTIFACT_NAMES, Result
 from core.models.holder import AgentRef, holds, refuse
 from core.models.live import LiveSample
 from core.models.state import ItemState
 from core.models.stored import Item, ItemError, Step
-from core.receipts import ReceiptKey, Upload, sha256_of, sign, valid
+from core.receipts import ReceiptKey, Upload, sign, valid
 from core.runs import live
 from core.runs.barrier import leave
 from core.runs.lifecycle import Lifecycle
@@ -222,7 +223,7 @@ class AgentReports:
         except StoreUnavailable as e:
             log.warning("no receipt for %s of %s: %s", name, item_id, e)
             return Upload(len(data), "")
-        return Upload(len(data), sign(key, run_id, item_id, name, len(data), sha256_of(data)))
+        return Upload(len(data), sign(key, run_id, item_id, name, len(data), sha256_hex(data)))
 
     def _receipted(self, result: Result, receipts: dict[str, str]) -> set[str]:
         """The result's artifacts whose receipts are the API's own for what they name."""
