@@ -43,7 +43,7 @@ def _read_all(fd: int) -> str:
     return b"".join(chunks).decode()
 
 
-class _ProcFiles:
+class ProcFiles:
     """The three files, opened once: a reading is then three reads of open files, about half
     the CPU of opening each anew (tests/test_counters.py measures the sampler's cost)."""
 
@@ -69,7 +69,7 @@ class _ProcFiles:
                 pass
         return Snapshot(t_ms, cpu, net, nfs)
 
-    def __enter__(self) -> _ProcFiles:
+    def __enter__(self) -> ProcFiles:
         return self
 
     def __exit__(self, *_: object) -> None:
@@ -107,7 +107,7 @@ class CounterSampler:
 
     def _run(self) -> None:
         try:
-            files = _ProcFiles(self.proc, bool(self.mount_points))
+            files = ProcFiles(self.proc, bool(self.mount_points))
         except OSError as e:
             log.warning("counters not read: %s", e)
             return
@@ -122,7 +122,7 @@ class CounterSampler:
             self._read(files)  # a last reading closes the final interval
         self.thread_cpu_s = time.thread_time()
 
-    def _read(self, files: _ProcFiles) -> None:
+    def _read(self, files: ProcFiles) -> None:
         try:
             self.snapshots.append(files.snapshot(self.mount_points))
         except (OSError, ValueError) as e:
