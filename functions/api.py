@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 
 from fastapi import FastAPI
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from functions import (
     admin_api,
@@ -72,7 +73,9 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     interval = parts.settings.local_timer_seconds
     task = None
     if interval > 0:
-        task = asyncio.create_task(timers.local_timer_loop(interval, parts))
+        pace: timers.LocalPace = app.state.pace
+        pace.interval_s = interval
+        task = asyncio.create_task(timers.local_timer_loop(interval, parts, pace))
     if parts.settings.bot_app_id:
         # The Agents SDK takes seconds to import: not on the first activity's clock.
         asyncio.get_running_loop().run_in_executor(None, parts.teams_host)
@@ -81,6 +84,20 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     finally:
         if task:
             task.cancel()
+
+
+class _Used:
+    """Tells the local timer the API is in use (functions.timers.LocalPace): plain ASGI, so
+    it costs a request a clock read."""
+
+    def __init__(self, app: ASGIApp, pace: timers.LocalPace) -> None:
+        self.app = app
+        self.pace = pace
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            self.pace.used()
+        await self.app(scope, receive, send)
 
 
 def create_app(services: Services | None = None) -> FastAPI:
@@ -96,6 +113,8 @@ def create_app(services: Services | None = None) -> FastAPI:
         description=DESCRIPTION,
     )
     app.state.services = services
+    app.state.pace = timers.LocalPace(0.0)
+    app.add_middleware(_Used, pace=app.state.pace)
     errors.install(app)
     openapi.install(app)
     app.middleware("http")(signin.authenticate)
