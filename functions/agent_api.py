@@ -199,6 +199,11 @@ async def ready(b: ReadyBody, svc: Svc, caller: CallerOf) -> BarrierReply:
     decision = await asyncio.to_thread(
         svc.ready, b.run_id, b.item_id, agent, b.rtt_ms, held=b.barrier_wait
     )
+    step = step_of_item(b.run_id, b.item_id)
+    if decision.set_at_ms is not None and step is not None:
+        # This report may have set the instant: the calls held here hear it now, not at the
+        # watch's next read (core.runs.barrier_watch).
+        _watch(svc).poke(b.run_id, step)
     return _barrier(decision)
 
 

@@ -125,6 +125,29 @@ def test_a_step_gone_wakes_its_calls() -> None:
     assert asyncio.run(scenario()) == (True, None)
 
 
+def test_a_poke_wakes_the_held_calls_at_once_with_one_read() -> None:
+    """The process whose ready report set the instant pokes its watch: its held calls hear
+    "go" then, not at the watch's next read (here 2 s away), with one read for them all."""
+    steps = FakeSteps()
+
+    async def scenario() -> tuple[list[tuple[bool, Step | None]], float, int, int]:
+        watch = StepWatch(steps.read, 2.0, lambda: 0)
+        calls = [asyncio.create_task(watch.wait("r-1", 0, 30.0)) for _ in range(32)]
+        await asyncio.sleep(0.1)  # the first read: still waiting
+        before = steps.reads
+        steps.step = _step(start_at_ms=9_999)
+        set_at = time.monotonic()
+        watch.poke("r-1", 0)
+        watch.poke("r-1", 1)  # no call waits for that step here: nothing to read
+        answers = await asyncio.gather(*calls)
+        return answers, time.monotonic() - set_at, before, steps.reads
+
+    answers, took_s, before, after = asyncio.run(scenario())
+    assert all(woke and seen is not None and seen.start_at_ms == 9_999 for woke, seen in answers)
+    assert took_s < 1.0, took_s  # not the watch's 2 s tick
+    assert (before, after) == (1, 2)
+
+
 def post_barrier(
     api_url: str, run_id: str, item: str, agent: str, **extra: int
 ) -> tuple[dict[str, Any], float]:

@@ -8,7 +8,11 @@ the step every ``every_s`` (one task per step with held calls, in the process's 
 and wakes every call it holds for the step at once, when the step's start instant is set,
 the step fails, or its deadline passes: each then answers as a poll does (its item read
 again, the step as the watch read it). A call's bound passing answers "wait" and the agent
-asks again at once.
+asks again at once. The process whose ready report set the instant pokes its own watch
+(:meth:`StepWatch.poke`), which reads the step at once rather than at its next tick: the
+calls it holds hear "go" without the watch's wait, and so do the "go took" figures their
+agents report, which the lead adds WATCH_MS to (core.runs.barrier_timing; before, a
+report carried that step's wait, 0-50 ms, and the lead added WATCH_MS again).
 
 Nothing here is shared between processes: each API instance behind the balancer watches the
 steps of the calls it holds, and a call dropped with its instance is retried by the agent
@@ -46,6 +50,7 @@ class _Watch:
     step: Step | None = None  # as last read
     waiters: int = 0
     task: asyncio.Task[None] | None = None
+    poked: asyncio.Event = field(default_factory=asyncio.Event)  # read now, not at the tick
 
 
 class StepWatch:
@@ -79,6 +84,13 @@ class StepWatch:
                 if w.task is not None:
                     w.task.cancel()
 
+    def poke(self, run_id: str, step: int) -> None:
+        """The step just moved in this process (its instant set): the watch of it, if any
+        call waits for it here, reads it now instead of at its next tick."""
+        w = self._watches.get((run_id, step))
+        if w is not None:
+            w.poked.set()
+
     async def _watch(self, key: tuple[str, int], w: _Watch) -> None:
         run_id, step = key
         while True:
@@ -97,5 +109,9 @@ class StepWatch:
                     del self._watches[key]  # calls held from now on watch afresh
                 w.woken.set()
                 return
-            # Every every_s from the start of a read to the next's, however long reads take.
-            await asyncio.sleep(max(0.0, self.every_s - (time.monotonic() - began)))
+            # Every every_s from the start of a read to the next's, however long reads take,
+            # or at once when poked (a poke during the read above reads again).
+            with contextlib.suppress(TimeoutError):
+                left = max(0.0, self.every_s - (time.monotonic() - began))
+                await asyncio.wait_for(w.poked.wait(), left)
+            w.poked.clear()
