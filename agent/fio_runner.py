@@ -3,12 +3,14 @@ collects its JSON output and per-second logs."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
 import logging
 import os
 import re
+import select
 import shutil
 import subprocess
 import tarfile
@@ -18,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.engines.fio_job import ClockSource, fill_files, fill_job_file, job_file
+from core.engines.fio_job import ClockSource, fill_files, fill_job_file, job_file, parked_fifo
 from core.engines.fio_metadata import metadata_job_file
 from core.engines.fio_status import Snapshot, read_output, status_interval_s
 from core.models import FillInfo, Workload
@@ -41,6 +43,10 @@ def _die_with_agent() -> list[str]:
 
 
 PROC = Path("/proc")
+# While fio starts up: how often the agent counts its jobs' gate shells when no job's gate
+# has said it is there (each says so on the parked FIFO, core.engines.fio_job), and checks
+# that fio has not exited.
+PARKED_CHECK_S = 0.05
 
 
 def parked_children(process: Path) -> int | None:
@@ -146,6 +152,8 @@ class FioProcess:
         # file in its cwd named like the job as the job's file (fio's init.c, add_job).
         self._start_fifo = work_dir / "start.fifo"
         self._start_fd: int | None = None
+        self._parked_fifo = Path(parked_fifo(str(self._start_fifo)))
+        self._parked_fd: int | None = None
 
     def fill(self) -> FillInfo:
         """Write the working set once per mount and size (the precondition phase), unless
@@ -236,9 +244,12 @@ class FioProcess:
         their read; lines written later wait in the pipe for jobs that come late.
         """
         self.work_dir.mkdir(parents=True, exist_ok=True)  # no layout ran on read-only mounts
-        self._start_fifo.unlink(missing_ok=True)
-        os.mkfifo(self._start_fifo, 0o600)
+        for fifo in (self._start_fifo, self._parked_fifo):
+            fifo.unlink(missing_ok=True)
+            os.mkfifo(fifo, 0o600)
         self._start_fd = os.open(self._start_fifo, os.O_RDWR | os.O_NONBLOCK)
+        # Read-write too: a gate's write never waits for a reader, nor fails for want of one.
+        self._parked_fd = os.open(self._parked_fifo, os.O_RDWR | os.O_NONBLOCK)
         job = self.work_dir / "run.fio"
         if self._workload.metadata is not None:
             # A metadata phase: data_dirs are the mounts' tree roots (agent.metadata).
@@ -301,16 +312,26 @@ class FioProcess:
 
     def wait_parked(self, timeout_s: float) -> bool:
         """Wait until every job waits on the start FIFO (fio has started up and opened its
-        files), so the start instant need not leave time for that. False on timeout, when
-        fio exited, or when the kernel cannot tell."""
+        files), so the start instant need not leave time for that: each job's gate says so
+        on the parked FIFO; without a word for PARKED_CHECK_S, its gate shells are counted.
+        False on timeout or when fio exited."""
+        assert self._parked_fd is not None, "start() opens it"
         deadline = time.monotonic() + timeout_s
-        while self.poll() is None and time.monotonic() < deadline:
-            parked = self.parked_jobs()
-            if parked is None:
+        heard = 0
+        while self.poll() is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
                 return False
-            if parked >= self.jobs:
+            said, _, _ = select.select([self._parked_fd], [], [], min(left, PARKED_CHECK_S))
+            if said:
+                with contextlib.suppress(BlockingIOError):
+                    heard += len(os.read(self._parked_fd, 4096))  # a line per job
+                if heard >= self.jobs:
+                    return True
+                continue
+            parked = self.parked_jobs()  # None: the kernel cannot tell, the words will
+            if parked is not None and parked >= self.jobs:
                 return True
-            time.sleep(0.005)
         return False
 
     def release(self) -> float:
@@ -321,6 +342,12 @@ class FioProcess:
         return time.time() * 1000
 
     def _close_start_fifo(self) -> None:
+        if self._parked_fd is not None:
+            # Gone first, as the start FIFO: a gate that has not written to it yet would
+            # otherwise wait for ever for a reader; now it writes a file and goes on.
+            self._parked_fifo.unlink(missing_ok=True)
+            os.close(self._parked_fd)
+            self._parked_fd = None
         if self._start_fd is not None:
             # Gone first: a job's gate shell that has not opened it yet would otherwise find
             # no writer once it is closed and wait on it for ever (fio stopped while it is

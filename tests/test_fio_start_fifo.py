@@ -49,6 +49,36 @@ def test_every_job_parks_on_the_start_fifo_and_does_no_io_before_release(tmp_pat
     assert all(abs(t - 1000 - released) < 100 for t in firsts), (firsts, released)
 
 
+class NoChildrenListed(FioProcess):
+    """A kernel that does not list a thread's children (no CONFIG_PROC_CHILDREN): the agent
+    cannot count its jobs' gate shells."""
+
+    def parked_jobs(self, proc: Path = Path("/proc")) -> int | None:
+        return None
+
+
+def test_each_jobs_gate_says_it_is_parked(tmp_path: Path) -> None:
+    """The agent knows every job waits at the start FIFO from what each job's gate writes
+    on the parked FIFO, not by counting its gate shells every 5 ms (issue 29.3: 32 agents
+    on 2 cores looking while 32 fio start up)."""
+    w = Workload(rw="randread", bs="4k", size="2m", numjobs=3, runtime=1, direct=False)
+    fio = NoChildrenListed(w, data_dirs={"a": tmp_path / "a"}, work_dir=tmp_path / "work")
+    lay_out(fio, w, fill=False)
+    fio.start()
+    try:
+        assert fio.wait_parked(10), "every job's gate said it is there"
+        time.sleep(0.2)
+        assert fio.poll() is None  # still parked: the word does not release it
+        fio.release()
+    except BaseException:
+        fio.stop()
+        raise
+    out = fio.collect()
+    assert out.returncode == 0 and out.doc is not None
+    assert all(j["read"]["total_ios"] > 0 for j in out.doc["jobs"])
+    assert not (tmp_path / "work" / "start.fifo.parked").exists()
+
+
 def test_a_layout_with_nothing_to_do_runs_no_fio(tmp_path: Path) -> None:
     w = Workload(rw="randread", bs="4k", size="2m", numjobs=2, runtime=1, direct=False)
     data = {"a": tmp_path / "a"}
