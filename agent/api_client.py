@@ -296,6 +296,8 @@ class ApiClient:
             body["rtt_ms"] = min(rtt, MAX_RTT_MS)
         if self.holds_barrier:
             body["barrier_wait"] = True
+            # Held as its first barrier call (agent.barrier_wait); an older API answers at once.
+            body["wait_ms"] = self.barrier_wait_ms
         # The lead is sized on it (bench/start_skew.py's margins are read against it).
         log.info(
             "item %s: ready, round trip %s ms%s, %s",
@@ -304,7 +306,14 @@ class ApiClient:
             " (its last go's way from the instant's setting)" if went is not None else "",
             "waits in held barrier calls" if self.holds_barrier else "polls the barrier",
         )
-        reply = self._call("POST", "/api/agent/ready", body, also_give_up=give_up)
+        if not self.holds_barrier:
+            reply = self._call("POST", "/api/agent/ready", body, also_give_up=give_up)
+            return BARRIER_REPLY.validate_python(reply)
+        timeout = self.barrier_wait_ms / 1000 + HELD_SLACK_S
+        reply = self._call(
+            "POST", "/api/agent/ready", body, timeout=timeout, timed=False, also_give_up=give_up
+        )
+        self._heard_go(item, reply)
         return BARRIER_REPLY.validate_python(reply)
 
     def barrier(

@@ -1,9 +1,9 @@
 """The agent at its step's start barrier: ready, then wait to hear the common instant.
 
 Where the API holds barrier calls (its claim's answer offers ``barrier_wait_ms``), the agent
-sends its ready report and (in a step of more than one client) its first barrier call at
-once, and then a barrier call when OVERLAP_MS of the last one's
-wait are left (or at once when it came back): each is held at the API while
+sends its ready report, which the API holds as its first barrier call (an older API answers
+it at once, and a barrier call follows at once), and then a barrier call when OVERLAP_MS of
+the last one's wait are left (or at once when it came back): each is held at the API while
 the step waits, so that from the ready report on one is held at every moment and hears "go"
 when its API process sees the instant (core.runs.barrier_watch; core.runs.barrier_timing
 sizes the lead on that). A barrier call that reaches the API after the instant was set
@@ -70,10 +70,11 @@ def _held(
         return calls.submit(run, call, item, agent, answered_or_stopped)
 
     failed: Exception | None = None
+    asked = False  # a barrier call was sent: a failure of the ready report alone is not final
     try:
+        # Held at the API as the first barrier call (issue 29.3: one call and two reads
+        # fewer per client in the start-up storm than a barrier call sent beside it).
         pending = {send(api.ready)}
-        if item.clients > 1:  # a lone client hears "go" in its ready report's answer
-            pending.add(send(api.barrier))
         next_at = time.monotonic() + every_s
         while True:
             until_next = max(0.0, next_at - time.monotonic())
@@ -87,12 +88,17 @@ def _held(
                 if barrier.status != "wait":
                     return barrier
             if failed is not None and not pending:
-                raise failed
+                if asked:
+                    raise failed
+                # Only the ready report failed (refused after an outage once its item moved
+                # on, a heartbeat having made it running): a barrier call says where it is.
+                failed = None
             stop = interrupted()
             if stop:
                 return stop
             if failed is None and (not pending or time.monotonic() >= next_at):
                 pending.add(send(api.barrier))
+                asked = True
                 next_at = time.monotonic() + every_s
     finally:
         answered_or_stopped.set()

@@ -89,6 +89,13 @@ class ReadyBody(ItemRef):
         "(wait_ms) at the API until it hears the start, not polling; the lead is shorter "
         "when every client of the step does",
     )
+    wait_ms: int = Field(
+        0,
+        ge=0,
+        le=MAX_WAIT_MS,
+        description="as a barrier call's: while the answer is wait, hold this report as the "
+        "agent's first held barrier call; 0: answer at once",
+    )
 
 
 class BarrierBody(ItemRef):
@@ -196,14 +203,23 @@ def _barrier(x: BarrierDecision) -> BarrierReply:
 @router.post("/api/agent/ready", **doc(BarrierReply, body=True, errors=AGENT))
 async def ready(b: ReadyBody, svc: Svc, caller: CallerOf) -> BarrierReply:
     agent = agent_ref(caller, b.agent_id)
-    decision = await asyncio.to_thread(
-        svc.ready, b.run_id, b.item_id, agent, b.rtt_ms, held=b.barrier_wait
+    protocol = svc.protocol
+    decision, doc = await asyncio.to_thread(
+        protocol.readied, b.run_id, b.item_id, agent, b.rtt_ms, held=b.barrier_wait
     )
     step = step_of_item(b.run_id, b.item_id)
-    if decision.set_at_ms is not None and step is not None:
+    if step is None:
+        return _barrier(decision)
+    if decision.set_at_ms is not None:
         # This report may have set the instant: the calls held here hear it now, not at the
         # watch's next read (core.runs.barrier_watch).
         _watch(svc).poke(b.run_id, step)
+    if decision.status == "wait" and b.wait_ms:
+        # Held as the agent's first barrier call (one call and two reads fewer per client
+        # in a step's start-up storm, issue 29.3), answered as one when the step moves.
+        moved, seen = await _watch(svc).wait(b.run_id, step, b.wait_ms / 1000)
+        if moved:
+            decision = await asyncio.to_thread(protocol.decide, doc, agent, seen)
     return _barrier(decision)
 
 

@@ -71,9 +71,11 @@ def test_an_agent_waits_in_held_calls_only_when_the_api_offers_them(offered: int
     assert client.holds_barrier is bool(offered)
     if offered:
         assert sent["/api/agent/ready"]["barrier_wait"] is True
+        assert sent["/api/agent/ready"]["wait_ms"] == offered  # held as the first call
         assert sent["/api/agent/barrier"]["wait_ms"] == offered
     else:
         assert "barrier_wait" not in sent["/api/agent/ready"]
+        assert "wait_ms" not in sent["/api/agent/ready"]
         assert "wait_ms" not in sent["/api/agent/barrier"]
 
 
@@ -118,12 +120,28 @@ GO = BarrierDecision("go", start_at_ms=123)
 WAIT = BarrierDecision("wait")
 
 
-def test_the_first_held_call_goes_with_the_ready_report_and_a_go_wins() -> None:
+def test_the_ready_report_is_the_first_held_call() -> None:
+    """Issue 29.3: no barrier call beside the ready report, which the API holds (one call
+    and two reads fewer per client in a step's start-up storm)."""
+    calls = ScriptedCalls(ready=GO, barrier=GO, delay_s=0.1)  # answered before the next
+    assert hear_start(calls, WORK, "a1", lambda: None) == GO  # type: ignore[arg-type]
+    assert calls.sent == ["ready"]
+
+
+def test_an_older_api_answering_the_ready_report_at_once_gets_a_barrier_call_at_once() -> None:
+    calls = ScriptedCalls(ready=WAIT, barrier=GO)
+    began = time.monotonic()
+    assert hear_start(calls, WORK, "a1", lambda: None) == GO  # type: ignore[arg-type]
+    assert calls.sent == ["ready", "barrier"]
+    assert time.monotonic() - began < 0.2 + 2 * calls.delay_s  # not at the next call's time
+
+
+def test_a_refused_ready_report_is_not_the_answer_a_barrier_call_is() -> None:
     """A ready report retried after an outage may be refused once the item moved on (a
-    heartbeat made it running): the held call's "go" is the answer, not that refusal."""
+    heartbeat made it running): a barrier call's "go" is the answer, not that refusal."""
     calls = ScriptedCalls(ready=ApiError(409, "ready refused: item is running"), barrier=GO)
     assert hear_start(calls, WORK, "a1", lambda: None) == GO  # type: ignore[arg-type]
-    assert sorted(calls.sent) == ["barrier", "ready"]
+    assert calls.sent == ["ready", "barrier"]
 
 
 def test_a_failure_is_raised_once_no_call_is_left_to_answer() -> None:
@@ -225,7 +243,9 @@ def test_a_held_agent_reports_how_long_its_last_go_took_not_a_round_trip_of_the_
         assert client.go_took_ms() == took
         nxt = WORK.model_copy(update={"item_id": WORK.run_id + ".s1.c0", "step": 1})
         client.claim(nxt, "a1", 1, "m2")
-        client.ready(nxt, "a1")
+        client.ready(nxt, "a1")  # held: its "go" is this item's
+        took_next = client.go_took_ms()
+        assert took_next is not None and took_next >= took
         client._light_trips.extend([1_900.0, 2_050.0])
         client.ready(nxt, "a1")
     finally:
@@ -241,7 +261,7 @@ def test_a_held_agent_reports_how_long_its_last_go_took_not_a_round_trip_of_the_
     item, ms, _ = client._heard or ("", 0, 0.0)
     client._heard = (item, ms, time.monotonic() - GO_FRESH_S - 1)
     assert client.go_took_ms() is None
-    assert api.sent[-1][1]["rtt_ms"] == took
+    assert api.sent[-1][1]["rtt_ms"] == took_next
     assert api.sent[-1][1]["barrier_wait"] is True
 
 

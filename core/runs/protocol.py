@@ -248,6 +248,13 @@ class AgentProtocol:
         checking every shard (core.runs.barrier): no two concurrent readies can both miss
         the moment the step became complete.
         """
+        return self.readied(run_id, item_id, agent, rtt_ms, held=held)[0]
+
+    def readied(
+        self, run_id: str, item_id: str, agent: AgentRef, rtt_ms: int | None, *, held: bool
+    ) -> tuple[BarrierDecision, Item]:
+        """:meth:`ready`, and the item as written: a ready report held as a barrier call is
+        answered again on it when its step moves (:meth:`decide`)."""
         refused: list[bool] = []
 
         def mark(d: Item) -> bool | None:
@@ -261,20 +268,15 @@ class AgentProtocol:
         doc = self.life.update_item(run_id, item_id, mark)
         if refused[0]:
             if holds(doc, agent) and doc.ended:
-                return _ended(doc)
+                return _ended(doc), doc
             raise refuse(doc, agent, "ready")
         step = self.store.items.get_step(run_id, doc.step)
         now = self.life.now_ms()
         step = join(self.life, step, doc.client, agent.id, doc.rtt_ms, self.lead_ms, held=held)
         if step.start_at_ms is not None and step.start_at_ms > now:
-            log.info(
-                "run %s step %d: all %d ready, start in %d ms",
-                run_id,
-                step.step,
-                step.clients,
-                step.start_at_ms - now,
-            )
-        return self._barrier(run_id, doc, agent, step)
+            lead, n = step.start_at_ms - now, step.clients
+            log.info("run %s step %d: all %d ready, start in %d ms", run_id, step.step, n, lead)
+        return self._barrier(run_id, doc, agent, step), doc
 
     def barrier(self, run_id: str, item_id: str, agent: AgentRef) -> BarrierDecision:
         """An agent's poll while it waits: two reads, its item (only its holder is
