@@ -33,6 +33,7 @@ from core.errors import NotFound
 from core.models.barrier_shard import shard_count, shard_id
 from core.models.holder import AgentRef
 from core.models.ids import item_id
+from core.models.state import ItemState
 from core.models.stored import Step
 from core.runs.barrier_timing import WAKE_MS, barrier_lead_ms
 from core.runs.barrier_watch import StepWatch, moved
@@ -149,12 +150,13 @@ def test_a_poke_wakes_the_held_calls_at_once_with_one_read() -> None:
 
 
 def post_barrier(
-    api_url: str, run_id: str, item: str, agent: str, **extra: int
+    api_url: str, run_id: str, item: str, agent: str, path: str = "barrier", **extra: object
 ) -> tuple[dict[str, Any], float]:
-    """One barrier call through the API: its answer and when it came (Unix ms)."""
+    """One barrier call (or ``path`` "ready": a ready report) through the API: its answer
+    and when it came (Unix ms)."""
     body = {"run_id": run_id, "item_id": item, "agent_id": agent, **extra}
     with httpx.Client(base_url=api_url, timeout=60) as c:
-        r = c.post("/api/agent/barrier", json=body)
+        r = c.post(f"/api/agent/{path}", json=body)
     assert r.status_code == 200, r.text
     return r.json(), time.time() * 1000
 
@@ -222,3 +224,34 @@ def test_held_calls_hear_go_before_the_instant(
 ) -> None:
     service = RunService(store, queues, artifacts, pools=tuple(stack.pool_names))
     check_held_step(stack.api_url, service, pool)
+
+
+@pytest.mark.stack
+def test_a_ready_report_with_wait_ms_is_held_as_the_first_barrier_call(
+    stack: Stack, store: CosmosStore, queues: WorkQueues, artifacts: BlobArtifacts, pool: str
+) -> None:
+    """Issue 29.3: the agent sends no barrier call beside its ready report; the API holds
+    the report itself while the step waits and answers it "go" with the common instant."""
+    service = RunService(store, queues, artifacts, pools=tuple(stack.pool_names))
+    run, _ = service.submit({**run_body(pool), "clients": 2})
+    ids = [item_id(run.id, 0, c) for c in range(2)]
+    agents = [AgentRef(f"hold-ready-{pool}-{c}") for c in range(2)]
+    try:
+        for i, agent in zip(ids, agents, strict=True):
+            work = store.items.get_item(run.id, i).work_item
+            assert service.claim(work, agent=agent, dequeue_count=1, message_id=i).action == "run"
+        held = {"rtt_ms": RTT_MS, "barrier_wait": True, "wait_ms": 5_000}
+        with ThreadPoolExecutor(1) as threads:
+            call = threads.submit(
+                post_barrier, stack.api_url, run.id, ids[0], agents[0].id, "ready", **held
+            )
+            time.sleep(1.0)
+            assert not call.done(), "held while the step waits"
+            assert store.items.get_item(run.id, ids[0]).state == ItemState.READY
+            go = service.ready(run.id, ids[1], agents[1], RTT_MS, held=True)
+            answer, heard = call.result()
+        assert go.status == "go" and go.start_at_ms is not None
+        assert answer["status"] == "go" and answer["start_at_ms"] == go.start_at_ms
+        assert heard <= go.start_at_ms - WAKE_MS
+    finally:
+        service.cancel(run.id)
