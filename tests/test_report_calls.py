@@ -12,13 +12,17 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from core.fleet.pools import PoolConfig
 from core.memory import Effect, MemoryArtifacts, MemoryQueues, MemoryStore, SimClock
 from core.models import WorkItem
 from core.models.holder import AgentRef
-from core.models.state import ItemState
+from core.models.state import ItemState, RunState
+from core.models.stored import Step as PlainStep
 from core.runs.agent_reports import HEARTBEAT_RECORD_S
+from core.runs.claiming import ADVANCE_AFTER_FIRST_CLAIM_MS, advances_run
 from core.runs.service import RunService
 
 POOL = "calls"
@@ -180,6 +184,58 @@ def test_a_claim_reads_its_item_once() -> None:
         ("items", "upsert"): 1,  # the agent's claim mark
     }
     assert claims[1:] == [expected, expected]
+
+
+def test_only_the_claim_that_opened_the_barrier_advances_a_queued_run() -> None:
+    """Issue 29.3: a step's claims come at once, and each read the run while it still showed
+    queued; each then advanced it, with a query of the run's every document (32 such
+    queries in a 32-client step's claims). The claim that opened the step's barrier does;
+    the others, having read the run before that one showed it running, do not."""
+    clock, hook = SimClock(), Counting()
+    store, queues = MemoryStore(clock, hook), MemoryQueues(clock)
+    queues.ensure_pool(POOL)
+    service = RunService(
+        store,
+        queues,
+        MemoryArtifacts(),
+        clock=clock,
+        pools=(POOL,),
+        pool_configs=(PoolConfig(name=POOL, size=4),),
+    )
+    run, _ = service.submit({"pool": POOL, "target": "a", "clients": 4, "workload": WORKLOAD})
+    queued = store.runs.get(run.id)  # as every claim of the burst read it
+    assert queued.state == RunState.QUEUED
+    queries = []
+    for i in range(4):
+        msg = queues.receive(POOL, 600)
+        assert msg is not None
+        w = WorkItem.model_validate_json(msg.content)
+        agent = AgentRef(f"agent-{i}", principal=f"oid-{i}")
+        doc, step = store.items.get_item(run.id, w.item_id), store.items.get_step(run.id, 0)
+        hook.calls.clear()
+        clock.advance(0.01)
+        taken = service.protocol._take(w, doc, step, agent, 1, msg.id, queued)
+        assert taken.action == "run"
+        queries.append(hook.calls[("items", "query")])
+    assert queries == [1, 0, 0, 0]  # the first claim's advance reads the run's documents
+    assert store.runs.get(run.id).state == RunState.RUNNING
+    # A claim long after the first, the run still shown queued (its first claim's instance
+    # died before advancing it), advances it.
+    assert advances_run(store.items.get_step(run.id, 0), clock.ms() + ADVANCE_AFTER_FIRST_CLAIM_MS)
+
+
+@given(first=st.integers(0, 10**12), after=st.integers(0, 10**6))
+def test_a_claim_advances_the_run_when_it_opened_the_barrier_or_long_after(
+    first: int, after: int
+) -> None:
+    step = PlainStep.model_validate(
+        {"id": "r-1.s0", "run_id": "r-1", "step": 0, "clients": 4, "first_claim_ms": first}
+    )
+    assert advances_run(step, first + after) is (
+        after == 0 or after >= ADVANCE_AFTER_FIRST_CLAIM_MS
+    )
+    unopened = step.model_copy(update={"first_claim_ms": None})
+    assert advances_run(unopened, first)
 
 
 def test_a_post_rereads_no_document_it_has_just_written() -> None:

@@ -9,8 +9,12 @@ from core.models import WorkItem
 from core.models.barrier_shard import ClaimMark, claim_mark_id
 from core.models.holder import AgentRef
 from core.models.state import DeliveryState, RunState
-from core.models.stored import Run
+from core.models.stored import Run, Step
 from core.ports import Store
+
+# A claim this long after its step's first one advances a run still shown queued, should the
+# first claim have failed to (its API instance died between the two writes).
+ADVANCE_AFTER_FIRST_CLAIM_MS = 10_000
 
 
 def held_sibling(store: Store, work: WorkItem, agent: AgentRef) -> str | None:
@@ -48,3 +52,13 @@ def shows_queued(store: Store, run: Run) -> bool:
     if run.delivery.state != DeliveryState.SENT:
         run = store.runs.get(run.id)
     return run.state == RunState.QUEUED and run.delivery.state == DeliveryState.SENT
+
+
+def advances_run(step: Step, now_ms: int) -> bool:
+    """Whether a claim at ``now_ms`` of ``step`` (as the claim's compare-and-swap left it)
+    advances a queued run to show it running: the claim that opened the step's barrier,
+    not every claim of its burst (issue 29.3: the 32 claims of a step, all reading the run
+    while it was still queued, each advanced it, each with a query of the run's every
+    document); a claim long after the first too, should the first have failed to."""
+    first = step.first_claim_ms
+    return first is None or first == now_ms or now_ms - first >= ADVANCE_AFTER_FIRST_CLAIM_MS

@@ -27,7 +27,7 @@ from core.models.state import ItemState
 from core.models.stored import Item, Rebarrier, Run, Step
 from core.runs.barrier import join, leave, settle
 from core.runs.barrier_timing import BARRIER_LEAD_MS, REJOIN_LATE_MS, barrier_lead_ms
-from core.runs.claiming import held_sibling, mark_claimed, shows_queued
+from core.runs.claiming import advances_run, held_sibling, mark_claimed, shows_queued
 from core.runs.lifecycle import Lifecycle
 from core.runs.timer import advance_or_defer, barrier_reason, fail_barrier
 from core.timestamps import iso_ms
@@ -225,7 +225,9 @@ class AgentProtocol:
         # moves on, in the one place runs do (core.runs.lifecycle.advance).
         if after.ended:
             advance_or_defer(self.life, work.run_id)  # the item is failed: the claim is answered
-        elif verdict[0].action == "run" and shows_queued(self.store, run):
+        elif (
+            verdict[0].action == "run" and advances_run(step, now) and shows_queued(self.store, run)
+        ):
             self.life.advance(work.run_id)
         return verdict[0]
 
