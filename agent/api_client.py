@@ -65,8 +65,6 @@ def _log_retry(state: RetryCallState) -> None:
 
 # How much longer than the wait it asks for a held barrier call may take to be answered.
 HELD_SLACK_S = 30.0
-
-
 # The calls whose round trip is a barrier poll's (a read of the item and one of its step,
 # no write): the polls themselves and the item's heartbeats (core.runs.agent_reports).
 LIGHT_PATHS = frozenset({"/api/agent/barrier", "/api/agent/heartbeat"})
@@ -139,11 +137,18 @@ class ApiClient:
         # The longest the API holds a barrier call, as its last claim's answer said (an API
         # that does not say holds none: the agent polls).
         self.barrier_wait_ms = 0
+        # From 2 (that answer says) it holds ready reports and takes a beat's "waiting".
+        self.api_protocol = 1
 
     @property
     def holds_barrier(self) -> bool:
         """Whether this agent's barrier calls wait at the API (and it says so when ready)."""
         return self.HOLDS_BARRIER and self.barrier_wait_ms > 0
+
+    @property
+    def holds_ready(self) -> bool:
+        """Whether its ready report is held as its first barrier call (agent.barrier_wait)."""
+        return self.holds_barrier and self.api_protocol >= 2
 
     def round_trip_ms(self) -> int | None:
         """The slowest of the recent polls' and heartbeats' round trips, ms; before any, of
@@ -261,6 +266,8 @@ class ApiClient:
         )
         offered = reply.get("barrier_wait_ms")
         self.barrier_wait_ms = offered if isinstance(offered, int) and offered > 0 else 0
+        spoken = reply.get("agent_protocol")
+        self.api_protocol = spoken if isinstance(spoken, int) else 1
         # The round trip this item's ready report gives (the lead is sized on it) is timed
         # from here on: not on the last item's calls, whose slowest came from its end, 32
         # agents storing their results at once (issue 29.3: 1.2-2.0 s from the run before
@@ -296,8 +303,8 @@ class ApiClient:
             body["rtt_ms"] = min(rtt, MAX_RTT_MS)
         if self.holds_barrier:
             body["barrier_wait"] = True
-            # Held as its first barrier call (agent.barrier_wait); an older API answers at once.
-            body["wait_ms"] = self.barrier_wait_ms
+        if self.holds_ready:
+            body["wait_ms"] = self.barrier_wait_ms  # held as its first barrier call
         # The lead is sized on it (bench/start_skew.py's margins are read against it).
         log.info(
             "item %s: ready, round trip %s ms%s, %s",
@@ -306,7 +313,7 @@ class ApiClient:
             " (its last go's way from the instant's setting)" if went is not None else "",
             "waits in held barrier calls" if self.holds_barrier else "polls the barrier",
         )
-        if not self.holds_barrier:
+        if not self.holds_ready:
             reply = self._call("POST", "/api/agent/ready", body, also_give_up=give_up)
             return BARRIER_REPLY.validate_python(reply)
         timeout = self.barrier_wait_ms / 1000 + HELD_SLACK_S
@@ -332,10 +339,20 @@ class ApiClient:
         self._heard_go(item, reply)
         return BARRIER_REPLY.validate_python(reply)
 
-    def heartbeat(self, item: WorkItem, agent_id: str, live: Sequence[LiveSample] = ()) -> bool:
+    def heartbeat(
+        self,
+        item: WorkItem,
+        agent_id: str,
+        live: Sequence[LiveSample] = (),
+        *,
+        waiting: bool = False,
+    ) -> bool:
         """True when the run was cancelled. ApiError 404/409: the run or item is gone or
-        no longer this agent's. ``live``: fio's status intervals since the last beat."""
+        no longer this agent's. ``live``: fio's status intervals since the last beat;
+        ``waiting``: not released yet (an API that knows it reads no step for it)."""
         body: dict[str, Any] = self._ref(item, agent_id)
+        if waiting and self.api_protocol >= 2:
+            body["waiting"] = True
         if live:
             body["live"] = [s.model_dump(mode="json", exclude_none=True) for s in live]
         r = self._send("POST", "/api/agent/heartbeat", body, timeout=HEARTBEAT_TIMEOUT_S)

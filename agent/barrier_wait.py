@@ -73,8 +73,12 @@ def _held(
     asked = False  # a barrier call was sent: a failure of the ready report alone is not final
     try:
         # Held at the API as the first barrier call (issue 29.3: one call and two reads
-        # fewer per client in the start-up storm than a barrier call sent beside it).
+        # fewer per client in the start-up storm than a barrier call sent beside it); with
+        # an API that answers it at once, a barrier call goes beside it.
         pending = {send(api.ready)}
+        if not api.holds_ready and item.clients > 1:
+            pending.add(send(api.barrier))
+            asked = True
         next_at = time.monotonic() + every_s
         while True:
             until_next = max(0.0, next_at - time.monotonic())

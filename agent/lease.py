@@ -75,6 +75,9 @@ class Lease:
         self._confirmed_at: float | None = None  # the API's last accepted heartbeat
         self._thread = threading.Thread(target=self._run, name="lease", daemon=True)
         self.heartbeats = False
+        # Set once the item's engine is released at its step's instant (agent.worker): until
+        # then a heartbeat says it is waiting (the API reads no step for it).
+        self.released = False
         # Set once fio measures (agent.fio_item): its samples ride on the heartbeat, so the
         # live view costs no request of its own.
         self.live: LiveSource | None = None

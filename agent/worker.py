@@ -5,8 +5,7 @@ visibility at half the timeout, always with the newest pop receipt; when a renew
 lease is lost, fio is stopped and nothing is written (another agent will redo the item).
 The message is deleted only after the API has stored the result. (rq's worker loop is the
 model: ``work(once=..., max_items=...)`` so tests drive the real loop; first SIGTERM
-finishes the current item, a second stops now.)
-"""
+finishes the current item, a second stops now.)"""
 
 from __future__ import annotations
 
@@ -153,12 +152,13 @@ class Worker:
             log.error("dropping malformed message %s: %s", msg.id, e)
             self._delete(msg)
             return Outcome.MALFORMED
+        me = self.config.agent_id
         lease = Lease(
             self.queues,
             pool,
             msg,
             self.config.visibility_timeout,
-            heartbeat=lambda live: self.api.heartbeat(item, self.config.agent_id, live),
+            heartbeat=lambda live: self.api.heartbeat(item, me, live, waiting=not lease.released),
         )
         lease.start()
         if self.beacon is not None:
@@ -282,6 +282,7 @@ class Worker:
             log.info("item %s: heard the start %.0f ms before it", item.item_id, early)
             sleep_until(scheduled / 1000)
             self.trace.stage(engine.stage)
+            lease.released = True
             lease.live = engine.start()
             return self._wait_for(engine, lease, item) or scheduled
         finally:

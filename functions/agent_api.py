@@ -116,6 +116,11 @@ class HeartbeatBody(ItemRef):
         description="live: the agent's last minute of fio's status intervals, sent when "
         "one is new, for the live view (GET /api/runs/{run_id}/live); never the run's figures",
     )
+    waiting: bool = Field(
+        False,
+        description="true: the agent has not heard its step's start instant yet (its item "
+        "has not started; the API does not look whether it has)",
+    )
 
 
 class FailureBody(ItemRef):
@@ -139,6 +144,11 @@ class ClaimReply(BaseModel):
         MAX_WAIT_MS,
         description="the longest this API holds a barrier call (its wait_ms); an API that "
         "does not send it holds none: the agent polls",
+    )
+    agent_protocol: int = Field(
+        2,
+        description="2: this API also holds a ready report sent with wait_ms and takes a "
+        "heartbeat's waiting; an API that does not send it refuses both fields",
     )
 
 
@@ -258,7 +268,9 @@ async def barrier(b: BarrierBody, svc: Svc, caller: CallerOf) -> BarrierReply:
 @router.post("/api/agent/heartbeat", **doc(HeartbeatReply, body=True, errors=AGENT))
 async def heartbeat(b: HeartbeatBody, svc: Svc, caller: CallerOf) -> HeartbeatReply:
     agent = agent_ref(caller, b.agent_id)
-    told = await asyncio.to_thread(svc.heartbeat, b.run_id, b.item_id, agent, b.live)
+    told = await asyncio.to_thread(
+        svc.heartbeat, b.run_id, b.item_id, agent, b.live, waiting=b.waiting
+    )
     return HeartbeatReply(cancel=told["cancel"])
 
 

@@ -55,28 +55,37 @@ WORK = WorkItem(
 ANSWER = {"action": "run", "reason": "", "status": "wait", "start_at_ms": None}
 
 
-@pytest.mark.parametrize("offered", [None, 5_000])
-def test_an_agent_waits_in_held_calls_only_when_the_api_offers_them(offered: int | None) -> None:
-    """An older API (no ``barrier_wait_ms`` in the claim's answer) refuses fields it does not
-    know: the agent then sends none and polls as before."""
-    api = FakeApi({**ANSWER, **({"barrier_wait_ms": offered} if offered else {})})
+@pytest.mark.parametrize(("offered", "protocol"), [(None, None), (5_000, None), (5_000, 2)])
+def test_an_agent_waits_in_held_calls_only_when_the_api_offers_them(
+    offered: int | None, protocol: int | None
+) -> None:
+    """An older API (no ``barrier_wait_ms`` in the claim's answer, or no ``agent_protocol``
+    2) refuses fields it does not know: the agent then sends none of them."""
+    said = {"barrier_wait_ms": offered, "agent_protocol": protocol}
+    api = FakeApi({**ANSWER, **{k: v for k, v in said.items() if v is not None}})
     try:
         client = ApiClient(api.url)
         client.claim(WORK, "a1", 1, "m1")
         client.ready(WORK, "a1")
         client.barrier(WORK, "a1")
+        client.heartbeat(WORK, "a1", waiting=True)
     finally:
         api.server.shutdown()
     sent = {path: body for path, body in api.sent}
     assert client.holds_barrier is bool(offered)
+    assert client.holds_ready is bool(offered and protocol)
     if offered:
         assert sent["/api/agent/ready"]["barrier_wait"] is True
-        assert sent["/api/agent/ready"]["wait_ms"] == offered  # held as the first call
         assert sent["/api/agent/barrier"]["wait_ms"] == offered
     else:
         assert "barrier_wait" not in sent["/api/agent/ready"]
-        assert "wait_ms" not in sent["/api/agent/ready"]
         assert "wait_ms" not in sent["/api/agent/barrier"]
+    if protocol:
+        assert sent["/api/agent/ready"]["wait_ms"] == offered  # held as the first call
+        assert sent["/api/agent/heartbeat"]["waiting"] is True
+    else:
+        assert "wait_ms" not in sent["/api/agent/ready"]
+        assert "waiting" not in sent["/api/agent/heartbeat"]
 
 
 def test_simulated_clients_keep_polling() -> None:
@@ -93,6 +102,7 @@ class ScriptedCalls:
     """The agent's calls at the barrier, answered after ``delay_s`` each as scripted."""
 
     holds_barrier = True
+    holds_ready = True
     barrier_wait_ms = 400
 
     def __init__(self, ready: object, barrier: object, delay_s: float = 0.05) -> None:
@@ -128,12 +138,19 @@ def test_the_ready_report_is_the_first_held_call() -> None:
     assert calls.sent == ["ready"]
 
 
-def test_an_older_api_answering_the_ready_report_at_once_gets_a_barrier_call_at_once() -> None:
+def test_an_api_answering_the_ready_report_at_once_gets_a_barrier_call_at_once() -> None:
     calls = ScriptedCalls(ready=WAIT, barrier=GO)
     began = time.monotonic()
     assert hear_start(calls, WORK, "a1", lambda: None) == GO  # type: ignore[arg-type]
     assert calls.sent == ["ready", "barrier"]
     assert time.monotonic() - began < 0.2 + 2 * calls.delay_s  # not at the next call's time
+
+
+def test_with_an_api_that_holds_no_ready_report_a_barrier_call_goes_beside_it() -> None:
+    calls = ScriptedCalls(ready=WAIT, barrier=GO, delay_s=0.1)
+    calls.holds_ready = False
+    assert hear_start(calls, WORK, "a1", lambda: None) == GO  # type: ignore[arg-type]
+    assert sorted(calls.sent) == ["barrier", "ready"]
 
 
 def test_a_refused_ready_report_is_not_the_answer_a_barrier_call_is() -> None:
@@ -229,6 +246,7 @@ def test_a_held_agent_reports_how_long_its_last_go_took_not_a_round_trip_of_the_
     ready, and its next ready report gives that. The first "go" of an item counts."""
     set_at = round(time.time() * 1000) - 300  # the instant was set 300 ms before the go came
     go = {**ANSWER, "barrier_wait_ms": 5_000, "status": "go", "start_at_ms": set_at + 400}
+    go["agent_protocol"] = 2
     api = FakeApi({**go, "set_at_ms": set_at})
     try:
         client = ApiClient(api.url)

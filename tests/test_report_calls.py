@@ -103,6 +103,9 @@ def costs(clients: int) -> dict[str, dict[tuple[str, str], int]]:
     s.clock.advance(0.5)
     out["claimed heartbeat"] = s.cost(lambda: svc.heartbeat(run_id, ids[-1], s.agents[-1]))
     out["ready heartbeat"] = s.cost(lambda: svc.heartbeat(run_id, ids[0], s.agents[0]))
+    out["waiting heartbeat"] = s.cost(
+        lambda: svc.heartbeat(run_id, ids[0], s.agents[0], waiting=True)
+    )
     out["waiting poll"] = s.cost(lambda: svc.barrier(run_id, ids[0], s.agents[0]))
     last = svc.ready(run_id, ids[-1], s.agents[-1], 20)
     assert last.status == "go" and last.start_at_ms is not None
@@ -110,6 +113,11 @@ def costs(clients: int) -> dict[str, dict[tuple[str, str], int]]:
     out["go poll"] = s.cost(lambda: polled.append(svc.barrier(run_id, ids[0], s.agents[0])))
     assert getattr(polled[0], "start_at_ms", None) == last.start_at_ms
     s.clock.advance((last.start_at_ms - s.clock.ms()) / 1000 + 0.1)  # past the instant
+    # An agent that has not heard the instant yet has not started: its item stays ready.
+    out["late waiting heartbeat"] = s.cost(
+        lambda: svc.heartbeat(run_id, ids[0], s.agents[0], waiting=True)
+    )
+    assert s.store.items.get_item(run_id, ids[0]).state == ItemState.READY
     out["heartbeat at the start"] = s.cost(lambda: svc.heartbeat(run_id, ids[0], s.agents[0]))
     assert s.store.items.get_item(run_id, ids[0]).state == ItemState.RUNNING
     s.clock.advance(1)
@@ -143,6 +151,10 @@ def test_each_heartbeat_and_poll_costs_what_it_needs_and_no_run_read(
     assert got == {
         "claimed heartbeat": ONE_ITEM_READ,
         "ready heartbeat": step_too,
+        # Issue 29.3: an agent not yet released says so, and its beat reads no step (a beat
+        # a second from each agent waiting at the barrier, in its step's start-up storm).
+        "waiting heartbeat": ONE_ITEM_READ,
+        "late waiting heartbeat": ONE_ITEM_READ,
         # The item (only its holder is answered) and the step: the step no longer records
         # who is ready (issue 29.2: at 1,000 clients it was ~100 KB, rewritten by every
         # claim and ready report), so a poll reads two small documents instead of one.

@@ -46,6 +46,8 @@ class AgentReports:
         item_id: str,
         agent: AgentRef,
         samples: list[LiveSample] | None = None,
+        *,
+        waiting: bool = False,
     ) -> dict[str, bool]:
         """Tells the agent to stop when the run was cancelled; marks a ready item running
         once its start instant has passed. An item its agent no longer holds (taken over,
@@ -55,13 +57,16 @@ class AgentReports:
         One read, of the item, and no write, for most beats: the cancel marks held items
         (``Item.cancel``); the step is read only while the item is ready (for its start
         instant), and the run only with the sign of life recorded every
-        HEARTBEAT_RECORD_S (should a cancel have died before it marked this item)."""
+        HEARTBEAT_RECORD_S (should a cancel have died before it marked this item).
+        ``waiting``: the agent has not heard its step's start yet, so its item has not
+        started: the step is not read (issue 29.3: a beat a second from each of 32 agents
+        waiting at the barrier, beside the step's claims and ready reports)."""
         doc = self.store.items.get_item(run_id, item_id)
         if not holds(doc, agent) or not doc.held:
             raise refuse(doc, agent, "heartbeat")
         now = self.life.now_ms()
         started = False
-        if doc.state == ItemState.READY:  # only a ready item moves on (to running)
+        if doc.state == ItemState.READY and not waiting:  # a ready item moves on (to running)
             start = doc.start_at_ms
             if start is None:
                 start = self.store.items.get_step(run_id, doc.step).start_at_ms
