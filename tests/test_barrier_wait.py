@@ -303,3 +303,21 @@ def test_a_polling_agent_or_a_go_without_its_setting_time_keeps_the_round_trip()
         assert client.go_took_ms() is None  # an API that does not stamp its go
     finally:
         older.server.shutdown()
+
+
+def test_a_lone_clients_ready_report_times_no_go() -> None:
+    """Its "go" comes in its own ready report's answer, which completed the set: no held
+    call's way from the instant's setting (its lead is its round trip, barrier_timing)."""
+    set_at = round(time.time() * 1000) - 300
+    go = {**ANSWER, "barrier_wait_ms": 5_000, "agent_protocol": 2, "status": "go"}
+    api = FakeApi({**go, "start_at_ms": set_at + 400, "set_at_ms": set_at})
+    lone = WORK.model_copy(update={"clients": 1})
+    try:
+        client = ApiClient(api.url)
+        client.claim(lone, "a1", 1, "m1")
+        client.ready(lone, "a1")
+        assert client.go_took_ms() is None
+        client.ready(WORK, "a1")  # two clients: its held ready report's go counts
+        assert client.go_took_ms() is not None
+    finally:
+        api.server.shutdown()
