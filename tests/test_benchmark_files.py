@@ -34,7 +34,12 @@ LONG_STAT = {
 
 
 def files_of(run_id: str, mount: Path) -> list[Path]:
-    return [p for p in mount.rglob("*") if run_id in str(p) and not p.is_dir()]
+    """The run's files under ``mount``, while the agent may be removing them: os.walk skips
+    a directory gone between its listing and its own (Path.rglob raised FileNotFoundError
+    there, a CI rehearsal 2026-11-28 00:41 UTC)."""
+    return [
+        Path(d, f) for d, _, names in os.walk(mount) for f in names if run_id in os.path.join(d, f)
+    ]
 
 
 def in_stat_phase(api: httpx.Client, pool: str, agent_pid: int) -> str:
