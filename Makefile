@@ -70,7 +70,7 @@ checkov:
 # a time, then the lane's tail (TAIL, below); (2) the checks (lint, Checkov, the docs site;
 # niced, with the wheel built beside them for tests/test_wheel.py), then every test that
 # neither runs fio nor times anything; (3) Schemathesis (niced), then the fio tests marked
-# fio_beside, then the lane's tail (FUZZ_TAIL), whose assertions no other fio job disturbs (end-to-end, faults, chaos, ...). Fio tests mostly wait on fio's
+# fio_beside, whose assertions no other fio job disturbs (end-to-end, faults, chaos, ...). Fio tests mostly wait on fio's
 # runtime, so the lanes overlap. Phase 2: the timing tests one at a time with nothing else
 # of ours running. Every lane runs to its end; any check or test failing fails the target.
 PYTEST := $(VENV)/bin/pytest
@@ -90,23 +90,17 @@ TAIL_TESTS := $(TAIL) -m "not timing and (fio_beside or not fio)"
 BESIDE_TESTS := -m "fio and fio_beside and not timing" $(TAIL:%=--ignore=%)
 FUZZ := tests/test_openapi_fuzz.py
 FUZZ_TESTS := $(FUZZ) -m "not fio and not timing"
-# The fuzz lane's tail: stack tests that would otherwise end the other lane last.
-FUZZ_TAIL := tests/test_azurite_group_commit.py
-FUZZ_TAIL_TESTS := $(FUZZ_TAIL) -m "not fio and not timing"
-OTHER_TESTS := -m "not fio and not timing" --ignore=$(FUZZ) $(TAIL:%=--ignore=%) \
-	$(FUZZ_TAIL:%=--ignore=%)
+OTHER_TESTS := -m "not fio and not timing" --ignore=$(FUZZ) $(TAIL:%=--ignore=%)
 TIMING_TESTS := -m "timing"
 CHECKS := lint checkov docs
 # Where the time goes: the slowest test phases, then a line per lane.
 DURATIONS := --durations=30 --durations-min=2
 test: install
-	@rc=0; tmp=$$(mktemp -d); mkdir -p $$tmp/fio $$tmp/tail $$tmp/other $$tmp/fuzz $$tmp/beside $$tmp/ftail; start=$$SECONDS; \
-	echo '== phase 1: pytest $(FIO_TESTS) then pytest $(TAIL_TESTS), beside make $(CHECKS) then pytest $(OTHER_TESTS), beside pytest $(FUZZ_TESTS) then pytest $(BESIDE_TESTS) then pytest $(FUZZ_TAIL_TESTS)'; \
+	@rc=0; tmp=$$(mktemp -d); mkdir -p $$tmp/fio $$tmp/tail $$tmp/other $$tmp/fuzz $$tmp/beside; start=$$SECONDS; \
+	echo '== phase 1: pytest $(FIO_TESTS) then pytest $(TAIL_TESTS), beside make $(CHECKS) then pytest $(OTHER_TESTS), beside pytest $(FUZZ_TESTS) then pytest $(BESIDE_TESTS)'; \
 	{ lane=0; TMPDIR=$$tmp/fuzz nice -n 10 $(PYTEST) -q -ra $(FUZZ_TESTS) $(DURATIONS) || lane=$$?; \
 	  echo "== Schemathesis done at $$((SECONDS - start)) s"; \
 	  TMPDIR=$$tmp/beside $(PYTEST) -q -ra $(BESIDE_TESTS) $(DURATIONS) || lane=$$?; \
-	  echo "== beside done at $$((SECONDS - start)) s"; \
-	  TMPDIR=$$tmp/ftail $(PYTEST) -q -ra $(FUZZ_TAIL_TESTS) $(DURATIONS) || lane=$$?; \
 	  echo "== fuzz lane done at $$((SECONDS - start)) s"; exit $$lane; } > $$tmp/fuzz.log 2>&1 & \
 	fuzz=$$!; \
 	{ lane=0; $(VENV)/bin/python -m tests.wheelhouse > $$tmp/wheelhouse.log 2>&1 & house=$$!; \
