@@ -58,9 +58,18 @@ class Step:
         return dict(self.hook.calls)
 
 
-def claimed_step(clients: int, claims: list[dict[tuple[str, str], int]] | None = None) -> Step:
-    """A run of ``clients`` clients, every item claimed by an agent of its own; ``claims``
-    gets the database calls of each claim."""
+@dataclass
+class Counted:
+    """A service over the in-memory store whose calls ``hook`` counts."""
+
+    clock: SimClock
+    hook: Counting
+    store: MemoryStore
+    queues: MemoryQueues
+    service: RunService
+
+
+def counted(clients: int) -> Counted:
     clock, hook = SimClock(), Counting()
     store, queues = MemoryStore(clock, hook), MemoryQueues(clock)
     queues.ensure_pool(POOL)
@@ -72,6 +81,14 @@ def claimed_step(clients: int, claims: list[dict[tuple[str, str], int]] | None =
         pools=(POOL,),
         pool_configs=(PoolConfig(name=POOL, size=clients),),
     )
+    return Counted(clock, hook, store, queues, service)
+
+
+def claimed_step(clients: int, claims: list[dict[tuple[str, str], int]] | None = None) -> Step:
+    """A run of ``clients`` clients, every item claimed by an agent of its own; ``claims``
+    gets the database calls of each claim."""
+    c = counted(clients)
+    clock, hook, store, queues, service = c.clock, c.hook, c.store, c.queues, c.service
     body = {"pool": POOL, "target": "a", "clients": clients, "workload": WORKLOAD}
     run, _ = service.submit(body)
     work, agents = [], []
@@ -203,17 +220,8 @@ def test_only_the_claim_that_opened_the_barrier_advances_a_queued_run() -> None:
     queued; each then advanced it, with a query of the run's every document (32 such
     queries in a 32-client step's claims). The claim that opened the step's barrier does;
     the others, having read the run before that one showed it running, do not."""
-    clock, hook = SimClock(), Counting()
-    store, queues = MemoryStore(clock, hook), MemoryQueues(clock)
-    queues.ensure_pool(POOL)
-    service = RunService(
-        store,
-        queues,
-        MemoryArtifacts(),
-        clock=clock,
-        pools=(POOL,),
-        pool_configs=(PoolConfig(name=POOL, size=4),),
-    )
+    c = counted(4)
+    clock, hook, store, queues, service = c.clock, c.hook, c.store, c.queues, c.service
     run, _ = service.submit({"pool": POOL, "target": "a", "clients": 4, "workload": WORKLOAD})
     queued = store.runs.get(run.id)  # as every claim of the burst read it
     assert queued.state == RunState.QUEUED
@@ -254,17 +262,8 @@ def test_a_post_rereads_no_document_it_has_just_written() -> None:
     """A POST sends its first step from the step it read and goes on from the run as it
     wrote it "sent" (issue 29.3: it read the step again to take the send lease, and the run
     twice after marking it sent, on the way to its answer)."""
-    clock, hook = SimClock(), Counting()
-    store, queues = MemoryStore(clock, hook), MemoryQueues(clock)
-    queues.ensure_pool(POOL)
-    service = RunService(
-        store,
-        queues,
-        MemoryArtifacts(),
-        clock=clock,
-        pools=(POOL,),
-        pool_configs=(PoolConfig(name=POOL, size=4),),
-    )
+    c = counted(4)
+    hook, service = c.hook, c.service
     service.submit({"pool": POOL, "target": "a", "clients": 4, "workload": WORKLOAD})
     reads = {k: n for k, n in hook.calls.items() if k[1] == "read"}
     # The step: to send it and to mark it sent; the run: as the settle writes it.
