@@ -325,7 +325,7 @@ class FioProcess:
             said, _, _ = select.select([self._parked_fd], [], [], min(left, PARKED_CHECK_S))
             if said:
                 with contextlib.suppress(BlockingIOError):
-                    heard += len(os.read(self._parked_fd, 4096))  # a line per job
+                    heard += os.read(self._parked_fd, 4096).count(b"\n")  # a line per job
                 if heard >= self.jobs:
                     return True
                 continue

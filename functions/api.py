@@ -75,7 +75,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     if interval > 0:
         pace: timers.LocalPace = app.state.pace
         pace.interval_s = interval
-        task = asyncio.create_task(timers.local_timer_loop(interval, parts, pace))
+        task = asyncio.create_task(timers.local_timer_loop(parts, pace))
     if parts.settings.bot_app_id:
         # The Agents SDK takes seconds to import: not on the first activity's clock.
         asyncio.get_running_loop().run_in_executor(None, parts.teams_host)

@@ -122,14 +122,13 @@ class LocalPace:
             await asyncio.wait_for(self._woken.wait(), pause)
 
 
-async def local_timer_loop(interval_s: float, parts: Services, pace: LocalPace | None) -> None:
+async def local_timer_loop(parts: Services, pace: LocalPace) -> None:
     """The local stack has no Functions host: run the same timer work on a short period
-    (slower while nobody calls the API: LocalPace). With several API instances, only the
+    (``pace``: slower while nobody calls the API). With several API instances, only the
     holder of the timers' blob lease ticks, as the Functions host runs a timer trigger on
     one instance; the lease is renewed each tick, so a holder that dies is replaced within
     the lease's duration and one tick."""
     lease = await asyncio.to_thread(_timer_lease, parts)
-    pace = pace or LocalPace(interval_s)
     try:
         while True:
             if lease is None or await asyncio.to_thread(lease.hold):
