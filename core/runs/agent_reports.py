@@ -23,6 +23,7 @@ from core.receipts import ReceiptKey, Upload, sign, valid
 from core.runs import live
 from core.runs.barrier import leave
 from core.runs.lifecycle import Lifecycle
+from core.runs.shared_count import SharedCount
 from core.runs.timer import advance_or_defer
 from core.timestamps import iso_ms
 from core.validation import parse
@@ -39,6 +40,7 @@ class AgentReports:
         self.life = lifecycle
         self.store = lifecycle.store
         self.receipt_key = ReceiptKey(lifecycle.artifacts)
+        self.open_counts: SharedCount[tuple[str, int], int] = SharedCount()
 
     def heartbeat(
         self,
@@ -305,12 +307,21 @@ class AgentReports:
         # From the item read above: a copy gone stale meanwhile (a heartbeat's write) fails
         # its swap and is read again (one read fewer per result: issue 29's final burst).
         self.life.update_item(result.run_id, result.item_id, done, read=doc)
-        # The run moves on when its step's last item ends: a count of the step's items
-        # still open, not a read of the whole run by every client (issue 29: calls per
-        # client grew with the clients). Missed by a race, the timer advances it when due.
-        if flipped[0] and self.store.items.open_items(result.run_id, result.step) == 0:
-            advance_or_defer(self.life, result.run_id)
+        if flipped[0]:
+            self._ended(result.run_id, result.step)
         return created
+
+    def _ended(self, run_id: str, step: int) -> None:
+        """The run moves on when its step's last item ends: a count of the step's items
+        still open, not a read of the whole run by every client (issue 29: calls per
+        client grew with the clients), shared by the results that end meanwhile in this
+        process (core.runs.shared_count); the one that ran it advances. Missed by a race,
+        the timer advances it when due."""
+        still_open, ran = self.open_counts.ask(
+            (run_id, step), lambda: self.store.items.open_items(run_id, step)
+        )
+        if ran and still_open == 0:
+            advance_or_defer(self.life, run_id)
 
 
 def _stale(stamp: str | None, now_ms: int) -> bool:
