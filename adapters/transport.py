@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ssl
 import threading
+import urllib.request
 from typing import Any
 
 import certifi
@@ -89,6 +90,12 @@ def pooled_transport(
     Storage SDK takes its timeouts from the transport it is given, not from its client's
     keywords (azure-core's own defaults are 300 s each)."""
     session = requests.Session()
+    # With trust_env, requests looks in the environment for proxies and reads ~/.netrc on
+    # every request: ~10 % of a simulated fleet's busy time and ~3 % of the API's while a
+    # thousand clients reported (issue 29). With no proxy configured there is nothing for
+    # it to find but netrc credentials, which would only displace the SDK's own
+    # Authorization header. A proxy in the environment keeps requests' own handling.
+    session.trust_env = bool(urllib.request.getproxies())
     adapter = SharedTLSAdapter(
         verify,
         pool_connections=4,

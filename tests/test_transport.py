@@ -5,14 +5,17 @@ certificate it does not trust."""
 
 from __future__ import annotations
 
+import http.server
 import ssl
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import requests
+from azure.core.pipeline.transport import HttpRequest
 
 from adapters.cosmos import CosmosStore
 from adapters.transport import POOL_SIZE, pooled_transport
@@ -85,3 +88,70 @@ def test_clients_share_one_context_per_process_and_mode() -> None:
     assert trusting is not None
     other = trusting.get_adapter("https://x").poolmanager.connection_pool_kw["ssl_context"]
     assert id(other) not in contexts and other.verify_mode == ssl.CERT_NONE
+
+
+class _Seen(http.server.BaseHTTPRequestHandler):
+    """Answers 200 to any GET and keeps its request line and Authorization header."""
+
+    seen: ClassVar[list[tuple[str, str | None]]] = []
+
+    def do_GET(self) -> None:
+        self.seen.append((self.path, self.headers.get("Authorization")))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def listener() -> Iterator[tuple[int, list[tuple[str, str | None]]]]:
+    _Seen.seen = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Seen)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server.server_address[1], _Seen.seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.unit
+def test_no_proxy_configured_so_no_netrc_credentials_are_sent(
+    listener: tuple[int, list[tuple[str, str | None]]],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """requests reads ~/.netrc on every request when it trusts the environment (issue 29's
+    profile: ~10 % of a simulated fleet's busy time); a netrc entry for the host must not
+    turn into a Basic Authorization header on an SDK call either."""
+    port, seen = listener
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    netrc = tmp_path / ".netrc"
+    netrc.write_text("machine 127.0.0.1 login someone password secret\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    transport = pooled_transport()
+    with transport:
+        response = transport.send(HttpRequest("GET", f"http://127.0.0.1:{port}/blob"))
+    assert response.status_code == 200
+    assert seen == [("/blob", None)]
+
+
+@pytest.mark.unit
+def test_a_proxy_in_the_environment_is_still_used(
+    listener: tuple[int, list[tuple[str, str | None]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port, seen = listener
+    for name in ("https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
+    transport = pooled_transport()
+    with transport:
+        response = transport.send(HttpRequest("GET", "http://storage.invalid/queue"))
+    assert response.status_code == 200
+    assert seen == [("http://storage.invalid/queue", None)]  # the proxy got it, whole
