@@ -45,7 +45,7 @@ class SharedCount(Generic[K, V]):
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._slots: dict[K, _Slot[V]] = {}
-        self.rounds = 0  # every round run, for the tests and the bench
+        self.rounds = 0  # every round run (the tests compare it with the callers)
 
     def ask(self, key: K, count: Callable[[], V]) -> tuple[V, bool]:
         with self._cond:
