@@ -12,13 +12,11 @@ from typing import Any
 
 import pytest
 
-from core.artifacts import ref
 from core.errors import StoreUnavailable
 from core.models.state import RunState
 from core.runs import finalize
 from core.runs.finalizing import FINALIZE_LEASE_MS
-from simagent.measured import Measurements
-from tests.test_thousand_clients import HOST, RATE, World
+from tests.test_thousand_clients import World
 
 pytestmark = pytest.mark.unit
 CLIENTS = 6
@@ -32,16 +30,7 @@ def finished_but_the_last_result(world: World) -> Callable[[], bool]:
     """Run every client of one run to its result, all but the last one's stored; returns
     the call that stores it (and so advances the run to its finalize)."""
     _, start = world.started_and_measured()
-    measurements = Measurements()
-    results = []
-    for w, agent in world.claimed:
-        made = measurements.of(
-            w, RATE, agent_id=agent.id, host=HOST, scheduled_ms=start, started_ms=start
-        )
-        for name, data in made.artifacts.items():
-            world.service.put_artifact(w.run_id, w.item_id, name, data, agent)
-        refs = {name: ref(name, data) for name, data in made.artifacts.items()}
-        results.append((made.result.model_copy(update={"artifacts": refs}), agent))
+    results = world.uploaded_results(start)
     for result, agent in results[:-1]:
         assert world.service.store_result(result.model_dump(mode="json"), agent)
     last, agent = results[-1]

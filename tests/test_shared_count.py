@@ -13,12 +13,10 @@ from typing import Any
 
 import pytest
 
-from core.artifacts import ref
 from core.models.state import RunState
 from core.runs import finalize
 from core.runs.shared_count import SharedCount
-from simagent.measured import Measurements
-from tests.test_thousand_clients import HOST, RATE, World
+from tests.test_thousand_clients import World
 
 pytestmark = pytest.mark.unit
 
@@ -146,16 +144,7 @@ def test_racing_results_advance_the_run_once_with_fewer_counts_than_results(
     and the step's open items were counted fewer times than there were results."""
     world = World(6)
     _, start = world.started_and_measured()
-    measurements = Measurements()
-    results = []
-    for w, agent in world.claimed:
-        made = measurements.of(
-            w, RATE, agent_id=agent.id, host=HOST, scheduled_ms=start, started_ms=start
-        )
-        for name, data in made.artifacts.items():
-            world.service.put_artifact(w.run_id, w.item_id, name, data, agent)
-        refs = {name: ref(name, data) for name, data in made.artifacts.items()}
-        results.append((made.result.model_copy(update={"artifacts": refs}), agent))
+    results = world.uploaded_results(start)
     counts: list[int] = []
     open_items = world.store.items.open_items
 

@@ -129,10 +129,11 @@ class World:
         self.clock.advance((start - self.clock.ms()) / 1000 + RUNTIME_S + 0.5)
         return run.id, start
 
-    def run(self) -> str:
-        """Submit a run of ``clients``, claim, ready, start and report every client."""
-        run_id, start = self.started_and_measured()
+    def uploaded_results(self, start: int) -> list[tuple[Result, AgentRef]]:
+        """Each claimed client's result measured from ``start``, its artifacts put through
+        the service; the results not stored yet."""
         measurements = Measurements()
+        results = []
         for w, agent in self.claimed:
             made = measurements.of(
                 w, RATE, agent_id=agent.id, host=HOST, scheduled_ms=start, started_ms=start
@@ -140,7 +141,13 @@ class World:
             for name, data in made.artifacts.items():
                 self.service.put_artifact(w.run_id, w.item_id, name, data, agent)
             refs = {name: ref(name, data) for name, data in made.artifacts.items()}
-            result = made.result.model_copy(update={"artifacts": refs})
+            results.append((made.result.model_copy(update={"artifacts": refs}), agent))
+        return results
+
+    def run(self) -> str:
+        """Submit a run of ``clients``, claim, ready, start and report every client."""
+        run_id, start = self.started_and_measured()
+        for result, agent in self.uploaded_results(start):
             assert self.service.store_result(result.model_dump(mode="json"), agent)
         assert self.store.runs.get(run_id).state == RunState.COMPLETED
         return run_id
