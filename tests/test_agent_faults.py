@@ -24,6 +24,7 @@ import pytest
 from adapters.cosmos import CosmosStore
 from benchctl import localstack
 from benchctl.localstack import Proc, Stack
+from core.runs.barrier import ready_count
 from tests.conftest import AgentFactory, run_body, wait_state, wait_until
 from tests.second_api import SecondApi
 from tests.test_e2e import alive, children
@@ -75,13 +76,18 @@ def test_a_client_hearing_go_after_an_outage_gets_an_instant_of_its_own(
     run_id = api.post("/api/runs", json=body).json()["id"]
 
     def b_ready() -> dict[str, Any] | None:
+        # Ready at the barrier once its shard holds it: the item says "ready" a write
+        # earlier, and API2 killed between the two writes would leave B to join only when
+        # API2 is back, which this test waits on A's start for (CI saw that deadlock).
+        if ready_count(store, store.items.get_step(run_id, 0)) != 1:
+            return None
         return next((d for d in items(store, run_id) if d["state"] == "ready"), None)
 
     b_item = wait_until(b_ready, 60, what="client B ready at the barrier")
     assert b_item["agent_id"] == b.name
     api2.kill()
     a = own_agents(stack, "a")
-    common = wait_until(lambda: store.items.get_step(run_id, 0).start_at_ms, 60)
+    common = wait_until(lambda: store.items.get_step(run_id, 0).start_at_ms, 60, what="A starts")
     # Down until the instant is 3 s past (A is running fio by then), then back.
     time.sleep(max(0.0, common / 1000 + 3 - time.time()))
     restarted_ms = time.time() * 1000
