@@ -137,7 +137,7 @@ class ApiClient:
         # The longest the API holds a barrier call, as its last claim's answer said (an API
         # that does not say holds none: the agent polls).
         self.barrier_wait_ms = 0
-        # From 2 (that answer says) it holds ready reports and takes a beat's "waiting".
+        # 2 (as that answer says): ready reports held, beats' "waiting"; 3: inline timelines.
         self.api_protocol = 1
 
     @property

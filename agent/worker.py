@@ -39,9 +39,9 @@ from agent.mounts import MountWatch
 from agent.outcome import Outcome
 from agent.queue_return import after_outage
 from agent.workdir import WorkRoot
-from core.artifacts import ref
+from core.artifacts import ref, uploads
 from core.errors import StoreUnavailable
-from core.models import ArtifactName, ArtifactRef, HostFacts, Result, WorkItem
+from core.models import ArtifactName, HostFacts, Result, WorkItem
 from core.runs.clean import CleanOrder
 
 log = logging.getLogger(__name__)
@@ -255,8 +255,7 @@ class Worker:
             measured = engine.collect(scheduled)
         except ItemFailed as e:
             return self._failed(item, lease, str(e), permanent=e.permanent)
-        uploaded, receipts = self._upload(item, measured.artifacts)
-        result = measured.result.model_copy(update={"artifacts": uploaded})
+        result, receipts = self._upload(item, measured.result, measured.artifacts)
         return self._store(result, lease, engine.work_dir, receipts)
 
     def _measure(
@@ -300,16 +299,17 @@ class Worker:
         return outcome
 
     def _upload(
-        self, item: WorkItem, packed: dict[ArtifactName, bytes]
-    ) -> tuple[dict[ArtifactName, ArtifactRef], dict[str, str]]:
-        """Large outputs go to Blob Storage through the API before the result names them;
-        with the receipts the API answered (core.receipts), which the result carries."""
+        self, item: WorkItem, result: Result, packed: dict[ArtifactName, bytes]
+    ) -> tuple[Result, dict[str, str]]:
+        """Large outputs go to Blob Storage through the API before the result names them (a
+        small timeline it carries: core.artifacts.uploads), with the API's receipts."""
         self.trace.stage("result upload")  # ends with the result stored (_store)
-        agent = self.config.agent_id
         receipts: dict[str, str] = {}
-        for name, data in packed.items():
-            receipts[name] = self.api.put_artifact(item, agent, name, data)
-        return {name: ref(name, data) for name, data in packed.items()}, receipts
+        sent, inline = uploads(packed, self.api.api_protocol >= 3)
+        for name, data in sent.items():
+            receipts[name] = self.api.put_artifact(item, self.config.agent_id, name, data)
+        named = {name: ref(name, data) for name, data in packed.items()}
+        return result.model_copy(update={"artifacts": named, "inline_timeline": inline}), receipts
 
     def _await_start(self, item: WorkItem, lease: Lease) -> int | Outcome:
         """The start barrier: report ready, wait until every client of the step is, and

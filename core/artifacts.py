@@ -3,12 +3,14 @@ reference (name, size, SHA-256) kept in the result document."""
 
 from __future__ import annotations
 
+import base64
 import gzip
 import hashlib
 import json
 from typing import Any
 
 from core.models import ArtifactName, ArtifactRef
+from core.models.result import INLINE_TIMELINE_BYTES
 from core.timeline import ClientTimeline
 
 
@@ -27,6 +29,19 @@ def sha256_hex(data: bytes) -> str:
 
 def ref(name: ArtifactName, packed: bytes) -> ArtifactRef:
     return ArtifactRef(name=name, bytes=len(packed), sha256=sha256_hex(packed))
+
+
+def uploads(
+    packed: dict[ArtifactName, bytes], inline: bool
+) -> tuple[dict[ArtifactName, bytes], str | None]:
+    """The artifacts to upload, and the timeline the result carries instead (base64, its
+    ``inline_timeline``): with ``inline`` (the API speaks agent protocol 3) and when it
+    packs to at most INLINE_TIMELINE_BYTES. Every one is still named in the result (``ref``)."""
+    timeline = packed.get("timeline")
+    if not inline or timeline is None or len(timeline) > INLINE_TIMELINE_BYTES:
+        return dict(packed), None
+    sent: dict[ArtifactName, bytes] = {n: d for n, d in packed.items() if n != "timeline"}
+    return sent, base64.b64encode(timeline).decode()
 
 
 def pack_json(doc: Any) -> bytes:

@@ -146,9 +146,10 @@ class ClaimReply(BaseModel):
         "does not send it holds none: the agent polls",
     )
     agent_protocol: int = Field(
-        2,
+        3,
         description="2: this API also holds a ready report sent with wait_ms and takes a "
-        "heartbeat's waiting; an API that does not send it refuses both fields",
+        "heartbeat's waiting; an API that does not send it refuses both fields. 3: it "
+        "also takes a result carrying its timeline (inline_timeline)",
     )
 
 

@@ -27,8 +27,10 @@ from adapters.queue import WorkQueues, poison_queue_name, work_queue_name
 from benchctl import localstack
 from benchctl.local_state import free_port, remember_port
 from benchctl.localstack import Stack
-from core.artifacts import unpack_json, unpack_timeline
+from core.artifacts import unpack_json
+from core.errors import NotFound
 from core.models import WorkItem
+from core.runs.finalize import timeline_of
 from tests.conftest import (
     POOL_SPECS,
     TEST_TARGETS,
@@ -165,14 +167,25 @@ def check_stored_result(
     doc = store.results.get(run_id, item["id"]).model_dump(mode="json")
     assert doc["id"] == item["id"] and doc["engine"] == "fio"
     assert set(doc["artifacts"]) == {"timeline", "raw", "logs", "counters"}
-    # fio's own output, its logs and the timeline are in Blob Storage beside the result.
+    # fio's own output and its logs are in Blob Storage beside the result; the timeline is
+    # too, or carried in the result when it packs to 16 KiB or less (agent protocol 3).
     raw = unpack_json(artifacts.get(run_id, item["id"], "raw"))
     assert raw["fio version"].startswith("fio-")
     assert doc["read"]["total_ios"] == raw["jobs"][0]["read"]["total_ios"]
     with tarfile.open(fileobj=io.BytesIO(artifacts.get(run_id, item["id"], "logs"))) as tar:
         names = tar.getnames()
     assert "run.fio" in names and any("clat_hist" in n for n in names)
-    timeline = unpack_timeline(artifacts.get(run_id, item["id"], "timeline"))
+    stored = store.results.get(run_id, item["id"])
+    timeline = timeline_of(artifacts, stored)
+    assert timeline is not None
+    print("timeline carried" if stored.inline_timeline else "timeline in Blob Storage")
+    try:
+        in_blob = (
+            artifacts.size(run_id, item["id"], "timeline") == doc["artifacts"]["timeline"]["bytes"]
+        )
+    except NotFound:
+        in_blob = False
+    assert in_blob == (stored.inline_timeline is None)  # in one place
     assert timeline.read is not None and timeline.read.hist_rows  # fio's histogram lines kept
     # The measured period is the timeline's, to the millisecond: one log interval per
     # second, each stamped near its nominal second (a little off on a busy machine).

@@ -11,7 +11,7 @@ import pytest
 
 from adapters.blob import BlobArtifacts
 from adapters.cosmos import CosmosStore
-from core.artifacts import unpack_timeline
+from core.runs.finalize import timeline_of
 from core.timeline import common_window, totals_in
 from tests.conftest import AgentFactory, run_body, wait_state
 
@@ -47,7 +47,10 @@ def test_four_agents_as_four_clients(
     assert agg["start_skew_ms"]["max"] == pytest.approx(max(skews))
     # Recompute from the stored timelines: every client's I/Os inside the time they all
     # ran, over the window's length.
-    timelines = [unpack_timeline(artifacts.get(run_id, r["id"], "timeline")) for r in results]
+    # Carried in the results (agent protocol 3) or in Blob Storage: as the finalizer reads them.
+    carried = [timeline_of(artifacts, r) for r in store.results.of_run(run_id)]
+    timelines = [t for t in carried if t is not None]
+    assert len(timelines) == len(results)
     window = common_window(timelines)
     assert window is not None
     assert agg["window"] == {

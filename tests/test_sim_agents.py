@@ -214,7 +214,9 @@ def test_sixteen_simulated_clients_give_the_figures_they_declare_and_start_toget
     assert agg["read"]["bw_bytes"] == CLIENTS * IOPS * 4096
     latency = bucket_value(round(LATENCY_US * 1000))
     assert {agg["read"]["clat_ns"][p] for p in ("p50", "p99", "p99.9")} == {latency}
-    timelines = [unpack_timeline(artifacts.get(run_id, r.id, "timeline")) for r in results]
+    # Each carried in its result (agent protocol 3): none was uploaded.
+    assert all(r.inline_timeline for r in results)
+    timelines = [unpack_timeline(r.carried_timeline() or b"") for r in results]
     window = common_window(timelines)
     assert window is not None
     total = sum(totals_in(t, "read", window)[0] for t in timelines)

@@ -20,7 +20,7 @@ from typing import cast
 import pytest
 
 from core.analysis.step_aggregates import build_aggregates
-from core.artifacts import ref, unpack_json
+from core.artifacts import ref, unpack_json, uploads
 from core.errors import StoreUnavailable
 from core.fleet.pools import PoolConfig
 from core.memory import Effect, MemoryArtifacts, MemoryQueues, MemoryStore, SimClock
@@ -129,25 +129,30 @@ class World:
         self.clock.advance((start - self.clock.ms()) / 1000 + RUNTIME_S + 0.5)
         return run.id, start
 
-    def uploaded_results(self, start: int) -> list[tuple[Result, AgentRef]]:
+    def uploaded_results(
+        self, start: int, inline: Callable[[int], bool] = lambda client: False
+    ) -> list[tuple[Result, AgentRef]]:
         """Each claimed client's result measured from ``start``, its artifacts put through
-        the service; the results not stored yet."""
+        the service (its timeline carried instead where ``inline(client)``: core.artifacts.
+        uploads); the results not stored yet."""
         measurements = Measurements()
         results = []
         for w, agent in self.claimed:
             made = measurements.of(
                 w, RATE, agent_id=agent.id, host=HOST, scheduled_ms=start, started_ms=start
             )
-            for name, data in made.artifacts.items():
+            sent, carried = uploads(made.artifacts, inline(w.client))
+            for name, data in sent.items():
                 self.service.put_artifact(w.run_id, w.item_id, name, data, agent)
             refs = {name: ref(name, data) for name, data in made.artifacts.items()}
-            results.append((made.result.model_copy(update={"artifacts": refs}), agent))
+            update = {"artifacts": refs, "inline_timeline": carried}
+            results.append((made.result.model_copy(update=update), agent))
         return results
 
-    def run(self) -> str:
+    def run(self, inline: Callable[[int], bool] = lambda client: False) -> str:
         """Submit a run of ``clients``, claim, ready, start and report every client."""
         run_id, start = self.started_and_measured()
-        for result, agent in self.uploaded_results(start):
+        for result, agent in self.uploaded_results(start, inline):
             assert self.service.store_result(result.model_dump(mode="json"), agent)
         assert self.store.runs.get(run_id).state == RunState.COMPLETED
         return run_id
@@ -324,7 +329,9 @@ def test_the_timelines_are_read_while_the_results_are_queried(forty: tuple[World
         return of_run(run)
 
     slow.get = noted_get  # type: ignore[method-assign,assignment]
-    results = SimpleNamespace(of_run=slow_of_run, create_aggregate=lambda agg: True)
+    results = SimpleNamespace(
+        of_run=slow_of_run, get=world.store.results.get, create_aggregate=lambda agg: True
+    )
     store = cast(Store, SimpleNamespace(results=results))
     run = world.store.runs.get(run_id)
     steps, items = world.store.items.of_run(run_id)

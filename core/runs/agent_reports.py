@@ -9,10 +9,11 @@ compare-and-swap; it changes only its item (and step); an item that ends advance
 from __future__ import annotations
 
 import logging
+import zlib
 from datetime import datetime
 from typing import Any
 
-from core.artifacts import sha256_hex
+from core.artifacts import sha256_hex, unpack_timeline
 from core.errors import FieldError, NotFound, StoreUnavailable, TooLarge, ValidationFailed
 from core.models import ARTIFACT_NAMES, Result
 from core.models.holder import AgentRef, holds, refuse
@@ -259,6 +260,7 @@ class AgentReports:
         about each one unless ``receipts`` holds the receipt its put answered for what the
         result names (core.receipts: 3 HEADs fewer per result)."""
         result = parse(Result, body)
+        _carried(result)  # its own bytes first: nothing read for a malformed result
         errors = []
         if result.id != result.item_id:
             errors.append(FieldError("id", "must equal item_id"))
@@ -276,7 +278,7 @@ class AgentReports:
         done_states = (ItemState.READY, ItemState.RUNNING, ItemState.COMPLETED)
         if not holds(doc, agent) or doc.state not in done_states:
             raise refuse(doc, agent, "result")
-        receipted = self._receipted(result, receipts or {})
+        receipted = self._receipted(result, receipts or {}) | _carried(result)
         for name, artifact in result.artifacts.items():
             if name in receipted:
                 continue
@@ -322,6 +324,24 @@ class AgentReports:
         )
         if ran and still_open == 0:
             advance_or_defer(self.life, run_id)
+
+
+def _carried(result: Result) -> set[str]:
+    """The artifacts the result carries itself (its timeline, agent protocol 3), checked:
+    the bytes its ``artifacts`` names, and a timeline the finalizer can read."""
+    data = result.carried_timeline()
+    if data is None:
+        return set()
+    named = result.artifacts.get("timeline")
+    if named is None or named.bytes != len(data) or named.sha256 != sha256_hex(data):
+        why = "must be the bytes artifacts.timeline names (its size and sha256)"
+        raise ValidationFailed([FieldError("inline_timeline", why)])
+    try:
+        unpack_timeline(data)
+    except (OSError, EOFError, zlib.error, ValueError) as e:  # not gzip; not a timeline
+        why = f"not a packed timeline: {str(e)[:200]}"
+        raise ValidationFailed([FieldError("inline_timeline", why)]) from None
+    return {"timeline"}
 
 
 def _stale(stamp: str | None, now_ms: int) -> bool:

@@ -14,7 +14,7 @@ from core import telemetry
 from core.analysis.step_aggregates import build_aggregates
 from core.artifacts import pack_json, sha256_hex, unpack_timeline
 from core.errors import NotFound
-from core.models import Result, SeriesArtifact, StepAggregate
+from core.models import Result, SeriesArtifact, StepAggregate, StoredResult
 from core.models.gate import RunGate
 from core.models.state import ItemState
 from core.models.stored import Item, Run, Step
@@ -54,16 +54,30 @@ def fetch_timelines(
     return dict(zip(item_ids, found, strict=True))
 
 
+def timeline_of(artifacts: Artifacts, result: Result) -> ClientTimeline | None:
+    """The result's timeline: carried in it, or read from Blob Storage (None: none)."""
+    if (carried := result.carried_timeline()) is not None:
+        return unpack_timeline(carried)
+    if "timeline" not in result.artifacts:
+        return None
+    return timeline(artifacts, result.run_id, result.item_id)
+
+
 def timelines(
     artifacts: Artifacts,
     run_id: str,
     results: Sequence[Result],
     fetched: dict[str, ClientTimeline | None] | None = None,
 ) -> dict[str, ClientTimeline]:
-    """The timelines the results name, from ``fetched`` (those read already) or Blob
-    Storage; one that is missing is logged and left out."""
+    """The timelines the results name: carried in them, or from ``fetched`` (those read
+    already) or Blob Storage; one that is missing is logged and left out."""
     wanted = [r.item_id for r in results if "timeline" in r.artifacts]
     have = dict(fetched or {})
+    have.update(
+        (r.item_id, unpack_timeline(carried))
+        for r in results
+        if (carried := r.carried_timeline()) is not None
+    )
     have.update(fetch_timelines(artifacts, run_id, [i for i in wanted if i not in have]))
     found = {}
     for i in wanted:
@@ -97,15 +111,7 @@ def aggregate_and_judge(
     ids are ``<run>.s<step>``, so two callers racing store each once; every write is
     idempotent, so a crash before the run is marked finalized is retried by the timer."""
     with telemetry.span("aggregate", run.traceparent, run_id=run.id, pool=run.pool):
-        # The completed items' timelines are read while their results are queried: each
-        # completed item has its result (stored first), and the query of a thousand results
-        # took about a second of the last result's request (issue 29.2); a result naming a
-        # timeline of an item not read as completed has it read after.
-        ended = [i.id for i in items if i.state == ItemState.COMPLETED]
-        with ThreadPoolExecutor(1, "results") as one:
-            querying = one.submit(contextvars.copy_context().run, store.results.of_run, run.id)
-            fetched = fetch_timelines(artifacts, run.id, ended)
-            results = querying.result()
+        results, fetched = _results_and_timelines(store, artifacts, run.id, items)
         found = timelines(artifacts, run.id, results, fetched)
         aggregates = build_aggregates(run, steps, items, results, found, now_ms=now_ms)
         for agg in aggregates:
@@ -114,6 +120,30 @@ def aggregate_and_judge(
         return None
     with telemetry.span("detect", run.traceparent, run_id=run.id, pool=run.pool):
         return monitor.record(run, aggregates, results).gate
+
+
+def _results_and_timelines(
+    store: Store, artifacts: Artifacts, run_id: str, items: list[Item]
+) -> tuple[list[StoredResult], dict[str, ClientTimeline | None]]:
+    """The run's results, and the timelines read from Blob Storage meanwhile: each completed
+    item has its result (stored first), and the query of a thousand results took about a
+    second of the last result's request (issue 29.2). Not when one result carries its
+    timeline: a fleet's agents then carry theirs (agent protocol 3), and a result that
+    does not has its timeline read after the query (``timelines``)."""
+    ended = [i.id for i in items if i.state == ItemState.COMPLETED]
+    if not ended or _carries_timeline(store, run_id, ended[0]):
+        return store.results.of_run(run_id), {}
+    with ThreadPoolExecutor(1, "results") as one:
+        querying = one.submit(contextvars.copy_context().run, store.results.of_run, run_id)
+        fetched = fetch_timelines(artifacts, run_id, ended)
+        return querying.result(), fetched
+
+
+def _carries_timeline(store: Store, run_id: str, item_id: str) -> bool:
+    try:
+        return store.results.get(run_id, item_id).inline_timeline is not None
+    except NotFound:
+        return False
 
 
 def step_aggregate(

@@ -387,8 +387,8 @@ class Lifecycle:
 
     # ---- reading results back -------------------------------------------------------------
 
-    def timeline(self, run_id: str, item: str) -> ClientTimeline | None:
-        return finalize.timeline(self.artifacts, run_id, item)
+    def timeline_of(self, result: Result) -> ClientTimeline | None:
+        return finalize.timeline_of(self.artifacts, result)
 
     def timelines(self, run_id: str, results: Sequence[Result]) -> dict[str, ClientTimeline]:
         return finalize.timelines(self.artifacts, run_id, results)

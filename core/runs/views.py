@@ -247,12 +247,12 @@ class Views:
         ``common`` its step's common window, the same seconds for every client of the step
         (``series_window`` says which)."""
         stored = self.store.results.get(run_id, item_id)
-        timeline = self.life.timeline(run_id, item_id) if "timeline" in stored.artifacts else None
+        timeline = self.life.timeline_of(stored)
         own = (timeline.start_ms, timeline.end_ms) if timeline else None
         shared = self._step_window(run_id, stored.step) if common and timeline is not None else None
         raw, removed = self._raw(run_id, item_id) if "raw" in stored.artifacts else (None, None)
         return FullResult(
-            **dict(stored),
+            **(dict(stored) | {"inline_timeline": None}),  # it is the series below
             series_window="common" if shared else "own",
             series=_series(timeline, shared or own),
             raw=raw,
