@@ -90,7 +90,7 @@ class Lifecycle:
         *,
         clock: Callable[[], float] = time.time,
         monitor: RunRecorder | None = None,
-        on_finished: Callable[[str], object] | None = None,
+        on_finished: Callable[[Run], object] | None = None,
     ) -> None:
         # How many agents an elastic pool lacks for a step of N clients, or None when it
         # has them (core.fleet.service.Fleet.waiting): the step waits for the pool to grow.
@@ -251,7 +251,7 @@ class Lifecycle:
         if run.finished and not was_finished and run.admitted:
             self.free_targets(run)
         if seen.announce and self.on_finished is not None:
-            self.on_finished(run.id)  # once, by whoever finalized it, with its final state
+            self.on_finished(run)  # once, by whoever finalized it, with its final state
         return run
 
     # ---- sending steps ------------------------------------------------------------------

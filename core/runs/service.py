@@ -45,7 +45,7 @@ class RunService:
         clock: Callable[[], float] = time.time,
         monitor: RunRecorder | None = None,
         targets: list[TargetInfo] | None = None,
-        on_finished: Callable[[str], object] | None = None,
+        on_finished: Callable[[Run], object] | None = None,
         pool_configs: tuple[PoolConfig, ...] = (),
     ) -> None:
         self.store = store
