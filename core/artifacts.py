@@ -7,10 +7,11 @@ import base64
 import gzip
 import hashlib
 import json
+import zlib
 from typing import Any
 
 from core.models import ArtifactName, ArtifactRef
-from core.models.result import INLINE_TIMELINE_BYTES
+from core.models.result import INLINE_TIMELINE_BYTES, INLINE_TIMELINE_UNPACKED_BYTES
 from core.timeline import ClientTimeline
 
 
@@ -35,10 +36,13 @@ def uploads(
     packed: dict[ArtifactName, bytes], inline: bool
 ) -> tuple[dict[ArtifactName, bytes], str | None]:
     """The artifacts to upload, and the timeline the result carries instead (base64, its
-    ``inline_timeline``): with ``inline`` (the API speaks agent protocol 3) and when it
-    packs to at most INLINE_TIMELINE_BYTES. Every one is still named in the result (``ref``)."""
+    ``inline_timeline``): with ``inline`` (the API speaks agent protocol 3), when it packs
+    to at most INLINE_TIMELINE_BYTES and unpacks to at most INLINE_TIMELINE_UNPACKED_BYTES.
+    Every one is still named in the result (``ref``)."""
     timeline = packed.get("timeline")
     if not inline or timeline is None or len(timeline) > INLINE_TIMELINE_BYTES:
+        return dict(packed), None
+    if len(unpack(timeline)) > INLINE_TIMELINE_UNPACKED_BYTES:  # the API would refuse it
         return dict(packed), None
     sent: dict[ArtifactName, bytes] = {n: d for n, d in packed.items() if n != "timeline"}
     return sent, base64.b64encode(timeline).decode()
@@ -56,5 +60,16 @@ def pack_timeline(timeline: ClientTimeline) -> bytes:
     return pack(timeline.model_dump_json(exclude_none=True).encode())
 
 
-def unpack_timeline(data: bytes) -> ClientTimeline:
-    return ClientTimeline.model_validate_json(unpack(data))
+def unpack_timeline(data: bytes, max_bytes: int | None = None) -> ClientTimeline:
+    """``max_bytes``: refuse (ValueError) what would unpack to more, before unpacking it."""
+    if max_bytes is None:
+        return ClientTimeline.model_validate_json(unpack(data))
+    gunzip = zlib.decompressobj(wbits=31)  # gzip's header and trailer
+    text = gunzip.decompress(data, max_bytes)
+    if gunzip.unconsumed_tail:
+        raise ValueError(f"unpacks to more than {max_bytes} bytes")
+    if not gunzip.eof:
+        raise EOFError("the gzip stream ends early")
+    if gunzip.unused_data:  # a second gzip member, which unpack() would append
+        raise ValueError("bytes after the gzip stream")
+    return ClientTimeline.model_validate_json(text)

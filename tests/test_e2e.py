@@ -178,7 +178,8 @@ def check_stored_result(
     stored = store.results.get(run_id, item["id"])
     timeline = timeline_of(artifacts, stored)
     assert timeline is not None
-    print("timeline carried" if stored.inline_timeline else "timeline in Blob Storage")
+    where = "carried" if stored.inline_timeline else "in Blob Storage"
+    print("timeline", where, doc["artifacts"]["timeline"]["bytes"], "bytes")
     try:
         in_blob = (
             artifacts.size(run_id, item["id"], "timeline") == doc["artifacts"]["timeline"]["bytes"]

@@ -1,4 +1,4 @@
-"""Issue 29.2: a result carries its timeline when it packs to at most 16 KiB (agent protocol
+"""Issue 29.2: a result carries its timeline when it packs to at most 4 KiB (agent protocol
 3), so a run's finalizer reads no blob for it and its agent uploads one artifact fewer. At
 1,000 clients the finalizer's 1,000 blob reads took 5 s after the last result. Checked on
 the in-memory store with the simulated clients' own results (tests/test_thousand_clients)."""
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import os
 from collections import Counter
 from collections.abc import Callable
 
@@ -16,7 +17,7 @@ from core.artifacts import ref, uploads
 from core.errors import NotFound, ValidationFailed
 from core.models import ArtifactName, Result, StepAggregate
 from core.models.holder import AgentRef
-from core.models.result import INLINE_TIMELINE_BYTES
+from core.models.result import INLINE_TIMELINE_BYTES, INLINE_TIMELINE_UNPACKED_BYTES
 from core.models.state import ItemState, RunState
 from tests.test_thousand_clients import RATE, World
 
@@ -24,16 +25,16 @@ Reads = Counter[str]
 
 
 def test_a_small_timeline_is_carried_only_when_the_api_takes_it() -> None:
-    packed: dict[ArtifactName, bytes] = {
-        "raw": b"r",
-        "logs": b"l",
-        "timeline": b"t" * INLINE_TIMELINE_BYTES,
-    }
+    fits = gzip.compress(os.urandom(INLINE_TIMELINE_BYTES - 64), mtime=0)  # incompressible
+    assert len(fits) <= INLINE_TIMELINE_BYTES
+    packed: dict[ArtifactName, bytes] = {"raw": b"r", "logs": b"l", "timeline": fits}
     assert uploads(packed, False) == (packed, None)  # an API before protocol 3
-    carried = base64.b64encode(packed["timeline"]).decode()
+    carried = base64.b64encode(fits).decode()
     assert uploads(packed, True) == ({"raw": b"r", "logs": b"l"}, carried)
-    big: dict[ArtifactName, bytes] = {**packed, "timeline": b"t" * (INLINE_TIMELINE_BYTES + 1)}
-    assert uploads(big, True) == (big, None)
+    big = gzip.compress(os.urandom(INLINE_TIMELINE_BYTES + 1), mtime=0)
+    for timeline in (big, gzip.compress(b" " * (INLINE_TIMELINE_UNPACKED_BYTES + 1), mtime=0)):
+        other: dict[ArtifactName, bytes] = {**packed, "timeline": timeline}
+        assert uploads(other, True) == (other, None)  # too big, or unpacks too big
     alone: dict[ArtifactName, bytes] = {"raw": b"r"}
     assert uploads(alone, True) == (alone, None)
 
@@ -126,8 +127,27 @@ def test_a_carried_timeline_other_than_the_one_named_is_refused_naming_it() -> N
         },
     }
     assert "not a packed timeline" in refused(world, result, agent, body)
-    big = b"t" * (INLINE_TIMELINE_BYTES + 1)
-    body = result.model_dump(mode="json") | {"inline_timeline": base64.b64encode(big).decode()}
-    assert "inline_timeline" in refused(world, result, agent, body)
+    for big in (b"t" * (INLINE_TIMELINE_BYTES + 1), b"t" * (INLINE_TIMELINE_BYTES + 2)):
+        body = result.model_dump(mode="json") | {
+            "inline_timeline": base64.b64encode(big).decode(),
+            "artifacts": {
+                **result.model_dump(mode="json")["artifacts"],
+                "timeline": ref("timeline", big).model_dump(),
+            },
+        }
+        assert "inline_timeline" in refused(world, result, agent, body)
+    # Within the bound but unpacking to megabytes (a gzip bomb), or with a second gzip
+    # member after a good one (which the finalizer's gunzip would append): refused.
+    good = result.carried_timeline() or b""
+    for bad in (gzip.compress(b" " * 8_000_000, mtime=0), good + gzip.compress(b"}", mtime=0)):
+        assert len(bad) <= INLINE_TIMELINE_BYTES
+        body = result.model_dump(mode="json") | {
+            "inline_timeline": base64.b64encode(bad).decode(),
+            "artifacts": {
+                **result.model_dump(mode="json")["artifacts"],
+                "timeline": ref("timeline", bad).model_dump(),
+            },
+        }
+        assert "not a packed timeline" in refused(world, result, agent, body)
     # The result as the agent made it is stored.
     assert world.service.store_result(result.model_dump(mode="json"), agent)

@@ -40,6 +40,7 @@ var resultExcluded = [
   { path: '/write/clat_percentiles_ns/*' }
   { path: '/host/*' }
   { path: '/mounts/*' }
+  { path: '/inline_timeline/?' }
 ]
 var aggregateExcluded = [
   etag

@@ -117,10 +117,15 @@ class ArtifactRef(Strict):
 
 
 # A timeline packed to at most this is carried in its result (``Result.inline_timeline``),
-# not uploaded: a short run's is ~150 bytes, and at 1,000 clients the finalizer's reads of
-# 1,000 blobs were 5 s after the last result, their uploads a quarter of the results'
-# burst (issue 29.2). A long run's, with histogram rows, goes to Blob Storage.
-INLINE_TIMELINE_BYTES = 16 << 10
+# not uploaded: 3 s of real fio with its histogram lines packs to ~7 KB, a simulated
+# client's to ~150 bytes, and at 1,000 clients the finalizer's reads of 1,000 blobs were
+# 5 s after the last result, their uploads a quarter of the results' burst (issue 29.2).
+# A longer run's goes to Blob Storage: every read of a run's results (a running run's view
+# too) carries the timelines they carry.
+INLINE_TIMELINE_BYTES = 8 << 10
+# What a carried timeline may unpack to (the agent carries none that unpacks to more): a
+# JSON timeline packs ~5-20 times, and 8 KiB of gzip could unpack to ~8 MB for the API.
+INLINE_TIMELINE_UNPACKED_BYTES = 1 << 20
 # Base64 text, checked as such: what agents send is parsed strictly, and strict parsing
 # takes no text for a bytes field.
 InlineBase64 = Annotated[
@@ -173,7 +178,7 @@ class Result(Strict):
         None,
         exclude_if=_none,
         description="the timeline artifact's bytes (gzip, base64 here), when at most "
-        "16 KiB: carried in the result instead of uploaded (agent protocol 3); "
+        "8 KiB: carried in the result instead of uploaded (agent protocol 3); "
         "artifacts.timeline names their size and SHA-256",
     )
 

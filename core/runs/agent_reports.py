@@ -18,6 +18,7 @@ from core.errors import FieldError, NotFound, StoreUnavailable, TooLarge, Valida
 from core.models import ARTIFACT_NAMES, Result
 from core.models.holder import AgentRef, holds, refuse
 from core.models.live import LiveSample
+from core.models.result import INLINE_TIMELINE_BYTES, INLINE_TIMELINE_UNPACKED_BYTES
 from core.models.state import ItemState
 from core.models.stored import Item, ItemError, Step
 from core.receipts import ReceiptKey, Upload, sign, valid
@@ -260,7 +261,7 @@ class AgentReports:
         about each one unless ``receipts`` holds the receipt its put answered for what the
         result names (core.receipts: 3 HEADs fewer per result)."""
         result = parse(Result, body)
-        _carried(result)  # its own bytes first: nothing read for a malformed result
+        carried = _carried(result)  # its own bytes first: nothing read for a malformed result
         errors = []
         if result.id != result.item_id:
             errors.append(FieldError("id", "must equal item_id"))
@@ -278,7 +279,7 @@ class AgentReports:
         done_states = (ItemState.READY, ItemState.RUNNING, ItemState.COMPLETED)
         if not holds(doc, agent) or doc.state not in done_states:
             raise refuse(doc, agent, "result")
-        receipted = self._receipted(result, receipts or {}) | _carried(result)
+        receipted = self._receipted(result, receipts or {}) | carried
         for name, artifact in result.artifacts.items():
             if name in receipted:
                 continue
@@ -332,13 +333,16 @@ def _carried(result: Result) -> set[str]:
     data = result.carried_timeline()
     if data is None:
         return set()
+    if len(data) > INLINE_TIMELINE_BYTES:  # base64's length bound admits 2 bytes more
+        why = f"at most {INLINE_TIMELINE_BYTES} bytes: a larger timeline is uploaded"
+        raise ValidationFailed([FieldError("inline_timeline", why)])
     named = result.artifacts.get("timeline")
     if named is None or named.bytes != len(data) or named.sha256 != sha256_hex(data):
         why = "must be the bytes artifacts.timeline names (its size and sha256)"
         raise ValidationFailed([FieldError("inline_timeline", why)])
     try:
-        unpack_timeline(data)
-    except (OSError, EOFError, zlib.error, ValueError) as e:  # not gzip; not a timeline
+        unpack_timeline(data, max_bytes=INLINE_TIMELINE_UNPACKED_BYTES)
+    except (OSError, EOFError, zlib.error, ValueError) as e:  # not gzip; too big; not a timeline
         why = f"not a packed timeline: {str(e)[:200]}"
         raise ValidationFailed([FieldError("inline_timeline", why)]) from None
     return {"timeline"}
