@@ -28,6 +28,7 @@ from simagent.fleet import (
     FLEET_REGISTER_RETRIES_PER_S,
     IDLE_TICK_S,
     Fleet,
+    Pacer,
 )
 
 pytestmark = pytest.mark.unit
@@ -101,10 +102,7 @@ def test_first_registrations_come_at_the_fleet_rate_not_all_at_once(
 
     async def main() -> None:
         stop = asyncio.Event()
-        beacons = [
-            f._beacon(cast(SimClient, c), stop, i / FLEET_REGISTER_RETRIES_PER_S)
-            for i, c in enumerate(clients)
-        ]
+        beacons = [f._beacon(cast(SimClient, c), stop) for c in clients]
         loop = asyncio.get_running_loop()
         loop.call_later(count / FLEET_REGISTER_RETRIES_PER_S + 0.3, stop.set)
         await asyncio.gather(*beacons)
@@ -116,6 +114,29 @@ def test_first_registrations_come_at_the_fleet_rate_not_all_at_once(
     most = max(sum(1 for u in idle if t <= u < t + 1.0) for t in idle)
     assert most <= FLEET_REGISTER_RETRIES_PER_S + 1
     assert idle[-1] - idle[0] >= (count - 1) / FLEET_REGISTER_RETRIES_PER_S - 0.05
+
+
+def test_a_pacer_held_back_lets_its_waiters_go_at_its_rate_not_all_at_once() -> None:
+    """The loop is held for 0.5 s while 20 callers wait their turn at 20 a second: the
+    ones due meanwhile then go one gap apart. (Each at a fixed offset, the 10 due in those
+    0.5 s went at once: 22-23 first registrations in one second in the rehearsals.)"""
+    pacer = Pacer(20.0)
+    went: list[float] = []
+
+    async def caller() -> None:
+        await pacer.turn()
+        went.append(time.monotonic())
+
+    async def main() -> None:
+        callers = [asyncio.ensure_future(caller()) for _ in range(20)]
+        await asyncio.sleep(0.2)
+        time.sleep(0.5)  # the event loop held back, as by a loaded machine
+        await asyncio.gather(*callers)
+
+    asyncio.run(main())
+    gaps = [b - a for a, b in itertools.pairwise(went)]
+    assert len(went) == 20 and min(gaps) >= pacer.gap_s - 0.002, gaps
+    assert went[-1] - went[0] >= 19 * pacer.gap_s
 
 
 def work_item() -> WorkItem:
