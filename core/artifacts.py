@@ -42,7 +42,9 @@ def uploads(
     timeline = packed.get("timeline")
     if not inline or timeline is None or len(timeline) > INLINE_TIMELINE_BYTES:
         return dict(packed), None
-    if len(unpack(timeline)) > INLINE_TIMELINE_UNPACKED_BYTES:  # the API would refuse it
+    try:
+        unpack_at_most(timeline, INLINE_TIMELINE_UNPACKED_BYTES)  # as the API checks it
+    except ValueError:
         return dict(packed), None
     sent: dict[ArtifactName, bytes] = {n: d for n, d in packed.items() if n != "timeline"}
     return sent, base64.b64encode(timeline).decode()
@@ -60,16 +62,21 @@ def pack_timeline(timeline: ClientTimeline) -> bytes:
     return pack(timeline.model_dump_json(exclude_none=True).encode())
 
 
-def unpack_timeline(data: bytes, max_bytes: int | None = None) -> ClientTimeline:
-    """``max_bytes``: refuse (ValueError) what would unpack to more, before unpacking it."""
-    if max_bytes is None:
-        return ClientTimeline.model_validate_json(unpack(data))
+def unpack_at_most(data: bytes, max_bytes: int) -> bytes:
+    """``unpack``, refusing (ValueError) what would unpack to more than ``max_bytes``
+    before unpacking it, and a second gzip member (which ``unpack`` would append)."""
     gunzip = zlib.decompressobj(wbits=31)  # gzip's header and trailer
     text = gunzip.decompress(data, max_bytes)
     if gunzip.unconsumed_tail:
         raise ValueError(f"unpacks to more than {max_bytes} bytes")
     if not gunzip.eof:
         raise EOFError("the gzip stream ends early")
-    if gunzip.unused_data:  # a second gzip member, which unpack() would append
+    if gunzip.unused_data:
         raise ValueError("bytes after the gzip stream")
+    return text
+
+
+def unpack_timeline(data: bytes, max_bytes: int | None = None) -> ClientTimeline:
+    """``max_bytes``: as ``unpack_at_most``."""
+    text = unpack(data) if max_bytes is None else unpack_at_most(data, max_bytes)
     return ClientTimeline.model_validate_json(text)

@@ -110,6 +110,13 @@ def refused(world: World, result: Result, agent: AgentRef, body: dict[str, objec
     return str(e.value)
 
 
+def carrying(result: Result, data: bytes) -> dict[str, object]:
+    """The result as sent, carrying ``data`` as its timeline and naming it so."""
+    sent = result.model_dump(mode="json")
+    named = {**sent["artifacts"], "timeline": ref("timeline", data).model_dump()}
+    return sent | {"inline_timeline": base64.b64encode(data).decode(), "artifacts": named}
+
+
 def test_a_carried_timeline_other_than_the_one_named_is_refused_naming_it() -> None:
     world = World(2)
     result, agent = one_result(world)
@@ -118,36 +125,14 @@ def test_a_carried_timeline_other_than_the_one_named_is_refused_naming_it() -> N
     body = result.model_dump(mode="json") | {"inline_timeline": base64.b64encode(other).decode()}
     assert "inline_timeline" in refused(world, result, agent, body)
     # Named as it is, but not a timeline: refused too, not left for the finalizer to trip on.
-    junk = b"not gzip"
-    body = result.model_dump(mode="json") | {
-        "inline_timeline": base64.b64encode(junk).decode(),
-        "artifacts": {
-            **result.model_dump(mode="json")["artifacts"],
-            "timeline": ref("timeline", junk).model_dump(),
-        },
-    }
-    assert "not a packed timeline" in refused(world, result, agent, body)
+    assert "not a packed timeline" in refused(world, result, agent, carrying(result, b"not gzip"))
     for big in (b"t" * (INLINE_TIMELINE_BYTES + 1), b"t" * (INLINE_TIMELINE_BYTES + 2)):
-        body = result.model_dump(mode="json") | {
-            "inline_timeline": base64.b64encode(big).decode(),
-            "artifacts": {
-                **result.model_dump(mode="json")["artifacts"],
-                "timeline": ref("timeline", big).model_dump(),
-            },
-        }
-        assert "inline_timeline" in refused(world, result, agent, body)
+        assert "inline_timeline" in refused(world, result, agent, carrying(result, big))
     # Within the bound but unpacking to megabytes (a gzip bomb), or with a second gzip
     # member after a good one (which the finalizer's gunzip would append): refused.
     good = result.carried_timeline() or b""
     for bad in (gzip.compress(b" " * 8_000_000, mtime=0), good + gzip.compress(b"}", mtime=0)):
         assert len(bad) <= INLINE_TIMELINE_BYTES
-        body = result.model_dump(mode="json") | {
-            "inline_timeline": base64.b64encode(bad).decode(),
-            "artifacts": {
-                **result.model_dump(mode="json")["artifacts"],
-                "timeline": ref("timeline", bad).model_dump(),
-            },
-        }
-        assert "not a packed timeline" in refused(world, result, agent, body)
+        assert "not a packed timeline" in refused(world, result, agent, carrying(result, bad))
     # The result as the agent made it is stored.
     assert world.service.store_result(result.model_dump(mode="json"), agent)
