@@ -12,6 +12,7 @@ import itertools
 import json
 from collections import deque
 from pathlib import Path
+from typing import cast
 
 import pytest
 from hypothesis import given, settings
@@ -30,8 +31,8 @@ DATA = Path(__file__).parent / "data" / "fio-live"
 pytestmark = pytest.mark.unit
 
 
-def outputs() -> list[dict[str, object]]:
-    text = (DATA / "status.json").read_text()
+def outputs(name: str = "status.json") -> list[dict[str, object]]:
+    text = (DATA / name).read_text()
     decoder, docs, at = json.JSONDecoder(), [], text.find("{")
     while at >= 0:
         doc, at = decoder.raw_decode(text, at)
@@ -102,8 +103,37 @@ def test_outputs_before_the_measured_start_and_in_the_ramp_are_not_samples() -> 
     assert isinstance(first, int)
     early = LiveSampler(first - 5000)
     samples = [s for d in docs if (s := early.add(d)) is not None]
-    assert samples[0].start_ms == first
+    # It starts where fio says its counters did: the next output's stamp less its runtime
+    # (999 ms), 108 ms after the ramp's output.
+    assert samples[0].start_ms == docs[1]["timestamp_ms"] - 999 == first + 108  # type: ignore[operator]
     assert samples[0].read is not None and samples[0].read.ios == 602
+
+
+def test_a_last_status_output_after_fio_stopped_counts_only_the_time_it_measured() -> None:
+    """A real fio output (tests/data/fio-live/ended-*: the agent's job file, 400 IOPS on
+    tmpfs, 6 s after a 1 s ramp, the CPUs loaded; json+'s ``bins`` removed, the sampler
+    reads none). Its last status output came 60 ms after fio's runtime had stopped at
+    6000 ms: stamp to stamp, that second read 374.5 IOPS against the cap (the live test's
+    372.8). fio's runtime times it: 397 I/Os in 1000 ms."""
+    docs = outputs("ended-status.json")
+    stamps = [cast(int, d["timestamp_ms"]) for d in docs]
+    runs = [d["jobs"][0]["read"]["runtime"] for d in docs]  # type: ignore[index]
+    ios = [d["jobs"][0]["read"]["total_ios"] for d in docs]  # type: ignore[index]
+    # The situation: the last status output's stamp is 1060 ms after the one before, fio's
+    # runtime 1000 ms; the final output 18 ms later counts no more I/Os.
+    assert (stamps[-2] - stamps[-3], runs[-2] - runs[-3], ios[-2] - ios[-3]) == (1060, 1000, 397)
+    assert ios[-1] == ios[-2] and runs[-1] == runs[-2] == 6002
+    ramp_end = stamps[0] - runs[0] + 1000  # the job's start (its ramp's runtime) + 1 s
+    sampler = LiveSampler(ramp_end, io_size=4096)
+    samples = [s for d in docs if (s := sampler.add(d)) is not None]
+    assert len(samples) == 6 and [s.dur_ms for s in samples] == [999, 1001, 1000, 1000, 1002, 1000]
+    assert [s.start_ms for s in samples[1:]] == [s.end_ms for s in samples[:-1]]
+    assert samples[-1].end_ms == stamps[-2] - 60  # where fio stopped, not its stamp
+    for s in samples:
+        assert s.read is not None and s.read.ios * 1000 / s.dur_ms == pytest.approx(400, rel=0.01)
+    # Every I/O of the measured period is in one sample, and the period is fio's runtime.
+    assert sum(s.read.ios for s in samples if s.read) == ios[-1]
+    assert samples[-1].end_ms - samples[0].start_ms == runs[-1]
 
 
 @settings(max_examples=40, deadline=None)

@@ -34,8 +34,8 @@ RATE = 400  # I/Os per second per client
 CLIENTS = 2
 RUNTIME_S = 6
 RAMP_S = 1
-# fio's rate limiter keeps each second within a few I/Os of its cap; the interval's two
-# ends are stamped by fio's status thread, a few ms apart from the second's true ends.
+# fio's rate limiter keeps each second within a few I/Os of its cap; each interval is timed
+# by fio's runtime (its last status output comes after fio stopped: core.engines.fio_live).
 PER_SECOND = 0.05
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\r")
 # The follow's total row: IOPS, MiB/s, latency (rich's table, escape codes removed).

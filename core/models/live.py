@@ -35,8 +35,9 @@ class LiveDirection(BaseModel):
 
 
 class LiveSample(BaseModel):
-    """One fio status interval of one client, ending at ``end_ms`` (fio's ``timestamp_ms``,
-    Unix ms) after ``dur_ms``. A direction the job does not do is absent."""
+    """One fio status interval of one client, ending at ``end_ms`` (Unix ms) after
+    ``dur_ms``, both on fio's runtime clock (core.engines.fio_live). A direction the job
+    does not do is absent."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     end_ms: int = Field(ge=0, le=MAX_UNIX_MS)
