@@ -19,7 +19,6 @@ from benchctl.cli_common import (
 from benchctl.client import CliError
 from benchctl.local_state import StackError, checkout, state_dir
 from benchctl.local_targets import TargetDeclarationError, local_registry
-from core.analysis.changepoint import detect_csv
 from core.analysis.concurrency import shape_for
 from core.analysis.offline import ClientLogs, InputError, aggregate_files
 from core.catalogue import PROFILES
@@ -118,6 +117,9 @@ def cmd_detect(a: argparse.Namespace) -> int:
     if not (math.isfinite(a.min_magnitude) and a.min_magnitude >= 0):
         message = f"--min-magnitude: {a.min_magnitude:g} is not a percentage >= 0"
         raise CliError(message, EXIT_BAD_INPUT)
+    # Here, not at the top: the detector's numpy is ~0.3 s of every other command's start.
+    from core.analysis.changepoint import detect_csv
+
     text = read_file(a.file, "FILE.csv")
     higher = True if a.higher_is_better else False if a.lower_is_better else None
     try:

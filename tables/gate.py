@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.table import Table
 
-from core.analysis.series import metric_value
+from core.analysis.metrics import metric_value
 
 VERDICT_TEXT = {
     "pass": "pass",

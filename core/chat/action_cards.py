@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from core.analysis.series import metric_text, metric_value
+from core.analysis.metrics import metric_text, metric_value
 from core.chat.cards import Reply, run_page, status_reply
 from core.models import MAX_CLIENTS
 from core.models.cards import (
