@@ -117,7 +117,7 @@ def create_app(services: Services | None = None) -> FastAPI:
     app.add_middleware(_Used, pace=app.state.pace)
     errors.install(app)
     openapi.install(app)
-    app.middleware("http")(signin.authenticate)
+    app.add_middleware(signin.Authenticate)
     reports_api.mount_docs(app)
     for router in ROUTERS:
         app.include_router(router)
