@@ -17,7 +17,11 @@ from core.artifacts import ref, uploads
 from core.errors import NotFound, ValidationFailed
 from core.models import ArtifactName, Result, StepAggregate
 from core.models.holder import AgentRef
-from core.models.result import INLINE_TIMELINE_BYTES, INLINE_TIMELINE_UNPACKED_BYTES
+from core.models.result import (
+    INLINE_TIMELINE_BYTES,
+    INLINE_TIMELINE_UNPACKED_BYTES,
+    FullResult,
+)
 from core.models.state import ItemState, RunState
 from tests.test_thousand_clients import RATE, World
 
@@ -82,6 +86,9 @@ def test_results_carrying_their_timelines_are_aggregated_with_no_blob_read() -> 
     blob_full = blob_world.service.full_result(blob_run, item.replace(run_id, blob_run))
     assert full.series == blob_full.series and full.series["read"]
     assert "inline_timeline" not in full.model_dump(mode="json")
+    # Nor does its description in the API's document say it might.
+    assert "inline_timeline" not in FullResult.model_json_schema()["properties"]
+    assert "inline_timeline" in Result.model_json_schema()["properties"]
 
 
 @pytest.mark.parametrize("carried", [lambda c: c % 2 == 0, lambda c: c % 2 == 1])

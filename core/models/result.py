@@ -6,6 +6,7 @@ import base64
 from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
 
 from core.host_counters import CountersSummary
 from core.models.common import ITEM_ID_PATTERN, RUN_ID_PATTERN, Engine, Int, Strict
@@ -285,6 +286,8 @@ class FullResult(StoredResult):
     series: dict[Direction, list[dict[str, float]]] = Field(
         description="IOPS and bytes in each second of the window: t_ms, iops, bw_bytes"
     )
+    # Never sent: the series below is the timeline (the field stays off the document too).
+    inline_timeline: SkipJsonSchema[None] = Field(None, exclude=True)
     raw: Any = Field(description="the engine's own output (fio's JSON), while it is kept")
     raw_removed: bool | None = Field(
         None, exclude_if=_none, description="true once the raw output was removed (retention)"
