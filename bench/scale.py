@@ -15,6 +15,10 @@ and every request of the clients to the API, submits one run of N clients and re
 - ``last_result_to_completed_s``: from the last client's call to store its result (its
   wait for a fleet's thread included) to the run seen ``completed`` (read every 50 ms
   from Cosmos DB by this process, whose calls are not counted);
+  ``last_stored_to_completed_s``: the same from the service's storing of the last result
+  (the latest item's ``ended_at``, the API's clock): the finalizer's part alone, without
+  the results queued before the last one; ``results_per_s``: the results stored per second
+  from the first client's call to store one to the last stored (how fast the burst drains);
 - ``aggregation_s``, ``aggregation_peak_mib``: the timer's aggregation (core.runs.finalize's
   ``timelines`` and ``build_aggregates``) run again here on the stored run, under
   tracemalloc;
@@ -266,12 +270,19 @@ def _one_run(
     f: Followed, done: list[dict[str, Any]], store: CosmosStore, blobs: BlobArtifacts
 ) -> dict[str, float]:
     assert f.enqueued is not None and f.done is not None, "followed to the end"
-    last = max(r["result_sent_ms"] for r in done if r["run_id"] == f.run_id) / 1000
+    mine = [r for r in done if r["run_id"] == f.run_id]
+    last = max(r["result_sent_ms"] for r in mine) / 1000
+    first = min(r["result_sent_ms"] for r in mine) / 1000
+    _, items = store.items.of_run(f.run_id)
+    ended = [i.ended_at for i in items if i.ended_at is not None]
+    stored = max(datetime.fromisoformat(e.replace("Z", "+00:00")).timestamp() for e in ended)
     agg = aggregation(store, blobs, f.run_id)
     return {
         "intake_s": f.enqueued - f.post,
         "post_answered_s": f.answered - f.post,
         "last_result_to_completed_s": f.done - last,
+        "last_stored_to_completed_s": f.done - stored,
+        "results_per_s": len(mine) / max(stored - first, 1e-3),
         "done": f.done,
         "aggregation_s": agg["aggregation_s"],
         "aggregation_peak_mib": agg["aggregation_peak_mib"],
@@ -296,6 +307,8 @@ def _run_figures(
         "intake_s": worst("intake_s"),
         "post_answered_s": worst("post_answered_s"),
         "last_result_to_completed_s": worst("last_result_to_completed_s"),
+        "last_stored_to_completed_s": worst("last_stored_to_completed_s"),
+        "results_per_s": round(min(e["results_per_s"] for e in each), 1),
         "post_to_completed_s": round(worst("done") - runs[0].post, 3),
         "aggregation_s": total("aggregation_s"),
         "aggregation_peak_mib": worst("aggregation_peak_mib"),
