@@ -13,8 +13,10 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
-from typing import TypedDict
+from pathlib import Path
+from typing import Any, TypedDict
 from urllib.parse import urlparse
 
 from azure.core.pipeline import PipelineRequest
@@ -109,3 +111,35 @@ def hooks(service: Service) -> ClientHooks:
         record(service, operation(service, http.method, http.url, http.headers))
 
     return {"raw_request_hook": hook}
+
+
+# Read back (the benches): per service, the operations a line may name.
+DB_OPS = ("read", "query", "create", "batch", "upsert", "replace", "patch", "delete", "other")
+QUEUE_OPS = ("send", "receive", "delete", "update", "peek", "other")
+BLOB_OPS = ("put", "get", "head", "delete", "other")
+
+
+def read_calls(path: Path) -> list[tuple[float, int, str, str]]:
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        t, pid, service, op = line.split()
+        out.append((float(t), int(pid), service, op))
+    return out
+
+
+def per_client(
+    calls: list[tuple[float, int, str, str]], window: tuple[float, float], n: int, scale: float = 1
+) -> dict[str, Any]:
+    inside = Counter((s, op) for t, _, s, op in calls if window[0] <= t <= window[1])
+
+    def of(service: str, ops: tuple[str, ...]) -> dict[str, float]:
+        return {op: round(inside[(service, op)] * scale / n, 2) for op in ops}
+
+    return {
+        "db_calls": of("cosmos", DB_OPS),
+        "queue": of("queue", QUEUE_OPS),
+        "blob": of("blob", BLOB_OPS),
+        "http_requests": round(sum(v for (s, _), v in inside.items() if s == "api") * scale / n, 2),
+    }

@@ -57,7 +57,7 @@ import httpx
 
 from adapters.blob import BlobArtifacts
 from adapters.cosmos import CosmosStore
-from adapters.counting import SETTING
+from adapters.counting import SETTING, per_client, read_calls
 from benchctl import localstack
 from benchctl.local_sim import SIM_POOL, sim_pool_spec, start_sim_agents, with_sim_targets
 from core.analysis.step_aggregates import build_aggregates
@@ -67,9 +67,6 @@ from core.runs.finalize import timelines
 from simagent.fleet import FLEET_ITEM_BEATS_PER_S, FLEET_REGISTRY_BEATS_PER_S
 
 OUT = Path(__file__).parent / "out" / "scale.json"
-DB_OPS = ("read", "query", "create", "batch", "upsert", "replace", "patch", "delete", "other")
-QUEUE_OPS = ("send", "receive", "delete", "update", "peek", "other")
-BLOB_OPS = ("put", "get", "head", "delete", "other")
 
 
 def pct(values: list[float], p: float) -> float:
@@ -82,32 +79,6 @@ def spread(values: list[float]) -> dict[str, float]:
     if not values:
         return {"p50": math.nan, "p99": math.nan, "max": math.nan}
     return {"p50": pct(values, 50), "p99": pct(values, 99), "max": max(values)}
-
-
-def read_calls(path: Path) -> list[tuple[float, int, str, str]]:
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        t, pid, service, op = line.split()
-        out.append((float(t), int(pid), service, op))
-    return out
-
-
-def per_client(
-    calls: list[tuple[float, int, str, str]], window: tuple[float, float], n: int, scale: float = 1
-) -> dict[str, Any]:
-    inside = Counter((s, op) for t, _, s, op in calls if window[0] <= t <= window[1])
-
-    def of(service: str, ops: tuple[str, ...]) -> dict[str, float]:
-        return {op: round(inside[(service, op)] * scale / n, 2) for op in ops}
-
-    return {
-        "db_calls": of("cosmos", DB_OPS),
-        "queue": of("queue", QUEUE_OPS),
-        "blob": of("blob", BLOB_OPS),
-        "http_requests": round(sum(v for (s, _), v in inside.items() if s == "api") * scale / n, 2),
-    }
 
 
 @dataclass
