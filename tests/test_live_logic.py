@@ -109,6 +109,29 @@ def test_outputs_before_the_measured_start_and_in_the_ramp_are_not_samples() -> 
     assert samples[0].read is not None and samples[0].read.ios == 602
 
 
+def test_a_ramp_output_without_latency_counts_is_still_known_by_its_runtime() -> None:
+    """An fio that writes no ``lat_ns.N`` (its completions are then its I/Os) shows no ramp
+    by its latency; its runtime during the ramp counts from the job's start, before the
+    measured start, so that output is still not a sample and the next one starts at fio's
+    counters' start."""
+    docs = outputs()
+    for doc in docs:
+        for job in doc["jobs"]:  # type: ignore[attr-defined]
+            for d in ("read", "write"):
+                job[d]["lat_ns"].pop("N")
+    # The agent's measured start (its release plus the ramp) came just before this output,
+    # still in fio's ramp: fio's job started after the release.
+    ramp = docs[0]["timestamp_ms"]
+    assert isinstance(ramp, int)
+    sampler = LiveSampler(ramp - 10)
+    samples = [s for d in docs if (s := sampler.add(d)) is not None]
+    final = docs[-1]["jobs"][0]  # type: ignore[index]
+    assert len(samples) == 4
+    assert samples[0].start_ms == docs[1]["timestamp_ms"] - 999  # type: ignore[operator]
+    assert [s.start_ms for s in samples[1:]] == [s.end_ms for s in samples[:-1]]
+    assert sum(s.read.ios for s in samples if s.read) == final["read"]["total_ios"]
+
+
 def test_a_last_status_output_after_fio_stopped_counts_only_the_time_it_measured() -> None:
     """A real fio output (tests/data/fio-live/ended-*: the agent's job file, 400 IOPS on
     tmpfs, 6 s after a 1 s ramp, the CPUs loaded; json+'s ``bins`` removed, the sampler

@@ -137,7 +137,7 @@ class LiveSampler:
         clock where it has one (see the module's note), else from stamp to stamp."""
         if snap.run_ms is None:
             return self._since_ms, snap.t_ms
-        if not self._then:
+        if not self._then:  # its counters' start (after a reset: a gap fio did not count)
             self._origin_ms, self._then_run_ms = snap.t_ms - snap.run_ms, 0
         return self._origin_ms + self._then_run_ms, self._origin_ms + snap.run_ms
 
@@ -151,6 +151,12 @@ class LiveSampler:
         zero = Count()
         if any(c.ios < self._then.get(d, zero).ios for d, c in snap.counts.items()):
             self._then = {}  # fio reset its counters after all: count from zero again
+        if not self._then and snap.run_ms is not None:
+            # Its runtime counts from before the measured start: the job's, not the counters'
+            # (an fio that writes no lat_ns.N has no latency to tell its ramp by).
+            if snap.t_ms - snap.run_ms < self._since_ms - self._min_ms:
+                self._since_ms = snap.t_ms
+                return None
         start, end = self._interval(snap)
         dur = end - start
         if dur < self._min_ms:
