@@ -141,22 +141,27 @@ class LiveSampler:
             self._origin_ms, self._then_run_ms = snap.t_ms - snap.run_ms, 0
         return self._origin_ms + self._then_run_ms, self._origin_ms + snap.run_ms
 
+    def _in_ramp(self, snap: Snapshot) -> bool:
+        """Whether this output is still fio's ramp: it says so by its latency, or, as the
+        first output counted, its runtime counts from before the measured start (the
+        job's, not the counters': an fio that writes no lat_ns.N has no latency to tell
+        its ramp by)."""
+        if snap.in_ramp:
+            return True
+        if self._then or snap.run_ms is None:
+            return False
+        return snap.t_ms - snap.run_ms < self._since_ms - self._min_ms
+
     def add(self, doc: Mapping[str, Any]) -> LiveSample | None:
         snap = snapshot(doc)
         if snap is None or snap.t_ms <= self._since_ms:
             return None
-        if snap.in_ramp:
-            self._since_ms, self._then = snap.t_ms, {}  # the ramp ends after this output
-            return None
         zero = Count()
         if any(c.ios < self._then.get(d, zero).ios for d, c in snap.counts.items()):
             self._then = {}  # fio reset its counters after all: count from zero again
-        if not self._then and snap.run_ms is not None:
-            # Its runtime counts from before the measured start: the job's, not the counters'
-            # (an fio that writes no lat_ns.N has no latency to tell its ramp by).
-            if snap.t_ms - snap.run_ms < self._since_ms - self._min_ms:
-                self._since_ms = snap.t_ms
-                return None
+        if self._in_ramp(snap):
+            self._since_ms, self._then = snap.t_ms, {}  # the ramp ends after this output
+            return None
         start, end = self._interval(snap)
         dur = end - start
         if dur < self._min_ms:
