@@ -38,8 +38,8 @@ JOBS_AS_THREADS: tuple[str, int] = ("thread", 1)
 # it also tests it on every CPU at once (gettime.c, fio_clock_init and
 # fio_monotonic_clocktest) and takes it if that passes, clock_gettime otherwise. Named,
 # fio skips the test (about 60 of a start's 140 ms of CPU here, fio-3.33) and times with the
-# clock named; the agent names the one fio picks on its host (agent.fio_clock), so what
-# fio measures does not change.
+# clock named; the agent names one fio picks by itself on its host (agent.fio_clock: the
+# CPU clock only when fio took it at each of 3 starts), so fio times as a plain fio would.
 ClockSource = Literal["gettimeofday", "clock_gettime", "cpu"]
 
 FIFO_PATH = re.compile(r"^/[A-Za-z0-9._/-]+$")
