@@ -49,9 +49,7 @@ def settle(picks: Iterable[ClockSource | None]) -> ClockSource | None:
     took (its fallback where its test of the TSC failed); None at the first start that
     said nothing (the jobs then name none, and fio picks at each start)."""
     for n, clock in enumerate(picks, start=1):
-        if clock != "cpu":
-            return clock
-        if n == ASKS:
+        if clock != "cpu" or n == ASKS:
             return clock
     return None
 
