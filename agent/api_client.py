@@ -137,7 +137,7 @@ class ApiClient:
         # The longest the API holds a barrier call, as its last claim's answer said (an API
         # that does not say holds none: the agent polls).
         self.barrier_wait_ms = 0
-        # 2 (as that answer says): ready reports held, beats' "waiting"; 3: inline timelines.
+        # 2 (as that answer says): held ready reports, beats' "waiting"; 3, 4: carried artifacts.
         self.api_protocol = 1
 
     @property

@@ -39,7 +39,7 @@ from agent.mounts import MountWatch
 from agent.outcome import Outcome
 from agent.queue_return import after_outage
 from agent.workdir import WorkRoot
-from core.artifacts import ref, uploads
+from core.artifacts import uploads
 from core.errors import StoreUnavailable
 from core.models import ArtifactName, HostFacts, Result, WorkItem
 from core.runs.clean import CleanOrder
@@ -301,15 +301,14 @@ class Worker:
     def _upload(
         self, item: WorkItem, result: Result, packed: dict[ArtifactName, bytes]
     ) -> tuple[Result, dict[str, str]]:
-        """Large outputs go to Blob Storage through the API before the result names them (a
-        small timeline it carries: core.artifacts.uploads), with the API's receipts."""
+        """Large outputs go to Blob Storage through the API before the result names them
+        (small ones it carries: core.artifacts.uploads), with the API's receipts."""
         self.trace.stage("result upload")  # ends with the result stored (_store)
+        up = uploads(packed, self.api.api_protocol)
         receipts: dict[str, str] = {}
-        sent, inline = uploads(packed, self.api.api_protocol >= 3)
-        for name, data in sent.items():
+        for name, data in up.sent.items():
             receipts[name] = self.api.put_artifact(item, self.config.agent_id, name, data)
-        named = {name: ref(name, data) for name, data in packed.items()}
-        return result.model_copy(update={"artifacts": named, "inline_timeline": inline}), receipts
+        return result.model_copy(update=up.result_fields(packed)), receipts
 
     def _await_start(self, item: WorkItem, lease: Lease) -> int | Outcome:
         """The start barrier: report ready, wait until every client of the step is, and

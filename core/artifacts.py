@@ -8,11 +8,18 @@ import gzip
 import hashlib
 import json
 import zlib
-from typing import Any
+from typing import Any, NamedTuple, get_args
 
 from core.models import ArtifactName, ArtifactRef
-from core.models.result import INLINE_TIMELINE_BYTES, INLINE_TIMELINE_UNPACKED_BYTES
+from core.models.result import (
+    INLINE_ARTIFACT_BYTES,
+    INLINE_TIMELINE_BYTES,
+    INLINE_TIMELINE_UNPACKED_BYTES,
+    InlineArtifactName,
+)
 from core.timeline import ClientTimeline
+
+INLINE_ARTIFACT_NAMES: tuple[InlineArtifactName, ...] = get_args(InlineArtifactName)
 
 
 def pack(data: bytes) -> bytes:
@@ -32,22 +39,52 @@ def ref(name: ArtifactName, packed: bytes) -> ArtifactRef:
     return ArtifactRef(name=name, bytes=len(packed), sha256=sha256_hex(packed))
 
 
-def uploads(
-    packed: dict[ArtifactName, bytes], inline: bool
-) -> tuple[dict[ArtifactName, bytes], str | None]:
-    """The artifacts to upload, and the timeline the result carries instead (base64, its
-    ``inline_timeline``): with ``inline`` (the API speaks agent protocol 3), when it packs
-    to at most INLINE_TIMELINE_BYTES and unpacks to at most INLINE_TIMELINE_UNPACKED_BYTES.
+class Uploads(NamedTuple):
+    """What an agent does with its packed artifacts (``uploads``)."""
+
+    sent: dict[ArtifactName, bytes]  # to upload (PUT /api/agent/artifacts/...)
+    timeline: str | None  # the result's ``inline_timeline`` (base64)
+    carried: dict[InlineArtifactName, str]  # the result's ``inline_artifacts`` (base64)
+
+    def result_fields(self, packed: dict[ArtifactName, bytes]) -> dict[str, Any]:
+        """What the result says of ``packed``: each named (``ref``), the small ones carried."""
+        return {
+            "artifacts": {name: ref(name, data) for name, data in packed.items()},
+            "inline_timeline": self.timeline,
+            "inline_artifacts": self.carried or None,
+        }
+
+
+def uploads(packed: dict[ArtifactName, bytes], protocol: int) -> Uploads:
+    """The artifacts to upload, and those the result carries instead, in base64, to an API
+    speaking agent ``protocol``: from 3 the timeline (``inline_timeline``) when it packs to
+    at most INLINE_TIMELINE_BYTES and unpacks to at most INLINE_TIMELINE_UNPACKED_BYTES;
+    from 4 each other one packed to at most INLINE_ARTIFACT_BYTES (``inline_artifacts``).
     Every one is still named in the result (``ref``)."""
+    sent = dict(packed)
     timeline = packed.get("timeline")
-    if not inline or timeline is None or len(timeline) > INLINE_TIMELINE_BYTES:
-        return dict(packed), None
+    carried_timeline = None
+    if protocol >= 3 and timeline is not None and _carriable_timeline(timeline):
+        del sent["timeline"]
+        carried_timeline = base64.b64encode(timeline).decode()
+    carried: dict[InlineArtifactName, str] = {}
+    if protocol >= 4:
+        for name in INLINE_ARTIFACT_NAMES:
+            data = sent.get(name)
+            if data is not None and len(data) <= INLINE_ARTIFACT_BYTES:
+                del sent[name]
+                carried[name] = base64.b64encode(data).decode()
+    return Uploads(sent, carried_timeline, carried)
+
+
+def _carriable_timeline(timeline: bytes) -> bool:
+    if len(timeline) > INLINE_TIMELINE_BYTES:
+        return False
     try:
         unpack_at_most(timeline, INLINE_TIMELINE_UNPACKED_BYTES)  # as the API checks it
     except ValueError:
-        return dict(packed), None
-    sent: dict[ArtifactName, bytes] = {n: d for n, d in packed.items() if n != "timeline"}
-    return sent, base64.b64encode(timeline).decode()
+        return False
+    return True
 
 
 def pack_json(doc: Any) -> bytes:

@@ -146,10 +146,11 @@ class ClaimReply(BaseModel):
         "does not send it holds none: the agent polls",
     )
     agent_protocol: int = Field(
-        3,
+        4,
         description="2: this API also holds a ready report sent with wait_ms and takes a "
         "heartbeat's waiting; an API that does not send it refuses both fields. 3: it "
-        "also takes a result carrying its timeline (inline_timeline)",
+        "also takes a result carrying its timeline (inline_timeline). 4: and its other "
+        "small artifacts (inline_artifacts)",
     )
 
 

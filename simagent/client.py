@@ -31,7 +31,7 @@ from pydantic import ValidationError
 from adapters.queue import LeaseLost, Message, WorkQueues
 from agent.api_client import ApiClient, ApiError
 from agent.cleanup import parse_order
-from core.artifacts import ref, uploads
+from core.artifacts import uploads
 from core.errors import BenchError, StoreUnavailable
 from core.models import HostFacts, WorkItem
 from core.models.live import LIVE_RING, LiveDirection, LiveSample
@@ -255,11 +255,10 @@ class SimClient:
             started_ms=start,
         )
         receipts = {}  # the API's for each put, which the result carries (core.receipts)
-        sent, inline = uploads(measured.artifacts, self.api.api_protocol >= 3)
-        for name, data in sent.items():
+        up = uploads(measured.artifacts, self.api.api_protocol)
+        for name, data in up.sent.items():
             receipts[name] = await self.call(self.api.put_artifact, item, self.agent_id, name, data)
-        refs = {name: ref(name, data) for name, data in measured.artifacts.items()}
-        result = measured.result.model_copy(update={"artifacts": refs, "inline_timeline": inline})
+        result = measured.result.model_copy(update=up.result_fields(measured.artifacts))
         rec.result_sent_ms = now_ms()
         await self.call(self.api.put_result, result.model_dump(mode="json"), receipts)
         rec.stored_ms = now_ms()

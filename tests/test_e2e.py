@@ -27,7 +27,7 @@ from adapters.queue import WorkQueues, poison_queue_name, work_queue_name
 from benchctl import localstack
 from benchctl.local_state import free_port, remember_port
 from benchctl.localstack import Stack
-from core.artifacts import unpack_json
+from core.artifacts import ref, unpack_json
 from core.errors import NotFound
 from core.models import WorkItem
 from core.runs.finalize import timeline_of
@@ -180,6 +180,12 @@ def check_stored_result(
     assert timeline is not None
     where = "carried" if stored.inline_timeline else "in Blob Storage"
     print("timeline", where, doc["artifacts"]["timeline"]["bytes"], "bytes")
+    # Carried (agent protocol 4) or uploaded, fio's output and logs are kept as named, and
+    # the document keeps no bytes of them.
+    assert "inline_artifacts" not in doc and stored.inline_artifacts is None
+    for name in ("raw", "logs"):
+        assert ref(name, artifacts.get(run_id, item["id"], name)) == stored.artifacts[name]
+        print(name, doc["artifacts"][name]["bytes"], "bytes")
     try:
         in_blob = (
             artifacts.size(run_id, item["id"], "timeline") == doc["artifacts"]["timeline"]["bytes"]

@@ -32,18 +32,18 @@ def test_a_small_timeline_is_carried_only_when_the_api_takes_it() -> None:
     fits = gzip.compress(os.urandom(INLINE_TIMELINE_BYTES - 64), mtime=0)  # incompressible
     assert len(fits) <= INLINE_TIMELINE_BYTES
     packed: dict[ArtifactName, bytes] = {"raw": b"r", "logs": b"l", "timeline": fits}
-    assert uploads(packed, False) == (packed, None)  # an API before protocol 3
+    assert uploads(packed, 2) == (packed, None, {})  # an API before protocol 3
     carried = base64.b64encode(fits).decode()
-    assert uploads(packed, True) == ({"raw": b"r", "logs": b"l"}, carried)
+    assert uploads(packed, 3) == ({"raw": b"r", "logs": b"l"}, carried, {})
     big = gzip.compress(os.urandom(INLINE_TIMELINE_BYTES + 1), mtime=0)
     for timeline in (big, gzip.compress(b" " * (INLINE_TIMELINE_UNPACKED_BYTES + 1), mtime=0)):
         other: dict[ArtifactName, bytes] = {**packed, "timeline": timeline}
-        assert uploads(other, True) == (other, None)  # too big, or unpacks too big
+        assert uploads(other, 3) == (other, None, {})  # too big, or unpacks too big
     alone: dict[ArtifactName, bytes] = {"raw": b"r"}
-    assert uploads(alone, True) == (alone, None)
+    assert uploads(alone, 3) == (alone, None, {})
 
 
-def counted_run(clients: int, inline: Callable[[int], bool]) -> tuple[World, str, Reads]:
+def counted_run(clients: int, protocol: Callable[[int], int]) -> tuple[World, str, Reads]:
     """A run of ``clients`` whose reads of timelines from Blob Storage are counted."""
     world = World(clients)
     reads: Reads = Counter()
@@ -56,7 +56,7 @@ def counted_run(clients: int, inline: Callable[[int], bool]) -> tuple[World, str
     world.artifacts.get = counted  # type: ignore[method-assign]
     # The result's check of an upload's size is not a read of its timeline.
     world.artifacts.size = lambda run_id, owner, name: len(get(run_id, owner, name))  # type: ignore[method-assign]
-    return world, world.run(inline), reads
+    return world, world.run(protocol), reads
 
 
 def aggregate(world: World, run_id: str) -> StepAggregate:
@@ -66,14 +66,14 @@ def aggregate(world: World, run_id: str) -> StepAggregate:
 
 
 def test_results_carrying_their_timelines_are_aggregated_with_no_blob_read() -> None:
-    world, run_id, reads = counted_run(40, lambda client: True)
+    world, run_id, reads = counted_run(40, lambda client: 3)
     assert reads["timeline"] == 0
     assert not [k for k in world.artifacts.blobs if k.endswith("/timeline")]  # none uploaded
     agg = aggregate(world, run_id)
     assert agg.clients == 40 and not agg.failed_clients and not agg.partial
     assert agg.read is not None and agg.read.iops == pytest.approx(40 * RATE.iops, rel=1e-9)
     # The same figures, second by second, as the same run with its timelines in blobs.
-    blob_world, blob_run, blob_reads = counted_run(40, lambda client: False)
+    blob_world, blob_run, blob_reads = counted_run(40, lambda client: 2)
     assert blob_reads["timeline"] == 40
     blob_agg = aggregate(blob_world, blob_run)
     assert agg.read == blob_agg.read and agg.window == blob_agg.window
@@ -91,8 +91,8 @@ def test_results_carrying_their_timelines_are_aggregated_with_no_blob_read() -> 
     assert "inline_timeline" in Result.model_json_schema()["properties"]
 
 
-@pytest.mark.parametrize("carried", [lambda c: c % 2 == 0, lambda c: c % 2 == 1])
-def test_a_fleet_of_old_and_new_agents_is_aggregated_whole(carried: Callable[[int], bool]) -> None:
+@pytest.mark.parametrize("carried", [lambda c: 3 - c % 2, lambda c: 2 + c % 2])
+def test_a_fleet_of_old_and_new_agents_is_aggregated_whole(carried: Callable[[int], int]) -> None:
     """The finalizer asks one result whether it carries its timeline; whichever answer it
     gets, the results that do not have theirs read, and only those."""
     world, run_id, reads = counted_run(20, carried)
@@ -104,7 +104,7 @@ def test_a_fleet_of_old_and_new_agents_is_aggregated_whole(carried: Callable[[in
 
 def one_result(world: World) -> tuple[Result, AgentRef]:
     _, start = world.started_and_measured()
-    return world.uploaded_results(start, lambda client: True)[0]
+    return world.uploaded_results(start, lambda client: 3)[0]
 
 
 def refused(world: World, result: Result, agent: AgentRef, body: dict[str, object]) -> str:

@@ -20,7 +20,7 @@ from adapters.cosmos import CosmosStore
 from adapters.counting import operation
 from benchctl import localstack
 from benchctl.local_sim import start_sim_agents
-from core.artifacts import unpack_timeline
+from core.artifacts import ref, unpack_json, unpack_timeline
 from core.engines.fio_logs import parse_hist_log, parse_log, plat_idx_to_val
 from core.engines.fio_output import PERCENTILES, percentile_key
 from core.models import HostFacts, WorkItem
@@ -214,8 +214,16 @@ def test_sixteen_simulated_clients_give_the_figures_they_declare_and_start_toget
     assert agg["read"]["bw_bytes"] == CLIENTS * IOPS * 4096
     latency = bucket_value(round(LATENCY_US * 1000))
     assert {agg["read"]["clat_ns"][p] for p in ("p50", "p99", "p99.9")} == {latency}
-    # Each carried in its result (agent protocol 3): none was uploaded.
+    # Each carried in its result (agent protocol 3): none was uploaded. So were fio's output
+    # and logs (protocol 4), which the API kept in Blob Storage as the result names them,
+    # and not in the document.
     assert all(r.inline_timeline for r in results)
+    for r in results:
+        assert r.inline_artifacts is None
+        for name in ("raw", "logs"):
+            assert ref(name, artifacts.get(run_id, r.item_id, name)) == r.artifacts[name]
+    raw = unpack_json(artifacts.get(run_id, results[0].item_id, "raw"))
+    assert raw["jobs"][0]["read"]["total_ios"] == results[0].read.total_ios  # type: ignore[union-attr]
     timelines = [unpack_timeline(r.carried_timeline() or b"") for r in results]
     window = common_window(timelines)
     assert window is not None

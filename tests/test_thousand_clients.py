@@ -20,7 +20,7 @@ from typing import cast
 import pytest
 
 from core.analysis.step_aggregates import build_aggregates
-from core.artifacts import ref, unpack_json, uploads
+from core.artifacts import unpack_json, uploads
 from core.errors import StoreUnavailable
 from core.fleet.pools import PoolConfig
 from core.memory import Effect, MemoryArtifacts, MemoryQueues, MemoryStore, SimClock
@@ -130,29 +130,27 @@ class World:
         return run.id, start
 
     def uploaded_results(
-        self, start: int, inline: Callable[[int], bool] = lambda client: False
+        self, start: int, protocol: Callable[[int], int] = lambda client: 2
     ) -> list[tuple[Result, AgentRef]]:
         """Each claimed client's result measured from ``start``, its artifacts put through
-        the service (its timeline carried instead where ``inline(client)``: core.artifacts.
-        uploads); the results not stored yet."""
+        the service, or carried in the result as an agent does that speaks agent
+        ``protocol(client)`` (core.artifacts.uploads); the results not stored yet."""
         measurements = Measurements()
         results = []
         for w, agent in self.claimed:
             made = measurements.of(
                 w, RATE, agent_id=agent.id, host=HOST, scheduled_ms=start, started_ms=start
             )
-            sent, carried = uploads(made.artifacts, inline(w.client))
-            for name, data in sent.items():
+            up = uploads(made.artifacts, protocol(w.client))
+            for name, data in up.sent.items():
                 self.service.put_artifact(w.run_id, w.item_id, name, data, agent)
-            refs = {name: ref(name, data) for name, data in made.artifacts.items()}
-            update = {"artifacts": refs, "inline_timeline": carried}
-            results.append((made.result.model_copy(update=update), agent))
+            results.append((made.result.model_copy(update=up.result_fields(made.artifacts)), agent))
         return results
 
-    def run(self, inline: Callable[[int], bool] = lambda client: False) -> str:
+    def run(self, protocol: Callable[[int], int] = lambda client: 2) -> str:
         """Submit a run of ``clients``, claim, ready, start and report every client."""
         run_id, start = self.started_and_measured()
-        for result, agent in self.uploaded_results(start, inline):
+        for result, agent in self.uploaded_results(start, protocol):
             assert self.service.store_result(result.model_dump(mode="json"), agent)
         assert self.store.runs.get(run_id).state == RunState.COMPLETED
         return run_id

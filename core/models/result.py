@@ -127,14 +127,22 @@ INLINE_TIMELINE_BYTES = 8 << 10
 # What a carried timeline may unpack to (the agent carries none that unpacks to more): a
 # JSON timeline packs ~5-20 times, and 8 KiB of gzip could unpack to ~8 MB for the API.
 INLINE_TIMELINE_UNPACKED_BYTES = 1 << 20
+
 # Base64 text, checked as such: what agents send is parsed strictly, and strict parsing
 # takes no text for a bytes field.
-InlineBase64 = Annotated[
-    str,
-    Field(
-        max_length=4 * -(-INLINE_TIMELINE_BYTES // 3),
-        pattern=r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$",
-    ),
+BASE64 = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+InlineBase64 = Annotated[str, Field(max_length=4 * -(-INLINE_TIMELINE_BYTES // 3), pattern=BASE64)]
+
+# Each of a result's other artifacts (the engine's output, its logs, its counters) that
+# packs to at most this is carried in the result too (``Result.inline_artifacts``, agent
+# protocol 4): the API puts it in Blob Storage itself, in the result's request. At 1,000
+# simulated clients their two uploads were two of each client's three requests in the
+# results' burst (issue 29.2); 3 s of real fio packs its output to ~4.5 KB and its logs
+# to ~11 KB. A longer run's are uploaded, as before.
+INLINE_ARTIFACT_BYTES = 16 << 10
+InlineArtifactName = Literal["raw", "logs", "counters"]
+InlineArtifactBase64 = Annotated[
+    str, Field(max_length=4 * -(-INLINE_ARTIFACT_BYTES // 3), pattern=BASE64)
 ]
 
 
@@ -148,7 +156,9 @@ class Result(Strict):
     Figures of the whole measured period are here; the per-second timeline (I/Os, bytes
     and latency histogram per second), the engine's own output and its logs are artifacts
     in Blob Storage, named in ``artifacts``; a small timeline is carried here instead
-    (``inline_timeline``), and named in ``artifacts`` all the same."""
+    (``inline_timeline``), and named in ``artifacts`` all the same, as are small other
+    artifacts on their way to Blob Storage (``inline_artifacts``: the API puts them there
+    and stores the result without them)."""
 
     # Ids have their work item's forms: they become Cosmos DB ids and partition keys.
     id: str = Field(pattern=ITEM_ID_PATTERN)
@@ -183,9 +193,26 @@ class Result(Strict):
         "artifacts.timeline names their size and SHA-256",
     )
 
+    inline_artifacts: dict[InlineArtifactName, InlineArtifactBase64] | None = Field(
+        None,
+        exclude_if=_none,
+        description="other artifacts' bytes (gzip, base64 here), each at most 16 KiB, "
+        "carried in the result instead of uploaded (agent protocol 4): the API puts them "
+        "in Blob Storage before it stores the result, which keeps none of them; "
+        "artifacts names each one's size and SHA-256",
+    )
+
     def carried_timeline(self) -> bytes | None:
         """The timeline's packed bytes when the result carries them (``inline_timeline``)."""
         return None if self.inline_timeline is None else base64.b64decode(self.inline_timeline)
+
+    def carried_artifacts(self) -> dict[InlineArtifactName, bytes]:
+        """The other artifacts' packed bytes the result carries (``inline_artifacts``)."""
+        return {n: base64.b64decode(d) for n, d in (self.inline_artifacts or {}).items()}
+
+    def as_stored(self) -> Result:
+        """The document stored: without the artifacts it carried (in Blob Storage now)."""
+        return self.model_copy(update={"inline_artifacts": None})
 
     counters: CountersSummary | None = Field(
         None,
@@ -288,6 +315,7 @@ class FullResult(StoredResult):
     )
     # Never sent: the series below is the timeline (the field stays off the document too).
     inline_timeline: SkipJsonSchema[None] = Field(None, exclude=True)
+    inline_artifacts: SkipJsonSchema[None] = Field(None, exclude=True)
     raw: Any = Field(description="the engine's own output (fio's JSON), while it is kept")
     raw_removed: bool | None = Field(
         None, exclude_if=_none, description="true once the raw output was removed (retention)"

@@ -9,21 +9,21 @@ compare-and-swap; it changes only its item (and step); an item that ends advance
 from __future__ import annotations
 
 import logging
-import zlib
 from datetime import datetime
 from typing import Any
 
-from core.artifacts import sha256_hex, unpack_timeline
+from core.artifacts import sha256_hex
 from core.errors import FieldError, NotFound, StoreUnavailable, TooLarge, ValidationFailed
 from core.models import ARTIFACT_NAMES, Result
 from core.models.holder import AgentRef, holds, refuse
 from core.models.live import LiveSample
-from core.models.result import INLINE_TIMELINE_BYTES, INLINE_TIMELINE_UNPACKED_BYTES
+from core.models.result import InlineArtifactName
 from core.models.state import ItemState
 from core.models.stored import Item, ItemError, Step
 from core.receipts import ReceiptKey, Upload, sign, valid
 from core.runs import live
 from core.runs.barrier import leave
+from core.runs.carried import carried_artifacts, carried_timeline
 from core.runs.lifecycle import Lifecycle
 from core.runs.shared_count import SharedCount
 from core.runs.timer import advance_or_defer
@@ -234,6 +234,11 @@ class AgentReports:
             return Upload(len(data), "")
         return Upload(len(data), sign(key, run_id, item_id, name, len(data), sha256_hex(data)))
 
+    def _keep(self, result: Result, files: dict[InlineArtifactName, bytes]) -> None:
+        """The artifacts a result carries, put in Blob Storage as their uploads would be."""
+        for name, data in files.items():
+            self.life.artifacts.put(result.run_id, result.item_id, name, data)
+
     def _receipted(self, result: Result, receipts: dict[str, str]) -> set[str]:
         """The result's artifacts whose receipts are the API's own for what they name."""
         if not receipts:
@@ -261,7 +266,8 @@ class AgentReports:
         about each one unless ``receipts`` holds the receipt its put answered for what the
         result names (core.receipts: 3 HEADs fewer per result)."""
         result = parse(Result, body)
-        carried = _carried(result)  # its own bytes first: nothing read for a malformed result
+        # Its own bytes first: nothing read for a malformed result.
+        carried, carried_files = carried_timeline(result), carried_artifacts(result)
         errors = []
         if result.id != result.item_id:
             errors.append(FieldError("id", "must equal item_id"))
@@ -279,7 +285,9 @@ class AgentReports:
         done_states = (ItemState.READY, ItemState.RUNNING, ItemState.COMPLETED)
         if not holds(doc, agent) or doc.state not in done_states:
             raise refuse(doc, agent, "result")
-        receipted = self._receipted(result, receipts or {}) | carried
+        if doc.state != ItemState.COMPLETED:  # a retry's are kept already
+            self._keep(result, carried_files)
+        receipted = self._receipted(result, receipts or {}) | carried | set(carried_files)
         for name, artifact in result.artifacts.items():
             if name in receipted:
                 continue
@@ -297,7 +305,7 @@ class AgentReports:
                         )
                     ]
                 )
-        created = self.store.results.create(result)
+        created = self.store.results.create(result.as_stored())
         flipped: list[bool] = []
 
         def done(d: Item) -> bool | None:
@@ -325,27 +333,6 @@ class AgentReports:
         )
         if ran and still_open == 0:
             advance_or_defer(self.life, run_id)
-
-
-def _carried(result: Result) -> set[str]:
-    """The artifacts the result carries itself (its timeline, agent protocol 3), checked:
-    the bytes its ``artifacts`` names, and a timeline the finalizer can read."""
-    data = result.carried_timeline()
-    if data is None:
-        return set()
-    if len(data) > INLINE_TIMELINE_BYTES:  # base64's length bound admits 2 bytes more
-        why = f"at most {INLINE_TIMELINE_BYTES} bytes: a larger timeline is uploaded"
-        raise ValidationFailed([FieldError("inline_timeline", why)])
-    named = result.artifacts.get("timeline")
-    if named is None or named.bytes != len(data) or named.sha256 != sha256_hex(data):
-        why = "must be the bytes artifacts.timeline names (its size and sha256)"
-        raise ValidationFailed([FieldError("inline_timeline", why)])
-    try:
-        unpack_timeline(data, max_bytes=INLINE_TIMELINE_UNPACKED_BYTES)
-    except (OSError, EOFError, zlib.error, ValueError) as e:  # not gzip; too big; not a timeline
-        why = f"not a packed timeline: {str(e)[:200]}"
-        raise ValidationFailed([FieldError("inline_timeline", why)]) from None
-    return {"timeline"}
 
 
 def _stale(stamp: str | None, now_ms: int) -> bool:
