@@ -26,6 +26,7 @@ import base64
 import hashlib
 import hmac
 import json
+import signal
 import statistics
 import tempfile
 import time
@@ -159,4 +160,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    # Stopped with SIGTERM, as with Ctrl-C: its ``finally`` stops the stack it started.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     main()

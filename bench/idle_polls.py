@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import tempfile
 import threading
 from dataclasses import replace
@@ -93,4 +94,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    # Stopped with SIGTERM, as with Ctrl-C: its ``finally`` stops the stack it started.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     main()

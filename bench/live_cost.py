@@ -30,6 +30,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import tempfile
@@ -276,4 +277,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    # Stopped with SIGTERM, as with Ctrl-C: its ``finally`` stops the stack it started.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     main()

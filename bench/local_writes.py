@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import tempfile
 import time
 from collections.abc import Callable
@@ -205,4 +206,6 @@ def start_in_memory(stack: Stack, server: Path | None) -> None:
 
 
 if __name__ == "__main__":
+    # Stopped with SIGTERM, as with Ctrl-C: its ``finally`` stops the stack it started.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     main()

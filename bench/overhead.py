@@ -240,4 +240,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    # Stopped with SIGTERM, as with Ctrl-C: its ``finally`` stops the stack it started.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     main()

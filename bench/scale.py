@@ -12,9 +12,13 @@ and every request of the clients to the API, submits one run of N clients and re
   heard "go" in time, else when it heard it) less the step's instant, p50/p99/max;
   ``heard_late_ms`` the same for hearing "go", ``sim_wake_ms`` the simulator's own wake-up
   delay (not the control plane's);
+- ``io_end_to_completed_s``: from the latest measured end of a client (its result's
+  ``ended_at_ms``) to the run seen ``completed`` (read every 50 ms from Cosmos DB by this
+  process, whose calls are not counted): what a user waits once the I/O is over;
 - ``last_result_to_completed_s``: from the last client's call to store its result (its
-  wait for a fleet's thread included) to the run seen ``completed`` (read every 50 ms
-  from Cosmos DB by this process, whose calls are not counted);
+  wait for a fleet's thread included) to completed. It depends on when the clients call:
+  those that upload their artifacts first call later, behind their uploads, and a burst
+  of results sent at once (agent protocol 4) is all waited for from its last call;
   ``last_stored_to_completed_s``: the same from the service's storing of the last result
   (the latest item's ``ended_at``, the API's clock): the finalizer's part alone, without
   the results queued before the last one; ``results_per_s``: the results stored per second
@@ -43,6 +47,7 @@ import contextlib
 import json
 import math
 import os
+import signal
 import tempfile
 import time
 import tracemalloc
@@ -247,10 +252,12 @@ def _one_run(
     _, items = store.items.of_run(f.run_id)
     ended = [i.ended_at for i in items if i.ended_at is not None]
     stored = max(datetime.fromisoformat(e.replace("Z", "+00:00")).timestamp() for e in ended)
+    io_end = max(r.ended_at_ms for r in store.results.of_run(f.run_id)) / 1000
     agg = aggregation(store, blobs, f.run_id)
     return {
         "intake_s": f.enqueued - f.post,
         "post_answered_s": f.answered - f.post,
+        "io_end_to_completed_s": f.done - io_end,
         "last_result_to_completed_s": f.done - last,
         "last_stored_to_completed_s": f.done - stored,
         "results_per_s": len(mine) / max(stored - first, 1e-3),
@@ -277,6 +284,7 @@ def _run_figures(
     return {
         "intake_s": worst("intake_s"),
         "post_answered_s": worst("post_answered_s"),
+        "io_end_to_completed_s": worst("io_end_to_completed_s"),
         "last_result_to_completed_s": worst("last_result_to_completed_s"),
         "last_stored_to_completed_s": worst("last_stored_to_completed_s"),
         "results_per_s": round(min(e["results_per_s"] for e in each), 1),
@@ -381,4 +389,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    # Stopped with SIGTERM, as with Ctrl-C: its ``finally`` stops the stack it started.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     main()

@@ -1,0 +1,71 @@
+"""A bench stopped with SIGTERM stops the stack it started (its ``finally``), as with
+Ctrl-C: a 1,000-client bench of bench/scale.py killed so on 2026-11-29 left its three API
+instances running, and they went on using the CPU under the benches measured after it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import wait_until
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process under ``pid`` (its children, theirs, ...)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.stack
+def test_a_bench_stopped_with_sigterm_leaves_nothing_running(tmp_path: Path) -> None:
+    bench = subprocess.Popen(
+        [sys.executable, "bench/scale.py", "--clients", "100", "--work", str(tmp_path)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        # Its stack and fleet are up: the servers, the API and the simulated clients.
+        wait_until(lambda: len(descendants(bench.pid)) >= 5, 60, what="the bench's stack")
+        started = descendants(bench.pid)
+        bench.send_signal(signal.SIGTERM)
+        assert bench.wait(timeout=60) != 0
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+    try:
+        wait_until(lambda: not any(alive(p) for p in started), 30, what="its processes to end")
+    finally:  # none left behind by this test either
+        for pid in started:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
