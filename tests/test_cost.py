@@ -154,3 +154,16 @@ def test_a_counted_run_costs_the_same_per_client_at_20_60_and_100_clients() -> N
     # Claim, ready, a barrier poll, the result, and a heartbeat a second from the claim to
     # the end of fio's 2 s (and no more: the lead is under a second up to 200 clients).
     assert 7 <= runs[-1].http_requests / 100 < 8
+
+
+def test_a_run_counts_the_uploads_its_agents_make() -> None:
+    """The agents of a 10 s run upload their timeline and logs before their results (what
+    real fio's 10 s packs to: bench.cost_count.UPLOADS_10S): each one API request, a Function
+    execution, and one read of the item; a 2 s run's results carry everything."""
+    from bench.cost_count import UPLOADS_10S, counted_run, uploads_for
+
+    assert UPLOADS_10S == ("timeline", "logs") and uploads_for(2) == ()
+    counted, bare = counted_run(20, runtime_s=10), counted_run(20, runtime_s=10, uploads=())
+    assert counted.http_requests - bare.http_requests == 20 * 2
+    assert counted.db["read"] - bare.db["read"] == 20 * 2
+    assert counted.queue == bare.queue

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from core.artifacts import pack
 from core.errors import Conflict, LeaseLost, NotFound, StoreUnavailable, ValidationFailed
 from core.models import WorkItem
 from core.models.holder import AgentRef
@@ -77,6 +78,10 @@ class SimAgent:
     visibility_s: int = VISIBILITY_S  # the agent's visibility_timeout (agent/config.py)
     rtt_ms: int | None = None
     as_agent: bool = False
+    # Artifacts it uploads before its result, as agent/worker.py does with those its result
+    # cannot carry (bench/cost_count.py); the faults' simulation none. What they hold does
+    # not count: an empty timeline (a finalizer that fetches it reads one), else its name.
+    uploads: tuple[str, ...] = ()
     polled_at_ms: int = 0
     beat_at_ms: int = 0
 
@@ -214,6 +219,11 @@ class SimAgent:
             )
             self._after_failure(world, True)
             return "failed (permanent)"
+        for name in self.uploads:
+            data = pack(b'{"start_ms":0,"end_ms":0}' if name == "timeline" else name.encode())
+            call(
+                lambda s, n=name, d=data: s.put_artifact(work.run_id, work.item_id, n, d, self.ref)
+            )
         holder = world.store.table["items"].docs.get((work.run_id, work.item_id), {})
         created = call(lambda s: s.store_result(result_of(work, self.id), self.ref))
         world.results_stored.append((work.item_id, self.id, created, holder.get("agent_id")))
