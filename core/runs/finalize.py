@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import zlib
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -36,9 +37,17 @@ def timeline(artifacts: Artifacts, run_id: str, item: str) -> ClientTimeline | N
 
 
 def _fetch(artifacts: Artifacts, run_id: str, item: str) -> ClientTimeline | None:
+    """The item's timeline from Blob Storage; None when it is not there, or not a timeline
+    (an upload is not checked as a carried one is): one client's bad blob leaves that client
+    out, logged, not the run failed and the last result's request answered 500."""
     try:
-        return unpack_timeline(artifacts.get(run_id, item, "timeline"))
+        data = artifacts.get(run_id, item, "timeline")
     except NotFound:
+        return None
+    try:
+        return unpack_timeline(data)
+    except (OSError, EOFError, zlib.error, ValueError) as e:  # not gzip; not a timeline
+        log.warning("timeline of %s in Blob Storage is unreadable: %s", item, str(e)[:200])
         return None
 
 
