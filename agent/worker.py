@@ -19,7 +19,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from adapters.queue import LeaseLost, Message, WorkQueues
-from agent import tracing
+from agent import handover, tracing
 from agent.api_client import ApiClient, ApiError
 from agent.barrier_wait import hear_start
 from agent.beacon import Beacon
@@ -39,7 +39,6 @@ from agent.mounts import MountWatch
 from agent.outcome import Outcome
 from agent.queue_return import after_outage
 from agent.workdir import WorkRoot
-from core.artifacts import uploads
 from core.errors import StoreUnavailable
 from core.models import ArtifactName, HostFacts, Result, WorkItem
 from core.runs.clean import CleanOrder
@@ -256,7 +255,7 @@ class Worker:
         except ItemFailed as e:
             return self._failed(item, lease, str(e), permanent=e.permanent)
         result, receipts = self._upload(item, measured.result, measured.artifacts)
-        return self._store(result, lease, engine.work_dir, receipts)
+        return self._store(item, result, lease, engine.work_dir, receipts)
 
     def _measure(
         self, engine: Engine, item: WorkItem, lease: Lease, t_claimed: float
@@ -304,11 +303,7 @@ class Worker:
         """Large outputs go to Blob Storage through the API before the result names them
         (small ones it carries: core.artifacts.uploads), with the API's receipts."""
         self.trace.stage("result upload")  # ends with the result stored (_store)
-        up = uploads(packed, self.api.api_protocol)
-        receipts: dict[str, str] = {}
-        for name, data in up.sent.items():
-            receipts[name] = self.api.put_artifact(item, self.config.agent_id, name, data)
-        return result.model_copy(update=up.result_fields(packed)), receipts
+        return handover.prepared(self.api, item, self.config.agent_id, result, packed)
 
     def _await_start(self, item: WorkItem, lease: Lease) -> int | Outcome:
         """The start barrier: report ready, wait until every client of the step is, and
@@ -336,10 +331,10 @@ class Worker:
         return Outcome.LEASE_LOST if lease.lost.is_set() else None
 
     def _store(
-        self, result: Result, lease: Lease, work_dir: Path, receipts: dict[str, str]
+        self, item: WorkItem, result: Result, lease: Lease, work_dir: Path, receipts: dict[str, str]
     ) -> Outcome:
         """Delete the message only once the API has stored the result."""
-        self.api.put_result(result.model_dump(mode="json"), receipts)
+        handover.put(self.api, item, self.config.agent_id, result, receipts)
         lease.stop()
         self._delete(lease.message)
         shutil.rmtree(work_dir, ignore_errors=True)

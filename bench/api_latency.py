@@ -23,6 +23,7 @@ import argparse
 import concurrent.futures as cf
 import json
 import os
+import signal
 import statistics
 import subprocess
 import tempfile
@@ -128,4 +129,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    # Stopped with SIGTERM, as with Ctrl-C: its ``finally`` stops the stack it started.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     main()

@@ -16,6 +16,7 @@ import collections
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -131,4 +132,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    # Stopped with SIGTERM, as with Ctrl-C: its ``finally`` stops the stack it started.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     main()

@@ -131,6 +131,7 @@ def test_a_second_agent_cannot_forge_reports_for_an_item_it_does_not_hold(
         holder = "agent-k1"
         r = c.post("/api/agent/claim", json=claim_body(item, holder, "m1"), headers=key(holder))
         assert r.json()["action"] == "run"
+        assert r.json()["agent_protocol"] == 4  # its agents carry their small artifacts
         go = c.post("/api/agent/ready", json=ref(item, holder), headers=key(holder)).json()
         assert go["status"] == "go"
         before = store.items.get_item(run_id, item.item_id)

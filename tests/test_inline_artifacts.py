@@ -17,7 +17,7 @@ import pytest
 from core.artifacts import ref, uploads
 from core.errors import NotFound, ValidationFailed
 from core.models import ArtifactName, Result
-from core.models.holder import AgentRef
+from core.models.holder import AgentRef, NotHolder
 from core.models.result import INLINE_ARTIFACT_BYTES, FullResult
 from core.models.state import ItemState, RunState
 from core.receipts import Upload
@@ -72,7 +72,6 @@ def test_carried_artifacts_are_kept_in_blob_storage_and_not_in_the_document() ->
     full = world.service.full_result(run_id, item)
     old_full = old.service.full_result(old_run, item.replace(run_id, old_run))
     assert full.raw == old_full.raw and full.raw["jobs"]
-    assert "inline_artifacts" not in full.model_dump(mode="json")
     assert "inline_artifacts" not in FullResult.model_json_schema()["properties"]
 
 
@@ -119,6 +118,17 @@ def test_a_carried_artifact_other_than_the_one_named_is_refused_naming_it() -> N
     bigger = b"r" * (INLINE_ARTIFACT_BYTES + 3)
     why = refused(world, result, agent, carrying(result, "raw", bigger, named=True))
     assert why.startswith("inline_artifacts.raw") and "too long" in why
+    # Its carried artifacts right, but naming an upload that never came: refused, and the
+    # carried ones are not kept either.
+    unsent = result.model_dump(mode="json")
+    unsent["artifacts"] = {**unsent["artifacts"], "counters": ref("counters", b"c").model_dump()}
+    assert "artifacts.counters" in refused(world, result, agent, unsent)
+    # From an agent that does not hold the item: refused, nothing kept.
+    with pytest.raises(NotHolder):
+        world.service.store_result(
+            result.model_dump(mode="json") | {"agent_id": "x"}, AgentRef("x")
+        )
+    assert not [k for k in world.artifacts.blobs if f"/{result.item_id}/" in k]
     # The result as the agent made it is stored, with its artifacts.
     assert world.service.store_result(result.model_dump(mode="json"), agent)
     kept = world.artifacts.get(result.run_id, result.item_id, "raw")
@@ -132,10 +142,31 @@ def test_a_retry_after_the_result_is_stored_rewrites_no_artifact() -> None:
     result, agent = started_result(world)
     assert world.service.store_result(result.model_dump(mode="json"), agent)
     assert world.store.runs.get(result.run_id).state == RunState.COMPLETED
+    puts: list[str] = []
+    put = world.artifacts.put
+
+    def counted(run_id: str, owner: str, name: str, data: bytes) -> None:
+        puts.append(name)
+        put(run_id, owner, name, data)
+
+    world.artifacts.put = counted  # type: ignore[method-assign]
     assert not world.service.store_result(result.model_dump(mode="json"), agent)
     other = carrying(result, "raw", gzip.compress(b"{}", mtime=0), named=True)
     assert not world.service.store_result(other, agent)
+    assert not puts
     kept = world.artifacts.get(result.run_id, result.item_id, "raw")
     assert (
         ref("raw", kept) == world.store.results.get(result.run_id, result.item_id).artifacts["raw"]
     )
+
+
+def test_a_stored_document_that_still_carries_artifacts_is_shown_without_them() -> None:
+    """Results are stored without what they carried, but an admin's import writes documents
+    as archived: a full result is shown from one that holds ``inline_artifacts`` all the
+    same, without them."""
+    world, run_id, _ = protocol_4_run(2)
+    item = world.store.results.of_run(run_id)[0].item_id
+    world.store.table["results"].docs[(run_id, item)]["inline_artifacts"] = {"raw": "cg=="}
+    assert world.store.results.get(run_id, item).inline_artifacts == {"raw": "cg=="}
+    full = world.service.full_result(run_id, item)
+    assert full.inline_artifacts is None and full.raw["jobs"]

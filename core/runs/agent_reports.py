@@ -285,8 +285,6 @@ class AgentReports:
         done_states = (ItemState.READY, ItemState.RUNNING, ItemState.COMPLETED)
         if not holds(doc, agent) or doc.state not in done_states:
             raise refuse(doc, agent, "result")
-        if doc.state != ItemState.COMPLETED:  # a retry's are kept already
-            self._keep(result, carried_files)
         receipted = self._receipted(result, receipts or {}) | carried | set(carried_files)
         for name, artifact in result.artifacts.items():
             if name in receipted:
@@ -305,6 +303,10 @@ class AgentReports:
                         )
                     ]
                 )
+        # Last before the result: a refused result writes no blob. A retry once completed
+        # rewrites none (its result names what was kept).
+        if doc.state != ItemState.COMPLETED:
+            self._keep(result, carried_files)
         created = self.store.results.create(result.as_stored())
         flipped: list[bool] = []
 

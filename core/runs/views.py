@@ -252,7 +252,9 @@ class Views:
         shared = self._step_window(run_id, stored.step) if common and timeline is not None else None
         raw, removed = self._raw(run_id, item_id) if "raw" in stored.artifacts else (None, None)
         return FullResult(
-            **(dict(stored) | {"inline_timeline": None}),  # it is the series below
+            # The timeline is the series below; carried artifacts are never kept, but an
+            # imported document (an admin's archive) may still hold them.
+            **(dict(stored) | {"inline_timeline": None, "inline_artifacts": None}),
             series_window="common" if shared else "own",
             series=_series(timeline, shared or own),
             raw=raw,
