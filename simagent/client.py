@@ -29,9 +29,9 @@ from typing import Any, Protocol, TypeVar
 from pydantic import ValidationError
 
 from adapters.queue import LeaseLost, Message, WorkQueues
+from agent import handover
 from agent.api_client import ApiClient, ApiError
 from agent.cleanup import parse_order
-from core.artifacts import uploads
 from core.errors import BenchError, StoreUnavailable
 from core.models import HostFacts, WorkItem
 from core.models.live import LIVE_RING, LiveDirection, LiveSample
@@ -254,13 +254,13 @@ class SimClient:
             scheduled_ms=rec.start_at_ms,
             started_ms=start,
         )
-        receipts = {}  # the API's for each put, which the result carries (core.receipts)
-        up = uploads(measured.artifacts, self.api.api_protocol)
-        for name, data in up.sent.items():
-            receipts[name] = await self.call(self.api.put_artifact, item, self.agent_id, name, data)
-        result = measured.result.model_copy(update=up.result_fields(measured.artifacts))
+        # The agent's own hand-over (agent.handover): uploads, then the result.
+        agent_id, artifacts = self.agent_id, measured.artifacts
+        result, receipts = await self.call(
+            handover.prepared, self.api, item, agent_id, measured.result, artifacts
+        )
         rec.result_sent_ms = now_ms()
-        await self.call(self.api.put_result, result.model_dump(mode="json"), receipts)
+        await self.call(handover.put, self.api, item, agent_id, result, receipts)
         rec.stored_ms = now_ms()
         rec.outcome = "completed"
         self.fleet.write(rec)  # now: its message's delete may wait on a busy queue

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import wait_until
+from tests.test_e2e import alive
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,14 +49,6 @@ def names(pid: int) -> set[str]:
             continue
         found |= {name for name in ("local_api", "simagent", "azurite", "cosmosdb") if name in cmd}
     return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 @pytest.mark.stack
