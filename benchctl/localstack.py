@@ -206,13 +206,19 @@ def start_api(
     port: int | None = None,
     wait: bool = True,
 ) -> Proc:
-    """The API under uvicorn, on the stack's API port or on ``port`` (an instance behind the
-    balancer; 0: any free port); ``access_log``: a line per request in its log (benches
-    count requests). The port is bound here and handed to uvicorn: a port another server
-    took since it was chosen is a StackError ("already in use"), where waiting for an
-    answer on it took that server's for the API's (another stack's API, started at the
-    same moment on 7071, while this uvicorn was still importing)."""
+    """The API under uvicorn, on the stack's API port (0: any free port, which becomes the
+    stack's) or on ``port`` (an instance behind the balancer; 0: any free port);
+    ``access_log``: a line per request in its log (benches count requests). The port is
+    bound here and handed to uvicorn: a port another server took since it was chosen is a
+    StackError ("already in use"), where waiting for an answer on it took that server's for
+    the API's (another stack's API, started at the same moment on 7071, while this uvicorn
+    was still importing)."""
     listener = listen_on(stack.api_port if port is None else port)
+    if port is None and stack.api_port == 0:
+        # The stack's API port picked at this bind: one picked before and bound later could
+        # be taken meanwhile, as the local port of a connection to the emulators started in
+        # between (a CI rehearsal, 2026-11-29: "port 48607 is already in use").
+        stack.api_port = int(listener.getsockname()[1])
     port = int(listener.getsockname()[1])
     env = {
         **stack.env(),

@@ -156,7 +156,7 @@ def stack(
         dir=str(directory),
         queue_port=localstack.free_port(),
         cosmos_port=localstack.free_port(),
-        api_port=localstack.free_port(),
+        api_port=0,  # picked when the API binds it (localstack.start_api)
         blob_port=localstack.free_port(),
         pools=POOL_SPECS,
         visibility_timeout=6,

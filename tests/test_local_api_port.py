@@ -70,3 +70,21 @@ def test_up_moves_the_api_to_another_port_when_its_port_was_taken_meanwhile(
     finally:
         for p in mine.procs:
             localstack.stop_proc(p, timeout=5)
+
+
+def test_a_stack_whose_api_port_is_0_takes_the_one_its_api_binds(
+    stack: Stack, tmp_path: Path
+) -> None:
+    """The tests' own stack (tests/conftest.py) picks no port before its emulators start:
+    one picked then was taken by the time its API bound it (a CI rehearsal, 2026-11-29)."""
+    mine = on_port(stack, tmp_path, 0)
+    try:
+        api = localstack.start_api(mine, timer_seconds=0, extra_env=ENV)
+        assert mine.api_port == api.port and mine.api_port > 0
+        assert Stack.load(tmp_path) is not None
+        assert Stack.load(tmp_path).api_port == mine.api_port  # type: ignore[union-attr]
+        health = httpx.get(f"{mine.api_url}/api/health", timeout=10)
+        assert health.status_code == 200 and "checks" in health.json()
+    finally:
+        for p in mine.procs:
+            localstack.stop_proc(p, timeout=5)
