@@ -13,22 +13,12 @@ import pytest
 from agent import handover
 from agent.api_client import ApiClient, ApiError
 from core.artifacts import ref
-from core.models import ArtifactName, HostFacts, Result, WorkItem, Workload
+from core.models import ArtifactName, HostFacts, Result
 from simagent.figures import DeclaredRate
 from simagent.measured import measure
 from tests.loopback import Quiet, serve
+from tests.test_api_retries import ITEM as WORK  # one client's item
 
-WORK = WorkItem(
-    run_id="r-" + "c" * 32,
-    item_id="r-" + "c" * 32 + ".s0.c0",
-    step=0,
-    client=0,
-    clients=1,
-    pool="default",
-    targets=["scratch"],
-    engine="fio",
-    workload=Workload(rw="randread", bs="4k", size="8m", runtime=3),
-)
 HOST = HostFacts(hostname="simulated", kernel="", os="simulated", cpu_count=0)
 REFUSAL = {"errors": [{"field": "inline_artifacts", "message": "Extra inputs are not permitted"}]}
 
