@@ -214,12 +214,13 @@ def start_api(
     the API's (another stack's API, started at the same moment on 7071, while this uvicorn
     was still importing)."""
     listener = listen_on(stack.api_port if port is None else port)
+    bound = int(listener.getsockname()[1])
     if port is None and stack.api_port == 0:
         # The stack's API port picked at this bind: one picked before and bound later could
         # be taken meanwhile, as the local port of a connection to the emulators started in
         # between (a CI rehearsal, 2026-11-29: "port 48607 is already in use").
-        stack.api_port = int(listener.getsockname()[1])
-    port = int(listener.getsockname()[1])
+        stack.api_port = bound
+    port = bound
     env = {
         **stack.env(),
         **stack.telemetry,

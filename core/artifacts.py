@@ -113,6 +113,11 @@ def unpack_at_most(data: bytes, max_bytes: int) -> bytes:
     return text
 
 
+# What unpacking bytes that are not a packed timeline raises: not gzip (OSError, zlib),
+# cut short (EOFError), over a bound or not a timeline (ValueError, pydantic's too).
+UNREADABLE_TIMELINE = (OSError, EOFError, zlib.error, ValueError)
+
+
 def unpack_timeline(data: bytes, max_bytes: int | None = None) -> ClientTimeline:
     """``max_bytes``: as ``unpack_at_most``."""
     text = unpack(data) if max_bytes is None else unpack_at_most(data, max_bytes)

@@ -4,9 +4,7 @@ SHA-256), within their bounds, and a timeline the finalizer can read."""
 
 from __future__ import annotations
 
-import zlib
-
-from core.artifacts import sha256_hex, unpack_timeline
+from core.artifacts import UNREADABLE_TIMELINE, sha256_hex, unpack_timeline
 from core.errors import FieldError, ValidationFailed
 from core.models import ArtifactName, Result
 from core.models.result import (
@@ -30,7 +28,7 @@ def carried_timeline(result: Result) -> set[str]:
         raise ValidationFailed([FieldError("inline_timeline", why)])
     try:
         unpack_timeline(data, max_bytes=INLINE_TIMELINE_UNPACKED_BYTES)
-    except (OSError, EOFError, zlib.error, ValueError) as e:  # not gzip; too big; not a timeline
+    except UNREADABLE_TIMELINE as e:
         why = f"not a packed timeline: {str(e)[:200]}"
         raise ValidationFailed([FieldError("inline_timeline", why)]) from None
     return {"timeline"}

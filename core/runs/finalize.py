@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import contextvars
 import logging
-import zlib
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from core import telemetry
 from core.analysis.step_aggregates import build_aggregates
-from core.artifacts import pack_json, sha256_hex, unpack_timeline
+from core.artifacts import UNREADABLE_TIMELINE, pack_json, sha256_hex, unpack_timeline
 from core.errors import NotFound
 from core.models import Result, SeriesArtifact, StepAggregate, StoredResult
 from core.models.gate import RunGate
@@ -46,7 +45,7 @@ def _fetch(artifacts: Artifacts, run_id: str, item: str) -> ClientTimeline | Non
         return None
     try:
         return unpack_timeline(data)
-    except (OSError, EOFError, zlib.error, ValueError) as e:  # not gzip; not a timeline
+    except UNREADABLE_TIMELINE as e:
         log.warning("timeline of %s in Blob Storage is unreadable: %s", item, str(e)[:200])
         return None
 
